@@ -96,7 +96,6 @@ type AgentSessionSpec struct {
 	// BudgetExceeded (or TimedOut for maxDuration).
 	// +optional
 	// +kubebuilder:default={}
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="budget is immutable"
 	Budget *Budget `json:"budget,omitempty"`
 
 	// cancel, when set to true, stops the session: the runner pod is deleted with its grace
@@ -412,12 +411,17 @@ type ForkSource struct {
 }
 
 // Budget bounds a session. Unset limits do not apply.
+//
+// Its immutability is checked field by field because a duration has many spellings ("1h",
+// "60m", "1h0m0s"): a client that re-serializes the spec must not trip the rule.
+// +kubebuilder:validation:XValidation:rule="has(self.maxDuration) == has(oldSelf.maxDuration) && has(self.maxTurns) == has(oldSelf.maxTurns) && has(self.maxTokens) == has(oldSelf.maxTokens)",message="budget is immutable"
 type Budget struct {
 	// maxDuration bounds the wall time of the session (all attempts together); it also sets
 	// the runner pod's activeDeadlineSeconds.
 	// +optional
 	// +kubebuilder:default="1h"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('168h')",message="maxDuration must be between 10s and 168h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(oldSelf)",message="budget is immutable"
 	MaxDuration *metav1.Duration `json:"maxDuration,omitempty"`
 
 	// maxTurns bounds the number of model turns.
@@ -425,11 +429,13 @@ type Budget struct {
 	// +kubebuilder:default=100
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="budget is immutable"
 	MaxTurns *int32 `json:"maxTurns,omitempty"`
 
 	// maxTokens bounds the input plus output tokens of all model calls.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="budget is immutable"
 	MaxTokens *int64 `json:"maxTokens,omitempty"`
 }
 

@@ -252,6 +252,10 @@ func testImmutability(t *testing.T, cp *testenv.ControlPlane) {
 		{"add extensions", func(s *v1.AgentSession) {
 			s.Spec.Extensions = []v1.ExtensionLayer{{ConfigMap: &v1.ConfigMapLayer{Name: "x"}}}
 		}, "spec is immutable except for cancel"},
+		{"change maxDuration", func(s *v1.AgentSession) {
+			s.Spec.Budget.MaxDuration = &metav1.Duration{Duration: 2 * time.Hour}
+		}, "budget is immutable"},
+		// A typed client re-serializes the defaulted "1h" as "1h0m0s": still the same spec.
 		{"change labels", func(s *v1.AgentSession) { s.Labels = map[string]string{"team": "a"} }, ""},
 		{"set cancel", func(s *v1.AgentSession) { s.Spec.Cancel = true }, ""},
 		{"unset cancel", func(s *v1.AgentSession) { s.Spec.Cancel = false }, "cancel cannot be unset once true"},

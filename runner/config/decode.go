@@ -1,0 +1,223 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
+)
+
+// layer is what one file sets. Nil means "not set here", so that a project
+// file overrides only the keys it names.
+type layer struct {
+	DatabaseURL *string
+	ToolResults toolResultsLayer
+}
+
+type toolResultsLayer struct {
+	CompressContext *bool
+	MaxBytes        *int
+	MaxLines        *int
+	HeadBytes       *int
+	TailBytes       *int
+}
+
+// apply returns c with the keys l sets replaced.
+func (l layer) apply(c Config) Config {
+	set(&c.DatabaseURL, l.DatabaseURL)
+	t := &c.ToolResults
+	set(&t.CompressContext, l.ToolResults.CompressContext)
+	set(&t.MaxBytes, l.ToolResults.MaxBytes)
+	set(&t.MaxLines, l.ToolResults.MaxLines)
+	set(&t.HeadBytes, l.ToolResults.HeadBytes)
+	set(&t.TailBytes, l.ToolResults.TailBytes)
+	return c
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+// parse decodes one configuration file. path is used only in errors, which
+// are *FileError with the line and column of the offending key.
+//
+// The document is decoded generically and the known keys are picked out by
+// hand rather than unmarshalled into a struct: that keeps unknown keys
+// harmless and lets type errors speak the file's language ("want an integer,
+// got a string") instead of naming Go types.
+func parse(path string, doc []byte) (layer, error) {
+	var root map[string]any
+	if err := toml.Unmarshal(doc, &root); err != nil {
+		return layer{}, syntaxError(path, doc, err)
+	}
+	var l layer
+	var err error
+	fail := func(key string, e error) error {
+		return placeKeyError(path, doc, &keyError{key: key, err: e})
+	}
+	if l.DatabaseURL, err = get[string](root, "database_url"); err != nil {
+		return layer{}, fail("database_url", err)
+	}
+	tr, err := get[map[string]any](root, "tool_results")
+	if err != nil {
+		return layer{}, fail("tool_results", err)
+	}
+	if tr != nil {
+		t := &l.ToolResults
+		if t.CompressContext, err = get[bool](*tr, "compress_context"); err != nil {
+			return layer{}, fail("tool_results.compress_context", err)
+		}
+		for _, f := range []struct {
+			key string
+			dst **int
+		}{
+			{"max_bytes", &t.MaxBytes},
+			{"max_lines", &t.MaxLines},
+			{"head_bytes", &t.HeadBytes},
+			{"tail_bytes", &t.TailBytes},
+		} {
+			if *f.dst, err = getInt(*tr, f.key); err != nil {
+				return layer{}, fail("tool_results."+f.key, err)
+			}
+		}
+	}
+	return l, nil
+}
+
+// get returns table[key] as a T, nil when the key is absent.
+func get[T any](table map[string]any, key string) (*T, error) {
+	v, ok := table[key]
+	if !ok {
+		return nil, nil
+	}
+	t, ok := v.(T)
+	if !ok {
+		var zero T
+		return nil, fmt.Errorf("want %s, got %s", kindOf(zero), kindOf(v))
+	}
+	return &t, nil
+}
+
+func getInt(table map[string]any, key string) (*int, error) {
+	v, err := get[int64](table, key)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	if *v < math.MinInt || *v > math.MaxInt {
+		return nil, fmt.Errorf("%d does not fit in an integer", *v)
+	}
+	n := int(*v)
+	return &n, nil
+}
+
+// kindOf names a decoded TOML value's type as the TOML spec does.
+func kindOf(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case int64:
+		return "an integer"
+	case float64:
+		return "a float"
+	case map[string]any:
+		return "a table"
+	case []any:
+		return "an array"
+	case time.Time, toml.LocalDate, toml.LocalTime, toml.LocalDateTime:
+		return "a date or time"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
+
+// syntaxError turns go-toml's error into a *FileError with its position.
+func syntaxError(path string, doc []byte, err error) *FileError {
+	fe := &FileError{Path: path, Err: err}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		fe.Line, fe.Column = de.Position()
+		// The message without go-toml's "toml: " prefix reads better after
+		// a file position; keep the original error for errors.As.
+		fe.Err = &decodeError{msg: strings.TrimPrefix(de.Error(), "toml: "), err: de}
+	}
+	return fe
+}
+
+type decodeError struct {
+	msg string
+	err error
+}
+
+func (e *decodeError) Error() string { return e.msg }
+func (e *decodeError) Unwrap() error { return e.err }
+
+// placeKeyError turns a keyError into a *FileError located at the key in doc
+// (line 0 when doc does not set the key, e.g. a limit that only clashes with
+// another file's value).
+func placeKeyError(path string, doc []byte, err error) error {
+	fe := &FileError{Path: path, Err: err}
+	var ke *keyError
+	if errors.As(err, &ke) {
+		fe.Key, fe.Err = ke.key, ke.err
+		fe.Line, fe.Column = locate(doc, strings.Split(ke.key, "."))
+	}
+	return fe
+}
+
+// locate returns the line and column where doc sets the dotted key path: the
+// key of a key/value, a table header, or the enclosing inline table's key.
+// It returns 0, 0 when doc does not mention the key.
+func locate(doc []byte, path []string) (line, col int) {
+	var p unstable.Parser
+	p.Reset(doc)
+	var table []string
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			table = keyOf(e.Key())
+			if isPrefix(path, table) {
+				return position(&p, e.Key())
+			}
+		case unstable.KeyValue:
+			full := append(slices.Clip(table), keyOf(e.Key())...)
+			// Prefixes both ways: the key of an inline table holds the keys
+			// inside it, which the parser does not expose as expressions,
+			// and a dotted key (a.b = 1) is where a turned into a table.
+			if isPrefix(full, path) || isPrefix(path, full) {
+				return position(&p, e.Key())
+			}
+		}
+	}
+	return 0, 0
+}
+
+// isPrefix reports whether prefix is a leading part of key.
+func isPrefix(prefix, key []string) bool {
+	return len(prefix) <= len(key) && slices.Equal(prefix, key[:len(prefix)])
+}
+
+func keyOf(it unstable.Iterator) []string {
+	var k []string
+	for it.Next() {
+		k = append(k, string(it.Node().Data))
+	}
+	return k
+}
+
+func position(p *unstable.Parser, it unstable.Iterator) (line, col int) {
+	if !it.Next() {
+		return 0, 0
+	}
+	s := p.Shape(it.Node().Raw)
+	return s.Start.Line, s.Start.Column
+}

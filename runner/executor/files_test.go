@@ -1,0 +1,243 @@
+package executor
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// workspace is a Local on a workspace with a secret beside it and links
+// in it that lead inside and outside.
+type workspace struct {
+	l       *Local
+	outside string // directory holding the workspace and the secret
+	secret  string
+}
+
+func newWorkspace(t *testing.T) workspace {
+	t.Helper()
+	outside := t.TempDir()
+	dir := filepath.Join(outside, "ws")
+	secret := filepath.Join(outside, "secret")
+	files := map[string]string{
+		secret:                              "api key",
+		filepath.Join(dir, "a.txt"):         "a",
+		filepath.Join(dir, "sub", "b.txt"):  "b",
+		filepath.Join(dir, ".git", "HEAD"):  "ref",
+		filepath.Join(dir, "sub", "c", "d"): "d",
+	}
+	for name, content := range files {
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{
+		"out":     "../secret",
+		"abs":     secret,
+		"dirout":  "..",
+		"in":      "a.txt",
+		"subin":   "sub/b.txt",
+		"absin":   filepath.Join(dir, "a.txt"),
+		"chain":   "in",
+		"dangles": "new.txt",
+	} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := NewLocal(dir, Options{Reaper: testReaper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(t.Context()) })
+	return workspace{l: l, outside: outside, secret: secret}
+}
+
+func (w workspace) requireSecretIntact(t *testing.T) {
+	t.Helper()
+	if b, err := os.ReadFile(w.secret); err != nil || string(b) != "api key" {
+		t.Fatalf("the file outside the workspace changed: %q, %v", b, err)
+	}
+}
+
+func TestFilesConfinement(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t)
+	ctx := t.Context()
+	escapes := []string{
+		"../secret",
+		"sub/../../secret",
+		"out",
+		"abs",
+		"dirout/secret",
+		filepath.Join(w.l.dir, "..", "secret"),
+		w.secret,
+		"/etc/passwd",
+		// os.Root refuses absolute links even to inside the root.
+		"absin",
+	}
+	for _, name := range escapes {
+		t.Run(strings.ReplaceAll(name, "/", "_"), func(t *testing.T) {
+			t.Parallel()
+			check := func(op string, err error) {
+				t.Helper()
+				if !errors.Is(err, ErrOutsideWorkspace) {
+					t.Errorf("%s %s: %v, want %v", op, name, err, ErrOutsideWorkspace)
+				} else if !strings.HasSuffix(err.Error(), "path is outside the workspace") || op == "read" && !strings.Contains(err.Error(), "read "+name+": ") {
+					t.Errorf("%s %s: unclear error %q", op, name, err)
+				}
+			}
+			_, err := w.l.ReadFile(ctx, name)
+			check("read", err)
+			_, err = w.l.Stat(ctx, name)
+			check("stat", err)
+			check("write", w.l.WriteFile(ctx, name, []byte("pwned"), 0o644))
+			check("write below", w.l.WriteFile(ctx, filepath.Join(name, "x"), []byte("pwned"), 0o644))
+			for _, err := range w.l.Walk(ctx, name, WalkOptions{}) {
+				check("walk", err)
+				break
+			}
+			w.requireSecretIntact(t)
+		})
+	}
+	// Links that stay inside are followed.
+	for name, want := range map[string]string{
+		"in":                                   "a",
+		"chain":                                "a",
+		"subin":                                "b",
+		"sub/../a.txt":                         "a",
+		"./sub/c/d":                            "d",
+		filepath.Join(w.l.dir, "sub", "b.txt"): "b",
+		filepath.Join(w.l.real, "a.txt"):       "a",
+	} {
+		got, err := w.l.ReadFile(ctx, name)
+		if err != nil || string(got) != want {
+			t.Errorf("read %s = %q, %v; want %q", name, got, err, want)
+		}
+	}
+}
+
+func TestWriteFile(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t)
+	ctx := t.Context()
+	dir := w.l.dir
+
+	// New file, in new directories, with the mode asked for.
+	if err := w.l.WriteFile(ctx, "new/deep/f.txt", []byte("1"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "new/deep/f.txt")); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("new file: %v, %v; want mode 0640", fi, err)
+	}
+	// An existing file keeps its mode.
+	script := filepath.Join(dir, "run.sh")
+	if err := os.WriteFile(script, []byte("old"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.l.WriteFile(ctx, "run.sh", []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(script); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("rewritten file: %v, %v; want mode 0755 kept", fi, err)
+	}
+	// A link is written through: the link stays, its target changes.
+	if err := w.l.WriteFile(ctx, "chain", []byte("via link"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "via link" {
+		t.Errorf("a.txt = %q after writing through links", b)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "chain")); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("chain is no longer a link: %v, %v", fi, err)
+	}
+	// A dangling link inside the workspace creates its target.
+	if err := w.l.WriteFile(ctx, "dangles", []byte("created"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "new.txt")); string(b) != "created" {
+		t.Errorf("new.txt = %q", b)
+	}
+	// Not over a directory, nor the root.
+	for _, name := range []string{"sub", ".", ""} {
+		if err := w.l.WriteFile(ctx, name, []byte("x"), 0); err == nil {
+			t.Errorf("wrote over directory %q", name)
+		}
+	}
+	// No temporary file is left anywhere.
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if strings.Contains(d.Name(), ".aerie-") {
+			t.Errorf("temporary file left: %s", path)
+		}
+		return nil
+	})
+}
+
+func TestReadDirStatWalk(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t)
+	ctx := t.Context()
+
+	infos, err := w.l.ReadDir(ctx, "sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, fi := range infos {
+		names = append(names, fi.Name)
+	}
+	if diff := cmp.Diff([]string{"sub/b.txt", "sub/c"}, names); diff != "" {
+		t.Errorf("ReadDir (-want +got):\n%s", diff)
+	}
+
+	root, err := w.l.ReadDir(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fi := range root {
+		if fi.Name == "out" && fi.Mode&fs.ModeSymlink == 0 {
+			t.Errorf("ReadDir followed the link out: %+v", fi)
+		}
+	}
+
+	fi, err := w.l.Stat(ctx, "subin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(FileInfo{Name: "subin", Size: 1, Mode: 0o644}, fi, cmpopts.IgnoreFields(FileInfo{}, "ModTime")); diff != "" {
+		t.Errorf("Stat (-want +got):\n%s", diff)
+	}
+
+	var walked []string
+	for fi, err := range w.l.Walk(ctx, ".", WalkOptions{SkipDirs: []string{".git", "c"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		walked = append(walked, fi.Name)
+	}
+	want := []string{".", ".git", "a.txt", "abs", "absin", "chain", "dangles", "dirout", "in", "out", "sub", "sub/b.txt", "sub/c", "subin"}
+	if diff := cmp.Diff(want, walked); diff != "" {
+		t.Errorf("Walk (-want +got):\n%s", diff)
+	}
+
+	// Breaking out of the loop stops the walk.
+	n := 0
+	for range w.l.Walk(ctx, "", WalkOptions{}) {
+		n++
+		if n == 2 {
+			break
+		}
+	}
+	if n != 2 {
+		t.Errorf("walk went on after break: %d", n)
+	}
+}

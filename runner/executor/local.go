@@ -1,0 +1,490 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aerie-run/aerie/runner/process"
+)
+
+// DefaultOutputDelay is how long after a command exits its output pipes
+// stay open for processes it left behind.
+const DefaultOutputDelay = 250 * time.Millisecond
+
+// leaderExitWait bounds how long a teardown waits for the leader it just
+// killed to be seen exiting before it leaves the reaping for later.
+const leaderExitWait = 5 * time.Second
+
+// Options configure a Local executor. The zero value is usable.
+type Options struct {
+	// Reaper, when set, starts every command so that the Reaper leaves
+	// its exit status alone; the process should then be a child subreaper
+	// running Reaper.Run (as `aerie executor` is). Nil when the process
+	// does not reap orphans.
+	Reaper *process.Reaper
+	// Grace is the time between SIGTERM and SIGKILL in a teardown;
+	// process.DefaultGrace when zero.
+	Grace time.Duration
+	// OutputDelay is how long, after a command exits, Stdout and Stderr
+	// wait for the pipes to reach end of file before the executor closes
+	// them: a background child (`server &`) inherits the pipes and would
+	// otherwise keep a reader waiting until it exits. DefaultOutputDelay
+	// when zero.
+	OutputDelay time.Duration
+	// Logger receives what goes wrong where no caller is waiting: a
+	// teardown triggered by a context. Nil discards.
+	Logger *slog.Logger
+}
+
+// Local runs commands as child processes of this process and file
+// operations directly in the workspace directory.
+//
+// A command's leader is not reaped when it exits: Local learns its exit
+// status with process.AwaitExit and keeps it as a zombie until nothing of
+// its group is alive any more, or the group has been torn down. Until
+// then the leader's PID, which is also the group id, cannot be reused, so
+// verifying and signalling the group is free of races.
+type Local struct {
+	root *os.Root
+	// dir is the workspace root, absolute and clean; real is dir with
+	// symbolic links resolved. Absolute names under either are accepted.
+	dir, real   string
+	reaper      *process.Reaper
+	grace       time.Duration
+	outputDelay time.Duration
+	log         *slog.Logger
+
+	// life is held for reading while a command starts and for writing
+	// by Close, so no command starts unseen by Close's teardown.
+	life   sync.RWMutex
+	closed bool
+
+	mu    sync.Mutex
+	procs map[string]*localProcess
+}
+
+// NewLocal returns an executor for the workspace directory.
+func NewLocal(workspace string, opts Options) (*Local, error) {
+	dir, err := filepath.Abs(workspace)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	l := &Local{
+		root:        root,
+		dir:         dir,
+		real:        real,
+		reaper:      opts.Reaper,
+		grace:       cmpOr(opts.Grace, process.DefaultGrace),
+		outputDelay: cmpOr(opts.OutputDelay, DefaultOutputDelay),
+		log:         opts.Logger,
+		procs:       make(map[string]*localProcess),
+	}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	return l, nil
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// Close tears down every group, refuses further commands, and releases
+// the workspace.
+func (l *Local) Close(ctx context.Context) error {
+	l.life.Lock()
+	l.closed = true
+	l.life.Unlock()
+	_, err := l.TeardownAll(ctx)
+	return errors.Join(err, l.root.Close())
+}
+
+// localProcess is one command and its group.
+type localProcess struct {
+	id      string
+	cmd     *exec.Cmd
+	group   process.Group
+	argv    []string
+	dir     string
+	started time.Time
+
+	stdin          *os.File // nil without Command.Stdin
+	stdout, stderr *output
+	pipes          []*os.File // the parent's read ends, closed by the cut
+
+	// exited is closed once the leader has exited and exit is set.
+	exited  chan struct{}
+	exit    Exit
+	waitErr error
+	// tornDown is set when a teardown starts.
+	tornDown atomic.Bool
+	// stop detaches the group from the context it was started with.
+	stop func() bool
+
+	teardownMu sync.Mutex // one teardown at a time
+	finishOnce sync.Once
+	finished   chan struct{}
+}
+
+func (p *localProcess) ID() string { return p.id }
+
+func (p *localProcess) Info() ProcessInfo {
+	info := ProcessInfo{Group: p.group, Argv: p.argv, Dir: p.dir, StartedAt: p.started}
+	select {
+	case <-p.exited:
+		info.Exited = true
+	default:
+	}
+	return info
+}
+
+func (p *localProcess) Stdin() io.WriteCloser {
+	if p.stdin == nil {
+		return nil // not a nil *os.File in a non-nil interface
+	}
+	return p.stdin
+}
+
+func (p *localProcess) Stdout() io.ReadCloser { return p.stdout }
+func (p *localProcess) Stderr() io.ReadCloser { return p.stderr }
+
+func (p *localProcess) Wait(ctx context.Context) (Exit, error) {
+	select {
+	case <-p.exited:
+		return p.exit, p.waitErr
+	case <-ctx.Done():
+		return Exit{}, ctx.Err()
+	}
+}
+
+// cutOutput closes the parent's ends of the output pipes; copiers still
+// reading see the end, and processes still writing get EPIPE.
+func (p *localProcess) cutOutput() {
+	p.stdout.setCut()
+	p.stderr.setCut()
+	for _, f := range p.pipes {
+		f.Close()
+	}
+}
+
+// Start implements Commands.
+func (l *Local) Start(ctx context.Context, c Command) (Process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	argv, err := c.argv()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = l.workdir(c.Dir)
+	cmd.Env = c.Env
+	if len(cmd.Env) == 0 {
+		cmd.Env = Environ(os.Environ(), nil, nil)
+	}
+
+	sio, err := openStdio(cmd, c)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+
+	l.life.RLock()
+	defer l.life.RUnlock()
+	if l.closed {
+		sio.closeChild()
+		sio.closeOurs()
+		return nil, ErrClosed
+	}
+	id := process.NewID()
+	started := time.Now()
+	var g process.Group
+	if l.reaper != nil {
+		g, err = l.reaper.Start(cmd, id)
+	} else {
+		g, err = process.Start(cmd, id)
+	}
+	sio.closeChild()
+	if err != nil {
+		sio.closeOurs()
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+
+	p := &localProcess{
+		id: id, cmd: cmd, group: g, argv: argv, dir: cmd.Dir, started: started,
+		stdin: sio.inW, stdout: newOutput(), stderr: newOutput(),
+		exited: make(chan struct{}), finished: make(chan struct{}),
+	}
+	p.pipes = append(p.pipes, sio.outR)
+	go copyOutput(p.stdout, sio.outR)
+	if sio.errR != nil {
+		p.pipes = append(p.pipes, sio.errR)
+		go copyOutput(p.stderr, sio.errR)
+	} else {
+		p.stderr.end()
+	}
+	l.mu.Lock()
+	l.procs[id] = p
+	l.mu.Unlock()
+	// The callback can run at once, on another goroutine; it starts with
+	// teardown taking teardownMu, which orders it after this assignment.
+	p.teardownMu.Lock()
+	p.stop = context.AfterFunc(ctx, func() {
+		// Cleanup must run to completion although ctx is done.
+		if rep, err := l.teardown(context.WithoutCancel(ctx), p); err != nil {
+			l.log.Error("tear down process group on context end", "id", p.id, "pgid", p.group.PGID, "status", rep.Status, "error", err)
+		}
+	})
+	p.teardownMu.Unlock()
+	go l.supervise(p)
+	return p, nil
+}
+
+// stdio is a command's standard streams. The command writes straight
+// into pipes of ours (exec passes an *os.File through, with no copying
+// goroutine for Wait to wait on), so that a grandchild holding them open
+// never delays Wait; copiers and the cut after OutputDelay deal with it.
+type stdio struct {
+	child      []*os.File // the command's ends, closed here once it started
+	outR, errR *os.File   // errR is nil with CombinedOutput
+	inW        *os.File   // nil without Command.Stdin, which means /dev/null
+}
+
+func openStdio(cmd *exec.Cmd, c Command) (_ *stdio, err error) {
+	ps := &stdio{}
+	defer func() {
+		if err != nil {
+			ps.closeChild()
+			ps.closeOurs()
+		}
+	}()
+	var outW, errW, inR *os.File
+	if ps.outR, outW, err = os.Pipe(); err != nil {
+		return nil, err
+	}
+	ps.child = append(ps.child, outW)
+	cmd.Stdout, cmd.Stderr = outW, outW
+	if !c.CombinedOutput {
+		if ps.errR, errW, err = os.Pipe(); err != nil {
+			return nil, err
+		}
+		ps.child = append(ps.child, errW)
+		cmd.Stderr = errW
+	}
+	if c.Stdin {
+		if inR, ps.inW, err = os.Pipe(); err != nil {
+			return nil, err
+		}
+		ps.child = append(ps.child, inR)
+		cmd.Stdin = inR
+	}
+	return ps, nil
+}
+
+func (ps *stdio) closeChild() {
+	for _, f := range ps.child {
+		f.Close()
+	}
+}
+
+func (ps *stdio) closeOurs() {
+	for _, f := range []*os.File{ps.outR, ps.errR, ps.inW} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// workdir resolves a Command.Dir.
+func (l *Local) workdir(dir string) string {
+	switch {
+	case dir == "":
+		return l.dir
+	case filepath.IsAbs(dir):
+		return dir
+	default:
+		return filepath.Join(l.dir, dir)
+	}
+}
+
+// supervise waits for the leader to exit, records how, and finishes the
+// process if nothing of its group is left.
+func (l *Local) supervise(p *localProcess) {
+	st, err := process.AwaitExit(p.group.PID)
+	p.exit = Exit{Code: st.Code, Duration: time.Since(p.started), TornDown: p.tornDown.Load()}
+	if st.Signal != 0 {
+		p.exit.Signal = unix.SignalName(st.Signal)
+	}
+	p.waitErr = err
+	close(p.exited)
+	time.AfterFunc(l.outputDelay, p.cutOutput)
+	if err != nil {
+		// Not our child after all (something else reaped it): there is
+		// no zombie to keep.
+		l.finish(p)
+		return
+	}
+	l.settle(p)
+}
+
+// settle finishes p if its leader has exited and nothing of its group is
+// alive; a group whose leader left processes behind stays listed, and
+// stays subject to its context, until they end or are torn down.
+func (l *Local) settle(p *localProcess) {
+	select {
+	case <-p.exited:
+	default:
+		return
+	}
+	status, err := process.Inspect(p.group)
+	switch {
+	case status == process.AlreadyExited:
+		l.finish(p)
+	case err != nil:
+		l.log.Error("inspect process group", "id", p.id, "pgid", p.group.PGID, "error", err)
+	}
+}
+
+// finish reaps the leader and forgets p. The leader must have exited.
+func (l *Local) finish(p *localProcess) {
+	p.finishOnce.Do(func() {
+		p.stop()
+		// The status is already known from AwaitExit; this releases the
+		// zombie, and with it the PID and the group id.
+		if l.reaper != nil {
+			_ = l.reaper.Wait(p.cmd)
+		} else {
+			_ = p.cmd.Wait()
+		}
+		if p.stdin != nil {
+			p.stdin.Close()
+		}
+		l.mu.Lock()
+		delete(l.procs, p.id)
+		l.mu.Unlock()
+		close(p.finished)
+	})
+}
+
+// teardown tears p's group down and, once its leader is seen exiting,
+// finishes p.
+func (l *Local) teardown(ctx context.Context, p *localProcess) (process.Report, error) {
+	p.teardownMu.Lock()
+	defer p.teardownMu.Unlock()
+	select {
+	case <-p.finished:
+		return process.Report{ID: p.id, PGID: p.group.PGID, Status: process.AlreadyExited}, nil
+	default:
+	}
+	p.tornDown.Store(true)
+	rep, err := process.Teardown(ctx, p.group, l.grace)
+	if err != nil {
+		return rep, err
+	}
+	select {
+	case <-p.exited:
+		l.finish(p)
+	case <-time.After(leaderExitWait):
+		// Killed but not yet dead (uninterruptible sleep): supervise will
+		// settle it when it exits.
+	}
+	return rep, nil
+}
+
+func (l *Local) lookup(id string) (*localProcess, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p, ok := l.procs[id]
+	if !ok {
+		return nil, fmt.Errorf("process %s: %w", id, ErrNotFound)
+	}
+	return p, nil
+}
+
+// all returns every tracked process, oldest first.
+func (l *Local) all() []*localProcess {
+	l.mu.Lock()
+	ps := make([]*localProcess, 0, len(l.procs))
+	for _, p := range l.procs {
+		ps = append(ps, p)
+	}
+	l.mu.Unlock()
+	slices.SortFunc(ps, func(a, b *localProcess) int { return a.started.Compare(b.started) })
+	return ps
+}
+
+// Signal implements Commands.
+func (l *Local) Signal(ctx context.Context, id string, sig syscall.Signal) error {
+	p, err := l.lookup(id)
+	if err != nil {
+		return err
+	}
+	return process.SignalGroup(p.group, sig)
+}
+
+// List implements Commands. Groups whose processes have all exited are
+// dropped from the list on the way.
+func (l *Local) List(ctx context.Context) ([]ProcessInfo, error) {
+	var infos []ProcessInfo
+	for _, p := range l.all() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		l.settle(p)
+		select {
+		case <-p.finished:
+			continue
+		default:
+		}
+		infos = append(infos, p.Info())
+	}
+	return infos, nil
+}
+
+// Teardown implements Commands.
+func (l *Local) Teardown(ctx context.Context, id string) (process.Report, error) {
+	p, err := l.lookup(id)
+	if err != nil {
+		return process.Report{ID: id}, err
+	}
+	return l.teardown(ctx, p)
+}
+
+// TeardownAll implements Commands. Groups are torn down concurrently, so
+// the whole takes about one grace period, not one per group.
+func (l *Local) TeardownAll(ctx context.Context) ([]process.Report, error) {
+	ps := l.all()
+	reports := make([]process.Report, len(ps))
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() { reports[i], errs[i] = l.teardown(ctx, p) })
+	}
+	wg.Wait()
+	return reports, errors.Join(errs...)
+}
+
+var _ Executor = (*Local)(nil)

@@ -1,0 +1,149 @@
+package process
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// SetChildSubreaper makes this process a child subreaper
+// (PR_SET_CHILD_SUBREAPER): orphans among its descendants are reparented
+// to it instead of to init, so they stay visible to Teardown's walk of
+// /proc and their zombies are reaped by a Reaper rather than by an init
+// that, in a container, may never wait for them. The setting lasts for the
+// life of the process; run a Reaper with it.
+func SetChildSubreaper() error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("set child subreaper: %w", err)
+	}
+	return nil
+}
+
+// IsChildSubreaper reports whether this process is a child subreaper.
+func IsChildSubreaper() (bool, error) {
+	var v int32
+	if _, _, errno := unix.Syscall(unix.SYS_PRCTL, unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0); errno != 0 {
+		return false, fmt.Errorf("get child subreaper: %w", errno)
+	}
+	return v != 0, nil
+}
+
+// Reaper reaps the zombies of orphans reparented to this process, without
+// stealing the exit status of the children that exec.Cmd.Wait is waiting
+// for.
+//
+// A blanket wait4(-1) would reap those too, and their Wait would fail with
+// ECHILD. So the Reaper keeps a registry of the children it owns: every
+// child started through its Start is registered until its Wait returns,
+// and a reaping pass waits only for specific zombie PIDs, found in /proc
+// with this process as parent, that are not registered. A pass excludes
+// Start (a read/write lock), so a child cannot exit and be reaped in the
+// gap between fork and registration.
+//
+// The contract: while a Reaper runs, every child of the process must be
+// started with its Start (or registered by it), which is why only the
+// executor runs one. A child started directly with exec.Cmd.Start could
+// lose its exit status to a pass.
+type Reaper struct {
+	// starting is held for reading by Start and for writing by a pass.
+	starting sync.RWMutex
+	mu       sync.Mutex
+	owned    map[int]int // pid → registrations; a PID can be reused once waited for
+}
+
+// NewReaper returns a Reaper with nothing registered. It reaps only in
+// Run or Reap.
+func NewReaper() *Reaper { return &Reaper{owned: make(map[int]int)} }
+
+// Start starts cmd as Start does and registers the child, so that a pass
+// leaves it to cmd's Wait. The caller must call r.Wait(cmd), not cmd.Wait.
+func (r *Reaper) Start(cmd *exec.Cmd, id string) (Group, error) {
+	r.starting.RLock()
+	defer r.starting.RUnlock()
+	g, err := Start(cmd, id)
+	if err != nil {
+		return g, err
+	}
+	r.mu.Lock()
+	r.owned[g.PID]++
+	r.mu.Unlock()
+	return g, nil
+}
+
+// Wait waits for cmd, started by r.Start, and unregisters its PID.
+func (r *Reaper) Wait(cmd *exec.Cmd) error {
+	err := cmd.Wait()
+	pid := cmd.Process.Pid
+	r.mu.Lock()
+	if r.owned[pid]--; r.owned[pid] <= 0 {
+		delete(r.owned, pid)
+	}
+	r.mu.Unlock()
+	return err
+}
+
+// Run reaps until ctx is done: on every SIGCHLD, and once a second in case
+// a signal was coalesced with one that a pass had already handled.
+func (r *Reaper) Run(ctx context.Context) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	defer signal.Stop(sigs)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		r.Reap()
+		select {
+		case <-ctx.Done():
+			return
+		case <-sigs:
+		case <-tick.C:
+		}
+	}
+}
+
+// Reap makes one pass and returns the PIDs it reaped.
+func (r *Reaper) Reap() []int {
+	if !hasZombieChild() {
+		return nil
+	}
+	r.starting.Lock()
+	defer r.starting.Unlock()
+	snap, err := takeSnapshot()
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	var reaped []int
+	for pid, st := range snap.procs {
+		if st.ppid != self || st.state != 'Z' {
+			continue
+		}
+		r.mu.Lock()
+		owned := r.owned[pid] > 0
+		r.mu.Unlock()
+		if owned {
+			continue
+		}
+		var ws unix.WaitStatus
+		if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err == nil && got == pid {
+			reaped = append(reaped, pid)
+		}
+	}
+	return reaped
+}
+
+// hasZombieChild peeks, without reaping (WNOWAIT), whether any child has
+// exited, which spares a pass the scan of /proc after most SIGCHLDs.
+func hasZombieChild() bool {
+	var info childInfo
+	err := unix.Waitid(unix.P_ALL, 0, (*unix.Siginfo)(unsafe.Pointer(&info)), unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err == nil && info.pid != 0
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aerie-run/aerie/runner/config"
+)
+
+// app is what the commands take from the process besides the standard
+// streams (which cobra carries: SetIn, SetOut, SetErr). main fills it from
+// the os package; tests fill it with their own environment so they can run
+// in parallel without os.Setenv.
+type app struct {
+	// env resolves $AERIE_HOME and the user's home directory.
+	env config.Env
+	// isTerminal reports whether stdin is an interactive terminal. Commands
+	// prompt only then, so a script never hangs on a question.
+	isTerminal func() bool
+	// checkDB tests a database connection (see dbcheck.go).
+	checkDB dbCheckFunc
+	// version and commit describe the build.
+	version, commit string
+}
+
+// Exit statuses, matching the spec's session commands: 130 when the user
+// cancels (declines a confirmation, ends input, presses Ctrl-C), 1 for every
+// other failure.
+const (
+	exitFailure  = 1
+	exitCanceled = 130
+)
+
+// errCanceled means the user stopped the command; it exits with 130.
+var errCanceled = errors.New("canceled")
+
+// exitCode maps a command's error to the process exit status.
+func exitCode(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errCanceled), errors.Is(err, context.Canceled):
+		return exitCanceled
+	default:
+		return exitFailure
+	}
+}
+
+// run executes the aerie command line in args.
+func run(ctx context.Context, a *app, args []string) error {
+	cmd := newRootCmd(a)
+	cmd.SetArgs(args)
+	return cmd.ExecuteContext(ctx)
+}
+
+func newRootCmd(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "aerie",
+		Short: "Run AI coding agents, locally or as Kubernetes jobs",
+		// Usage is for mistakes in the command line, not for every failure;
+		// errors are printed once, by main.
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       a.version,
+	}
+	root.SetVersionTemplate("aerie {{.Version}}\n")
+	root.AddCommand(
+		newVersionCmd(a),
+		newSetupCmd(a),
+		newProcessCmd(func() string { return config.Home(a.env) }),
+	)
+	return root
+}

@@ -263,10 +263,11 @@ build_kube() {
 	# binary/emulation version from them.
 	local minor=${KUBE_VERSION#v1.}
 	minor=${minor%%.*}
-	local ld="-s -w" p
+	local ld="-s -w" p now
+	now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 	for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 		ld+=" -X $p.gitVersion=$KUBE_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
-		ld+=" -X $p.gitTreeState=clean -X $p.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+		ld+=" -X $p.gitTreeState=clean -X $p.buildDate=$now"
 	done
 
 	log "building ${*} from k8s.io/kubernetes@$KUBE_VERSION (cold: several minutes)"
@@ -313,14 +314,18 @@ render() {
 }
 
 write_stamp() { # SOURCE
+	local f extras=()
+	for f in "$ASSETS"/*; do
+		case "${f##*/}" in kube-apiserver | etcd | kubectl) ;; *) extras+=("${f##*/}") ;; esac
+	done
 	{
 		echo "# Written by hack/envtest.sh when this directory was complete; delete to redo it."
 		echo "key=$KEY"
 		echo "source=$1"
 		echo "kubernetes=$KUBE_VERSION"
 		echo "etcd=$("$ASSETS/etcd" --version 2>/dev/null | sed -n 's/^etcd Version: //p')"
-		echo "go=$(go env GOVERSION)"
-		echo "extras=${EXTRA_BINS[*]}"
+		echo "go=$(go version "$ASSETS/kube-apiserver" | awk '{ print $NF }')"
+		echo "extras=${extras[*]}"
 		echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	} >"$STAMP.tmp"
 	mv -f "$STAMP.tmp" "$STAMP"

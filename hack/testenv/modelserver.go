@@ -1,0 +1,752 @@
+package testenv
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+)
+
+// ModelServer is a fake model API for tests: an HTTP server that answers each
+// request with the next scripted Turn, in the real wire format of the endpoint
+// the request was sent to, streamed (server-sent events) or not, as the
+// request's "stream" field asks:
+//
+//   - POST /v1/messages: the Anthropic Messages API;
+//   - POST /v1/chat/completions: the OpenAI Chat Completions API (also what
+//     OpenAI-compatible servers speak);
+//   - POST /v1/responses: the OpenAI Responses API.
+//
+// Turns are served in order whatever the endpoint, so one list of turns can
+// drive any provider. The server records every request it receives, headers
+// included, so that a test can check what the client sent. A request with no
+// turn left, or to an unknown path, fails the test.
+//
+// Anthropic clients take URL() as their base URL; OpenAI clients take
+// OpenAIURL(), which includes the /v1 that OpenAI base URLs carry.
+type ModelServer struct {
+	t   testing.TB
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	turns    []Turn
+	next     int // index of the turn the next request gets
+	faults   int // faults of turns[next] already served
+	requests []ModelRequest
+}
+
+// Turn is one answer of the model.
+type Turn struct {
+	// Reasoning is the model's visible reasoning: an Anthropic thinking block
+	// (with a signature), a Responses reasoning summary, or a Chat Completions
+	// reasoning_content delta as vLLM and DeepSeek send it.
+	Reasoning string
+	// Text is the answer's text.
+	Text string
+	// ToolCalls are the tools the model calls, after the text.
+	ToolCalls []ToolCall
+	// Usage is reported at the end of the answer.
+	Usage TokenUsage
+	// StopReason is "end_turn", "tool_use", "max_tokens", "stop_sequence" or
+	// "refusal", translated into each API's own terms. Empty means tool_use
+	// when there are tool calls, else end_turn.
+	StopReason string
+
+	// Faults are error responses served, one per request, before the answer:
+	// a client that retries sees them first and then gets the answer.
+	Faults []Fault
+	// Delay holds the answer back (not the faults) for this long, or until
+	// the client gives up; for timeout tests.
+	Delay time.Duration
+	// StreamError, when set, ends a streamed answer after its content with the
+	// API's error event carrying this message, instead of the normal end.
+	StreamError string
+}
+
+// ToolCall is a tool call of a Turn.
+type ToolCall struct {
+	// ID is the call's id; empty means call_<turn>_<n>, both counted from 1.
+	ID string
+	// Name is the tool's name. Nothing checks that the client offered such a
+	// tool, so a test can make the model call one that does not exist.
+	Name string
+	// Arguments is the JSON text of the arguments, streamed in several pieces.
+	// It is sent as it is, so it may be malformed JSON to test the error path
+	// (a non-streamed Anthropic answer, which carries the input as a JSON
+	// value, then carries it as a JSON string). Empty means {}.
+	Arguments string
+}
+
+// TokenUsage is the token count of a Turn, in provider-neutral terms: input
+// tokens include the cached ones, which the server splits out as each API
+// does (Anthropic counts cache reads and writes apart from input_tokens).
+type TokenUsage struct {
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+}
+
+// Fault is an error response.
+type Fault struct {
+	// Status is the HTTP status, for example 429, 500 or 400.
+	Status int
+	// Header is added to the response, for example
+	// http.Header{"Retry-After": {"1"}} or {"Retry-After-Ms": {"200"}}.
+	Header http.Header
+	// Message is the error's message; empty means a generic one.
+	Message string
+	// Type is the API's error type; empty means the usual one for Status
+	// (Anthropic rate_limit_error, OpenAI invalid_request_error, ...).
+	Type string
+	// Code is the OpenAI error code, for example "context_length_exceeded".
+	Code string
+}
+
+// ModelRequest is a request the server received.
+type ModelRequest struct {
+	Time   time.Time
+	Method string
+	Path   string
+	Header http.Header
+	Body   []byte
+	// Turn is the 1-based number of the turn the request was answered from,
+	// 0 when none was left; Fault says whether it got one of the turn's faults.
+	Turn  int
+	Fault bool
+}
+
+// Decode decodes the request's JSON body into v.
+func (r ModelRequest) Decode(v any) error { return json.Unmarshal(r.Body, v) }
+
+// StartModelServer starts a fake model server that serves turns, and closes
+// it in t.Cleanup.
+func StartModelServer(t testing.TB, turns ...Turn) *ModelServer {
+	t.Helper()
+	s := &ModelServer{t: t}
+	s.Add(turns...)
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL is the server's root URL, the base URL of an Anthropic client.
+func (s *ModelServer) URL() string { return s.srv.URL }
+
+// OpenAIURL is the base URL of an OpenAI client: URL() with /v1.
+func (s *ModelServer) OpenAIURL() string { return s.srv.URL + "/v1" }
+
+// Add appends turns to serve after the ones already given.
+func (s *ModelServer) Add(turns ...Turn) {
+	s.t.Helper()
+	for i, turn := range turns {
+		u := turn.Usage
+		if u.CacheReadTokens+u.CacheWriteTokens > u.InputTokens {
+			s.t.Fatalf("modelserver: turn %d: cache read and write tokens are parts of InputTokens and cannot add up to more", i+1)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.turns = append(s.turns, turns...)
+}
+
+// Requests returns the requests received so far, in order.
+func (s *ModelServer) Requests() []ModelRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]ModelRequest(nil), s.requests...)
+}
+
+// Remaining returns the number of turns not yet answered.
+func (s *ModelServer) Remaining() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.turns) - s.next
+}
+
+// modelAPI is the wire format of an endpoint.
+type modelAPI int
+
+const (
+	modelAPIAnthropic modelAPI = iota
+	modelAPIChat
+	modelAPIResponses
+)
+
+func (s *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	rec := ModelRequest{Time: time.Now(), Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+
+	var api modelAPI
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
+		api = modelAPIAnthropic
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions":
+		api = modelAPIChat
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/responses":
+		api = modelAPIResponses
+	default:
+		s.record(rec)
+		s.t.Errorf("modelserver: unexpected request %s %s", r.Method, r.URL.Path)
+		http.NotFound(w, r)
+		return
+	}
+
+	var req struct {
+		Model         string `json:"model"`
+		Stream        bool   `json:"stream"`
+		StreamOptions struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.record(rec)
+		writeModelError(w, api, Fault{Status: http.StatusBadRequest, Message: "the body is not JSON: " + err.Error()}, 0)
+		return
+	}
+
+	turn, n, fault, ok := s.take()
+	rec.Turn, rec.Fault = n, fault != nil
+	if !ok {
+		rec.Turn = 0
+	}
+	s.record(rec)
+	switch {
+	case !ok:
+		s.t.Errorf("modelserver: request %d (%s %s) has no turn left to answer it", len(s.Requests()), r.Method, r.URL.Path)
+		// Tell the SDKs not to retry: more requests would not find a turn either.
+		w.Header().Set("X-Should-Retry", "false")
+		writeModelError(w, api, Fault{Status: http.StatusInternalServerError, Message: "modelserver: no turn left"}, 0)
+		return
+	case fault != nil:
+		writeModelError(w, api, *fault, n)
+		return
+	}
+
+	if turn.Delay > 0 {
+		select {
+		case <-time.After(turn.Delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	a := modelAnswer{Turn: turn, n: n, model: req.Model}
+	switch {
+	case api == modelAPIAnthropic && req.Stream:
+		a.anthropicStream(newModelEventWriter(w))
+	case api == modelAPIAnthropic:
+		writeModelJSON(w, a.anthropicMessage())
+	case api == modelAPIChat && req.Stream:
+		a.chatStream(newModelEventWriter(w), req.StreamOptions.IncludeUsage)
+	case api == modelAPIChat:
+		writeModelJSON(w, a.chatCompletion())
+	case api == modelAPIResponses && req.Stream:
+		a.responsesStream(newModelEventWriter(w))
+	default:
+		writeModelJSON(w, a.response("completed"))
+	}
+}
+
+func (s *ModelServer) record(r ModelRequest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = append(s.requests, r)
+}
+
+// take returns what the next request gets: a fault of the current turn, or
+// the turn itself, with the turn's 1-based number.
+func (s *ModelServer) take() (turn Turn, n int, fault *Fault, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.next >= len(s.turns) {
+		return Turn{}, s.next + 1, nil, false
+	}
+	turn, n = s.turns[s.next], s.next+1
+	if s.faults < len(turn.Faults) {
+		f := turn.Faults[s.faults]
+		s.faults++
+		return turn, n, &f, true
+	}
+	s.next++
+	s.faults = 0
+	return turn, n, nil, true
+}
+
+func writeModelJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeModelError writes f as the API's error response.
+func writeModelError(w http.ResponseWriter, api modelAPI, f Fault, turn int) {
+	for k, vs := range f.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	msg := f.Message
+	if msg == "" {
+		msg = fmt.Sprintf("modelserver: injected %d %s", f.Status, http.StatusText(f.Status))
+	}
+	requestID := fmt.Sprintf("req_modelserver_%d", turn)
+	w.Header().Set("Content-Type", "application/json")
+	var body any
+	if api == modelAPIAnthropic {
+		w.Header().Set("Request-Id", requestID)
+		body = map[string]any{
+			"type":       "error",
+			"error":      map[string]any{"type": cmp.Or(f.Type, anthropicErrorType(f.Status)), "message": msg},
+			"request_id": requestID,
+		}
+	} else {
+		w.Header().Set("X-Request-Id", requestID)
+		body = map[string]any{"error": map[string]any{
+			"message": msg,
+			"type":    cmp.Or(f.Type, openAIErrorType(f.Status)),
+			"param":   nil,
+			"code":    modelNullable(f.Code),
+		}}
+	}
+	w.WriteHeader(f.Status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+func anthropicErrorType(status int) string {
+	switch status {
+	case 400:
+		return "invalid_request_error"
+	case 401:
+		return "authentication_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 413:
+		return "request_too_large"
+	case 429:
+		return "rate_limit_error"
+	case 529:
+		return "overloaded_error"
+	}
+	return "api_error"
+}
+
+func openAIErrorType(status int) string {
+	switch {
+	case status == 429:
+		return "requests"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+func modelNullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// modelEventWriter writes server-sent events, flushing each one so that the client
+// sees a real stream.
+type modelEventWriter struct {
+	w http.ResponseWriter
+	f http.Flusher
+}
+
+func newModelEventWriter(w http.ResponseWriter) *modelEventWriter {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	f, _ := w.(http.Flusher)
+	return &modelEventWriter{w: w, f: f}
+}
+
+// event writes one event; an empty name writes a data-only event, as Chat
+// Completions streams are.
+func (e *modelEventWriter) event(name string, data any) {
+	var b bytes.Buffer
+	if name != "" {
+		fmt.Fprintf(&b, "event: %s\n", name)
+	}
+	raw, ok := data.(string)
+	if !ok {
+		js, _ := json.Marshal(data)
+		raw = string(js)
+	}
+	fmt.Fprintf(&b, "data: %s\n\n", raw)
+	_, _ = e.w.Write(b.Bytes())
+	if e.f != nil {
+		e.f.Flush()
+	}
+}
+
+// modelChunks splits s into three pieces (fewer if it is shorter), at rune
+// boundaries, so that every streamed string arrives in several deltas for the
+// client to join.
+func modelChunks(s string) []string {
+	r := []rune(s)
+	n := min(3, len(r))
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, string(r[i*len(r)/n:(i+1)*len(r)/n]))
+	}
+	return out
+}
+
+// modelAnswer renders a Turn in the three wire formats.
+type modelAnswer struct {
+	Turn
+	n     int
+	model string
+}
+
+func (a modelAnswer) stop() string {
+	if a.StopReason != "" {
+		return a.StopReason
+	}
+	if len(a.ToolCalls) > 0 {
+		return "tool_use"
+	}
+	return "end_turn"
+}
+
+func (a modelAnswer) callID(i int) string {
+	if id := a.ToolCalls[i].ID; id != "" {
+		return id
+	}
+	return fmt.Sprintf("call_%d_%d", a.n, i+1)
+}
+
+func (a modelAnswer) arguments(i int) string {
+	if args := a.ToolCalls[i].Arguments; args != "" {
+		return args
+	}
+	return "{}"
+}
+
+func (a modelAnswer) signature() string { return fmt.Sprintf("modelserver-signature-%d", a.n) }
+
+// Anthropic Messages.
+
+func (a modelAnswer) anthropicUsage() map[string]any {
+	u := a.Usage
+	return map[string]any{
+		"input_tokens":                u.InputTokens - u.CacheReadTokens - u.CacheWriteTokens,
+		"cache_read_input_tokens":     u.CacheReadTokens,
+		"cache_creation_input_tokens": u.CacheWriteTokens,
+		"output_tokens":               u.OutputTokens,
+	}
+}
+
+func (a modelAnswer) anthropicStream(e *modelEventWriter) {
+	start := a.anthropicUsage()
+	start["output_tokens"] = 1 // as the API does: the final count comes in message_delta
+	e.event("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": fmt.Sprintf("msg_%d", a.n), "type": "message", "role": "assistant", "model": a.model,
+		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": start,
+	}})
+	e.event("ping", map[string]any{"type": "ping"})
+	index := 0
+	block := func(start map[string]any, deltas []map[string]any) {
+		e.event("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": start})
+		for _, d := range deltas {
+			e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": d})
+		}
+		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+		index++
+	}
+	if a.Reasoning != "" {
+		var deltas []map[string]any
+		for _, c := range modelChunks(a.Reasoning) {
+			deltas = append(deltas, map[string]any{"type": "thinking_delta", "thinking": c})
+		}
+		deltas = append(deltas, map[string]any{"type": "signature_delta", "signature": a.signature()})
+		block(map[string]any{"type": "thinking", "thinking": "", "signature": ""}, deltas)
+	}
+	if a.Text != "" {
+		var deltas []map[string]any
+		for _, c := range modelChunks(a.Text) {
+			deltas = append(deltas, map[string]any{"type": "text_delta", "text": c})
+		}
+		block(map[string]any{"type": "text", "text": ""}, deltas)
+	}
+	for i, call := range a.ToolCalls {
+		var deltas []map[string]any
+		for _, c := range modelChunks(a.arguments(i)) {
+			deltas = append(deltas, map[string]any{"type": "input_json_delta", "partial_json": c})
+		}
+		block(map[string]any{"type": "tool_use", "id": a.callID(i), "name": call.Name, "input": map[string]any{}}, deltas)
+	}
+	if a.StreamError != "" {
+		e.event("error", map[string]any{"type": "error", "error": map[string]any{"type": "overloaded_error", "message": a.StreamError}})
+		return
+	}
+	e.event("message_delta", map[string]any{
+		"type":  "message_delta",
+		"delta": map[string]any{"stop_reason": a.stop(), "stop_sequence": nil},
+		"usage": a.anthropicUsage(),
+	})
+	e.event("message_stop", map[string]any{"type": "message_stop"})
+}
+
+func (a modelAnswer) anthropicMessage() map[string]any {
+	content := []any{}
+	if a.Reasoning != "" {
+		content = append(content, map[string]any{"type": "thinking", "thinking": a.Reasoning, "signature": a.signature()})
+	}
+	if a.Text != "" {
+		content = append(content, map[string]any{"type": "text", "text": a.Text})
+	}
+	for i, call := range a.ToolCalls {
+		var input any = json.RawMessage(a.arguments(i))
+		if !json.Valid([]byte(a.arguments(i))) {
+			input = a.arguments(i)
+		}
+		content = append(content, map[string]any{"type": "tool_use", "id": a.callID(i), "name": call.Name, "input": input})
+	}
+	return map[string]any{
+		"id": fmt.Sprintf("msg_%d", a.n), "type": "message", "role": "assistant", "model": a.model,
+		"content": content, "stop_reason": a.stop(), "stop_sequence": nil, "usage": a.anthropicUsage(),
+	}
+}
+
+// OpenAI Chat Completions.
+
+func (a modelAnswer) chatFinishReason() string {
+	switch a.stop() {
+	case "tool_use":
+		return "tool_calls"
+	case "max_tokens":
+		return "length"
+	case "refusal":
+		return "content_filter"
+	}
+	return "stop"
+}
+
+func (a modelAnswer) chatUsage() map[string]any {
+	u := a.Usage
+	return map[string]any{
+		"prompt_tokens":     u.InputTokens,
+		"completion_tokens": u.OutputTokens,
+		"total_tokens":      u.InputTokens + u.OutputTokens,
+		"prompt_tokens_details": map[string]any{
+			"cached_tokens":      u.CacheReadTokens,
+			"cache_write_tokens": u.CacheWriteTokens,
+			"audio_tokens":       0,
+		},
+		"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0},
+	}
+}
+
+func (a modelAnswer) chatStream(e *modelEventWriter, includeUsage bool) {
+	chunk := func(delta map[string]any, finish any) {
+		c := map[string]any{
+			"id": fmt.Sprintf("chatcmpl-%d", a.n), "object": "chat.completion.chunk",
+			"created": time.Now().Unix(), "model": a.model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}},
+		}
+		if includeUsage {
+			c["usage"] = nil
+		}
+		e.event("", c)
+	}
+	chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+	for _, c := range modelChunks(a.Reasoning) {
+		chunk(map[string]any{"reasoning_content": c}, nil)
+	}
+	for _, c := range modelChunks(a.Text) {
+		chunk(map[string]any{"content": c}, nil)
+	}
+	for i, call := range a.ToolCalls {
+		chunk(map[string]any{"tool_calls": []any{map[string]any{
+			"index": i, "id": a.callID(i), "type": "function",
+			"function": map[string]any{"name": call.Name, "arguments": ""},
+		}}}, nil)
+		for _, c := range modelChunks(a.arguments(i)) {
+			chunk(map[string]any{"tool_calls": []any{map[string]any{
+				"index": i, "function": map[string]any{"arguments": c},
+			}}}, nil)
+		}
+	}
+	if a.StreamError != "" {
+		e.event("", map[string]any{"error": map[string]any{"message": a.StreamError, "type": "server_error", "param": nil, "code": nil}})
+		return
+	}
+	chunk(map[string]any{}, a.chatFinishReason())
+	if includeUsage {
+		e.event("", map[string]any{
+			"id": fmt.Sprintf("chatcmpl-%d", a.n), "object": "chat.completion.chunk",
+			"created": time.Now().Unix(), "model": a.model, "choices": []any{}, "usage": a.chatUsage(),
+		})
+	}
+	e.event("", "[DONE]")
+}
+
+func (a modelAnswer) chatCompletion() map[string]any {
+	msg := map[string]any{"role": "assistant", "content": modelNullable(a.Text), "refusal": nil}
+	if a.Reasoning != "" {
+		msg["reasoning_content"] = a.Reasoning
+	}
+	if len(a.ToolCalls) > 0 {
+		var calls []any
+		for i, call := range a.ToolCalls {
+			calls = append(calls, map[string]any{
+				"id": a.callID(i), "type": "function",
+				"function": map[string]any{"name": call.Name, "arguments": a.arguments(i)},
+			})
+		}
+		msg["tool_calls"] = calls
+	}
+	return map[string]any{
+		"id": fmt.Sprintf("chatcmpl-%d", a.n), "object": "chat.completion", "created": time.Now().Unix(), "model": a.model,
+		"choices": []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": a.chatFinishReason()}},
+		"usage":   a.chatUsage(),
+	}
+}
+
+// OpenAI Responses.
+
+func (a modelAnswer) reasoningItem() map[string]any {
+	return map[string]any{
+		"id": fmt.Sprintf("rs_%d", a.n), "type": "reasoning",
+		"summary": []any{map[string]any{"type": "summary_text", "text": a.Reasoning}},
+	}
+}
+
+func (a modelAnswer) messageItem(status string) map[string]any {
+	content := []any{}
+	if status == "completed" {
+		content = append(content, map[string]any{"type": "output_text", "text": a.Text, "annotations": []any{}})
+	}
+	return map[string]any{"id": fmt.Sprintf("msg_%d", a.n), "type": "message", "status": status, "role": "assistant", "content": content}
+}
+
+func (a modelAnswer) callItem(i int, status string) map[string]any {
+	args := ""
+	if status == "completed" {
+		args = a.arguments(i)
+	}
+	return map[string]any{
+		"id": fmt.Sprintf("fc_%d_%d", a.n, i+1), "type": "function_call", "status": status,
+		"call_id": a.callID(i), "name": a.ToolCalls[i].Name, "arguments": args,
+	}
+}
+
+func (a modelAnswer) outputItems() []any {
+	items := []any{}
+	if a.Reasoning != "" {
+		items = append(items, a.reasoningItem())
+	}
+	if a.Text != "" {
+		items = append(items, a.messageItem("completed"))
+	}
+	for i := range a.ToolCalls {
+		items = append(items, a.callItem(i, "completed"))
+	}
+	return items
+}
+
+// response is the Response object in the given status; finished ones carry
+// their output and usage.
+func (a modelAnswer) response(status string) map[string]any {
+	r := map[string]any{
+		"id": fmt.Sprintf("resp_%d", a.n), "object": "response", "created_at": time.Now().Unix(),
+		"status": status, "model": a.model, "output": []any{}, "usage": nil,
+		"error": nil, "incomplete_details": nil, "instructions": nil,
+		"parallel_tool_calls": true, "tool_choice": "auto", "tools": []any{}, "temperature": 1, "top_p": 1,
+	}
+	if status == "in_progress" {
+		return r
+	}
+	u := a.Usage
+	r["output"] = a.outputItems()
+	r["usage"] = map[string]any{
+		"input_tokens":          u.InputTokens,
+		"input_tokens_details":  map[string]any{"cached_tokens": u.CacheReadTokens, "cache_write_tokens": u.CacheWriteTokens},
+		"output_tokens":         u.OutputTokens,
+		"output_tokens_details": map[string]any{"reasoning_tokens": 0},
+		"total_tokens":          u.InputTokens + u.OutputTokens,
+	}
+	switch a.stop() {
+	case "max_tokens":
+		r["status"] = "incomplete"
+		r["incomplete_details"] = map[string]any{"reason": "max_output_tokens"}
+	case "refusal":
+		r["status"] = "incomplete"
+		r["incomplete_details"] = map[string]any{"reason": "content_filter"}
+	}
+	return r
+}
+
+func (a modelAnswer) responsesStream(e *modelEventWriter) {
+	seq := 0
+	event := func(name string, fields map[string]any) {
+		fields["type"] = name
+		fields["sequence_number"] = seq
+		seq++
+		e.event(name, fields)
+	}
+	event("response.created", map[string]any{"response": a.response("in_progress")})
+	event("response.in_progress", map[string]any{"response": a.response("in_progress")})
+	out := 0
+	if a.Reasoning != "" {
+		id := fmt.Sprintf("rs_%d", a.n)
+		event("response.output_item.added", map[string]any{"output_index": out, "item": map[string]any{"id": id, "type": "reasoning", "summary": []any{}}})
+		event("response.reasoning_summary_part.added", map[string]any{"item_id": id, "output_index": out, "summary_index": 0, "part": map[string]any{"type": "summary_text", "text": ""}})
+		for _, c := range modelChunks(a.Reasoning) {
+			event("response.reasoning_summary_text.delta", map[string]any{"item_id": id, "output_index": out, "summary_index": 0, "delta": c})
+		}
+		event("response.reasoning_summary_text.done", map[string]any{"item_id": id, "output_index": out, "summary_index": 0, "text": a.Reasoning})
+		event("response.reasoning_summary_part.done", map[string]any{"item_id": id, "output_index": out, "summary_index": 0, "part": map[string]any{"type": "summary_text", "text": a.Reasoning}})
+		event("response.output_item.done", map[string]any{"output_index": out, "item": a.reasoningItem()})
+		out++
+	}
+	if a.Text != "" {
+		id := fmt.Sprintf("msg_%d", a.n)
+		part := func(text string) map[string]any {
+			return map[string]any{"type": "output_text", "text": text, "annotations": []any{}}
+		}
+		event("response.output_item.added", map[string]any{"output_index": out, "item": a.messageItem("in_progress")})
+		event("response.content_part.added", map[string]any{"item_id": id, "output_index": out, "content_index": 0, "part": part("")})
+		for _, c := range modelChunks(a.Text) {
+			event("response.output_text.delta", map[string]any{"item_id": id, "output_index": out, "content_index": 0, "delta": c, "logprobs": []any{}})
+		}
+		event("response.output_text.done", map[string]any{"item_id": id, "output_index": out, "content_index": 0, "text": a.Text, "logprobs": []any{}})
+		event("response.content_part.done", map[string]any{"item_id": id, "output_index": out, "content_index": 0, "part": part(a.Text)})
+		event("response.output_item.done", map[string]any{"output_index": out, "item": a.messageItem("completed")})
+		out++
+	}
+	for i := range a.ToolCalls {
+		id := fmt.Sprintf("fc_%d_%d", a.n, i+1)
+		event("response.output_item.added", map[string]any{"output_index": out, "item": a.callItem(i, "in_progress")})
+		for _, c := range modelChunks(a.arguments(i)) {
+			event("response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": out, "delta": c})
+		}
+		event("response.function_call_arguments.done", map[string]any{"item_id": id, "output_index": out, "arguments": a.arguments(i)})
+		event("response.output_item.done", map[string]any{"output_index": out, "item": a.callItem(i, "completed")})
+		out++
+	}
+	if a.StreamError != "" {
+		event("error", map[string]any{"code": "server_error", "message": a.StreamError, "param": nil})
+		return
+	}
+	final := a.response("completed")
+	name := "response.completed"
+	if final["status"] == "incomplete" {
+		name = "response.incomplete"
+	}
+	event(name, map[string]any{"response": final})
+}

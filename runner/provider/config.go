@@ -1,0 +1,294 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Provider names, as Config.Provider and the AgentSession's spec.model.provider
+// spell them.
+const (
+	NameAnthropic        = "anthropic"
+	NameOpenAI           = "openai"
+	NameOpenAICompatible = "openai-compatible"
+	NameScripted         = "scripted"
+)
+
+// OpenAI wire APIs, as Config.API spells them.
+const (
+	// APIResponses is the OpenAI Responses API (POST /responses), the default
+	// for provider openai.
+	APIResponses = "responses"
+	// APIChatCompletions is the Chat Completions API (POST /chat/completions),
+	// the default for provider openai-compatible because it is the API those
+	// servers implement.
+	APIChatCompletions = "chat-completions"
+)
+
+// Defaults for the zero values of Config.
+const (
+	// DefaultMaxRetries is how often a failed attempt (429, 408, 409, 5xx,
+	// connection error) is retried. Agent sessions run unattended for a long
+	// time, so they ride out more rate limiting than the SDKs' default of two.
+	DefaultMaxRetries = 4
+	// DefaultTimeout bounds one model call: connecting, every retry and its
+	// wait, and reading the whole streamed answer. It is generous because an
+	// answer of tens of thousands of tokens takes minutes to stream.
+	DefaultTimeout = 20 * time.Minute
+	// DefaultAnthropicMaxOutputTokens is sent when neither the request nor the
+	// Config caps the output, because the Messages API requires max_tokens.
+	// Every Claude 4 model accepts it. The OpenAI APIs default to the model's
+	// own limit, so nothing is sent there.
+	DefaultAnthropicMaxOutputTokens = 32000
+
+	// responseHeaderTimeout fails an attempt whose server accepted the request
+	// but sends no response headers, so that it is retried instead of using up
+	// the whole call's Timeout. Streaming servers answer with headers at once;
+	// a local server loading a model may take minutes.
+	responseHeaderTimeout = 5 * time.Minute
+)
+
+// Config configures a Provider. It mirrors the AgentSession's spec.model.
+type Config struct {
+	// Provider is the model API: anthropic, openai, openai-compatible or
+	// scripted.
+	Provider string
+	// API selects the wire API of the OpenAI providers: "responses" or
+	// "chat-completions". Empty means responses for openai and
+	// chat-completions for openai-compatible. It must be empty for the other
+	// providers.
+	API string
+	// Model is the model name the provider knows, for example
+	// "claude-sonnet-4-5" or "gpt-5". For the scripted provider it is only a
+	// label.
+	Model string
+	// APIKey authenticates to the provider: required for anthropic and openai,
+	// optional for openai-compatible (a local server may need none). It is sent
+	// as x-api-key to Anthropic and as "Authorization: Bearer" to OpenAI.
+	APIKey Secret
+	// BaseURL replaces the provider's endpoint: the URL the API's paths are
+	// appended to. For Anthropic that is the root (https://api.anthropic.com);
+	// for the OpenAI APIs it includes the version (https://api.openai.com/v1,
+	// http://localhost:11434/v1). Required for openai-compatible.
+	BaseURL string
+	// ScriptPath is the script file the scripted provider replays.
+	ScriptPath string
+	// MaxOutputTokens caps each response unless the Request sets its own cap.
+	// Zero means the provider's default.
+	MaxOutputTokens int64
+	// MaxRetries is how many times a failed attempt is retried. Zero means
+	// DefaultMaxRetries; a negative value disables retries.
+	MaxRetries int
+	// Timeout bounds each model call, retries included. Zero means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// HTTPClient sends the requests; nil means a client with a response-header
+	// timeout. Tests and proxies set it.
+	HTTPClient *http.Client
+	// Logger receives one record per failed attempt (status, attempt, the
+	// server's retry-after), so rate limiting shows in the logs. Nil discards.
+	Logger *slog.Logger
+}
+
+func (c Config) maxRetries() int {
+	switch {
+	case c.MaxRetries < 0:
+		return 0
+	case c.MaxRetries == 0:
+		return DefaultMaxRetries
+	}
+	return c.MaxRetries
+}
+
+func (c Config) timeout() time.Duration {
+	if c.Timeout == 0 {
+		return DefaultTimeout
+	}
+	return c.Timeout
+}
+
+func (c Config) httpClient() *http.Client {
+	if c.HTTPClient != nil {
+		return c.HTTPClient
+	}
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		t = t.Clone()
+		t.ResponseHeaderTimeout = responseHeaderTimeout
+		return &http.Client{Transport: t}
+	}
+	return &http.Client{}
+}
+
+func (c Config) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Logger
+}
+
+// New returns the Provider that cfg selects, or an error that names the
+// Config field at fault.
+func New(cfg Config) (Provider, error) {
+	switch cfg.Provider {
+	case NameAnthropic:
+		return NewAnthropic(cfg)
+	case NameOpenAI, NameOpenAICompatible:
+		api, err := cfg.openAIAPI()
+		if err != nil {
+			return nil, err
+		}
+		if api == APIResponses {
+			return NewOpenAIResponses(cfg)
+		}
+		return NewOpenAIChat(cfg)
+	case NameScripted:
+		return newScripted(cfg)
+	case "":
+		return nil, fmt.Errorf("provider: Config.Provider is empty; want one of %s", providerNames)
+	default:
+		return nil, fmt.Errorf("provider: Config.Provider %q is not a known provider; want one of %s", cfg.Provider, providerNames)
+	}
+}
+
+const providerNames = NameAnthropic + ", " + NameOpenAI + ", " + NameOpenAICompatible + ", " + NameScripted
+
+// openAIAPI returns the wire API of an OpenAI provider.
+func (c Config) openAIAPI() (string, error) {
+	switch c.API {
+	case APIResponses, APIChatCompletions:
+		return c.API, nil
+	case "":
+		if c.Provider == NameOpenAI {
+			return APIResponses, nil
+		}
+		return APIChatCompletions, nil
+	}
+	return "", fmt.Errorf("provider: %s: Config.API %q is not a known API; want %s or %s", c.Provider, c.API, APIResponses, APIChatCompletions)
+}
+
+// check validates the fields every remote provider shares. It names the
+// field at fault, because the error reaches a person who wrote a session spec.
+func (c Config) check(name string, keyRequired bool) error {
+	var errs []error
+	if c.Model == "" {
+		errs = append(errs, errors.New("Config.Model is empty; name the model, for example claude-sonnet-4-5 or gpt-5"))
+	}
+	if keyRequired && c.APIKey == "" {
+		errs = append(errs, fmt.Errorf("Config.APIKey is empty; the %s API needs an API key", name))
+	}
+	if c.BaseURL != "" || name == NameOpenAICompatible {
+		if err := checkBaseURL(c.BaseURL); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.MaxOutputTokens < 0 {
+		errs = append(errs, fmt.Errorf("Config.MaxOutputTokens %d is negative", c.MaxOutputTokens))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("Config.Timeout %s is negative", c.Timeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("provider: %s: %w", name, err)
+	}
+	return nil
+}
+
+func checkBaseURL(raw string) error {
+	if raw == "" {
+		return errors.New("Config.BaseURL is empty; an OpenAI-compatible server has no default endpoint")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("Config.BaseURL %q: %w", raw, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("Config.BaseURL %q: want an http or https URL with a host", raw)
+	}
+	if u.User != nil {
+		// A key in the URL would end up in errors and logs.
+		return fmt.Errorf("Config.BaseURL %q: must not contain credentials; use Config.APIKey", u.Redacted())
+	}
+	return nil
+}
+
+// Secret is a credential. It never formats as its value, so that printing or
+// logging a Config cannot leak it; only string(s) reads it.
+type Secret string
+
+const redacted = "[redacted]"
+
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return redacted
+}
+
+// GoString keeps %#v from printing the value.
+func (s Secret) GoString() string { return strconv.Quote(s.String()) }
+
+// Format applies to every verb, so that %x or %q cannot print the value either.
+func (s Secret) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		_, _ = f.Write([]byte(s.GoString()))
+		return
+	}
+	_, _ = f.Write([]byte(s.String()))
+}
+
+// LogValue keeps log/slog from printing the value.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalText keeps encoders (JSON, YAML, slog's JSON handler) from printing
+// the value.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// retryLog is an SDK middleware that logs the failed attempts the SDKs retry
+// (429, 408, 409, 5xx, connection errors), below their retry loops so that
+// each attempt is seen: rate limiting and outages show in the logs even when
+// a retry succeeds. The caller sees the error of the last attempt, so this is
+// information, not an error report. It logs the status and the server's
+// retry-after, never headers or bodies, which could carry the key.
+func retryLog(log *slog.Logger, provider, model string) func(*http.Request, func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	return func(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+		res, err := next(req)
+		attrs := []any{"provider", provider, "model", model, "attempt", req.Header.Get("X-Stainless-Retry-Count")}
+		switch {
+		case err != nil:
+			if req.Context().Err() == nil {
+				log.Info("model request attempt failed", append(attrs, "error", err)...)
+			}
+		case retryable(res):
+			attrs = append(attrs, "status", res.StatusCode)
+			for _, h := range []string{"retry-after-ms", "retry-after"} {
+				if v := res.Header.Get(h); v != "" {
+					attrs = append(attrs, strings.ReplaceAll(h, "-", "_"), v)
+				}
+			}
+			log.Info("model request attempt failed", attrs...)
+		}
+		return res, err
+	}
+}
+
+// retryable reports whether the SDKs retry a response: the statuses they
+// retry, unless the server says otherwise with x-should-retry.
+func retryable(res *http.Response) bool {
+	switch res.Header.Get("X-Should-Retry") {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	switch res.StatusCode {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
+		return true
+	}
+	return res.StatusCode >= 500
+}

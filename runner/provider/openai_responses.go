@@ -1,0 +1,308 @@
+package provider
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"iter"
+	"net/http"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+)
+
+// OpenAIResponses is the OpenAI Responses API (POST /responses), streamed.
+//
+// Requests are stateless: every request carries the whole conversation and
+// asks the server not to store the response (store: false), so no session
+// state lives at OpenAI and a resumed or forked session needs nothing there.
+// The price is that the reasoning items of reasoning models are not sent back
+// in later requests.
+type OpenAIResponses struct {
+	name      string
+	client    responses.ResponseService
+	model     string
+	maxTokens int64
+	timeout   time.Duration
+}
+
+// NewOpenAIResponses returns a Responses API client for provider openai (or
+// openai-compatible, for servers that implement the Responses API).
+//
+// The client reads nothing from the environment: everything comes from cfg.
+func NewOpenAIResponses(cfg Config) (*OpenAIResponses, error) {
+	opts, err := openAIOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &OpenAIResponses{
+		name:      cfg.Provider,
+		client:    responses.NewResponseService(opts...),
+		model:     cfg.Model,
+		maxTokens: cfg.MaxOutputTokens,
+		timeout:   cfg.timeout(),
+	}, nil
+}
+
+// Name returns "openai" or "openai-compatible".
+func (o *OpenAIResponses) Name() string { return o.name }
+
+// Stream sends req to the Responses API and streams the answer.
+func (o *OpenAIResponses) Stream(ctx context.Context, req Request) iter.Seq2[Part, error] {
+	return func(yield func(Part, error) bool) {
+		params, err := o.params(req)
+		if err != nil {
+			yield(Part{}, fmt.Errorf("%s: %w", o.name, err))
+			return
+		}
+		callCtx, cancel := context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+		stream := o.client.NewStreaming(callCtx, params)
+		defer stream.Close()
+
+		dec := responsesDecoder{items: map[string]*responsesItem{}}
+		for stream.Next() {
+			if !dec.event(stream.Current(), yield) {
+				return
+			}
+			if dec.err != nil {
+				yield(Part{}, fmt.Errorf("%s: stream response: %w", o.name, dec.err))
+				return
+			}
+		}
+		if err := stream.Err(); err != nil {
+			yield(Part{}, callError(callCtx, ctx, o.timeout, o.name+": stream response", err))
+			return
+		}
+		if !dec.done {
+			yield(Part{}, fmt.Errorf("%s: stream response: %w", o.name, ErrIncomplete))
+		}
+	}
+}
+
+func (o *OpenAIResponses) params(req Request) (responses.ResponseNewParams, error) {
+	system, conv, err := splitSystem(req.Messages)
+	if err != nil {
+		return responses.ResponseNewParams{}, err
+	}
+	p := responses.ResponseNewParams{
+		Model: o.model,
+		Store: openai.Bool(false),
+	}
+	if len(system) > 0 {
+		p.Instructions = openai.String(joinText(system))
+	}
+	if max := cmp.Or(req.MaxOutputTokens, o.maxTokens); max > 0 {
+		p.MaxOutputTokens = openai.Int(max)
+	}
+	var input responses.ResponseInputParam
+	for _, m := range conv {
+		input = append(input, responsesItems(m)...)
+	}
+	p.Input.OfInputItemList = input
+	for _, t := range req.Tools {
+		schema, err := schemaMap(t)
+		if err != nil {
+			return p, err
+		}
+		// Not strict: strict mode accepts only schemas that list every
+		// property as required and forbid additional ones, and tool schemas
+		// come from layers and MCP servers that do not follow that rule.
+		tool := responses.ToolParamOfFunction(t.Name, schema, false)
+		if t.Description != "" {
+			tool.OfFunction.Description = openai.String(t.Description)
+		}
+		p.Tools = append(p.Tools, tool)
+	}
+	return p, nil
+}
+
+func responsesItems(m Message) []responses.ResponseInputItemUnionParam {
+	var items []responses.ResponseInputItemUnionParam
+	message := func(role responses.EasyInputMessageRole, text string) {
+		if text == "" {
+			return
+		}
+		items = append(items, responses.ResponseInputItemUnionParam{OfMessage: &responses.EasyInputMessageParam{
+			Role:    role,
+			Content: responses.EasyInputMessageContentUnionParam{OfString: openai.String(text)},
+		}})
+	}
+	switch m.Role {
+	case RoleUser:
+		message(responses.EasyInputMessageRoleUser, m.Text())
+	case RoleTool:
+		// The API has no error flag: the text itself says that the tool failed.
+		for _, c := range m.Content {
+			items = append(items, responses.ResponseInputItemUnionParam{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
+				CallID: openai.String(c.ToolCallID),
+				Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openai.String(c.Text)},
+			}})
+		}
+	case RoleAssistant:
+		// Text and calls in the order the model produced them; consecutive
+		// text contents make one message.
+		var text string
+		for _, c := range m.Content {
+			switch c.Type {
+			case ContentText:
+				text += c.Text
+			case ContentToolCall:
+				message(responses.EasyInputMessageRoleAssistant, text)
+				text = ""
+				items = append(items, responses.ResponseInputItemParamOfFunctionCall(c.Arguments, c.ToolCallID, c.ToolName))
+			}
+		}
+		message(responses.EasyInputMessageRoleAssistant, text)
+	}
+	return items
+}
+
+// responsesDecoder turns stream events into parts. Output items are addressed
+// by item id; a function call's call_id is what pairs it with its result.
+type responsesDecoder struct {
+	items map[string]*responsesItem
+	calls bool
+	done  bool
+	err   error
+}
+
+type responsesItem struct {
+	kind   string // function_call, reasoning, message
+	callID string
+	deltas bool // its text, reasoning or arguments arrived in deltas
+	ended  bool
+}
+
+func (d *responsesDecoder) event(ev responses.ResponseStreamEventUnion, yield func(Part, error) bool) bool {
+	switch ev.Type {
+	case "response.output_item.added":
+		return d.start(ev.Item, yield)
+	case "response.output_text.delta":
+		if it, ok := d.items[ev.ItemID]; ok {
+			it.deltas = true
+		}
+		return yield(Part{Type: PartTextDelta, Text: ev.Delta}, nil)
+	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
+		if it, ok := d.items[ev.ItemID]; ok {
+			it.deltas = true
+		}
+		return yield(Part{Type: PartReasoningDelta, Text: ev.Delta}, nil)
+	case "response.function_call_arguments.delta":
+		it, ok := d.items[ev.ItemID]
+		if !ok || it.kind != "function_call" {
+			d.err = fmt.Errorf("arguments for function call item %q that never started", ev.ItemID)
+			return true
+		}
+		if ev.Delta == "" {
+			return true
+		}
+		it.deltas = true
+		return yield(Part{Type: PartToolCallDelta, ToolCallID: it.callID, Text: ev.Delta}, nil)
+	case "response.output_item.done":
+		return d.end(ev.Item, yield)
+	case "response.completed", "response.incomplete":
+		return d.finish(ev.Response, yield)
+	case "response.failed":
+		e := ev.Response.Error
+		d.err = &APIError{StatusCode: http.StatusOK, Type: "response.failed", Code: string(e.Code), Message: e.Message}
+	case "error":
+		d.err = &APIError{StatusCode: http.StatusOK, Type: "error", Code: ev.Code, Message: ev.Message}
+	}
+	return true
+}
+
+func (d *responsesDecoder) start(item responses.ResponseOutputItemUnion, yield func(Part, error) bool) bool {
+	it := &responsesItem{kind: item.Type}
+	d.items[item.ID] = it
+	if item.Type == "function_call" {
+		// The conversation needs an id to pair the call with its result, even
+		// from a server that leaves call_id out.
+		it.callID = cmp.Or(item.CallID, item.ID, newCallID())
+		d.calls = true
+		return yield(Part{Type: PartToolCallStart, ToolCallID: it.callID, ToolName: item.Name}, nil)
+	}
+	return true
+}
+
+func (d *responsesDecoder) end(item responses.ResponseOutputItemUnion, yield func(Part, error) bool) bool {
+	it, ok := d.items[item.ID]
+	if !ok {
+		// A server that announces items only when they are done.
+		if !d.start(item, yield) {
+			return false
+		}
+		it = d.items[item.ID]
+	}
+	if it.ended {
+		return true
+	}
+	it.ended = true
+	switch item.Type {
+	case "function_call":
+		// Without argument deltas, the finished item is the only place the
+		// arguments appear.
+		if !it.deltas && item.Arguments.OfString != "" {
+			if !yield(Part{Type: PartToolCallDelta, ToolCallID: it.callID, Text: item.Arguments.OfString}, nil) {
+				return false
+			}
+		}
+		return yield(Part{Type: PartToolCallEnd, ToolCallID: it.callID}, nil)
+	case "message":
+		// Likewise for text: a server that streams no deltas still sends the
+		// finished message.
+		if !it.deltas {
+			for _, c := range item.Content {
+				if c.Type == "output_text" && c.Text != "" {
+					if !yield(Part{Type: PartTextDelta, Text: c.Text}, nil) {
+						return false
+					}
+				}
+			}
+		}
+	case "reasoning":
+		if !it.deltas {
+			for _, sum := range item.Summary {
+				if sum.Text != "" {
+					it.deltas = true
+					if !yield(Part{Type: PartReasoningDelta, Text: sum.Text}, nil) {
+						return false
+					}
+				}
+			}
+		}
+		// Reasoning the server kept to itself (no summary) leaves nothing to
+		// show or to keep.
+		if it.deltas {
+			return yield(Part{Type: PartReasoningEnd}, nil)
+		}
+	}
+	return true
+}
+
+func (d *responsesDecoder) finish(r responses.Response, yield func(Part, error) bool) bool {
+	d.done = true
+	u := r.Usage
+	usage := Usage{
+		InputTokens:      u.InputTokens,
+		OutputTokens:     u.OutputTokens,
+		CacheReadTokens:  u.InputTokensDetails.CachedTokens,
+		CacheWriteTokens: u.InputTokensDetails.CacheWriteTokens,
+	}
+	stop := StopEndTurn
+	switch {
+	case r.Status == responses.ResponseStatusIncomplete:
+		switch reason := r.IncompleteDetails.Reason; reason {
+		case "max_output_tokens":
+			stop = StopMaxTokens
+		case "content_filter":
+			stop = StopRefusal
+		default:
+			stop = StopReason(reason)
+		}
+	case d.calls:
+		stop = StopToolUse
+	}
+	return yield(Part{Type: PartFinish, Usage: usage, StopReason: stop}, nil)
+}

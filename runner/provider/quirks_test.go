@@ -1,0 +1,192 @@
+package provider_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aerie-run/aerie/runner/provider"
+)
+
+// Servers that implement an API after the fact take liberties the fake model
+// server does not: these tests replay such streams verbatim.
+
+func serveStream(t *testing.T, body string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestProviderQuirks(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cfg     provider.Config
+		stream  string
+		want    provider.Response
+		wantErr string
+	}{
+		{
+			// Ollama: the whole call in one chunk, no id, finish reason "stop", no usage.
+			name: "chat call without id",
+			cfg:  provider.Config{Provider: "openai-compatible", Model: "llama3"},
+			stream: `data: {"id":"1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"index":0,"function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},"finish_reason":null}]}
+
+data: {"id":"1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}
+
+data: [DONE]
+
+`,
+			want: provider.Response{
+				Message:    provider.Message{Role: provider.RoleAssistant, Content: []provider.Content{provider.ToolCall("<generated>", "bash", `{"command":"ls"}`)}},
+				StopReason: provider.StopToolUse,
+			},
+		},
+		{
+			// vLLM and DeepSeek: reasoning in reasoning_content, Ollama in reasoning.
+			name: "chat reasoning fields",
+			cfg:  provider.Config{Provider: "openai-compatible", Model: "qwen3"},
+			stream: `data: {"id":"1","choices":[{"index":0,"delta":{"reasoning_content":"think "},"finish_reason":null}]}
+
+data: {"id":"1","choices":[{"index":0,"delta":{"reasoning":"more"},"finish_reason":null}]}
+
+data: {"id":"1","choices":[{"index":0,"delta":{"content":"answer"},"finish_reason":"stop"}]}
+
+data: [DONE]
+
+`,
+			want: provider.Response{
+				Message: provider.Message{Role: provider.RoleAssistant, Content: []provider.Content{
+					{Type: provider.ContentReasoning, Text: "think more"}, provider.Text("answer"),
+				}},
+				StopReason: provider.StopEndTurn,
+			},
+		},
+		{
+			name:    "chat stream cut off",
+			cfg:     provider.Config{Provider: "openai-compatible", Model: "m"},
+			stream:  "data: {\"id\":\"1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"half\"},\"finish_reason\":null}]}\n\n",
+			wantErr: "stream ended before the response was complete",
+		},
+		{
+			// A proxy replaying a non-streamed answer: the input arrives with the
+			// start of the block, without deltas; a redacted thinking block.
+			name: "anthropic input without deltas",
+			cfg:  provider.Config{Provider: "anthropic", Model: "claude-test", APIKey: "k"},
+			stream: `event: message_start
+data: {"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"usage":{"input_tokens":5,"output_tokens":1}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"opaque"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: content_block_start
+data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"bash","input":{"command":"ls"}}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":1}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+`,
+			want: provider.Response{
+				Message: provider.Message{Role: provider.RoleAssistant, Content: []provider.Content{
+					{Type: provider.ContentReasoning, Signature: "opaque", Redacted: true},
+					provider.ToolCall("toolu_1", "bash", `{"command":"ls"}`),
+				}},
+				Usage:      provider.Usage{InputTokens: 5, OutputTokens: 9},
+				StopReason: provider.StopToolUse,
+			},
+		},
+		{
+			name: "anthropic stream cut off",
+			cfg:  provider.Config{Provider: "anthropic", Model: "claude-test", APIKey: "k"},
+			stream: `event: message_start
+data: {"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"usage":{"input_tokens":5,"output_tokens":1}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"half"}}
+
+`,
+			wantErr: "stream ended before the response was complete",
+		},
+		{
+			// Items announced only when done, with no deltas.
+			name: "responses without deltas",
+			cfg:  provider.Config{Provider: "openai-compatible", API: "responses", Model: "m"},
+			stream: `event: response.output_item.done
+data: {"type":"response.output_item.done","output_index":0,"item":{"id":"msg_1","type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Here.","annotations":[]}]}}
+
+event: response.output_item.done
+data: {"type":"response.output_item.done","output_index":1,"item":{"id":"fc_1","type":"function_call","status":"completed","call_id":"call_9","name":"bash","arguments":"{}"}}
+
+event: response.completed
+data: {"type":"response.completed","response":{"id":"r","status":"completed","output":[],"usage":{"input_tokens":3,"output_tokens":4,"total_tokens":7}}}
+
+`,
+			want: provider.Response{
+				Message: provider.Message{Role: provider.RoleAssistant, Content: []provider.Content{
+					provider.Text("Here."), provider.ToolCall("call_9", "bash", "{}"),
+				}},
+				Usage:      provider.Usage{InputTokens: 3, OutputTokens: 4},
+				StopReason: provider.StopToolUse,
+			},
+		},
+		{
+			name: "responses failed",
+			cfg:  provider.Config{Provider: "openai-compatible", API: "responses", Model: "m"},
+			stream: `event: response.failed
+data: {"type":"response.failed","response":{"id":"r","status":"failed","output":[],"error":{"code":"server_error","message":"the model crashed"}}}
+
+`,
+			wantErr: "server_error: the model crashed",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.cfg.BaseURL = serveStream(t, tc.stream)
+			tc.cfg.MaxRetries = -1
+			p, err := provider.New(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := provider.Collect(p.Stream(t.Context(), userRequest("hi")))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A generated id is random; check its form, then compare the rest.
+			for i, c := range got.Message.Content {
+				if i < len(tc.want.Message.Content) && tc.want.Message.Content[i].ToolCallID == "<generated>" {
+					if !strings.HasPrefix(c.ToolCallID, "call_") || len(c.ToolCallID) < 10 {
+						t.Errorf("generated id %q", c.ToolCallID)
+					}
+					got.Message.Content[i].ToolCallID = "<generated>"
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("response (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

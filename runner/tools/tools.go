@@ -1,0 +1,212 @@
+// Package tools provides the agent's built-in tools — bash, process, the file
+// tools, apply_patch — and the Registry the agent loop calls them through.
+//
+// A tool never returns a Go error for something the model did: bad
+// arguments, a missing file, a command that failed or timed out all come
+// back as a Result with IsError set, for the model to read and correct.
+// Every result passes through one Capper, so no tool can flood the
+// model's context.
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"iter"
+	"strings"
+
+	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/process"
+	"github.com/aerie-run/aerie/runner/provider"
+)
+
+// Tool is one tool the model can call.
+type Tool interface {
+	// Name is the name the model calls the tool by.
+	Name() string
+	// Description tells the model what the tool does and when to use it.
+	Description() string
+	// Schema is the JSON schema of the tool's arguments, an object schema.
+	Schema() json.RawMessage
+	// Run runs one call with its JSON arguments. Failures the model should
+	// see are results with IsError set; Run does not panic on bad input.
+	Run(ctx context.Context, call json.RawMessage) Result
+}
+
+// Result is what a tool call returns to the model.
+type Result struct {
+	Content string
+	IsError bool
+}
+
+// errorf returns an error result.
+func errorf(format string, args ...any) Result {
+	return Result{Content: fmt.Sprintf(format, args...), IsError: true}
+}
+
+// Files is the part of the executor the file tools use: every path is
+// resolved inside the workspace, and nothing outside it can be reached.
+type Files interface {
+	ReadFile(ctx context.Context, name string) ([]byte, error)
+	WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error
+	Stat(ctx context.Context, name string) (executor.FileInfo, error)
+	ReadDir(ctx context.Context, name string) ([]executor.FileInfo, error)
+	Walk(ctx context.Context, name string, opts executor.WalkOptions) iter.Seq2[executor.FileInfo, error]
+}
+
+// Commands is the part of the executor bash, process and apply_patch use.
+type Commands interface {
+	Start(ctx context.Context, cmd executor.Command) (executor.Process, error)
+	List(ctx context.Context) ([]executor.ProcessInfo, error)
+	Teardown(ctx context.Context, id string) (process.Report, error)
+}
+
+// skipDirs are the directories the file tools never descend into.
+var skipDirs = []string{".git"}
+
+// decode parses a call's arguments into v, strictly: unknown fields are
+// an error, so a misspelt argument is reported rather than ignored.
+func decode(tool string, call json.RawMessage, v any) *Result {
+	if len(bytes.TrimSpace(call)) == 0 {
+		call = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(call))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		r := errorf("%s: invalid arguments: %v", tool, err)
+		return &r
+	}
+	if dec.More() {
+		r := errorf("%s: invalid arguments: trailing data after the JSON object", tool)
+		return &r
+	}
+	return nil
+}
+
+// required reports the first of the named fields that is empty.
+func required(tool string, fields ...string) *Result {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if strings.TrimSpace(fields[i+1]) == "" {
+			r := errorf("%s: missing required argument %q", tool, fields[i])
+			return &r
+		}
+	}
+	return nil
+}
+
+// schema builds a JSON object schema from a properties map and the
+// required names. It panics on a value that cannot be encoded, which
+// would be a programming error in a tool definition.
+func schema(props map[string]any, req ...string) json.RawMessage {
+	s := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if len(req) > 0 {
+		s["required"] = req
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("tool schema: %v", err))
+	}
+	return b
+}
+
+func prop(typ, desc string) map[string]any {
+	return map[string]any{"type": typ, "description": desc}
+}
+
+// Registry holds the tools offered to the model, in order, and runs calls
+// by name with every result capped.
+type Registry struct {
+	tools  []Tool
+	byName map[string]Tool
+	capper *Capper
+}
+
+// NewRegistry returns a registry whose results pass through capper (nil:
+// not capped) and registers tools in order.
+func NewRegistry(capper *Capper, tools ...Tool) (*Registry, error) {
+	r := &Registry{byName: map[string]Tool{}, capper: capper}
+	for _, t := range tools {
+		if err := r.Register(t); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Register adds t after the tools already registered. A second tool of
+// the same name is refused.
+func (r *Registry) Register(t Tool) error {
+	name := t.Name()
+	if name == "" {
+		return fmt.Errorf("register tool: empty name")
+	}
+	if _, dup := r.byName[name]; dup {
+		return fmt.Errorf("register tool %q: already registered", name)
+	}
+	r.tools = append(r.tools, t)
+	r.byName[name] = t
+	return nil
+}
+
+// Lookup returns the tool called name.
+func (r *Registry) Lookup(name string) (Tool, bool) {
+	t, ok := r.byName[name]
+	return t, ok
+}
+
+// Tools returns the registered tools in order.
+func (r *Registry) Tools() []Tool { return append([]Tool(nil), r.tools...) }
+
+// Definitions describes the tools to the model, in registration order.
+func (r *Registry) Definitions() []provider.Tool {
+	defs := make([]provider.Tool, 0, len(r.tools))
+	for _, t := range r.tools {
+		defs = append(defs, provider.Tool{Name: t.Name(), Description: t.Description(), InputSchema: t.Schema()})
+	}
+	return defs
+}
+
+// Run runs the call id of the tool name with its JSON arguments and caps
+// the result. An unknown tool, invalid JSON or a panic in a tool is an
+// error result, never a Go error.
+func (r *Registry) Run(ctx context.Context, id, name string, args json.RawMessage) (res Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = errorf("%s: internal error: %v", name, p)
+		}
+		res = r.capper.Cap(id, res)
+	}()
+	t, ok := r.byName[name]
+	if !ok {
+		names := make([]string, len(r.tools))
+		for i, t := range r.tools {
+			names[i] = t.Name()
+		}
+		return errorf("unknown tool %q; available tools: %s", name, strings.Join(names, ", "))
+	}
+	if len(bytes.TrimSpace(args)) > 0 && !json.Valid(args) {
+		return errorf("%s: arguments are not valid JSON", name)
+	}
+	return t.Run(ctx, args)
+}
+
+// Builtin returns the built-in tools in the order they are offered to
+// the model: bash and process sharing one table of background processes,
+// then the file tools.
+func Builtin(files Files, cmds Commands) []Tool {
+	bg := NewBackground(cmds)
+	return []Tool{
+		NewBash(cmds, bg),
+		NewProcess(bg),
+		NewReadFile(files),
+		NewWriteFile(files),
+		NewEditFile(files),
+		NewApplyPatch(files, cmds),
+		NewListDirectory(files),
+		NewTree(files),
+		NewFindFiles(files),
+		NewGrep(files),
+	}
+}

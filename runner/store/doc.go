@@ -1,0 +1,81 @@
+// Package store persists sessions: their records, their ordered entry
+// streams and their Mixture-of-Agents traces, in PostgreSQL (pods) or in a
+// SQLite file (`aerie run`).
+//
+// # Opening
+//
+// Open picks the backend from a database URL (postgres:// or postgresql://
+// for PostgreSQL; sqlite:PATH, sqlite://PATH, file:PATH or a plain path for
+// SQLite), connects, and runs the embedded schema migrations before
+// returning, so a session can be created as soon as Open succeeds. A
+// connection or migration failure is an error. OpenPostgres and OpenSQLite
+// return the concrete stores. Close releases the store; for SQLite it also
+// checkpoints and truncates the write-ahead log.
+//
+//	st, err := store.Open(ctx, cfg.DatabaseURL)
+//	if err != nil {
+//		return fmt.Errorf("open session store: %w", err)
+//	}
+//	defer st.Close()
+//
+// # Tenants
+//
+// Every operation is scoped by a tenant: the Kubernetes namespace in a pod,
+// the working directory locally. Sessions of other tenants are invisible:
+// every operation on them reports ErrNotFound.
+//
+// # Sessions
+//
+// Create stores a new session (a subagent passes its parent in
+// NewSession.Parent); Session, List and Resolve find sessions (Resolve
+// accepts a full id, a unique id prefix or a label, and reports an
+// ambiguous one as an *AmbiguousError listing the candidates); BuildTree
+// arranges a List into the parent/child trees of forks and subagents;
+// SetState switches a session active, idle or to a terminal state; Delete
+// soft-deletes it (hidden from everything but List with IncludeDeleted,
+// with its records kept).
+//
+// # Entries
+//
+// A session's stream is a sequence of Entry values, numbered from 1 by the
+// writer (see package journal) before they are queued. Each carries a typed
+// Payload, one of the types of this package: messages (UserMessage,
+// AssistantMessage, ToolResult), ToolCall and ToolCompletion records,
+// ProviderChange, ModelChange, PersonaChange and ReasoningChange, Usage
+// snapshots, completion Checkpoints, Compaction checkpoints, Fork metadata
+// and SubagentOutcomes. Payloads are stored as JSON beside their EntryKind;
+// DecodeEntry turns them back and reports unknown kinds or corrupt payloads
+// as an *EntryError naming the session and sequence number (ErrCorruptEntry),
+// which fails reading that session only.
+//
+// Append is idempotent per (session, sequence number), so a batch whose
+// commit was not acknowledged can be written again. Errors worth retrying
+// match ErrTransient.
+//
+// # Compaction, resume and fork
+//
+// A compaction is recorded by appending a Compaction entry: the replacement
+// for the prefix before its FirstKept, with its provenance. In the same
+// transaction the entries before FirstKept are marked compacted (their
+// CompactedBy is the checkpoint's sequence number); nothing is deleted. Load
+// returns what resuming needs in a Snapshot: the latest compaction's
+// replacement, the active entries after it, the settings (provider, model,
+// persona, reasoning), usage and completion checkpoint in force at the end,
+// and the last sequence number to continue from.
+//
+// Fork copies a session's entries through a sequence number (by default the
+// latest) into a new child session with parent and root ids, then appends a
+// Fork entry. The cut must not fall inside an open tool call: every
+// ToolCall at or before it needs its ToolCompletion at or before it.
+// Compactions after the cut are not carried over. The source is unchanged.
+//
+// # Backends
+//
+// Both backends pass the conformance suite in package storetest.
+// PostgreSQL is accessed through a pgx connection pool; small appends are one
+// pipelined statement, large ones a COPY. SQLite (modernc.org/sqlite, no cgo)
+// keeps one writer connection per process and a pool of query-only readers,
+// with foreign keys, WAL, a 5 s busy timeout, NORMAL synchronous mode and a
+// 500-page autocheckpoint on every connection; opening retries the races
+// of several processes creating the same file.
+package store

@@ -1,0 +1,432 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// EntryKind names the type of an entry's payload. It is stored beside the
+// JSON payload and selects how the payload is decoded.
+type EntryKind string
+
+// The entry kinds of the ordered session stream. The values are stored in
+// the database: never rename one, only add.
+const (
+	KindUserMessage      EntryKind = "user_message"
+	KindAssistantMessage EntryKind = "assistant_message"
+	KindToolResult       EntryKind = "tool_result"
+	KindToolCall         EntryKind = "tool_call"
+	KindToolCompletion   EntryKind = "tool_completion"
+	KindProviderChange   EntryKind = "provider_change"
+	KindModelChange      EntryKind = "model_change"
+	KindPersonaChange    EntryKind = "persona_change"
+	KindReasoningChange  EntryKind = "reasoning_change"
+	KindUsage            EntryKind = "usage"
+	KindCheckpoint       EntryKind = "checkpoint"
+	KindCompaction       EntryKind = "compaction"
+	KindFork             EntryKind = "fork"
+	KindSubagentOutcome  EntryKind = "subagent_outcome"
+)
+
+// Payload is the typed content of an entry: one of the payload types of this
+// package (UserMessage, ToolCall, Compaction, ...). The set is closed because
+// every stored kind must have a decoder here.
+type Payload interface {
+	// EntryKind is the kind stored with the payload.
+	EntryKind() EntryKind
+	// validate reports a payload that must not be stored or is corrupt.
+	validate() error
+}
+
+// Entry is one record of a session's ordered stream.
+type Entry struct {
+	// Seq is the entry's position in its session, allocated by the writer
+	// before the entry is queued. Sequence numbers start at 1 and only grow;
+	// they may have gaps (entries skipped by a failed journal writer).
+	Seq int64
+	// Payload is the typed content; its EntryKind is the entry's kind.
+	Payload Payload
+	// CreatedAt is when the entry was produced (not when it was flushed).
+	CreatedAt time.Time
+	// CompactedBy is the sequence number of the compaction checkpoint that
+	// replaced this entry in the live context, or 0 while the entry is active.
+	// Compacted entries stay stored; Load skips them.
+	CompactedBy int64
+}
+
+// Kind is the kind of the entry's payload.
+func (e Entry) Kind() EntryKind { return e.Payload.EntryKind() }
+
+// Block is one part of a message's content.
+type Block struct {
+	Type BlockType `json:"type"`
+	// Text is the text of a text or thinking block.
+	Text string `json:"text,omitempty"`
+	// Signature is the provider's opaque signature of a thinking block,
+	// replayed verbatim.
+	Signature string `json:"signature,omitempty"`
+	// ID, Name and Input describe a tool_use block: the call the model made.
+	ID    string          `json:"id,omitempty"`
+	Name  string          `json:"name,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+	// MediaType and Data hold an image block.
+	MediaType string `json:"media_type,omitempty"`
+	Data      []byte `json:"data,omitempty"`
+}
+
+// BlockType says what a Block holds.
+type BlockType string
+
+// Block types. Other values are kept as they are: a newer runner may know
+// more block types than this one.
+const (
+	BlockText     BlockType = "text"
+	BlockThinking BlockType = "thinking"
+	BlockToolUse  BlockType = "tool_use"
+	BlockImage    BlockType = "image"
+)
+
+// UserMessage is a message from the user (or the harness on their behalf).
+type UserMessage struct {
+	Content []Block `json:"content"`
+}
+
+// AssistantMessage is a message from the model.
+type AssistantMessage struct {
+	Content []Block `json:"content"`
+	// StopReason is the provider's reason for ending the message.
+	StopReason string `json:"stop_reason,omitempty"`
+}
+
+// ToolResult is the message that hands a tool's result back to the model.
+type ToolResult struct {
+	CallID  string  `json:"call_id"`
+	Content []Block `json:"content"`
+	IsError bool    `json:"is_error,omitempty"`
+}
+
+// ToolCall records a tool call the harness is about to run. It opens the
+// call: a fork cut may not fall between a ToolCall and its ToolCompletion.
+type ToolCall struct {
+	CallID string          `json:"call_id"`
+	Name   string          `json:"name"`
+	Input  json.RawMessage `json:"input,omitempty"`
+}
+
+// ToolCompletion closes a tool call. The agent writes it after the call's
+// ToolResult, so that a cut after the completion has the whole exchange.
+type ToolCompletion struct {
+	CallID   string        `json:"call_id"`
+	Status   ToolStatus    `json:"status"`
+	Duration time.Duration `json:"duration_ns,omitempty"`
+	Error    string        `json:"error,omitempty"`
+}
+
+// ToolStatus is how a tool call ended.
+type ToolStatus string
+
+// Tool call outcomes.
+const (
+	ToolOK        ToolStatus = "ok"
+	ToolError     ToolStatus = "error"
+	ToolCancelled ToolStatus = "cancelled"
+	ToolTimeout   ToolStatus = "timeout"
+	ToolDenied    ToolStatus = "denied"
+)
+
+// ProviderChange switches the model provider from this entry on.
+type ProviderChange struct {
+	Provider string `json:"provider"`
+}
+
+// ModelChange switches the model from this entry on.
+type ModelChange struct {
+	Model string `json:"model"`
+}
+
+// PersonaChange switches the persona from this entry on; empty means the
+// default persona.
+type PersonaChange struct {
+	Persona string `json:"persona"`
+}
+
+// ReasoningChange sets the reasoning effort from this entry on; empty means
+// the provider's default.
+type ReasoningChange struct {
+	Effort string `json:"effort"`
+}
+
+// Usage is a snapshot of the session's cumulative usage. The latest snapshot
+// is restored on resume.
+type Usage struct {
+	InputTokens      int64   `json:"input_tokens,omitempty"`
+	OutputTokens     int64   `json:"output_tokens,omitempty"`
+	CacheReadTokens  int64   `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64   `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int64   `json:"reasoning_tokens,omitempty"`
+	Requests         int64   `json:"requests,omitempty"`
+	CostUSD          float64 `json:"cost_usd,omitempty"`
+	// ContextTokens is the size of the live context after the last request.
+	ContextTokens int64 `json:"context_tokens,omitempty"`
+}
+
+// Checkpoint records that a turn completed, and how. The latest one is the
+// session's completion state on resume.
+type Checkpoint struct {
+	Turn    int64  `json:"turn"`
+	Outcome string `json:"outcome"`
+	// Result is the final answer of a completed run, if any.
+	Result string `json:"result,omitempty"`
+}
+
+// Compaction is a compaction checkpoint: the replacement for every entry
+// before FirstKept, and where it came from. Appending one marks those older
+// entries compacted; Load then returns the latest replacement followed by the
+// active entries.
+type Compaction struct {
+	// Replacement is the content that stands in for the compacted prefix,
+	// typically a summary.
+	Replacement []Block `json:"replacement"`
+	// FirstKept is the sequence number of the first entry of the kept tail.
+	// It must not be greater than the checkpoint's own sequence number.
+	FirstKept  int64      `json:"first_kept"`
+	Provenance Provenance `json:"provenance"`
+}
+
+// Provenance says how a compaction replacement was made.
+type Provenance struct {
+	Trigger  string `json:"trigger"` // "auto", "manual" or "overflow"
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	// Messages is the number of messages the replacement stands in for.
+	Messages     int   `json:"messages,omitempty"`
+	TokensBefore int64 `json:"tokens_before,omitempty"`
+	TokensAfter  int64 `json:"tokens_after,omitempty"`
+	// PendingChildren are child sessions still running when the summary was
+	// made.
+	PendingChildren []uuid.UUID `json:"pending_children,omitempty"`
+}
+
+// Fork is the first entry a fork adds after the copied prefix.
+type Fork struct {
+	Source    uuid.UUID `json:"source"`
+	SourceSeq int64     `json:"source_seq"`
+}
+
+// SubagentOutcome records the terminal outcome of a child session in its
+// parent's stream.
+type SubagentOutcome struct {
+	Session uuid.UUID `json:"session"`
+	Outcome string    `json:"outcome"`
+	Summary string    `json:"summary,omitempty"`
+	Usage   *Usage    `json:"usage,omitempty"`
+}
+
+func (UserMessage) EntryKind() EntryKind      { return KindUserMessage }
+func (AssistantMessage) EntryKind() EntryKind { return KindAssistantMessage }
+func (ToolResult) EntryKind() EntryKind       { return KindToolResult }
+func (ToolCall) EntryKind() EntryKind         { return KindToolCall }
+func (ToolCompletion) EntryKind() EntryKind   { return KindToolCompletion }
+func (ProviderChange) EntryKind() EntryKind   { return KindProviderChange }
+func (ModelChange) EntryKind() EntryKind      { return KindModelChange }
+func (PersonaChange) EntryKind() EntryKind    { return KindPersonaChange }
+func (ReasoningChange) EntryKind() EntryKind  { return KindReasoningChange }
+func (Usage) EntryKind() EntryKind            { return KindUsage }
+func (Checkpoint) EntryKind() EntryKind       { return KindCheckpoint }
+func (Compaction) EntryKind() EntryKind       { return KindCompaction }
+func (Fork) EntryKind() EntryKind             { return KindFork }
+func (SubagentOutcome) EntryKind() EntryKind  { return KindSubagentOutcome }
+
+func (m UserMessage) validate() error      { return validateBlocks(m.Content) }
+func (m AssistantMessage) validate() error { return validateBlocks(m.Content) }
+
+func (r ToolResult) validate() error {
+	if r.CallID == "" {
+		return errors.New("tool result without call id")
+	}
+	return validateBlocks(r.Content)
+}
+
+func (c ToolCall) validate() error {
+	switch {
+	case c.CallID == "":
+		return errors.New("tool call without call id")
+	case c.Name == "":
+		return errors.New("tool call without tool name")
+	}
+	return nil
+}
+
+func (c ToolCompletion) validate() error {
+	switch {
+	case c.CallID == "":
+		return errors.New("tool completion without call id")
+	case c.Status == "":
+		return errors.New("tool completion without status")
+	}
+	return nil
+}
+
+func (c ProviderChange) validate() error {
+	if c.Provider == "" {
+		return errors.New("provider change without provider")
+	}
+	return nil
+}
+
+func (c ModelChange) validate() error {
+	if c.Model == "" {
+		return errors.New("model change without model")
+	}
+	return nil
+}
+
+func (PersonaChange) validate() error   { return nil }
+func (ReasoningChange) validate() error { return nil }
+func (Usage) validate() error           { return nil }
+
+func (c Checkpoint) validate() error {
+	if c.Outcome == "" {
+		return errors.New("checkpoint without outcome")
+	}
+	return nil
+}
+
+func (c Compaction) validate() error {
+	if c.FirstKept < 1 {
+		return fmt.Errorf("compaction first kept sequence %d, want at least 1", c.FirstKept)
+	}
+	return validateBlocks(c.Replacement)
+}
+
+func (f Fork) validate() error {
+	switch {
+	case f.Source == uuid.Nil:
+		return errors.New("fork without source session")
+	case f.SourceSeq < 0:
+		return fmt.Errorf("fork source sequence %d is negative", f.SourceSeq)
+	}
+	return nil
+}
+
+func (o SubagentOutcome) validate() error {
+	switch {
+	case o.Session == uuid.Nil:
+		return errors.New("subagent outcome without session")
+	case o.Outcome == "":
+		return errors.New("subagent outcome without outcome")
+	}
+	return nil
+}
+
+func validateBlocks(blocks []Block) error {
+	for i, b := range blocks {
+		if b.Type == "" {
+			return fmt.Errorf("content block %d has no type", i)
+		}
+	}
+	return nil
+}
+
+// decodePayload decodes data as the payload of kind. A kind missing here is
+// unknown: the entry is reported corrupt rather than guessed at.
+func decodePayload(kind EntryKind, data []byte) (Payload, error) {
+	switch kind {
+	case KindUserMessage:
+		return decodeAs[UserMessage](data)
+	case KindAssistantMessage:
+		return decodeAs[AssistantMessage](data)
+	case KindToolResult:
+		return decodeAs[ToolResult](data)
+	case KindToolCall:
+		return decodeAs[ToolCall](data)
+	case KindToolCompletion:
+		return decodeAs[ToolCompletion](data)
+	case KindProviderChange:
+		return decodeAs[ProviderChange](data)
+	case KindModelChange:
+		return decodeAs[ModelChange](data)
+	case KindPersonaChange:
+		return decodeAs[PersonaChange](data)
+	case KindReasoningChange:
+		return decodeAs[ReasoningChange](data)
+	case KindUsage:
+		return decodeAs[Usage](data)
+	case KindCheckpoint:
+		return decodeAs[Checkpoint](data)
+	case KindCompaction:
+		return decodeAs[Compaction](data)
+	case KindFork:
+		return decodeAs[Fork](data)
+	case KindSubagentOutcome:
+		return decodeAs[SubagentOutcome](data)
+	}
+	return nil, errors.New("unknown entry kind")
+}
+
+func decodeAs[P Payload](data []byte) (Payload, error) {
+	// Payloads are always JSON objects. Checking that first rejects null,
+	// which json.Unmarshal would silently accept as a zero payload.
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil, errors.New("payload is not a JSON object")
+	}
+	var p P
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, fmt.Errorf("decode payload: %w", err)
+	}
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// DecodeEntry decodes a stored payload of the given kind. Unknown kinds,
+// malformed JSON and payloads missing required fields are errors of type
+// *EntryError naming the session and sequence number; they match
+// ErrCorruptEntry.
+func DecodeEntry(session uuid.UUID, seq int64, kind string, payload []byte) (Payload, error) {
+	p, err := decodePayload(EntryKind(kind), payload)
+	if err != nil {
+		return nil, &EntryError{Session: session, Seq: seq, Kind: kind, Err: err}
+	}
+	return p, nil
+}
+
+// EncodePayload returns the JSON stored for p. It refuses payloads that
+// DecodeEntry would reject, so nothing unreadable is ever written.
+func EncodePayload(p Payload) ([]byte, error) {
+	if p == nil {
+		return nil, errors.New("encode payload: nil payload")
+	}
+	if err := p.validate(); err != nil {
+		return nil, fmt.Errorf("encode %s payload: %w", p.EntryKind(), err)
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s payload: %w", p.EntryKind(), err)
+	}
+	return b, nil
+}
+
+// EntryError reports a stored entry that cannot be decoded. Only the
+// session holding it is affected; the stored row is left as it is.
+type EntryError struct {
+	Session uuid.UUID
+	Seq     int64
+	Kind    string
+	Err     error
+}
+
+func (e *EntryError) Error() string {
+	return fmt.Sprintf("session %s: entry %d (kind %q): %v", e.Session, e.Seq, e.Kind, e.Err)
+}
+
+func (e *EntryError) Unwrap() error { return e.Err }
+
+// Is makes every EntryError match ErrCorruptEntry.
+func (e *EntryError) Is(target error) bool { return target == ErrCorruptEntry }

@@ -1,0 +1,190 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+)
+
+func TestParseURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		url     string
+		backend backend
+		target  string
+		wantErr bool
+	}{
+		{url: "postgres://u:p@db:5432/aerie?sslmode=disable", backend: backendPostgres, target: "postgres://u:p@db:5432/aerie?sslmode=disable"},
+		{url: "postgresql://db/aerie", backend: backendPostgres, target: "postgresql://db/aerie"},
+		{url: "POSTGRES://db/aerie", backend: backendPostgres, target: "POSTGRES://db/aerie"},
+		{url: "sqlite:///home/me/.aerie/sessions.db", target: "/home/me/.aerie/sessions.db"},
+		{url: "sqlite:/home/me/.aerie/sessions.db", target: "/home/me/.aerie/sessions.db"},
+		{url: "sqlite:relative/sessions.db", target: "relative/sessions.db"},
+		{url: "file:/home/me/sessions.db", target: "/home/me/sessions.db"},
+		{url: "file:///home/me/sessions.db", target: "/home/me/sessions.db"},
+		{url: "/home/me/sessions.db", target: "/home/me/sessions.db"},
+		{url: "sessions.db", target: "sessions.db"},
+		{url: "/path with spaces/#1/sessions.db", target: "/path with spaces/#1/sessions.db"},
+		{url: "", wantErr: true},
+		{url: "sqlite:", wantErr: true},
+		{url: "mysql://db/aerie", wantErr: true},
+		{url: "sqlite:/tmp/x.db?_pragma=foreign_keys(0)", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			t.Parallel()
+			b, target, err := parseURL(tt.url)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("parseURL(%q) = %v, %q; want an error", tt.url, b, target)
+				}
+				return
+			}
+			if err != nil || b != tt.backend || target != tt.target {
+				t.Errorf("parseURL(%q) = %v, %q, %v; want %v, %q", tt.url, b, target, err, tt.backend, tt.target)
+			}
+		})
+	}
+}
+
+func TestSQLiteDSNEscapesPath(t *testing.T) {
+	t.Parallel()
+	dsn := sqliteDSN("/tmp/a?b#c%d/sessions.db", true)
+	want := "file:/tmp/a%3fb%23c%25d/sessions.db?"
+	if len(dsn) < len(want) || dsn[:len(want)] != want {
+		t.Errorf("sqliteDSN = %q, want it to start with %q", dsn, want)
+	}
+}
+
+func TestCheckCut(t *testing.T) {
+	t.Parallel()
+	call := func(seq int64, id string) Entry { return Entry{Seq: seq, Payload: ToolCall{CallID: id, Name: "bash"}} }
+	done := func(seq int64, id string) Entry {
+		return Entry{Seq: seq, Payload: ToolCompletion{CallID: id, Status: ToolOK}}
+	}
+	tools := []Entry{call(2, "a"), done(4, "a"), call(5, "b"), call(6, "c"), done(7, "c"), done(9, "b")}
+	tests := []struct {
+		at   int64
+		open string // the open calls named in the error, "" for a valid cut
+	}{
+		{at: 1}, {at: 4}, {at: 9}, {at: 12},
+		{at: 2, open: "a (entry 2)"},
+		{at: 3, open: "a (entry 2)"},
+		{at: 5, open: "b (entry 5)"},
+		{at: 6, open: "b (entry 5), c (entry 6)"},
+		{at: 8, open: "b (entry 5)"},
+	}
+	for _, tt := range tests {
+		err := checkCut(tools, tt.at)
+		switch {
+		case tt.open == "" && err != nil:
+			t.Errorf("checkCut(%d) = %v, want a valid cut", tt.at, err)
+		case tt.open != "" && !errors.Is(err, ErrInvalidCut):
+			t.Errorf("checkCut(%d) = %v, want ErrInvalidCut", tt.at, err)
+		case tt.open != "":
+			want := fmt.Sprintf("cut at %d is inside open tool calls %s: invalid fork cut", tt.at, tt.open)
+			if err.Error() != want {
+				t.Errorf("checkCut(%d) = %q, want %q", tt.at, err, want)
+			}
+		}
+	}
+}
+
+func TestResolve(t *testing.T) {
+	t.Parallel()
+	a := Session{ID: uuid.MustParse("aaaa1111-0000-4000-8000-000000000001"), Label: "main"}
+	b := Session{ID: uuid.MustParse("aaaa2222-0000-4000-8000-000000000002"), Label: "twin"}
+	c := Session{ID: uuid.MustParse("bbbb0000-0000-4000-8000-000000000003"), Label: "twin"}
+	d := Session{ID: uuid.MustParse("cccc0000-0000-4000-8000-000000000004"), Label: "aaaa1"}
+	all := []Session{a, b, c, d}
+	tests := []struct {
+		ref  string
+		want uuid.UUID
+		err  error
+	}{
+		{ref: a.ID.String(), want: a.ID},
+		{ref: "{" + a.ID.String() + "}", want: a.ID},
+		{ref: "AAAA2", want: b.ID},
+		{ref: "main", want: a.ID},
+		{ref: "aaaa1", err: ErrAmbiguous},
+		{ref: "twin", err: ErrAmbiguous},
+		{ref: "a", err: ErrAmbiguous},
+		{ref: "zzz", err: ErrNotFound},
+		{ref: "", err: ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.ref, func(t *testing.T) {
+			t.Parallel()
+			got, err := resolve(all, tt.ref)
+			if tt.err != nil {
+				if !errors.Is(err, tt.err) {
+					t.Errorf("resolve(%q) = %v, %v; want %v", tt.ref, got.ID, err, tt.err)
+				}
+				return
+			}
+			if err != nil || got.ID != tt.want {
+				t.Errorf("resolve(%q) = %v, %v; want %v", tt.ref, got.ID, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestAmbiguousErrorListsCandidates(t *testing.T) {
+	t.Parallel()
+	a := Session{ID: uuid.MustParse("aaaa1111-0000-4000-8000-000000000001"), Label: "main"}
+	b := Session{ID: uuid.MustParse("aaaa2222-0000-4000-8000-000000000002")}
+	_, err := resolve([]Session{b, a}, "aaaa")
+	want := `session reference "aaaa" matches 2 sessions: aaaa1111-0000-4000-8000-000000000001 (main); aaaa2222-0000-4000-8000-000000000002; use more of the id`
+	if err == nil || err.Error() != want {
+		t.Errorf("error = %v, want %q", err, want)
+	}
+}
+
+func TestBuildTree(t *testing.T) {
+	t.Parallel()
+	at := func(min int) time.Time { return time.Date(2026, 1, 1, 0, min, 0, 0, time.UTC) }
+	id := func(n byte) uuid.UUID { return uuid.UUID{15: n} }
+	sessions := []Session{
+		{ID: id(4), ParentID: id(2), CreatedAt: at(4), Label: "grandchild"},
+		{ID: id(1), CreatedAt: at(1), Label: "root"},
+		{ID: id(3), ParentID: id(1), CreatedAt: at(3), Label: "second child"},
+		{ID: id(2), ParentID: id(1), CreatedAt: at(2), Label: "first child"},
+		{ID: id(5), ParentID: id(9), CreatedAt: at(0), Label: "orphan"}, // parent deleted
+	}
+	type node struct {
+		Label    string
+		Children []node
+	}
+	var shape func([]*Node) []node
+	shape = func(ns []*Node) []node {
+		var out []node
+		for _, n := range ns {
+			out = append(out, node{n.Session.Label, shape(n.Children)})
+		}
+		return out
+	}
+	want := []node{
+		{Label: "orphan"},
+		{Label: "root", Children: []node{
+			{Label: "first child", Children: []node{{Label: "grandchild"}}},
+			{Label: "second child"},
+		}},
+	}
+	if diff := cmp.Diff(want, shape(BuildTree(sessions))); diff != "" {
+		t.Errorf("BuildTree (-want +got):\n%s", diff)
+	}
+}
+
+func TestInternKindDoesNotAllocate(t *testing.T) {
+	raw := []byte("tool_result")
+	if n := testing.AllocsPerRun(100, func() { _ = internKind(raw) }); n != 0 {
+		t.Errorf("internKind allocates %v times", n)
+	}
+	if got := internKind([]byte("new_kind")); got != "new_kind" {
+		t.Errorf("internKind of an unknown kind = %q", got)
+	}
+}

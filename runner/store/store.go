@@ -1,0 +1,260 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Store is the contract both backends (Postgres and SQLite) fulfil, and what
+// Open returns. It is declared here, next to its two implementations, rather
+// than by a consumer because it is the unit the conformance suite
+// (storetest) pins down: consumers that need less declare their own narrow
+// interface (journal.Store needs only Append).
+//
+// Every method takes the tenant that scopes it: the Kubernetes namespace in
+// a pod, the working directory locally. A session is invisible to every other
+// tenant: it is not found, listed, resolved, appended to, forked, loaded or
+// deleted through any tenant but its own. An empty tenant is ErrInvalid.
+//
+// Implementations are safe for concurrent use.
+type Store interface {
+	// Create stores a new session.
+	Create(ctx context.Context, tenant string, s NewSession) (Session, error)
+	// Session returns the session with the given id. A soft-deleted session
+	// is ErrNotFound.
+	Session(ctx context.Context, tenant string, id uuid.UUID) (Session, error)
+	// List returns the tenant's sessions, most recently updated first.
+	List(ctx context.Context, tenant string, opts ListOptions) ([]Session, error)
+	// Resolve finds the session a user means by ref: its full id, a unique
+	// prefix of its id, or its label. A prefix or label that matches several
+	// sessions is an *AmbiguousError (ErrAmbiguous) listing them.
+	Resolve(ctx context.Context, tenant, ref string) (Session, error)
+	// SetState changes a session's state, for example to StateActive when a
+	// session is switched to.
+	SetState(ctx context.Context, tenant string, id uuid.UUID, state State) error
+	// Delete soft-deletes a session: it disappears from every operation but
+	// List with IncludeDeleted, and its records stay stored.
+	Delete(ctx context.Context, tenant string, id uuid.UUID) error
+	// Fork copies the source's entries through a cut into a new child
+	// session and appends a Fork entry after them; the source is unchanged.
+	// A cut inside an open tool call is ErrInvalidCut.
+	Fork(ctx context.Context, tenant string, source uuid.UUID, opts ForkOptions) (Session, error)
+
+	// Append stores entries of one session, in the order given; their
+	// sequence numbers must increase. It is idempotent: an entry whose
+	// (session, sequence number) is already stored is not written again, so
+	// a batch whose commit was not acknowledged can be retried safely.
+	// Appending a Compaction marks the entries before its FirstKept
+	// compacted, in the same transaction. An unknown session is
+	// ErrNotFound; errors worth retrying match ErrTransient.
+	Append(ctx context.Context, tenant string, session uuid.UUID, entries []Entry) error
+	// Load returns what resuming a session needs: the latest compaction
+	// replacement, the active entries, and the settings, usage and
+	// completion state in force at its end.
+	Load(ctx context.Context, tenant string, session uuid.UUID) (Snapshot, error)
+	// Entries returns the whole stream of a session, compacted entries
+	// included, in sequence order.
+	Entries(ctx context.Context, tenant string, session uuid.UUID) ([]Entry, error)
+
+	// AddTrace stores a Mixture-of-Agents trace. Traces live in their own
+	// table, outside the entry stream.
+	AddTrace(ctx context.Context, tenant string, tr Trace) (Trace, error)
+	// Traces returns a session's traces in the order they were added.
+	Traces(ctx context.Context, tenant string, session uuid.UUID) ([]Trace, error)
+
+	// Close releases the store's connections. The SQLite store also
+	// checkpoints and truncates its write-ahead log.
+	Close() error
+}
+
+// Errors returned by stores. Match them with errors.Is.
+var (
+	// ErrNotFound: no such session for this tenant (or it was deleted).
+	ErrNotFound = errors.New("session not found")
+	// ErrExists: a session with this id is already stored.
+	ErrExists = errors.New("session already exists")
+	// ErrAmbiguous: a reference matches several sessions; see AmbiguousError.
+	ErrAmbiguous = errors.New("ambiguous session reference")
+	// ErrInvalidCut: a fork sequence number is out of range or inside an
+	// open tool call.
+	ErrInvalidCut = errors.New("invalid fork cut")
+	// ErrCorruptEntry: a stored entry cannot be decoded; see EntryError.
+	ErrCorruptEntry = errors.New("corrupt entry")
+	// ErrInvalid: the arguments are unusable (empty tenant, unknown state,
+	// sequence numbers out of order, ...).
+	ErrInvalid = errors.New("invalid argument")
+	// ErrTransient: the operation failed for a reason that may go away (lost
+	// connection, server restart, serialization failure, deadlock, a busy
+	// SQLite file). Retrying the same call is safe.
+	ErrTransient = errors.New("transient database error")
+)
+
+// SessionKind says how a session came to be.
+type SessionKind string
+
+// Session kinds.
+const (
+	SessionUser     SessionKind = "user"     // started by a person (TUI, /new)
+	SessionHeadless SessionKind = "headless" // started by the headless command or a pod
+	SessionFork     SessionKind = "fork"     // made by Fork
+	SessionSubagent SessionKind = "subagent" // a child agent of another session
+)
+
+func (k SessionKind) valid() bool {
+	switch k {
+	case SessionUser, SessionHeadless, SessionFork, SessionSubagent:
+		return true
+	}
+	return false
+}
+
+// State is where a session is in its life.
+type State string
+
+// Session states.
+const (
+	StateActive    State = "active" // has a live journal writer
+	StateIdle      State = "idle"
+	StateCompleted State = "completed"
+	StateFailed    State = "failed"
+	StateCancelled State = "cancelled"
+)
+
+func (s State) valid() bool {
+	switch s {
+	case StateActive, StateIdle, StateCompleted, StateFailed, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// Settings are the model settings a session runs with.
+type Settings struct {
+	Provider  string
+	Model     string
+	Persona   string
+	Reasoning string
+}
+
+// Session is a stored session record.
+type Session struct {
+	ID     uuid.UUID
+	Tenant string
+	// Dir is the working directory the session runs in.
+	Dir string
+	// Settings are the settings the session was created with. Later changes
+	// are entries of the stream; Load returns the settings in force.
+	Settings Settings
+	Kind     SessionKind
+	// Label is an optional name, usable as a reference in Resolve.
+	Label string
+	// ParentID is the session this one was forked from or is a subagent
+	// of; uuid.Nil for a root session.
+	ParentID uuid.UUID
+	// RootID is the root of the session's tree; its own ID for a root.
+	RootID uuid.UUID
+	State  State
+	// EntryCount is the number of stored entries, compacted ones included.
+	EntryCount int64
+	// LastSeq is the highest stored sequence number, 0 for no entries.
+	LastSeq   int64
+	CreatedAt time.Time
+	// UpdatedAt is when the session last changed or got entries.
+	UpdatedAt time.Time
+	// DeletedAt is when the session was soft-deleted; zero if it was not.
+	DeletedAt time.Time
+}
+
+// NewSession describes a session to Create.
+type NewSession struct {
+	// ID is the session's id; uuid.Nil picks a random one. In a pod it is
+	// the AgentSession's UID.
+	ID       uuid.UUID
+	Dir      string
+	Settings Settings
+	// Kind defaults to SessionUser. SessionFork is refused: use Fork.
+	Kind  SessionKind
+	Label string
+	// Parent makes the new session a child (a subagent) of another session
+	// of the same tenant; its RootID is inherited.
+	Parent uuid.UUID
+	// State defaults to StateActive.
+	State State
+}
+
+// ListOptions narrows List.
+type ListOptions struct {
+	// IncludeDeleted lists soft-deleted sessions too.
+	IncludeDeleted bool
+}
+
+// ForkOptions describes a fork.
+type ForkOptions struct {
+	// At is the last sequence number copied; 0 means the source's latest.
+	// Every tool call at or before At must be completed at or before At.
+	At int64
+	// ID is the child's id; uuid.Nil picks a random one.
+	ID uuid.UUID
+	// Label names the child (a branch label).
+	Label string
+	// State defaults to StateIdle.
+	State State
+}
+
+// Snapshot is what resuming a session needs, read in one consistent view.
+type Snapshot struct {
+	Session Session
+	// Settings are those in force at the end of the stream: the session's
+	// creation settings overridden by the latest change entries.
+	Settings Settings
+	// Compaction is the latest compaction checkpoint, whose Replacement
+	// comes before Entries in the live context; nil if the session was never
+	// compacted. CompactionSeq is its sequence number.
+	Compaction    *Compaction
+	CompactionSeq int64
+	// Entries are the active entries (not compacted, compaction checkpoints
+	// excluded) in sequence order: the tail after the replacement.
+	Entries []Entry
+	// Usage is the latest usage snapshot and Checkpoint the latest
+	// completion checkpoint, compacted or not; nil if there is none.
+	Usage      *Usage
+	Checkpoint *Checkpoint
+	// LastSeq is the highest stored sequence number: a journal writer
+	// continuing the session starts at LastSeq+1.
+	LastSeq int64
+}
+
+// Trace is a Mixture-of-Agents trace: the proposals of several models and
+// their aggregation for one step.
+type Trace struct {
+	// ID is assigned by AddTrace when zero.
+	ID      uuid.UUID
+	Session uuid.UUID
+	// Seq is the entry the trace produced (typically the aggregated
+	// assistant message), or 0.
+	Seq int64
+	// CreatedAt is set by AddTrace when zero.
+	CreatedAt time.Time
+	Proposals []TraceCall
+	Aggregate TraceCall
+}
+
+// TraceCall is one model call of a Mixture-of-Agents step.
+type TraceCall struct {
+	Provider     string        `json:"provider,omitempty"`
+	Model        string        `json:"model,omitempty"`
+	Output       string        `json:"output,omitempty"`
+	InputTokens  int64         `json:"input_tokens,omitempty"`
+	OutputTokens int64         `json:"output_tokens,omitempty"`
+	Duration     time.Duration `json:"duration_ns,omitempty"`
+	Error        string        `json:"error,omitempty"`
+}
+
+// traceData is the JSON stored for a trace's calls.
+type traceData struct {
+	Proposals []TraceCall `json:"proposals"`
+	Aggregate TraceCall   `json:"aggregate"`
+}

@@ -18,6 +18,7 @@ import (
 type harness struct {
 	home     string // $AERIE_HOME; "" leaves it unset
 	userHome string // what os.UserHomeDir would report
+	dir      string // the current directory; "" is the test process's
 	terminal bool   // whether stdin is a terminal
 	stdin    io.Reader
 	ctx      context.Context
@@ -47,6 +48,12 @@ func (h harness) aerie(t *testing.T, args ...string) result {
 		checkDB:    checkDatabase,
 		version:    "v1.2.3",
 		commit:     "abc123",
+		getwd: func() (string, error) {
+			if h.dir != "" {
+				return h.dir, nil
+			}
+			return os.Getwd()
+		},
 	}
 	ctx := h.ctx
 	if ctx == nil {

@@ -21,6 +21,9 @@ type app struct {
 	isTerminal func() bool
 	// checkDB tests a database connection (see dbcheck.go).
 	checkDB dbCheckFunc
+	// getwd returns the current directory, which scopes the session
+	// commands; nil means os.Getwd.
+	getwd func() (string, error)
 	// version and commit describe the build.
 	version, commit string
 }
@@ -70,6 +73,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newVersionCmd(a),
 		newSetupCmd(a),
 		newProcessCmd(func() string { return config.Home(a.env) }),
+		newSessionCmd(a),
 	)
 	return root
 }

@@ -1,0 +1,584 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/aerie-run/aerie/runner/config"
+	"github.com/aerie-run/aerie/runner/store"
+)
+
+// sessionStore is what the session commands need of runner/store.
+type sessionStore interface {
+	List(ctx context.Context, tenant string, opts store.ListOptions) ([]store.Session, error)
+	Resolve(ctx context.Context, tenant, ref string) (store.Session, error)
+	Session(ctx context.Context, tenant string, id uuid.UUID) (store.Session, error)
+	SetState(ctx context.Context, tenant string, id uuid.UUID, state store.State) error
+	Delete(ctx context.Context, tenant string, id uuid.UUID) error
+	Fork(ctx context.Context, tenant string, source uuid.UUID, opts store.ForkOptions) (store.Session, error)
+}
+
+// sessions is an open session database scoped to one tenant.
+type sessions struct {
+	st     sessionStore
+	tenant string
+}
+
+func newSessionCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "session",
+		Short: "List, fork, switch and delete the sessions of the current directory",
+		Long: `The session commands work on the session database of the global config
+(database_url in $AERIE_HOME/config.toml; by default the SQLite file
+$AERIE_HOME/sessions.db), and only on the sessions of the current directory:
+sessions started in other directories are neither listed nor found.
+
+SESSION is a full session id, a unique prefix of one, or a label (a branch
+label given by fork --label). A prefix or label that matches several sessions
+is an error listing them.
+
+Every subcommand takes --json for scripts; the field names are stable.
+
+Exit status: 0 on success; 130 when a delete confirmation is canceled (the
+typed id does not match, empty input, Ctrl-D, Ctrl-C); 1 for every other
+failure, such as an unknown or ambiguous SESSION or an invalid fork cut.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(
+		newSessionListCmd(a),
+		newSessionTreeCmd(a),
+		newSessionForkCmd(a),
+		newSessionSwitchCmd(a),
+		newSessionDeleteCmd(a),
+	)
+	return cmd
+}
+
+func newSessionListCmd(a *app) *cobra.Command {
+	var asJSON, all bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the sessions of the current directory, most recently updated first",
+		Long: `List shows each session's id, label, state, number of entries and how long ago
+it was last updated, most recently updated first.
+
+--json prints {"tenant": DIR, "sessions": [SESSION, ...]}, where SESSION has
+id, label, state, kind, entries, last_seq, parent_id, root_id, dir,
+provider, model, created_at, updated_at and deleted_at.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withSessions(cmd, a, func(ctx context.Context, s sessions) error {
+				list, err := s.st.List(ctx, s.tenant, store.ListOptions{IncludeDeleted: all})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					out := sessionListJSON{Tenant: s.tenant, Sessions: make([]sessionJSON, 0, len(list))}
+					for _, sess := range list {
+						out.Sessions = append(out.Sessions, toSessionJSON(sess))
+					}
+					return writeJSON(cmd.OutOrStdout(), out)
+				}
+				if len(list) == 0 {
+					_, err := fmt.Fprintf(cmd.OutOrStdout(), "No sessions in %s.\n", s.tenant)
+					return err
+				}
+				return printSessionTable(cmd.OutOrStdout(), list, time.Now())
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	cmd.Flags().BoolVar(&all, "all", false, "include deleted sessions")
+	return cmd
+}
+
+func newSessionTreeCmd(a *app) *cobra.Command {
+	var asJSON, all bool
+	cmd := &cobra.Command{
+		Use:   "tree",
+		Short: "Show the sessions of the current directory as trees of forks and subagents",
+		Long: `Tree shows the sessions of the current directory under the sessions they were
+forked from or are subagents of, oldest first at every level. A session whose
+parent was deleted is shown as a root.
+
+--json prints {"tenant": DIR, "sessions": [NODE, ...]}, where NODE has the
+fields of a session in list --json plus "children": [NODE, ...].`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withSessions(cmd, a, func(ctx context.Context, s sessions) error {
+				list, err := s.st.List(ctx, s.tenant, store.ListOptions{IncludeDeleted: all})
+				if err != nil {
+					return err
+				}
+				roots := store.BuildTree(list)
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), sessionTreeJSON{Tenant: s.tenant, Sessions: toTreeJSON(roots)})
+				}
+				if len(roots) == 0 {
+					_, err := fmt.Fprintf(cmd.OutOrStdout(), "No sessions in %s.\n", s.tenant)
+					return err
+				}
+				return printSessionTree(cmd.OutOrStdout(), roots, time.Now())
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	cmd.Flags().BoolVar(&all, "all", false, "include deleted sessions")
+	return cmd
+}
+
+func newSessionForkCmd(a *app) *cobra.Command {
+	var (
+		asJSON bool
+		at     int64
+		label  string
+	)
+	cmd := &cobra.Command{
+		Use:   "fork SESSION [--at SEQUENCE]",
+		Short: "Copy a session through one of its entries into a new child session",
+		Long: `Fork copies SESSION's entries through entry SEQUENCE (by default its latest)
+into a new session, a child of SESSION, and prints the new session's id. The
+source is unchanged.
+
+The cut must not fall inside an open tool call: every tool call at or before
+SEQUENCE must have its completion at or before SEQUENCE. A session that is in
+the middle of a tool call cannot be forked at its latest entry; pass --at
+with an entry before the call.
+
+--json prints {"session": NEW, "source": SOURCE, "at": SEQUENCE}, with the
+sessions in the shape of list --json.`,
+		Example: `  aerie session fork main --at 12 --label try-b
+  aerie session fork 3f2a`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("at") && at < 1 {
+				return fmt.Errorf("fork: --at %d: want the sequence number of an entry, 1 or more", at)
+			}
+			return withSessions(cmd, a, func(ctx context.Context, s sessions) error {
+				src, err := s.resolve(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				cut := at
+				if cut == 0 {
+					cut = src.LastSeq
+				}
+				if cut > src.LastSeq {
+					return fmt.Errorf("fork %s: --at %d is past its last entry, %d", describeSession(src), cut, src.LastSeq)
+				}
+				child, err := s.st.Fork(ctx, s.tenant, src.ID, store.ForkOptions{At: at, Label: label})
+				if errors.Is(err, store.ErrInvalidCut) {
+					return fmt.Errorf("%s cannot be forked at entry %d, inside an open tool call (pass --at with an entry before the call or after its completion): %w", describeSession(src), cut, err)
+				}
+				if err != nil {
+					return fmt.Errorf("fork %s: %w", describeSession(src), err)
+				}
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), sessionForkJSON{
+						Session: toSessionJSON(child), Source: toSessionJSON(src), At: cut,
+					})
+				}
+				// The id alone on stdout, so that id=$(aerie session fork ...)
+				// works; the explanation is for the person.
+				fmt.Fprintf(cmd.ErrOrStderr(), "Forked %s through entry %d.\n", describeSession(src), cut)
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), child.ID)
+				return err
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	cmd.Flags().Int64Var(&at, "at", 0, "copy through entry `SEQUENCE` (default: the latest)")
+	cmd.Flags().StringVar(&label, "label", "", "label the new session `NAME`, usable as SESSION later")
+	return cmd
+}
+
+func newSessionSwitchCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "switch SESSION",
+		Short: "Make a session the active session of the current directory",
+		Long: `Switch marks SESSION active. It is the current directory's one active
+session: any other active session of the directory is marked idle. The active
+session cannot be deleted.
+
+--json prints {"session": SESSION, "deactivated": [ID, ...]}.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withSessions(cmd, a, func(ctx context.Context, s sessions) error {
+				sess, err := s.resolve(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				sess, deactivated, err := s.activate(ctx, sess)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), sessionSwitchJSON{Session: toSessionJSON(sess), Deactivated: deactivated})
+				}
+				for _, id := range deactivated {
+					fmt.Fprintf(cmd.OutOrStdout(), "Session %s is now idle.\n", id)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "Session %s is now active.\n", idAndLabel(sess))
+				return err
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	return cmd
+}
+
+func newSessionDeleteCmd(a *app) *cobra.Command {
+	var (
+		asJSON  bool
+		confirm string
+	)
+	cmd := &cobra.Command{
+		Use:   "delete SESSION",
+		Short: "Delete a session (soft deletion: its records are kept)",
+		Long: `Delete hides SESSION from every session command (list --all still shows it);
+its records stay in the database. The active session cannot be deleted:
+switch to another session first.
+
+The deletion must be confirmed with the session's complete id, even when
+SESSION is a label or a prefix: on a terminal delete asks for it; scripts
+pass it with --confirm. Without a terminal and without --confirm, delete
+fails rather than wait for an answer.
+
+Exit status: 0 when the confirmation matched and the session was deleted;
+130 when the confirmation was canceled (a different id, including a
+different --confirm, empty input, Ctrl-D, Ctrl-C); 1 otherwise.
+
+--json prints {"deleted": SESSION}.`,
+		Example: `  aerie session delete try-b
+  aerie session delete 3f2a --confirm 3f2a0c1e-8d4b-4b7a-9a41-2f6c0d9e7b15 --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			confirmed := cmd.Flags().Changed("confirm")
+			return withSessions(cmd, a, func(ctx context.Context, s sessions) error {
+				sess, err := s.resolve(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if sess.State == store.StateActive {
+					return fmt.Errorf("delete %s: it is the active session of %s; switch to another session first (aerie session switch SESSION)", describeSession(sess), s.tenant)
+				}
+				answer := confirm
+				if !confirmed {
+					if a.isTerminal == nil || !a.isTerminal() {
+						return fmt.Errorf("delete %s: stdin is not a terminal, so delete cannot ask for confirmation; pass --confirm with the session's complete id", describeSession(sess))
+					}
+					// Under --json, stdout carries only the JSON document.
+					say := cmd.OutOrStdout()
+					if asJSON {
+						say = cmd.ErrOrStderr()
+					}
+					if answer, err = askDeleteConfirmation(ctx, cmd.InOrStdin(), say, sess); err != nil {
+						return fmt.Errorf("delete %s: %w", describeSession(sess), err)
+					}
+				}
+				// Only the complete id confirms, however SESSION was given:
+				// typing it is the deliberate act the confirmation asks for.
+				if !strings.EqualFold(strings.TrimSpace(answer), sess.ID.String()) {
+					return fmt.Errorf("delete %s: the confirmation %q is not its complete id; nothing was deleted: %w", describeSession(sess), answer, errCanceled)
+				}
+				if err := s.st.Delete(ctx, s.tenant, sess.ID); err != nil {
+					return fmt.Errorf("delete %s: %w", describeSession(sess), err)
+				}
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), sessionDeleteJSON{Deleted: toSessionJSON(s.deleted(ctx, sess))})
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "Deleted session %s.\n", idAndLabel(sess))
+				return err
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	cmd.Flags().StringVar(&confirm, "confirm", "", "confirm without a prompt: the session's complete `ID`")
+	return cmd
+}
+
+// askDeleteConfirmation shows the session and returns the id the user types.
+func askDeleteConfirmation(ctx context.Context, in io.Reader, out io.Writer, sess store.Session) (string, error) {
+	fmt.Fprintf(out, "Delete session %s (%s, %d entries, updated %s)?\n",
+		sess.ID, labelOrDash(sess.Label), sess.EntryCount, age(time.Now(), sess.UpdatedAt))
+	fmt.Fprintln(out, "It will be hidden from the session commands; its records stay in the database.")
+	p := &prompter{in: bufio.NewReader(in), out: out}
+	return p.ask(ctx, "Type the session's complete id to confirm", "")
+}
+
+// withSessions opens the session database for the current directory, runs
+// fn, and closes the database (for SQLite, checkpointing its write-ahead log).
+func withSessions(cmd *cobra.Command, a *app, fn func(ctx context.Context, s sessions) error) error {
+	ctx := cmd.Context()
+	dir, err := a.workDir()
+	if err != nil {
+		return fmt.Errorf("find the current directory: %w", err)
+	}
+	loaded, err := config.Load(config.Options{Home: config.Home(a.env), WorkDir: dir})
+	if err != nil {
+		return fmt.Errorf("load configuration: %w", err)
+	}
+	for _, w := range loaded.Warnings {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\n", w)
+	}
+	url := loaded.Config.DatabaseURL
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		// Drivers do not print passwords, but the URL may end up quoted.
+		if msg := redactIn(err.Error(), url); msg != err.Error() {
+			return fmt.Errorf("open session database %s: %s", config.RedactDatabaseURL(url), msg)
+		}
+		return fmt.Errorf("open session database %s: %w", config.RedactDatabaseURL(url), err)
+	}
+	defer func() {
+		// The command's outcome stands: a failed checkpoint loses nothing,
+		// the log is applied by the next open.
+		if err := st.Close(); err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\n", err)
+		}
+	}()
+	return fn(ctx, sessions{st: st, tenant: dir})
+}
+
+// workDir returns the current directory, the tenant of local sessions.
+func (a *app) workDir() (string, error) {
+	getwd := a.getwd
+	if getwd == nil {
+		getwd = os.Getwd
+	}
+	dir, err := getwd()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(dir)
+}
+
+// resolve finds the session ref names, with errors that say what to do.
+func (s sessions) resolve(ctx context.Context, ref string) (store.Session, error) {
+	sess, err := s.st.Resolve(ctx, s.tenant, ref)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Session{}, fmt.Errorf("no session %q in %s (aerie session list shows this directory's sessions): %w", ref, s.tenant, store.ErrNotFound)
+	case err != nil:
+		return store.Session{}, err // an *AmbiguousError lists the candidates
+	}
+	return sess, nil
+}
+
+// activate marks sess active and every other active session of the tenant
+// idle, returning sess as stored and the sessions it made idle. Activating
+// first means the directory is never left without an active session.
+func (s sessions) activate(ctx context.Context, sess store.Session) (store.Session, []uuid.UUID, error) {
+	if err := s.st.SetState(ctx, s.tenant, sess.ID, store.StateActive); err != nil {
+		return store.Session{}, nil, fmt.Errorf("switch to %s: %w", describeSession(sess), err)
+	}
+	list, err := s.st.List(ctx, s.tenant, store.ListOptions{})
+	if err != nil {
+		return store.Session{}, nil, fmt.Errorf("switch to %s: %w", describeSession(sess), err)
+	}
+	deactivated := []uuid.UUID{}
+	for _, other := range list {
+		if other.ID == sess.ID || other.State != store.StateActive {
+			continue
+		}
+		err := s.st.SetState(ctx, s.tenant, other.ID, store.StateIdle)
+		switch {
+		case errors.Is(err, store.ErrNotFound): // deleted meanwhile
+		case err != nil:
+			return store.Session{}, nil, fmt.Errorf("switch to %s: make %s idle: %w", describeSession(sess), other.ID, err)
+		default:
+			deactivated = append(deactivated, other.ID)
+		}
+	}
+	if sess, err = s.st.Session(ctx, s.tenant, sess.ID); err != nil {
+		return store.Session{}, nil, fmt.Errorf("switch to %s: %w", describeSession(sess), err)
+	}
+	return sess, deactivated, nil
+}
+
+// deleted returns sess as stored after its deletion, or sess itself when it
+// cannot be read back: the deletion is done either way.
+func (s sessions) deleted(ctx context.Context, sess store.Session) store.Session {
+	list, err := s.st.List(ctx, s.tenant, store.ListOptions{IncludeDeleted: true})
+	if err != nil {
+		return sess
+	}
+	for _, d := range list {
+		if d.ID == sess.ID {
+			return d
+		}
+	}
+	return sess
+}
+
+// describeSession names a session in messages: its id and label.
+func describeSession(s store.Session) string { return "session " + idAndLabel(s) }
+
+func idAndLabel(s store.Session) string {
+	if s.Label == "" {
+		return s.ID.String()
+	}
+	return fmt.Sprintf("%s (%s)", s.ID, s.Label)
+}
+
+// sessionJSON is a session in --json output. Every field is always present
+// (parent_id and deleted_at are null when unset), so scripts can rely on it.
+type sessionJSON struct {
+	ID        uuid.UUID  `json:"id"`
+	Label     string     `json:"label"`
+	State     string     `json:"state"`
+	Kind      string     `json:"kind"`
+	Entries   int64      `json:"entries"`
+	LastSeq   int64      `json:"last_seq"`
+	ParentID  *uuid.UUID `json:"parent_id"`
+	RootID    uuid.UUID  `json:"root_id"`
+	Dir       string     `json:"dir"`
+	Provider  string     `json:"provider"`
+	Model     string     `json:"model"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	DeletedAt *time.Time `json:"deleted_at"`
+}
+
+type sessionNodeJSON struct {
+	sessionJSON
+	Children []sessionNodeJSON `json:"children"`
+}
+
+type sessionListJSON struct {
+	Tenant   string        `json:"tenant"`
+	Sessions []sessionJSON `json:"sessions"`
+}
+
+type sessionTreeJSON struct {
+	Tenant   string            `json:"tenant"`
+	Sessions []sessionNodeJSON `json:"sessions"`
+}
+
+type sessionForkJSON struct {
+	Session sessionJSON `json:"session"`
+	Source  sessionJSON `json:"source"`
+	At      int64       `json:"at"`
+}
+
+type sessionSwitchJSON struct {
+	Session     sessionJSON `json:"session"`
+	Deactivated []uuid.UUID `json:"deactivated"`
+}
+
+type sessionDeleteJSON struct {
+	Deleted sessionJSON `json:"deleted"`
+}
+
+func toSessionJSON(s store.Session) sessionJSON {
+	j := sessionJSON{
+		ID:        s.ID,
+		Label:     s.Label,
+		State:     string(s.State),
+		Kind:      string(s.Kind),
+		Entries:   s.EntryCount,
+		LastSeq:   s.LastSeq,
+		RootID:    s.RootID,
+		Dir:       s.Dir,
+		Provider:  s.Settings.Provider,
+		Model:     s.Settings.Model,
+		CreatedAt: s.CreatedAt,
+		UpdatedAt: s.UpdatedAt,
+	}
+	if s.ParentID != uuid.Nil {
+		j.ParentID = &s.ParentID
+	}
+	if !s.DeletedAt.IsZero() {
+		j.DeletedAt = &s.DeletedAt
+	}
+	return j
+}
+
+func toTreeJSON(nodes []*store.Node) []sessionNodeJSON {
+	out := make([]sessionNodeJSON, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, sessionNodeJSON{sessionJSON: toSessionJSON(n.Session), Children: toTreeJSON(n.Children)})
+	}
+	return out
+}
+
+// printSessionTable prints sessions as list shows them, ages relative to now.
+func printSessionTable(w io.Writer, list []store.Session, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tLABEL\tSTATE\tENTRIES\tUPDATED")
+	for _, s := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", s.ID, labelOrDash(s.Label), stateOf(s), s.EntryCount, age(now, s.UpdatedAt))
+	}
+	return tw.Flush()
+}
+
+// printSessionTree prints trees as tree shows them, ages relative to now.
+func printSessionTree(w io.Writer, roots []*store.Node, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tLABEL\tKIND\tSTATE\tENTRIES\tUPDATED")
+	var walk func(nodes []*store.Node, indent string, top bool)
+	walk = func(nodes []*store.Node, indent string, top bool) {
+		for i, n := range nodes {
+			branch, next := "├── ", "│   "
+			if i == len(nodes)-1 {
+				branch, next = "└── ", "    "
+			}
+			if top {
+				branch, next = "", ""
+			}
+			s := n.Session
+			fmt.Fprintf(tw, "%s%s%s\t%s\t%s\t%s\t%d\t%s\n", indent, branch, s.ID, labelOrDash(s.Label),
+				s.Kind, stateOf(s), s.EntryCount, age(now, s.UpdatedAt))
+			walk(n.Children, indent+next, false)
+		}
+	}
+	walk(roots, "", true)
+	return tw.Flush()
+}
+
+func labelOrDash(label string) string {
+	if label == "" {
+		return "-"
+	}
+	return label
+}
+
+// stateOf is the state shown for a session; list --all shows deleted ones.
+func stateOf(s store.Session) string {
+	if !s.DeletedAt.IsZero() {
+		return "deleted"
+	}
+	return string(s.State)
+}
+
+// age says how long before now t was, in the largest whole unit, as people
+// read it in a table; after a month the date says more.
+func age(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Second:
+		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d/time.Hour))
+	case d < 30*24*time.Hour:
+		return fmt.Sprintf("%dd ago", int(d/(24*time.Hour)))
+	default:
+		return t.Local().Format(time.DateOnly)
+	}
+}

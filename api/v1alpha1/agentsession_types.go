@@ -668,7 +668,3 @@ type AgentSessionList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []AgentSession `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&AgentSession{}, &AgentSessionList{})
-}

@@ -22,17 +22,14 @@ import (
 var testReaper *process.Reaper
 
 func TestMain(m *testing.M) {
-	if err := process.SetChildSubreaper(); err != nil {
+	r, stop, err := process.Subreap()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	testReaper = process.NewReaper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { testReaper.Run(ctx); close(done) }()
+	testReaper = r
 	code := m.Run()
-	cancel()
-	<-done
+	stop()
 	os.Exit(code)
 }
 

@@ -90,6 +90,21 @@ func (r *Reaper) Wait(cmd *exec.Cmd) error {
 	return err
 }
 
+// Subreap makes the calling process a child subreaper and runs a Reaper for it until stop
+// is called; stop waits for the reaper to finish. This is how a process that runs other
+// people's commands (the executor, and tests that check nothing is left behind) sets itself
+// up: orphans of torn-down groups come back to it and are reaped, never left as zombies.
+func Subreap() (r *Reaper, stop func(), err error) {
+	if err := SetChildSubreaper(); err != nil {
+		return nil, nil, err
+	}
+	r = NewReaper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	return r, func() { cancel(); <-done }, nil
+}
+
 // Run reaps until ctx is done: on every SIGCHLD, and once a second in case
 // a signal was coalesced with one that a pass had already handled.
 func (r *Reaper) Run(ctx context.Context) {

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/aerie-run/aerie/runner/config"
+	"github.com/aerie-run/aerie/runner/headless"
 )
 
 // Set at build time with
@@ -27,18 +28,31 @@ var (
 
 func main() {
 	// SIGINT and SIGTERM cancel the context instead of killing the process,
-	// so commands can clean up and report a cancel as exit status 130.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// so commands can clean up (aerie run tears down its processes and
+	// drains its journal) and exit with the status the signal calls for.
+	// The cause says which signal it was: 130 for SIGINT, 143 for SIGTERM.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		cancel(&headless.SignalError{Signal: sig.(syscall.Signal)})
+		// A second signal means now: stop waiting for the cleanup.
+		sig = <-sigs
+		os.Exit(128 + int(sig.(syscall.Signal)))
+	}()
+	stop := func() { signal.Stop(sigs); cancel(nil) }
 	a := &app{
-		env:        config.OSEnv(),
-		isTerminal: func() bool { return term.IsTerminal(int(os.Stdin.Fd())) },
-		checkDB:    checkDatabase,
-		version:    version,
-		commit:     commit,
+		env:              config.OSEnv(),
+		isTerminal:       func() bool { return term.IsTerminal(int(os.Stdin.Fd())) },
+		stdoutIsTerminal: func() bool { return term.IsTerminal(int(os.Stdout.Fd())) },
+		checkDB:          checkDatabase,
+		version:          version,
+		commit:           commit,
 	}
 	err := run(ctx, a, os.Args[1:])
 	stop()
-	if err != nil {
+	if err != nil && err.Error() != "" {
 		fmt.Fprintf(os.Stderr, "aerie: %v\n", err)
 	}
 	os.Exit(exitCode(err))

@@ -19,6 +19,9 @@ type app struct {
 	// isTerminal reports whether stdin is an interactive terminal. Commands
 	// prompt only then, so a script never hangs on a question.
 	isTerminal func() bool
+	// stdoutIsTerminal reports whether stdout is a terminal: aerie run
+	// writes for a person then, and JSON Lines otherwise. Nil means no.
+	stdoutIsTerminal func() bool
 	// checkDB tests a database connection (see dbcheck.go).
 	checkDB dbCheckFunc
 	// getwd returns the current directory, which scopes the session
@@ -39,11 +42,30 @@ const (
 // errCanceled means the user stopped the command; it exits with 130.
 var errCanceled = errors.New("canceled")
 
+// exitError is a failure with an exit status of its own (aerie run's
+// statuses). A nil err means the command has already reported it.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
 // exitCode maps a command's error to the process exit status.
 func exitCode(err error) int {
+	var ee *exitError
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &ee):
+		return ee.code
 	case errors.Is(err, errCanceled), errors.Is(err, context.Canceled):
 		return exitCanceled
 	default:
@@ -74,6 +96,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newSetupCmd(a),
 		newProcessCmd(func() string { return config.Home(a.env) }),
 		newSessionCmd(a),
+		newRunCmd(a),
 	)
 	return root
 }

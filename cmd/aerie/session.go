@@ -326,30 +326,51 @@ func withSessions(cmd *cobra.Command, a *app, fn func(ctx context.Context, s ses
 	if err != nil {
 		return fmt.Errorf("find the current directory: %w", err)
 	}
-	loaded, err := config.Load(config.Options{Home: config.Home(a.env), WorkDir: dir})
+	loaded, err := a.loadConfig(cmd, dir, "")
 	if err != nil {
-		return fmt.Errorf("load configuration: %w", err)
+		return err
+	}
+	st, err := openStore(ctx, loaded.Config.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer closeStore(cmd, st)
+	return fn(ctx, sessions{st: st, tenant: dir})
+}
+
+// loadConfig loads the global and the project configuration for dir
+// (searching no higher than workspace; empty: dir), printing the warnings.
+func (a *app) loadConfig(cmd *cobra.Command, dir, workspace string) (config.Loaded, error) {
+	loaded, err := config.Load(config.Options{Home: config.Home(a.env), WorkDir: dir, Workspace: workspace})
+	if err != nil {
+		return config.Loaded{}, fmt.Errorf("load configuration: %w", err)
 	}
 	for _, w := range loaded.Warnings {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\n", w)
 	}
-	url := loaded.Config.DatabaseURL
+	return loaded, nil
+}
+
+// openStore opens the session database at url, with its password kept out
+// of the error.
+func openStore(ctx context.Context, url string) (store.Store, error) {
 	st, err := store.Open(ctx, url)
 	if err != nil {
 		// Drivers do not print passwords, but the URL may end up quoted.
 		if msg := redactIn(err.Error(), url); msg != err.Error() {
-			return fmt.Errorf("open session database %s: %s", config.RedactDatabaseURL(url), msg)
+			return nil, fmt.Errorf("open session database %s: %s", config.RedactDatabaseURL(url), msg)
 		}
-		return fmt.Errorf("open session database %s: %w", config.RedactDatabaseURL(url), err)
+		return nil, fmt.Errorf("open session database %s: %w", config.RedactDatabaseURL(url), err)
 	}
-	defer func() {
-		// The command's outcome stands: a failed checkpoint loses nothing,
-		// the log is applied by the next open.
-		if err := st.Close(); err != nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\n", err)
-		}
-	}()
-	return fn(ctx, sessions{st: st, tenant: dir})
+	return st, nil
+}
+
+// closeStore closes st. The command's outcome stands: a failed checkpoint
+// loses nothing, the log is applied by the next open.
+func closeStore(cmd *cobra.Command, st store.Store) {
+	if err := st.Close(); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\n", err)
+	}
 }
 
 // workDir returns the current directory, the tenant of local sessions.

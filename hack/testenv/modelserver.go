@@ -67,6 +67,12 @@ type Turn struct {
 	// StreamError, when set, ends a streamed answer after its content with the
 	// API's error event carrying this message, instead of the normal end.
 	StreamError string
+
+	// Respond, when set, makes the answer from the request it answers,
+	// replacing this turn's other fields but Faults: a test's model can then
+	// use what a tool returned, such as a background process id. It runs
+	// on the server's goroutine; report failures with t.Errorf, not Fatal.
+	Respond func(req ModelRequest) Turn
 }
 
 // ToolCall is a tool call of a Turn.
@@ -233,6 +239,9 @@ func (s *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if turn.Respond != nil {
+		turn = turn.Respond(rec)
+	}
 	if turn.Delay > 0 {
 		select {
 		case <-time.After(turn.Delay):

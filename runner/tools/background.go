@@ -135,6 +135,18 @@ func (bp *bgProc) poll() (string, string) {
 	return out, bp.statusLocked()
 }
 
+// Running returns the ids of the background process groups whose command has
+// not exited, oldest first: the groups a headless run preserves.
+func (b *Background) Running() []string {
+	var ids []string
+	for _, bp := range b.list() {
+		if bp.status() == "running" {
+			ids = append(ids, bp.p.ID())
+		}
+	}
+	return ids
+}
+
 // list returns the background processes, oldest first.
 func (b *Background) list() []*bgProc {
 	b.mu.Lock()

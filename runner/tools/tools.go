@@ -193,10 +193,13 @@ func (r *Registry) Run(ctx context.Context, id, name string, args json.RawMessag
 }
 
 // Builtin returns the built-in tools in the order they are offered to
-// the model: bash and process sharing one table of background processes,
-// then the file tools.
-func Builtin(files Files, cmds Commands) []Tool {
-	bg := NewBackground(cmds)
+// the model: bash and process sharing the table bg of background processes
+// (nil: a table of their own), then the file tools. The caller keeps bg to
+// learn, when the session ends, which background groups are still running.
+func Builtin(files Files, cmds Commands, bg *Background) []Tool {
+	if bg == nil {
+		bg = NewBackground(cmds)
+	}
 	return []Tool{
 		NewBash(cmds, bg),
 		NewProcess(bg),

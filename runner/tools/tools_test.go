@@ -72,7 +72,7 @@ func TestRegistry(t *testing.T) {
 func TestBuiltinDefinitions(t *testing.T) {
 	t.Parallel()
 	l, _ := newWorkspace(t)
-	r, err := NewRegistry(NewCapper(""), Builtin(l, l)...)
+	r, err := NewRegistry(NewCapper(""), Builtin(l, l, nil)...)
 	if err != nil {
 		t.Fatal(err)
 	}

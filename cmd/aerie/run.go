@@ -1,0 +1,370 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/config"
+	"github.com/aerie-run/aerie/runner/events"
+	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/headless"
+	"github.com/aerie-run/aerie/runner/process"
+	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/tools"
+)
+
+// runFlags are aerie run's options.
+type runFlags struct {
+	provider, model, baseURL, api, script string
+	resume, forkFrom, label               string
+	workspace                             string
+	maxTurns                              int
+	maxTokens                             int64
+	maxDuration                           time.Duration
+	eventsJSONL                           bool
+	rawDir                                string
+}
+
+// Default models, used when --model is not given for a new session.
+var defaultModels = map[string]string{
+	provider.NameAnthropic: "claude-sonnet-4-5",
+	provider.NameOpenAI:    "gpt-5",
+}
+
+// maxPromptBytes bounds a prompt read from standard input.
+const maxPromptBytes = 1 << 20
+
+func newRunCmd(a *app) *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run [PROMPT]",
+		Short: "Run an agent session to its end, headless",
+		Long: `Run an agent session on this machine: the model works on PROMPT (or the
+text on standard input) with the built-in tools in the workspace until it
+ends its turn or a budget runs out. Every entry is journaled to the session
+database, so the session can be listed, resumed (--resume) and forked
+(--fork-from) later.
+
+The provider is --provider, or anthropic when ANTHROPIC_API_KEY is set, or
+openai when OPENAI_API_KEY is set. The scripted provider replays model turns
+from --script, or from scripted/MODEL.yaml in a project .aerie directory or in
+$AERIE_HOME. Resume and fork use the session's stored provider and model
+unless --provider or --model say otherwise, which is then recorded.
+
+Output: the model's text and a line per tool call on a terminal; JSON Lines
+events when standard output is not a terminal or with --events-jsonl.
+
+Background processes that bash started are left running at the end (except
+when a budget ran out) and recorded for aerie process.
+
+Exit status: 0 the session completed; 1 aerie failed (storage, internal);
+2 configuration error (flags, config, unknown session, missing credentials);
+3 model or API failure; 4 a turn, token or time budget ran out; 130 or 143
+cancelled by SIGINT or SIGTERM.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.run(cmd, args, f)
+		},
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitError{code: headless.ExitConfig, err: err}
+	})
+	fl := cmd.Flags()
+	fl.StringVar(&f.provider, "provider", "", "model `provider`: anthropic, openai, openai-compatible or scripted")
+	fl.StringVar(&f.model, "model", "", "`model` name (default claude-sonnet-4-5 for anthropic, gpt-5 for openai)")
+	fl.StringVar(&f.baseURL, "base-url", "", "the provider's endpoint `URL` (required for openai-compatible)")
+	fl.StringVar(&f.api, "api", "", "OpenAI wire `API`: responses or chat-completions")
+	fl.StringVar(&f.script, "script", "", "the model turns the scripted provider replays (a YAML `file`)")
+	fl.StringVar(&f.resume, "resume", "", "continue `SESSION` (id, unique prefix or label)")
+	fl.StringVar(&f.forkFrom, "fork-from", "", "copy `SESSION` into a new child session and continue that")
+	fl.StringVar(&f.label, "label", "", "a `label` for the new session")
+	fl.StringVar(&f.workspace, "workspace", "", "the workspace root the tools are confined to (default: the current directory)")
+	fl.IntVar(&f.maxTurns, "max-turns", 100, "stop after this many model requests (0: no limit)")
+	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "stop once input and output tokens reach this many (0: no limit)")
+	fl.DurationVar(&f.maxDuration, "max-duration", time.Hour, "stop after this much wall time (0: no limit)")
+	fl.BoolVar(&f.eventsJSONL, "events-jsonl", false, "write JSON Lines events to standard output, even on a terminal")
+	fl.StringVar(&f.rawDir, "tool-result-raw-dir", "", "`directory` for the full output of capped tool results")
+	return cmd
+}
+
+// run is aerie run. Errors before the session starts exit 2 (configuration)
+// or 1; once it has run, the exit status is its outcome's.
+func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
+	ctx := cmd.Context()
+	configErr := func(err error) error { return &exitError{code: headless.ExitConfig, err: err} }
+	if err := f.validate(); err != nil {
+		return configErr(err)
+	}
+	prompt, err := a.prompt(cmd, args, f)
+	if err != nil {
+		return configErr(err)
+	}
+	dir, err := a.workDir()
+	if err != nil {
+		return fmt.Errorf("find the current directory: %w", err)
+	}
+	workspace, err := workspaceRoot(dir, f.workspace)
+	if err != nil {
+		return configErr(err)
+	}
+	loaded, err := a.loadConfig(cmd, dir, workspace)
+	if err != nil {
+		return configErr(err)
+	}
+	home := config.Home(a.env)
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	capper := &tools.Capper{
+		Max:    loaded.Config.ToolResults.MaxBytes,
+		Head:   loaded.Config.ToolResults.HeadBytes,
+		Tail:   loaded.Config.ToolResults.TailBytes,
+		Dir:    f.rawDir,
+		Logger: logger,
+	}
+	if capper.Dir != "" {
+		if _, err := tools.Sweep(capper.Dir, tools.DefaultRetention); err != nil {
+			logger.Warn("sweep old tool outputs", "dir", capper.Dir, "err", err)
+		}
+	}
+
+	reaper, stopReaper, err := process.Subreap()
+	if err != nil {
+		// Escaped descendants are still found and ended by teardown; they
+		// are just reaped by init instead of by aerie.
+		logger.Warn("become a child subreaper", "err", err)
+	} else {
+		defer stopReaper()
+	}
+	exe, err := executor.NewLocal(workspace, executor.Options{Reaper: reaper, Logger: logger})
+	if err != nil {
+		return configErr(fmt.Errorf("workspace %s: %w", workspace, err))
+	}
+	defer func() {
+		if err := exe.Close(context.WithoutCancel(ctx)); err != nil {
+			logger.Warn("close the executor", "err", err)
+		}
+	}()
+
+	st, err := openStore(ctx, loaded.Config.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer closeStore(cmd, st)
+
+	observe, flush := a.observer(cmd, f)
+	opts := headless.Options{
+		Tenant:      dir,
+		Dir:         dir,
+		Prompt:      prompt,
+		Settings:    store.Settings{Provider: f.provider, Model: f.model},
+		NewModel:    a.modelFactory(f, dir, workspace, home, logger),
+		Label:       f.label,
+		Resume:      f.resume,
+		ForkFrom:    f.forkFrom,
+		System:      headless.DefaultSystemPrompt(dir),
+		MaxDuration: f.maxDuration,
+		Executor:    exe,
+		Capper:      capper,
+		Preserve:    process.NewRegistry(home),
+		Observe:     observe,
+		Logger:      logger,
+	}
+	if opts.Resume == "" && opts.ForkFrom == "" {
+		opts.Settings = a.defaultSettings(opts.Settings)
+	}
+	if f.maxTurns > 0 {
+		opts.Stop = append(opts.Stop, agent.MaxTurns(f.maxTurns))
+	}
+	if f.maxTokens > 0 {
+		opts.Stop = append(opts.Stop, agent.MaxTokens(f.maxTokens))
+	}
+	rep, err := headless.Run(ctx, st, opts)
+	flush()
+	if err != nil {
+		var ce *headless.ConfigError
+		if errors.As(err, &ce) {
+			return configErr(err)
+		}
+		return err
+	}
+	for _, rec := range rep.Preserved {
+		logger.Warn("background process left running; end it with aerie process terminate", "id", rec.ID, "pid", rec.PID, "command", rec.Command)
+	}
+	if rep.ExitCode == 0 {
+		return nil
+	}
+	msg := string(rep.Result.Outcome)
+	if rep.Result.Reason != "" {
+		msg += ": " + rep.Result.Reason
+	}
+	return &exitError{code: rep.ExitCode, err: errors.New(msg)}
+}
+
+func (f runFlags) validate() error {
+	switch {
+	case f.resume != "" && f.forkFrom != "":
+		return errors.New("--resume and --fork-from are exclusive: give one session to continue")
+	case f.maxTurns < 0:
+		return fmt.Errorf("--max-turns %d: want 0 (no limit) or more", f.maxTurns)
+	case f.maxTokens < 0:
+		return fmt.Errorf("--max-tokens %d: want 0 (no limit) or more", f.maxTokens)
+	case f.maxDuration < 0:
+		return fmt.Errorf("--max-duration %s: want 0 (no limit) or more", f.maxDuration)
+	case f.script != "" && f.provider != "" && f.provider != provider.NameScripted:
+		return fmt.Errorf("--script is for --provider scripted, not %s", f.provider)
+	}
+	return nil
+}
+
+// prompt is the task: the argument, or standard input when it is not a
+// terminal. Resuming needs none.
+func (a *app) prompt(cmd *cobra.Command, args []string, f runFlags) (string, error) {
+	if len(args) == 1 {
+		if strings.TrimSpace(args[0]) == "" {
+			return "", errors.New("the prompt is empty")
+		}
+		return args[0], nil
+	}
+	if a.isTerminal != nil && a.isTerminal() {
+		if f.resume != "" || f.forkFrom != "" {
+			return "", nil
+		}
+		return "", errors.New("no prompt: give the task as an argument or on standard input")
+	}
+	b, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxPromptBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("read the prompt from standard input: %w", err)
+	}
+	if len(b) > maxPromptBytes {
+		return "", fmt.Errorf("the prompt on standard input is longer than %d bytes", maxPromptBytes)
+	}
+	p := strings.TrimSpace(string(b))
+	if p == "" && f.resume == "" && f.forkFrom == "" {
+		return "", errors.New("no prompt: give the task as an argument or on standard input")
+	}
+	return p, nil
+}
+
+// workspaceRoot is the workspace boundary: --workspace, which must contain
+// the current directory, or the current directory.
+func workspaceRoot(dir, flag string) (string, error) {
+	if flag == "" {
+		return dir, nil
+	}
+	ws, err := filepath.Abs(flag)
+	if err != nil {
+		return "", fmt.Errorf("--workspace %s: %w", flag, err)
+	}
+	if rel, err := filepath.Rel(ws, dir); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("--workspace %s does not contain the current directory %s", ws, dir)
+	}
+	return ws, nil
+}
+
+// defaultSettings fills in the provider and model of a new session.
+func (a *app) defaultSettings(s store.Settings) store.Settings {
+	if s.Provider == "" {
+		switch {
+		case a.env.Getenv != nil && a.env.Getenv("ANTHROPIC_API_KEY") != "":
+			s.Provider = provider.NameAnthropic
+		case a.env.Getenv != nil && a.env.Getenv("OPENAI_API_KEY") != "":
+			s.Provider = provider.NameOpenAI
+		}
+	}
+	if s.Model == "" {
+		s.Model = defaultModels[s.Provider]
+	}
+	return s
+}
+
+// modelFactory makes the provider for the settings a session runs with, from
+// the flags and the credentials in the environment.
+func (a *app) modelFactory(f runFlags, dir, workspace, home string, logger *slog.Logger) func(store.Settings) (agent.Model, error) {
+	return func(s store.Settings) (agent.Model, error) {
+		cfg := provider.Config{Provider: s.Provider, Model: s.Model, BaseURL: f.baseURL, API: f.api, Logger: logger}
+		getenv := a.env.Getenv
+		if getenv == nil {
+			getenv = func(string) string { return "" }
+		}
+		switch s.Provider {
+		case provider.NameAnthropic:
+			cfg.APIKey = provider.Secret(getenv("ANTHROPIC_API_KEY"))
+			if cfg.APIKey == "" {
+				return nil, errors.New("no credentials: set ANTHROPIC_API_KEY")
+			}
+		case provider.NameOpenAI:
+			cfg.APIKey = provider.Secret(getenv("OPENAI_API_KEY"))
+			if cfg.APIKey == "" {
+				return nil, errors.New("no credentials: set OPENAI_API_KEY")
+			}
+		case provider.NameOpenAICompatible:
+			cfg.APIKey = provider.Secret(getenv("OPENAI_API_KEY"))
+		case provider.NameScripted:
+			path, err := scriptPath(f.script, s.Model, dir, workspace, home)
+			if err != nil {
+				return nil, err
+			}
+			cfg.ScriptPath = path
+		}
+		return provider.New(cfg)
+	}
+}
+
+// scriptPath finds the scripted provider's file: --script, or
+// scripted/MODEL.yaml in the nearest project .aerie (or .osprey) directory
+// within the workspace, or in $AERIE_HOME.
+func scriptPath(flag, model, dir, workspace, home string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if model == "" || strings.ContainsAny(model, `/\`) || model == "." || model == ".." {
+		return "", fmt.Errorf("scripted model %q: want a plain name; the script is scripted/<model>.yaml", model)
+	}
+	name := filepath.Join("scripted", model+".yaml")
+	var tried []string
+	for d := dir; ; d = filepath.Dir(d) {
+		for _, layer := range []string{".aerie", ".osprey"} {
+			p := filepath.Join(d, layer, name)
+			tried = append(tried, p)
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
+		}
+		if d == workspace || d == filepath.Dir(d) {
+			break
+		}
+	}
+	p := filepath.Join(home, name)
+	tried = append(tried, p)
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("no script for scripted model %q: give --script or create one of %s", model, strings.Join(tried, ", "))
+}
+
+// observer returns where the run's events go: JSON Lines when stdout is
+// not a terminal or --events-jsonl asks for them, text for a person
+// otherwise. flush reports a failed write once the run is over.
+func (a *app) observer(cmd *cobra.Command, f runFlags) (func(agent.Event), func()) {
+	out := cmd.OutOrStdout()
+	if f.eventsJSONL || a.stdoutIsTerminal == nil || !a.stdoutIsTerminal() {
+		j := events.NewJSONL(out, false)
+		return j.Observe, func() {
+			if err := j.Err(); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: write events: %v\n", err)
+			}
+		}
+	}
+	return events.NewHuman(out).Observe, func() {}
+}

@@ -1,0 +1,404 @@
+// Package agent runs the agent loop: it sends the conversation to a model,
+// runs the tool calls the model makes, hands their results back, and repeats
+// until the model ends its turn or a stop condition ends the run: a budget of
+// turns, tokens or wall time, or a cancel.
+//
+// Every message, tool call, tool completion and usage snapshot is appended to
+// the session's journal as it happens, and a turn-complete barrier follows each
+// turn. The loop knows nothing about where the model, the tools or the journal
+// live: hooks, permissions and output capping wrap the Tools it is given, and
+// budgets are StopConditions, so the loop does not grow a flag per feature.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"time"
+
+	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/tools"
+)
+
+// Model is the model the loop talks to; every provider.Provider is one.
+type Model interface {
+	Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Part, error]
+}
+
+// Tools are the tools offered to the model; *tools.Registry is one. Run never
+// fails: an unknown tool, malformed arguments and failures of the tool itself
+// are error results for the model to read.
+type Tools interface {
+	Definitions() []provider.Tool
+	Run(ctx context.Context, id, name string, args json.RawMessage) tools.Result
+}
+
+// Journal records the session's entries in order; *journal.Writer is one.
+// Append never waits for storage; Barrier waits until everything appended so
+// far is durable.
+type Journal interface {
+	Append(p store.Payload) int64
+	Barrier(ctx context.Context) error
+}
+
+// StopHook is asked when the model ends its turn whether the run may end. It
+// returns a reason and true to keep the loop going: the reason becomes the
+// next user message. Lifecycle Stop hooks plug in here.
+type StopHook func(ctx context.Context, answer string) (reason string, block bool)
+
+// Config is what a Loop runs with.
+type Config struct {
+	// Model answers the requests.
+	Model Model
+	// Tools run the model's tool calls; nil offers no tools.
+	Tools Tools
+	// Journal records the entries; nil records nothing.
+	Journal Journal
+	// System is the system prompt, sent first in every request.
+	System string
+	// Stop are checked before every model request; the first that fires
+	// ends the run with its outcome.
+	Stop []StopCondition
+	// MaxDuration bounds the wall time of Run; zero means no bound. When it
+	// passes, the current model call or tool is cancelled and the run ends
+	// DeadlineExceeded.
+	MaxDuration time.Duration
+	// MaxOutputTokens caps each response; zero is the provider's default.
+	MaxOutputTokens int64
+	// OnStop, when set, may keep the loop going after the model ends its
+	// turn (see StopHook). It is asked at most MaxStopContinues times.
+	OnStop StopHook
+	// Observe receives the events of the run, synchronously, on the loop's
+	// goroutine; it must not block for long. Nil discards them.
+	Observe func(Event)
+	// Logger receives what goes wrong without stopping the run (a failed
+	// journal barrier). Nil discards.
+	Logger *slog.Logger
+}
+
+// MaxStopContinues bounds how often a StopHook can keep a run going, so that a
+// hook that always blocks cannot loop forever without a turn budget.
+const MaxStopContinues = 8
+
+// Loop is one agent conversation. It is not safe for concurrent use: one Run
+// at a time.
+type Loop struct {
+	cfg      Config
+	messages []provider.Message
+	usage    store.Usage
+	turns    int
+	// journalErr is the first journal failure, reported once.
+	journalErr error
+}
+
+// New returns a loop that continues the conversation history (empty for a new
+// session; see History for a resumed one) with the cumulative usage so far.
+func New(cfg Config, history []provider.Message, usage store.Usage) *Loop {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Loop{cfg: cfg, messages: append([]provider.Message(nil), history...), usage: usage}
+}
+
+// Messages returns the conversation so far, without the system prompt.
+func (l *Loop) Messages() []provider.Message { return append([]provider.Message(nil), l.messages...) }
+
+// Result is how a run ended.
+type Result struct {
+	Outcome Outcome
+	// Reason says why, in words, for outcomes other than Completed.
+	Reason string
+	// Answer is the text of the model's last message.
+	Answer string
+	// Turns counts the model requests of this run.
+	Turns int
+	// Usage is the session's cumulative usage at the end of the run.
+	Usage store.Usage
+	// Err is the error behind a ModelError or Failed outcome.
+	Err error
+	// JournalErr is the journal's failure, if it failed during the run:
+	// the outcome stands, but the stored transcript lacks later entries.
+	JournalErr error
+}
+
+// Errors that end a run, as context causes. Cancel the context of Run with
+// context.WithCancelCause(ErrCancelled) (or any other cause) to stop a run.
+var (
+	// ErrDeadline is the cause of a run's context when MaxDuration passed.
+	ErrDeadline = errors.New("the session's time budget is spent")
+	// ErrCancelled is a generic cause for a cancel.
+	ErrCancelled = errors.New("the session was cancelled")
+)
+
+// Run adds prompt as a user message (unless it is empty, to continue a resumed
+// conversation as it stands) and runs turns until the run ends.
+func (l *Loop) Run(ctx context.Context, prompt string) Result {
+	if l.cfg.MaxDuration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, l.cfg.MaxDuration, ErrDeadline)
+		defer cancel()
+	}
+	if prompt != "" {
+		l.addUser(prompt)
+	}
+	continues := 0
+	for {
+		if ctx.Err() != nil {
+			return l.end(ctx, stopped(ctx))
+		}
+		if r, ok := l.checkStop(); ok {
+			return l.end(ctx, r)
+		}
+		resp, err := l.request(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return l.end(ctx, stopped(ctx))
+			}
+			return l.end(ctx, Result{Outcome: ModelError, Reason: err.Error(), Err: err})
+		}
+		calls := resp.Message.ToolCalls()
+		if len(calls) > 0 {
+			l.runTools(ctx, calls)
+			l.barrier(ctx)
+			continue
+		}
+		r := answered(resp)
+		if r.Outcome == Completed && l.cfg.OnStop != nil && continues < MaxStopContinues {
+			if reason, block := l.cfg.OnStop(ctx, r.Answer); block {
+				continues++
+				l.addUser(reason)
+				l.barrier(ctx)
+				continue
+			}
+		}
+		return l.end(ctx, r)
+	}
+}
+
+// answered is the result of a response without tool calls.
+func answered(resp provider.Response) Result {
+	r := Result{Answer: resp.Message.Text()}
+	switch resp.StopReason {
+	case provider.StopEndTurn, provider.StopSequence, "":
+		r.Outcome = Completed
+	case provider.StopMaxTokens:
+		r.Outcome, r.Reason = ModelError, "the answer was cut off at the output token limit"
+	case provider.StopRefusal:
+		r.Outcome, r.Reason = ModelError, "the model refused to answer"
+	case provider.StopContextWindow:
+		r.Outcome, r.Reason = ModelError, "the conversation filled the model's context window"
+	case provider.StopToolUse:
+		// A tool_use stop without a complete tool call: nothing to run.
+		r.Outcome, r.Reason = ModelError, "the model stopped for a tool call but sent none"
+	default:
+		r.Outcome, r.Reason = ModelError, fmt.Sprintf("the model stopped for an unknown reason %q", resp.StopReason)
+	}
+	if r.Outcome == ModelError {
+		r.Err = errors.New(r.Reason)
+	}
+	return r
+}
+
+// stopped is the result of a run whose context ended.
+func stopped(ctx context.Context) Result {
+	cause := context.Cause(ctx)
+	if errors.Is(cause, ErrDeadline) {
+		return Result{Outcome: DeadlineExceeded, Reason: cause.Error()}
+	}
+	return Result{Outcome: Cancelled, Reason: cause.Error(), Err: cause}
+}
+
+func (l *Loop) checkStop() (Result, bool) {
+	s := Status{Turns: l.turns, Usage: l.usage}
+	for _, stop := range l.cfg.Stop {
+		if out, reason, ok := stop(s); ok {
+			return Result{Outcome: out, Reason: reason}, true
+		}
+	}
+	return Result{}, false
+}
+
+// end records the outcome and finishes the run. The journal barrier runs even
+// when ctx has ended, so that a cancelled run is still recorded whole.
+func (l *Loop) end(ctx context.Context, r Result) Result {
+	r.Turns, r.Usage = l.turns, l.usage
+	if r.Answer == "" {
+		r.Answer = l.lastAnswer()
+	}
+	seq := l.append(store.Checkpoint{Turn: int64(l.turns), Outcome: string(r.Outcome), Result: r.Answer})
+	l.barrier(context.WithoutCancel(ctx))
+	r.JournalErr = l.journalErr
+	l.emit(Event{Type: EventEnd, Seq: seq, Turn: l.turns, Outcome: r.Outcome, Text: r.Answer, Reason: r.Reason, Usage: &r.Usage})
+	return r
+}
+
+func (l *Loop) lastAnswer() string {
+	for i := len(l.messages) - 1; i >= 0; i-- {
+		if l.messages[i].Role == provider.RoleAssistant {
+			return l.messages[i].Text()
+		}
+	}
+	return ""
+}
+
+func (l *Loop) addUser(text string) {
+	msg := provider.UserMessage(text)
+	l.messages = append(l.messages, msg)
+	seq := l.append(store.UserMessage{Content: []store.Block{{Type: store.BlockText, Text: text}}})
+	l.emit(Event{Type: EventUserMessage, Seq: seq, Turn: l.turns + 1, Text: text})
+}
+
+// request sends the conversation and streams the answer, forwarding its text
+// as it arrives. The assistant message and the usage are recorded.
+func (l *Loop) request(ctx context.Context) (provider.Response, error) {
+	l.turns++
+	turn := l.turns
+	l.emit(Event{Type: EventTurnStart, Turn: turn})
+	req := provider.Request{Messages: l.conversation(), MaxOutputTokens: l.cfg.MaxOutputTokens}
+	if l.cfg.Tools != nil {
+		req.Tools = l.cfg.Tools.Definitions()
+	}
+	start := time.Now()
+	var acc provider.Accumulator
+	for part, err := range l.cfg.Model.Stream(ctx, req) {
+		if err != nil {
+			return provider.Response{}, fmt.Errorf("model request: %w", err)
+		}
+		if err := acc.Add(part); err != nil {
+			return provider.Response{}, fmt.Errorf("model response: %w", err)
+		}
+		switch part.Type {
+		case provider.PartTextDelta:
+			l.emit(Event{Type: EventTextDelta, Turn: turn, Text: part.Text})
+		case provider.PartReasoningDelta:
+			l.emit(Event{Type: EventReasoningDelta, Turn: turn, Text: part.Text})
+		}
+	}
+	resp, err := acc.Response()
+	if err != nil {
+		return provider.Response{}, fmt.Errorf("model response: %w", err)
+	}
+	l.messages = append(l.messages, resp.Message)
+	seq := l.append(assistantEntry(resp))
+	l.emit(Event{Type: EventAssistantMessage, Seq: seq, Turn: turn, Text: resp.Message.Text(), StopReason: string(resp.StopReason), Duration: time.Since(start)})
+
+	l.usage = addUsage(l.usage, resp.Usage)
+	useq := l.append(l.usage)
+	u := l.usage
+	l.emit(Event{Type: EventUsage, Seq: useq, Turn: turn, Usage: &u})
+	return resp, nil
+}
+
+func (l *Loop) conversation() []provider.Message {
+	msgs := make([]provider.Message, 0, len(l.messages)+1)
+	if l.cfg.System != "" {
+		msgs = append(msgs, provider.SystemMessage(l.cfg.System))
+	}
+	return append(msgs, l.messages...)
+}
+
+func addUsage(u store.Usage, r provider.Usage) store.Usage {
+	u.InputTokens += r.InputTokens
+	u.OutputTokens += r.OutputTokens
+	u.CacheReadTokens += r.CacheReadTokens
+	u.CacheWriteTokens += r.CacheWriteTokens
+	u.Requests++
+	u.ContextTokens = r.InputTokens + r.OutputTokens
+	return u
+}
+
+// runTools runs the calls in order and adds their results as one message. A
+// call left unrun because the run was stopped still gets a result, so the
+// conversation stays well-formed for a resume.
+func (l *Loop) runTools(ctx context.Context, calls []provider.Content) {
+	results := make([]provider.Content, 0, len(calls))
+	for _, c := range calls {
+		l.append(store.ToolCall{CallID: c.ToolCallID, Name: c.ToolName, Input: storedArguments(c.Arguments)})
+		l.emit(Event{Type: EventToolCall, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Arguments: c.Arguments})
+		start := time.Now()
+		var res tools.Result
+		var status store.ToolStatus
+		switch {
+		case ctx.Err() != nil:
+			res = tools.Result{Content: "not run: " + context.Cause(ctx).Error(), IsError: true}
+			status = store.ToolCancelled
+		case l.cfg.Tools == nil:
+			res = tools.Result{Content: fmt.Sprintf("unknown tool %q: no tools are available", c.ToolName), IsError: true}
+			status = store.ToolError
+		default:
+			res = l.cfg.Tools.Run(ctx, c.ToolCallID, c.ToolName, json.RawMessage(c.Arguments))
+			status = toolStatus(ctx, res)
+		}
+		d := time.Since(start)
+		results = append(results, provider.ToolResult(c.ToolCallID, res.Content, res.IsError))
+		seq := l.append(store.ToolResult{CallID: c.ToolCallID, Content: []store.Block{{Type: store.BlockText, Text: res.Content}}, IsError: res.IsError})
+		comp := store.ToolCompletion{CallID: c.ToolCallID, Status: status, Duration: d}
+		if res.IsError {
+			comp.Error = firstLine(res.Content)
+		}
+		l.append(comp)
+		l.emit(Event{Type: EventToolResult, Seq: seq, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Text: res.Content, IsError: res.IsError, Status: string(status), Duration: d})
+	}
+	l.messages = append(l.messages, provider.Message{Role: provider.RoleTool, Content: results})
+}
+
+func toolStatus(ctx context.Context, res tools.Result) store.ToolStatus {
+	switch {
+	case ctx.Err() != nil:
+		if errors.Is(context.Cause(ctx), ErrDeadline) {
+			return store.ToolTimeout
+		}
+		return store.ToolCancelled
+	case res.IsError:
+		return store.ToolError
+	}
+	return store.ToolOK
+}
+
+func firstLine(s string) string {
+	const max = 200
+	for i, r := range s {
+		if r == '\n' || i >= max {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+func (l *Loop) append(p store.Payload) int64 {
+	if l.cfg.Journal == nil {
+		return 0
+	}
+	return l.cfg.Journal.Append(p)
+}
+
+// barrier ends a turn: what it appended is made durable. A journal failure
+// does not stop the agent (the spec's rule); it is logged once and reported
+// in the Result.
+func (l *Loop) barrier(ctx context.Context) {
+	if l.cfg.Journal == nil {
+		return
+	}
+	err := l.cfg.Journal.Barrier(ctx)
+	if err == nil || l.journalErr != nil {
+		return
+	}
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return // the run was stopped while waiting: not a journal failure
+	}
+	l.journalErr = err
+	l.cfg.Logger.Error("the journal failed: later entries of this session are not stored", "turn", l.turns, "err", err)
+	l.emit(Event{Type: EventWarning, Turn: l.turns, Reason: "journal: " + err.Error()})
+}
+
+func (l *Loop) emit(e Event) {
+	if l.cfg.Observe == nil {
+		return
+	}
+	e.Time = time.Now()
+	l.cfg.Observe(e)
+}

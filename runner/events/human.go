@@ -1,0 +1,88 @@
+package events
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aerie-run/aerie/runner/agent"
+)
+
+// Human writes a run for a person at a terminal: the model's text as it
+// streams, a line per tool call with its outcome, and a closing summary.
+type Human struct {
+	mu sync.Mutex
+	w  io.Writer
+	// midLine is true while streamed text has not ended with a newline.
+	midLine bool
+}
+
+// NewHuman returns a Human writer to w.
+func NewHuman(w io.Writer) *Human { return &Human{w: w} }
+
+// maxPreview is how much of a tool call's arguments or result a line shows.
+const maxPreview = 160
+
+// Observe writes e.
+func (h *Human) Observe(e agent.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch e.Type {
+	case agent.EventSessionStart:
+		h.linef("● session %s · %s/%s", short(e.Session), e.Provider, e.Model)
+	case agent.EventTextDelta:
+		if e.Text != "" {
+			fmt.Fprint(h.w, e.Text)
+			h.midLine = !strings.HasSuffix(e.Text, "\n")
+		}
+	case agent.EventToolCall:
+		h.linef("▸ %s %s", e.Tool, preview(e.Arguments))
+	case agent.EventToolResult:
+		mark := "✓"
+		if e.IsError {
+			mark = "✗"
+		}
+		h.linef("  %s %s (%s) %s", mark, e.Tool, e.Duration.Round(time.Millisecond), preview(e.Text))
+	case agent.EventWarning:
+		h.linef("! %s", e.Reason)
+	case agent.EventSessionEnd:
+		line := fmt.Sprintf("● %s after %d turns", e.Outcome, e.Turn)
+		if e.Usage != nil {
+			line += fmt.Sprintf(" · %d tokens in, %d out", e.Usage.InputTokens, e.Usage.OutputTokens)
+		}
+		if e.Outcome != agent.Completed && e.Reason != "" {
+			line += " · " + e.Reason
+		}
+		h.linef("%s", line)
+	}
+}
+
+// linef writes a line of its own, ending streamed text first.
+func (h *Human) linef(format string, args ...any) {
+	if h.midLine {
+		fmt.Fprintln(h.w)
+		h.midLine = false
+	}
+	fmt.Fprintf(h.w, format+"\n", args...)
+}
+
+func preview(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > maxPreview {
+		cut := maxPreview
+		for cut > 0 && s[cut]&0xC0 == 0x80 {
+			cut-- // not inside a UTF-8 sequence
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}

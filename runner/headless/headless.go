@@ -1,0 +1,400 @@
+// Package headless runs one agent session to its end without a person at a
+// terminal: it creates, resumes or forks the stored session, journals it,
+// gives the model the built-in tools over an executor, runs the loop, and
+// then tears down the session's processes and records the outcome. It is what
+// `aerie run` on a laptop and the runner in a pod share; they differ only in
+// the Options they pass.
+package headless
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/journal"
+	"github.com/aerie-run/aerie/runner/process"
+	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/tools"
+)
+
+// Exit statuses of a headless run. A CI job can trust them: 0 only when the
+// session completed.
+const (
+	ExitCompleted = 0
+	// ExitFailure: aerie failed at something other than the model (storage,
+	// an internal error).
+	ExitFailure = 1
+	// ExitConfig: the run could not start: bad flags, configuration, an
+	// unknown session, a provider without credentials.
+	ExitConfig = 2
+	// ExitModel: the model API failed after its retries, or the model ended
+	// without a usable answer.
+	ExitModel = 3
+	// ExitBudget: a turn, token or time budget ran out.
+	ExitBudget = 4
+	// ExitInterrupted and ExitTerminated: the run was cancelled by SIGINT or
+	// by SIGTERM (or a cancel request), as shells report them.
+	ExitInterrupted = 130
+	ExitTerminated  = 143
+)
+
+// ConfigError is a problem that stops a run before it starts. It exits
+// ExitConfig.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+func configErrorf(format string, args ...any) error {
+	return &ConfigError{Err: fmt.Errorf(format, args...)}
+}
+
+// SignalError is the cancel cause of a run stopped by a signal.
+type SignalError struct{ Signal syscall.Signal }
+
+func (e *SignalError) Error() string { return "stopped by " + signalName(e.Signal) }
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.String()
+}
+
+// ExitCode is the exit status of a run that ended with r.
+func ExitCode(r agent.Result) int {
+	switch r.Outcome {
+	case agent.Completed:
+		return ExitCompleted
+	case agent.ModelError:
+		return ExitModel
+	case agent.BudgetExceeded, agent.DeadlineExceeded:
+		return ExitBudget
+	case agent.Cancelled:
+		var sig *SignalError
+		if errors.As(r.Err, &sig) && sig.Signal == syscall.SIGINT {
+			return ExitInterrupted
+		}
+		return ExitTerminated
+	}
+	return ExitFailure
+}
+
+// Store is what a run needs of the session store.
+type Store interface {
+	journal.Store
+	Create(ctx context.Context, tenant string, s store.NewSession) (store.Session, error)
+	Resolve(ctx context.Context, tenant, ref string) (store.Session, error)
+	Fork(ctx context.Context, tenant string, source uuid.UUID, opts store.ForkOptions) (store.Session, error)
+	Load(ctx context.Context, tenant string, session uuid.UUID) (store.Snapshot, error)
+	SetState(ctx context.Context, tenant string, id uuid.UUID, state store.State) error
+}
+
+// Executor runs the tools' commands and file operations.
+type Executor interface {
+	tools.Files
+	tools.Commands
+	TeardownAll(ctx context.Context) ([]process.Report, error)
+}
+
+// Detacher is an executor that can give up a process group so that it
+// outlives the run (the local executor).
+type Detacher interface {
+	Detach(ctx context.Context, id string) (executor.ProcessInfo, error)
+}
+
+// Options configure a run.
+type Options struct {
+	// Tenant scopes the session: the namespace in a pod, the working
+	// directory locally.
+	Tenant string
+	// Dir is the working directory recorded with the session.
+	Dir string
+	// Prompt is the user's task. It may be empty only when resuming, to
+	// continue the conversation as it stands.
+	Prompt string
+	// Settings are the provider and model asked for. With Resume or
+	// ForkFrom, empty fields take the stored ones, and fields that differ
+	// from them are recorded as changes.
+	Settings store.Settings
+	// NewModel makes the model for the settings in force. An error (an
+	// unknown provider, missing credentials) stops the launch.
+	NewModel func(store.Settings) (agent.Model, error)
+	// SessionID is the id of a new session; uuid.Nil picks one. In a pod
+	// it is the AgentSession's UID.
+	SessionID uuid.UUID
+	// Label names a new session.
+	Label string
+	// Resume continues the session it names (an id, a unique prefix or a
+	// label); ForkFrom copies the session it names into a new child and
+	// continues that. At most one is set.
+	Resume, ForkFrom string
+	// System is the system prompt.
+	System string
+	// Stop are the budgets checked before each model request.
+	Stop []agent.StopCondition
+	// MaxDuration is the wall-time budget; zero is none.
+	MaxDuration time.Duration
+	// Executor runs the tools.
+	Executor Executor
+	// Tools are offered after the built-in ones (custom tools, MCP tools).
+	Tools []tools.Tool
+	// Wrap, when set, wraps every tool (hooks, permissions).
+	Wrap func(tools.Tool) tools.Tool
+	// Capper caps tool results; nil means the defaults without spilling.
+	Capper *tools.Capper
+	// Preserve, when set, keeps background process groups still running at
+	// the end of the run (after every outcome except a spent budget), with a
+	// durable record in this registry, as the spec says of headless runs.
+	// Nil tears every group down (in a pod, nothing outlives the pod).
+	Preserve *process.Registry
+	// Observe receives the run's events. Nil discards them.
+	Observe func(agent.Event)
+	// Journal tunes the journal writer.
+	Journal journal.Options
+	// Logger receives warnings. Nil discards.
+	Logger *slog.Logger
+}
+
+// Report is what a run did.
+type Report struct {
+	Session store.Session
+	// Settings are the provider and model the run used.
+	Settings store.Settings
+	Result   agent.Result
+	ExitCode int
+	// Preserved are the background groups left running, with their records.
+	Preserved []process.Record
+	// Teardown reports the process groups ended after the run.
+	Teardown []process.Report
+	// Journal counts what the journal wrote.
+	Journal journal.Stats
+}
+
+// teardownTimeout bounds the teardown of every process group at the end of a
+// run; the executor's grace period (2 s) fits in it several times.
+const teardownTimeout = 10 * time.Second
+
+// Run runs one session. An error means the run did not start (a
+// *ConfigError for problems of the caller's making); once it has started,
+// how it ended is in the Report, including failures.
+func Run(ctx context.Context, st Store, opts Options) (Report, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Resume != "" && opts.ForkFrom != "" {
+		return Report{}, configErrorf("resume and fork-from are exclusive: give one session to continue")
+	}
+	if opts.Prompt == "" && opts.Resume == "" && opts.ForkFrom == "" {
+		return Report{}, configErrorf("no prompt: give the task as an argument or on standard input")
+	}
+	sess, snap, err := openSession(ctx, st, opts)
+	if err != nil {
+		return Report{}, err
+	}
+	settings, changes := settle(sess, snap, opts.Settings)
+	model, err := opts.NewModel(settings)
+	if err != nil {
+		return Report{}, &ConfigError{Err: fmt.Errorf("session %s: provider %s: %w", sess.ID, settings.Provider, err)}
+	}
+	if opts.Resume != "" {
+		if err := st.SetState(ctx, opts.Tenant, sess.ID, store.StateActive); err != nil {
+			return Report{}, fmt.Errorf("resume session %s: %w", sess.ID, err)
+		}
+	}
+
+	w := journal.New(ctx, st, opts.Tenant, sess.ID, snap.LastSeq+1, opts.Journal)
+	for _, c := range changes {
+		w.Append(c)
+	}
+	bg := tools.NewBackground(opts.Executor)
+	reg, err := registry(opts, bg)
+	if err != nil {
+		_ = w.Close(context.WithoutCancel(ctx))
+		return Report{}, &ConfigError{Err: err}
+	}
+	emit(opts.Observe, agent.Event{Type: agent.EventSessionStart, Session: sess.ID.String(), Provider: settings.Provider, Model: settings.Model})
+
+	var usage store.Usage
+	if snap.Usage != nil {
+		usage = *snap.Usage
+	}
+	loop := agent.New(agent.Config{
+		Model:       model,
+		Tools:       reg,
+		Journal:     w,
+		System:      opts.System,
+		Stop:        opts.Stop,
+		MaxDuration: opts.MaxDuration,
+		Observe:     opts.Observe,
+		Logger:      opts.Logger.With("session", sess.ID.String()),
+	}, agent.History(snap), usage)
+	res := loop.Run(ctx, opts.Prompt)
+
+	rep := Report{Session: sess, Settings: settings, Result: res, ExitCode: ExitCode(res)}
+	// Everything below must run after a cancel: the processes must end and
+	// the journal must drain whatever stopped the loop.
+	cleanup := context.WithoutCancel(ctx)
+	rep.Preserved = preserve(cleanup, opts, bg, res, sess.ID)
+	tctx, cancel := context.WithTimeout(cleanup, teardownTimeout)
+	rep.Teardown, err = opts.Executor.TeardownAll(tctx)
+	cancel()
+	if err != nil {
+		opts.Logger.Warn("tear down process groups", "session", sess.ID.String(), "err", err)
+	}
+	if err := w.Close(cleanup); err != nil && res.JournalErr == nil {
+		rep.Result.JournalErr = err
+		opts.Logger.Error("the journal failed: the stored transcript is incomplete", "session", sess.ID.String(), "err", err)
+	}
+	rep.Journal = w.Stats()
+	if err := st.SetState(cleanup, opts.Tenant, sess.ID, finalState(res.Outcome)); err != nil {
+		opts.Logger.Warn("record the session's final state", "session", sess.ID.String(), "err", err)
+	}
+	code := rep.ExitCode
+	emit(opts.Observe, agent.Event{Type: agent.EventSessionEnd, Session: sess.ID.String(), Outcome: res.Outcome, Reason: res.Reason, Text: res.Answer, Turn: res.Turns, Usage: &rep.Result.Usage, ExitCode: &code})
+	return rep, nil
+}
+
+// openSession creates, resumes or forks the session and loads what the
+// loop continues from.
+func openSession(ctx context.Context, st Store, opts Options) (store.Session, store.Snapshot, error) {
+	var ref, verb string
+	switch {
+	case opts.Resume != "":
+		ref, verb = opts.Resume, "resume"
+	case opts.ForkFrom != "":
+		ref, verb = opts.ForkFrom, "fork"
+	default:
+		if opts.Settings.Provider == "" || opts.Settings.Model == "" {
+			return store.Session{}, store.Snapshot{}, configErrorf("no provider or model: set --provider and --model")
+		}
+		sess, err := st.Create(ctx, opts.Tenant, store.NewSession{
+			ID: opts.SessionID, Dir: opts.Dir, Settings: opts.Settings, Kind: store.SessionHeadless, Label: opts.Label,
+		})
+		if err != nil {
+			return store.Session{}, store.Snapshot{}, fmt.Errorf("create session: %w", err)
+		}
+		return sess, store.Snapshot{Session: sess, Settings: sess.Settings}, nil
+	}
+	src, err := st.Resolve(ctx, opts.Tenant, ref)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAmbiguous) {
+			return store.Session{}, store.Snapshot{}, &ConfigError{Err: fmt.Errorf("%s %q: %w (sessions are looked up in the current directory; see aerie session list)", verb, ref, err)}
+		}
+		return store.Session{}, store.Snapshot{}, fmt.Errorf("%s %q: %w", verb, ref, err)
+	}
+	id := src.ID
+	if opts.ForkFrom != "" {
+		child, err := st.Fork(ctx, opts.Tenant, src.ID, store.ForkOptions{ID: opts.SessionID, Label: opts.Label, State: store.StateActive})
+		if err != nil {
+			if errors.Is(err, store.ErrInvalidCut) {
+				return store.Session{}, store.Snapshot{}, &ConfigError{Err: fmt.Errorf("fork %q: %w", ref, err)}
+			}
+			return store.Session{}, store.Snapshot{}, fmt.Errorf("fork %q: %w", ref, err)
+		}
+		id = child.ID
+	}
+	snap, err := st.Load(ctx, opts.Tenant, id)
+	if err != nil {
+		return store.Session{}, store.Snapshot{}, fmt.Errorf("%s %q: load session %s: %w", verb, ref, id, err)
+	}
+	return snap.Session, snap, nil
+}
+
+// settle returns the settings the run uses: the stored ones of a resumed or
+// forked session, overridden by those asked for, each override recorded as
+// a change entry.
+func settle(sess store.Session, snap store.Snapshot, want store.Settings) (store.Settings, []store.Payload) {
+	have := snap.Settings
+	if have.Provider == "" && have.Model == "" {
+		have = sess.Settings
+	}
+	var changes []store.Payload
+	if want.Provider != "" && want.Provider != have.Provider {
+		have.Provider = want.Provider
+		changes = append(changes, store.ProviderChange{Provider: want.Provider})
+	}
+	if want.Model != "" && want.Model != have.Model {
+		have.Model = want.Model
+		changes = append(changes, store.ModelChange{Model: want.Model})
+	}
+	return have, changes
+}
+
+func registry(opts Options, bg *tools.Background) (*tools.Registry, error) {
+	all := append(tools.Builtin(opts.Executor, opts.Executor, bg), opts.Tools...)
+	if opts.Wrap != nil {
+		for i, t := range all {
+			all[i] = opts.Wrap(t)
+		}
+	}
+	capper := opts.Capper
+	if capper == nil {
+		capper = tools.NewCapper("")
+	}
+	reg, err := tools.NewRegistry(capper, all...)
+	if err != nil {
+		return nil, fmt.Errorf("tools: %w", err)
+	}
+	return reg, nil
+}
+
+// preserve detaches the background groups still running and records them,
+// unless the run's budget ran out: the spec's rule is that budget expiration
+// ends them too.
+func preserve(ctx context.Context, opts Options, bg *tools.Background, res agent.Result, owner uuid.UUID) []process.Record {
+	if opts.Preserve == nil || res.Outcome == agent.BudgetExceeded || res.Outcome == agent.DeadlineExceeded {
+		return nil
+	}
+	d, ok := opts.Executor.(Detacher)
+	if !ok {
+		return nil
+	}
+	var recs []process.Record
+	for _, id := range bg.Running() {
+		info, err := d.Detach(ctx, id)
+		if err != nil {
+			opts.Logger.Warn("preserve background process", "id", id, "err", err)
+			continue
+		}
+		rec := process.Record{Group: info.Group, Command: strings.Join(info.Argv, " "), Dir: info.Dir, Owner: owner.String(), StartedAt: info.StartedAt}
+		if err := opts.Preserve.Register(rec); err != nil {
+			// A group nobody can find again must not be left running.
+			opts.Logger.Warn("record preserved background process; ending it", "id", id, "err", err)
+			if _, err := process.Teardown(ctx, info.Group, process.DefaultGrace); err != nil {
+				opts.Logger.Warn("end unrecorded background process", "id", id, "err", err)
+			}
+			continue
+		}
+		recs = append(recs, rec)
+	}
+	return recs
+}
+
+func finalState(o agent.Outcome) store.State {
+	switch o {
+	case agent.Completed:
+		return store.StateCompleted
+	case agent.Cancelled:
+		return store.StateCancelled
+	}
+	return store.StateFailed
+}
+
+func emit(observe func(agent.Event), e agent.Event) {
+	if observe != nil {
+		e.Time = time.Now()
+		observe(e)
+	}
+}

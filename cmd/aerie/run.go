@@ -182,6 +182,12 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	}
 	if opts.Resume == "" && opts.ForkFrom == "" {
 		opts.Settings = a.defaultSettings(opts.Settings)
+		switch {
+		case opts.Settings.Provider == "":
+			return configErr(errors.New("no provider: set --provider, or ANTHROPIC_API_KEY or OPENAI_API_KEY"))
+		case opts.Settings.Model == "":
+			return configErr(fmt.Errorf("no model: set --model for provider %s", opts.Settings.Provider))
+		}
 	}
 	if f.maxTurns > 0 {
 		opts.Stop = append(opts.Stop, agent.MaxTurns(f.maxTurns))
@@ -221,10 +227,20 @@ func (f runFlags) validate() error {
 		return fmt.Errorf("--max-tokens %d: want 0 (no limit) or more", f.maxTokens)
 	case f.maxDuration < 0:
 		return fmt.Errorf("--max-duration %s: want 0 (no limit) or more", f.maxDuration)
+	case f.provider != "" && !knownProvider(f.provider):
+		return fmt.Errorf("--provider %q: want one of anthropic, openai, openai-compatible, scripted", f.provider)
 	case f.script != "" && f.provider != "" && f.provider != provider.NameScripted:
 		return fmt.Errorf("--script is for --provider scripted, not %s", f.provider)
 	}
 	return nil
+}
+
+func knownProvider(name string) bool {
+	switch name {
+	case provider.NameAnthropic, provider.NameOpenAI, provider.NameOpenAICompatible, provider.NameScripted:
+		return true
+	}
+	return false
 }
 
 // prompt is the task: the argument, or standard input when it is not a

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -348,4 +349,353 @@ func uuidOf(t *testing.T, s string) uuid.UUID {
 		t.Fatalf("session id %q: %v", s, err)
 	}
 	return u
+}
+
+// start starts aerie without waiting for it.
+func (e *e2e) start(args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	e.t.Helper()
+	cmd := e.command(args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return cmd, &stdout, &stderr
+}
+
+// waitLines waits until file has n lines and returns them.
+func waitLines(t *testing.T, file string, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(file)
+		lines := strings.Fields(string(b))
+		if len(lines) >= n {
+			return lines
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has %d lines after 30s, want %d", file, len(lines), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// requireGone fails unless every pid has left /proc: not running, and not
+// even a zombie waiting to be reaped.
+func requireGone(t *testing.T, pids []string) {
+	t.Helper()
+	for _, p := range pids {
+		// The subreaper reaps asynchronously; give it a moment.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			stat, err := os.ReadFile("/proc/" + p + "/stat")
+			if err != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("process %s outlived the session: %s", p, stat)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// TestRunSIGTERMDuringToolCall stops a session while a tool runs a command
+// that left a grandchild holding its output pipe and a setsid child that
+// ignores SIGTERM: aerie must end them all, record the cancel and exit 143.
+func TestRunSIGTERMDuringToolCall(t *testing.T) {
+	t.Parallel()
+	script := `sh -c 'echo $$ >> pids; exec sleep 300' &
+setsid sh -c 'trap "" TERM; echo $$ >> pids; sleep 300; sleep 300' &
+echo $$ >> pids
+sleep 300`
+	e := newE2E(t, toolTurn(call("long", "bash", map[string]any{"command": script, "timeout": 600})), answer("never asked"))
+	cmd, stdout, stderr := e.start("run", "run the long command")
+	pids := waitLines(t, filepath.Join(e.ws, "pids"), 3)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	out := e.output(cmd, err, stdout.String(), stderr.String())
+	if out.code != 143 {
+		t.Fatalf("exit %d, want 143; stderr:\n%s", out.code, out.stderr)
+	}
+	requireGone(t, pids)
+
+	end := out.end(t)
+	if end.Outcome != agent.Cancelled {
+		t.Errorf("outcome %q, want cancelled", end.Outcome)
+	}
+	var completion *store.ToolCompletion
+	es := e.entries(end.Session)
+	for _, en := range es {
+		if c, ok := en.Payload.(store.ToolCompletion); ok {
+			completion = &c
+		}
+	}
+	if completion == nil || completion.Status != store.ToolCancelled {
+		t.Errorf("tool completion = %+v, want status cancelled", completion)
+	}
+	if cp, ok := es[len(es)-1].Payload.(store.Checkpoint); !ok || cp.Outcome != "cancelled" {
+		t.Errorf("last entry = %#v, want a cancelled checkpoint", es[len(es)-1].Payload)
+	}
+	sess, err := e.store().Session(t.Context(), e.ws, uuidOf(t, end.Session))
+	if err != nil || sess.State != store.StateCancelled {
+		t.Errorf("session state = %q, %v; want cancelled", sess.State, err)
+	}
+	if len(e.model.Requests()) != 1 {
+		t.Errorf("the model got %d requests after the cancel, want none", len(e.model.Requests())-1)
+	}
+}
+
+// TestRunResumeAndFork continues a stored session and branches it, each with
+// the whole earlier conversation sent to the model.
+func TestRunResumeAndFork(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, answer("first answer"), answer("second answer"), answer("forked answer"))
+	first := e.run("run", "first task")
+	if first.code != 0 {
+		t.Fatalf("first run: exit %d\n%s", first.code, first.stderr)
+	}
+	id := first.end(t).Session
+
+	second := e.run("run", "--resume", id[:8], "second task")
+	if second.code != 0 {
+		t.Fatalf("resume: exit %d\n%s", second.code, second.stderr)
+	}
+	if got := second.end(t).Session; got != id {
+		t.Errorf("resume ran session %s, want %s", got, id)
+	}
+	var req anthropicRequest
+	if err := e.model.Requests()[1].Decode(&req); err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, m := range req.Messages {
+		for _, c := range m.Content {
+			texts = append(texts, m.Role+":"+c.Text)
+		}
+	}
+	want := "user:first task|assistant:first answer|user:second task"
+	if strings.Join(texts, "|") != want {
+		t.Errorf("the resumed request sent %q, want %q", strings.Join(texts, "|"), want)
+	}
+	es := e.entries(id)
+	if len(es) != 8 || es[len(es)-1].Seq != 8 {
+		t.Errorf("the resumed session has %d entries, want 8 (two runs of user, assistant, usage, checkpoint)", len(es))
+	}
+
+	fork := e.run("run", "--fork-from", id, "--model", "claude-opus-4-1", "third task")
+	if fork.code != 0 {
+		t.Fatalf("fork: exit %d\n%s", fork.code, fork.stderr)
+	}
+	child := fork.end(t).Session
+	if child == id {
+		t.Fatal("the fork ran in the source session")
+	}
+	st := e.store()
+	sess, err := st.Session(t.Context(), e.ws, uuidOf(t, child))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.ParentID.String() != id {
+		t.Errorf("fork parent = %s, want %s", sess.ParentID, id)
+	}
+	if err := e.model.Requests()[2].Decode(&req); err != nil {
+		t.Fatal(err)
+	}
+	if len(req.Messages) != 5 || req.Model != "claude-opus-4-1" {
+		t.Errorf("the forked request sent %d messages to %s, want 5 to claude-opus-4-1", len(req.Messages), req.Model)
+	}
+	snap, err := st.Load(t.Context(), e.ws, uuidOf(t, child))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Settings.Model != "claude-opus-4-1" || snap.Settings.Provider != "anthropic" {
+		t.Errorf("the fork's settings = %+v, want the model change recorded", snap.Settings)
+	}
+	if len(e.entries(id)) != 8 {
+		t.Error("the fork changed its source")
+	}
+}
+
+// TestRunExitCodes checks the outcomes a CI job tells apart.
+func TestRunExitCodes(t *testing.T) {
+	t.Parallel()
+	forever := func() testenv.Turn {
+		return toolTurn(call("", "bash", map[string]any{"command": "true"}))
+	}
+	tests := []struct {
+		name    string
+		turns   []testenv.Turn
+		args    []string
+		code    int
+		outcome agent.Outcome
+		stderr  string
+	}{
+		{
+			name:    "turn budget",
+			turns:   []testenv.Turn{forever(), forever(), forever()},
+			args:    []string{"run", "--max-turns", "2", "loop"},
+			code:    4,
+			outcome: agent.BudgetExceeded,
+			stderr:  "turn budget of 2",
+		},
+		{
+			name:    "token budget",
+			turns:   []testenv.Turn{forever(), forever(), forever()},
+			args:    []string{"run", "--max-tokens", "200", "loop"},
+			code:    4,
+			outcome: agent.BudgetExceeded,
+			stderr:  "token budget of 200",
+		},
+		{
+			name:    "time budget during a tool",
+			turns:   []testenv.Turn{toolTurn(call("", "bash", map[string]any{"command": "sleep 60"}))},
+			args:    []string{"run", "--max-duration", "1s", "wait"},
+			code:    4,
+			outcome: agent.DeadlineExceeded,
+		},
+		{
+			name:    "rate limited, then an answer",
+			turns:   []testenv.Turn{{Text: "fine", Faults: []testenv.Fault{{Status: 429, Header: map[string][]string{"Retry-After": {"0"}}}}}},
+			args:    []string{"run", "hello"},
+			code:    0,
+			outcome: agent.Completed,
+		},
+		{
+			name:    "API error",
+			turns:   []testenv.Turn{{Text: "unreachable", Faults: []testenv.Fault{{Status: 400, Message: "bad request from the test"}}}},
+			args:    []string{"run", "hello"},
+			code:    3,
+			outcome: agent.ModelError,
+			stderr:  "bad request from the test",
+		},
+		{
+			name:    "refusal",
+			turns:   []testenv.Turn{{Text: "no", StopReason: "refusal"}},
+			args:    []string{"run", "hello"},
+			code:    3,
+			outcome: agent.ModelError,
+			stderr:  "refused",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newE2E(t, tt.turns...)
+			out := e.run(tt.args...)
+			if out.code != tt.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", out.code, tt.code, out.stderr)
+			}
+			if end := out.end(t); end.Outcome != tt.outcome || end.ExitCode == nil || *end.ExitCode != tt.code {
+				t.Errorf("session_end = %+v, want outcome %s and exit code %d", end, tt.outcome, tt.code)
+			}
+			if !strings.Contains(out.stderr, tt.stderr) {
+				t.Errorf("stderr %q does not say %q", out.stderr, tt.stderr)
+			}
+		})
+	}
+}
+
+// TestRunMalformedToolCalls returns bad arguments and unknown tools to the
+// model as tool errors, and the session goes on.
+func TestRunMalformedToolCalls(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		toolTurn(
+			testenv.ToolCall{ID: "bad", Name: "read_file", Arguments: `{"path": "x.txt"`},
+			testenv.ToolCall{ID: "unknown", Name: "teleport", Arguments: `{}`},
+			testenv.ToolCall{ID: "extra", Name: "read_file", Arguments: `{"path": "x.txt", "color": "red"}`},
+		),
+		answer("recovered"),
+	)
+	out := e.run("run", "try")
+	if out.code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", out.code, out.stderr)
+	}
+	res := toolResults(t, e.model.Requests()[1])
+	for id, want := range map[string]string{"bad": "not valid JSON", "unknown": `unknown tool "teleport"`, "extra": "color"} {
+		if r := res[id]; !r.isError || !strings.Contains(r.text, want) {
+			t.Errorf("call %s: result %+v, want an error saying %q", id, r, want)
+		}
+	}
+	// The malformed call is stored as the model wrote it.
+	for _, en := range e.entries(out.end(t).Session) {
+		if c, ok := en.Payload.(store.ToolCall); ok && c.CallID == "bad" && string(c.Input) != `"{\"path\": \"x.txt\""` {
+			t.Errorf("stored malformed arguments = %s", c.Input)
+		}
+	}
+}
+
+// TestRunConfigErrors exits 2, before any model request, for mistakes of
+// the caller.
+func TestRunConfigErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		args   []string
+		env    []string
+		stdin  string
+		stderr string
+	}{
+		{name: "unknown session", args: []string{"run", "--resume", "nosuch", "go on"}, stderr: "session not found"},
+		{name: "resume and fork", args: []string{"run", "--resume", "a", "--fork-from", "b", "x"}, stderr: "exclusive"},
+		{name: "negative budget", args: []string{"run", "--max-turns", "-1", "x"}, stderr: "--max-turns -1"},
+		{name: "unknown flag", args: []string{"run", "--colour", "x"}, stderr: "unknown flag"},
+		{name: "no prompt", args: []string{"run"}, stdin: "  \n", stderr: "no prompt"},
+		{name: "no credentials", args: []string{"run", "x"}, env: []string{"ANTHROPIC_API_KEY="}, stderr: "ANTHROPIC_API_KEY"},
+		{name: "unknown provider", args: []string{"run", "--provider", "acme", "x"}, stderr: "acme"},
+		{name: "no script", args: []string{"run", "--provider", "scripted", "--model", "demo", "x"}, stderr: "scripted/demo.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newE2E(t)
+			e.env = append(e.env, tt.env...)
+			cmd := e.command(tt.args...)
+			if len(tt.args) > 1 && tt.args[1] == "--provider" {
+				cmd = exec.Command(os.Args[0], tt.args...)
+				cmd.Dir, cmd.Env = e.ws, e.env
+			}
+			cmd.Stdin = strings.NewReader(tt.stdin)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			out := e.output(cmd, cmd.Run(), stdout.String(), stderr.String())
+			if out.code != 2 || !strings.Contains(out.stderr, tt.stderr) {
+				t.Errorf("exit %d, stderr %q; want 2 and a message about %q", out.code, out.stderr, tt.stderr)
+			}
+			if n := len(e.model.Requests()); n != 0 {
+				t.Errorf("the model got %d requests", n)
+			}
+		})
+	}
+}
+
+// TestRunPromptFromStdin reads the task from standard input.
+func TestRunPromptFromStdin(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, answer("ok"))
+	cmd := e.command("run")
+	cmd.Stdin = strings.NewReader("the task from a pipe\n")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	out := e.output(cmd, cmd.Run(), stdout.String(), stderr.String())
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	var req anthropicRequest
+	if err := e.model.Requests()[0].Decode(&req); err != nil {
+		t.Fatal(err)
+	}
+	if got := req.Messages[0].Content[0].Text; got != "the task from a pipe" {
+		t.Errorf("prompt = %q", got)
+	}
 }

@@ -37,9 +37,10 @@ func assistantEntry(resp provider.Response) store.AssistantMessage {
 	return m
 }
 
-// storedArguments is how a tool call's arguments are stored: the JSON as the
-// model wrote it, or, when it is not valid JSON, a JSON string holding the
-// text, so that the malformed call is kept exactly. Arguments are always an
+// storedArguments is how a tool call's arguments are stored: the JSON the
+// model wrote (compacted, as the store encodes it), or, when it is not valid
+// JSON, a JSON string holding the text, so that the malformed call is kept
+// (invalid UTF-8 becomes U+FFFD). Arguments are always an
 // object, so a stored string is never a valid call's arguments.
 func storedArguments(args string) json.RawMessage {
 	if strings.TrimSpace(args) == "" {

@@ -1,0 +1,227 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/tools"
+)
+
+// recorder is a journal that keeps the entries in memory, for the loop's
+// unit tests; the journal itself is tested against real databases.
+type recorder struct {
+	mu      sync.Mutex
+	entries []store.Payload
+}
+
+func (r *recorder) Append(p store.Payload) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.entries = append(r.entries, p)
+	return int64(len(r.entries))
+}
+
+func (r *recorder) Barrier(context.Context) error { return nil }
+
+func (r *recorder) kinds() []store.EntryKind {
+	var ks []store.EntryKind
+	for _, p := range r.entries {
+		ks = append(ks, p.EntryKind())
+	}
+	return ks
+}
+
+// echo is a tool that returns its "text" argument, and calls hook first.
+type echo struct{ hook func(ctx context.Context) }
+
+func (echo) Name() string            { return "echo" }
+func (echo) Description() string     { return "echo text" }
+func (echo) Schema() json.RawMessage { return json.RawMessage(`{"type":"object"}`) }
+func (e echo) Run(ctx context.Context, call json.RawMessage) tools.Result {
+	if e.hook != nil {
+		e.hook(ctx)
+	}
+	var args struct{ Text string }
+	if err := json.Unmarshal(call, &args); err != nil {
+		return tools.Result{Content: err.Error(), IsError: true}
+	}
+	return tools.Result{Content: args.Text}
+}
+
+func registry(t *testing.T, e echo) *tools.Registry {
+	t.Helper()
+	r, err := tools.NewRegistry(nil, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func echoTurn(texts ...string) provider.Response {
+	var cs []provider.Content
+	for i, s := range texts {
+		args, _ := json.Marshal(map[string]string{"text": s})
+		cs = append(cs, provider.ToolCall(string(rune('a'+i)), "echo", string(args)))
+	}
+	return provider.Response{Message: provider.Message{Role: provider.RoleAssistant, Content: cs}, StopReason: provider.StopToolUse, Usage: provider.Usage{InputTokens: 10, OutputTokens: 2}}
+}
+
+func textTurn(s string) provider.Response {
+	return provider.Response{Message: provider.Message{Role: provider.RoleAssistant, Content: []provider.Content{provider.Text(s)}}, StopReason: provider.StopEndTurn, Usage: provider.Usage{InputTokens: 20, OutputTokens: 3}}
+}
+
+func TestLoopJournalsEveryStep(t *testing.T) {
+	t.Parallel()
+	j := &recorder{}
+	var evs []EventType
+	l := New(Config{
+		Model:   provider.NewScripted("s", []provider.Response{echoTurn("one", "two"), textTurn("done")}),
+		Tools:   registry(t, echo{}),
+		Journal: j,
+		System:  "be brief",
+		Observe: func(e Event) { evs = append(evs, e.Type) },
+	}, nil, store.Usage{})
+	r := l.Run(t.Context(), "go")
+	if r.Outcome != Completed || r.Answer != "done" || r.Turns != 2 {
+		t.Fatalf("result = %+v", r)
+	}
+	if want := (store.Usage{InputTokens: 30, OutputTokens: 5, Requests: 2, ContextTokens: 23}); r.Usage != want {
+		t.Errorf("usage = %+v, want %+v", r.Usage, want)
+	}
+	want := []store.EntryKind{
+		store.KindUserMessage, store.KindAssistantMessage, store.KindUsage,
+		store.KindToolCall, store.KindToolResult, store.KindToolCompletion,
+		store.KindToolCall, store.KindToolResult, store.KindToolCompletion,
+		store.KindAssistantMessage, store.KindUsage, store.KindCheckpoint,
+	}
+	if diff := cmp.Diff(want, j.kinds()); diff != "" {
+		t.Errorf("journal (-want +got):\n%s", diff)
+	}
+	if !slices.Contains(evs, EventToolResult) || evs[len(evs)-1] != EventEnd {
+		t.Errorf("events = %v", evs)
+	}
+	msgs := l.Messages()
+	if len(msgs) != 4 || msgs[2].Role != provider.RoleTool || len(msgs[2].Content) != 2 {
+		t.Errorf("conversation = %+v", msgs)
+	}
+}
+
+func TestLoopStopConditions(t *testing.T) {
+	t.Parallel()
+	turns := []provider.Response{echoTurn("x"), echoTurn("x"), echoTurn("x"), textTurn("done")}
+	tests := []struct {
+		name    string
+		stop    []StopCondition
+		outcome Outcome
+		turns   int
+	}{
+		{"no budget", nil, Completed, 4},
+		{"turns", []StopCondition{MaxTurns(2)}, BudgetExceeded, 2},
+		{"tokens", []StopCondition{MaxTokens(24)}, BudgetExceeded, 2},
+		{"the first that fires", []StopCondition{MaxTurns(3), MaxTokens(1)}, BudgetExceeded, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := New(Config{Model: provider.NewScripted("s", turns), Tools: registry(t, echo{}), Stop: tt.stop}, nil, store.Usage{})
+			r := l.Run(t.Context(), "go")
+			if r.Outcome != tt.outcome || r.Turns != tt.turns {
+				t.Errorf("outcome %s after %d turns, want %s after %d", r.Outcome, r.Turns, tt.outcome, tt.turns)
+			}
+		})
+	}
+}
+
+// TestLoopCancelDuringTools answers the calls left after a cancel without
+// running them, so the stored conversation stays well-formed.
+func TestLoopCancelDuringTools(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancelCause(t.Context())
+	stop := errors.New("stop requested")
+	ran := 0
+	j := &recorder{}
+	l := New(Config{
+		Model:   provider.NewScripted("s", []provider.Response{echoTurn("a", "b", "c")}),
+		Tools:   registry(t, echo{hook: func(context.Context) { ran++; cancel(stop) }}),
+		Journal: j,
+	}, nil, store.Usage{})
+	r := l.Run(ctx, "go")
+	if r.Outcome != Cancelled || !errors.Is(r.Err, stop) || ran != 1 {
+		t.Fatalf("result %+v after %d tool runs, want cancelled by the cause after 1", r, ran)
+	}
+	var statuses []store.ToolStatus
+	for _, p := range j.entries {
+		if c, ok := p.(store.ToolCompletion); ok {
+			statuses = append(statuses, c.Status)
+		}
+	}
+	if diff := cmp.Diff([]store.ToolStatus{store.ToolCancelled, store.ToolCancelled, store.ToolCancelled}, statuses); diff != "" {
+		t.Errorf("completions (-want +got):\n%s", diff)
+	}
+	if cp, ok := j.entries[len(j.entries)-1].(store.Checkpoint); !ok || cp.Outcome != string(Cancelled) {
+		t.Errorf("last entry %#v, want a cancelled checkpoint", j.entries[len(j.entries)-1])
+	}
+}
+
+func TestLoopStopHook(t *testing.T) {
+	t.Parallel()
+	asked := 0
+	l := New(Config{
+		Model: provider.NewScripted("s", []provider.Response{textTurn("first"), textTurn("second")}),
+		OnStop: func(_ context.Context, answer string) (string, bool) {
+			asked++
+			return "the tests still fail", answer == "first"
+		},
+	}, nil, store.Usage{})
+	r := l.Run(t.Context(), "go")
+	if r.Outcome != Completed || r.Answer != "second" || asked != 2 {
+		t.Fatalf("result %+v after %d stop hooks", r, asked)
+	}
+	msgs := l.Messages()
+	if got := msgs[2].Text(); msgs[2].Role != provider.RoleUser || got != "the tests still fail" {
+		t.Errorf("message after the blocked stop = %+v", msgs[2])
+	}
+
+	always := New(Config{
+		Model:  provider.NewScripted("s", slices.Repeat([]provider.Response{textTurn("again")}, MaxStopContinues+1)),
+		OnStop: func(context.Context, string) (string, bool) { return "no", true },
+	}, nil, store.Usage{})
+	if r := always.Run(t.Context(), "go"); r.Outcome != Completed || r.Turns != MaxStopContinues+1 {
+		t.Errorf("a stop hook that always blocks: %+v, want completed after %d turns", r, MaxStopContinues+1)
+	}
+}
+
+func TestLoopModelErrors(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		resp provider.Response
+		want string
+	}{
+		{"cut off", provider.Response{Message: provider.Message{Role: provider.RoleAssistant, Content: []provider.Content{provider.Text("par")}}, StopReason: provider.StopMaxTokens}, "output token limit"},
+		{"refusal", provider.Response{Message: provider.Message{Role: provider.RoleAssistant, Content: []provider.Content{provider.Text("no")}}, StopReason: provider.StopRefusal}, "refused"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := New(Config{Model: provider.NewScripted("s", []provider.Response{tt.resp})}, nil, store.Usage{}).Run(t.Context(), "go")
+			if r.Outcome != ModelError || r.Err == nil || r.Reason == "" || !strings.Contains(r.Reason, tt.want) {
+				t.Errorf("result %+v, want a model error about %q", r, tt.want)
+			}
+		})
+	}
+	// A script with no turn left is an error of the model.
+	r := New(Config{Model: provider.NewScripted("s", nil)}, nil, store.Usage{}).Run(t.Context(), "go")
+	if r.Outcome != ModelError || !errors.Is(r.Err, provider.ErrScriptExhausted) {
+		t.Errorf("exhausted script: %+v", r)
+	}
+}
+

@@ -1,0 +1,95 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/store"
+)
+
+func run() []agent.Event {
+	code := 0
+	return []agent.Event{
+		{Type: agent.EventSessionStart, Session: "0123456789abcdef", Provider: "anthropic", Model: "claude-sonnet-4-5"},
+		{Type: agent.EventTurnStart, Turn: 1},
+		{Type: agent.EventTextDelta, Turn: 1, Text: "Let me "},
+		{Type: agent.EventTextDelta, Turn: 1, Text: "look."},
+		{Type: agent.EventAssistantMessage, Turn: 1, Text: "Let me look."},
+		{Type: agent.EventToolCall, Turn: 1, Tool: "bash", CallID: "c1", Arguments: `{"command":"ls\n-la"}`},
+		{Type: agent.EventToolResult, Turn: 1, Tool: "bash", CallID: "c1", Text: strings.Repeat("x", 500), IsError: true, Duration: 1500 * time.Microsecond},
+		{Type: agent.EventSessionEnd, Session: "0123456789abcdef", Outcome: agent.Completed, Turn: 2, Usage: &store.Usage{InputTokens: 10, OutputTokens: 2}, ExitCode: &code},
+	}
+}
+
+func TestJSONL(t *testing.T) {
+	t.Parallel()
+	for _, deltas := range []bool{false, true} {
+		var buf bytes.Buffer
+		j := NewJSONL(&buf, deltas)
+		for _, e := range run() {
+			j.Observe(e)
+		}
+		if j.Err() != nil {
+			t.Fatal(j.Err())
+		}
+		lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+		want := 6
+		if deltas {
+			want = 8
+		}
+		if len(lines) != want {
+			t.Fatalf("deltas %v: %d lines, want %d:\n%s", deltas, len(lines), want, buf.String())
+		}
+		var end agent.Event
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &end); err != nil {
+			t.Fatal(err)
+		}
+		if end.Type != agent.EventSessionEnd || end.ExitCode == nil || *end.ExitCode != 0 || end.Usage.InputTokens != 10 {
+			t.Errorf("last line = %+v", end)
+		}
+		if strings.Contains(buf.String(), `\u003e`) {
+			t.Error("HTML escaping in JSON Lines")
+		}
+	}
+}
+
+type failingWriter struct{ n int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	w.n++
+	return 0, errors.New("broken pipe")
+}
+
+func TestJSONLKeepsTheFirstError(t *testing.T) {
+	t.Parallel()
+	w := &failingWriter{}
+	j := NewJSONL(w, false)
+	for _, e := range run() {
+		j.Observe(e)
+	}
+	if j.Err() == nil || w.n != 1 {
+		t.Errorf("err %v after %d writes, want the first error and no more writes", j.Err(), w.n)
+	}
+}
+
+func TestHuman(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	h := NewHuman(&buf)
+	for _, e := range run() {
+		h.Observe(e)
+	}
+	want := "● session 01234567 · anthropic/claude-sonnet-4-5\n" +
+		"Let me look.\n" +
+		"▸ bash {\"command\":\"ls\\n-la\"}\n" +
+		"  ✗ bash (2ms) " + strings.Repeat("x", maxPreview) + "…\n" +
+		"● completed after 2 turns · 10 tokens in, 2 out\n"
+	if buf.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", buf.String(), want)
+	}
+}

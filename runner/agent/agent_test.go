@@ -224,4 +224,3 @@ func TestLoopModelErrors(t *testing.T) {
 		t.Errorf("exhausted script: %+v", r)
 	}
 }
-

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/process"
@@ -148,4 +150,13 @@ func eventually(d time.Duration, cond func() bool) bool {
 }
 
 func chmod(p string, m os.FileMode) error { return os.Chmod(p, m) }
-func symlink(old, new string) error     { return os.Symlink(old, new) }
+func symlink(old, new string) error       { return os.Symlink(old, new) }
+
+type yamlNode = yaml.Node
+
+func parseNode(t testing.TB, n *yaml.Node, s string) {
+	t.Helper()
+	if err := yaml.Unmarshal([]byte(s), n); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -210,8 +210,8 @@ hooks:
 			want: []brief{{ID: id("Stop[0].hooks[0]"), Event: "Stop", Command: filepath.Join(outside, "out.sh"), Shell: "bash", Timeout: time.Minute, OnFailure: FailAllow, Executables: []string{filepath.Join(outside, "out.sh")}}},
 		},
 		{
-			name: "anchors and aliases",
-			in:   "x: &h {type: command, command: true}\n",
+			name:  "anchors and aliases",
+			in:    "x: &h {type: command, command: true}\n",
 			probs: []string{"x: line 1: unknown field"},
 		},
 		{
@@ -313,7 +313,7 @@ func TestMatcher(t *testing.T) {
 		{FormatYAML, "Read", []string{"read_file"}, []string{"read"}},
 		{FormatYAML, "Agent", []string{"spawn_agent"}, nil},
 		{FormatYAML, "Edit|Write|MultiEdit|NotebookEdit", []string{"apply_patch", "write_file", "edit_file"}, []string{"bash"}},
-		{FormatYAML, "file", nil, []string{"read_file"}},              // a list: exact names
+		{FormatYAML, "file", nil, []string{"read_file"}},                                // a list: exact names
 		{FormatYAML, "_file$", []string{"read_file", "write_file"}, []string{"file_x"}}, // a regexp: unanchored
 		{FormatYAML, "mcp__.*", []string{"mcp__a__b", "x_mcp__a"}, []string{"mcp_"}},
 		{FormatYAML, "^Ba", []string{"bash"}, []string{"abash"}}, // through the alias Bash

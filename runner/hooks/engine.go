@@ -37,7 +37,8 @@ type Options struct {
 	// DenyApprovals when nil.
 	Approve ApprovalPolicy
 	// Observe receives every verdict reached by running at least one
-	// hook, with its runs, for the journal. It is called synchronously.
+	// hook, with its runs, for the journal. It is called synchronously,
+	// and concurrently when tools run in parallel.
 	Observe func(ctx context.Context, v Verdict)
 	// Logger receives hook failures, which are warnings. Nil discards.
 	Logger *slog.Logger
@@ -257,7 +258,7 @@ func (e *Engine) fire(ctx context.Context, in Input, target string) (Verdict, er
 	}
 	var hooks []*prepared
 	for _, h := range e.byEvent[in.HookEventName] {
-		if h.Matcher.Match(target) {
+		if !in.HookEventName.matched() || h.Matcher.Match(target) {
 			hooks = append(hooks, h)
 		}
 	}
@@ -408,7 +409,20 @@ func (e *Engine) run(ctx context.Context, h *prepared, in Input) (Run, answer, e
 		return run, answer{failed: "killed by " + exit.Signal}, nil
 	}
 	run.Exit = exit.Code
+	if exit.Code != 2 && strings.TrimSpace(stderr.s) != "" {
+		// The spec sends a hook's standard error to the log unless it
+		// is a block's reason.
+		e.log.Info("hook stderr", "hook", h.ID, "event", string(in.HookEventName), "session", e.opts.SessionID, "stderr", firstBytes(stderr.s, 4096))
+	}
 	return run, interpret(h.Hook, exit.Code, stdout.s, stderr.s), nil
+}
+
+// firstBytes returns at most n bytes of s, cut on a rune boundary.
+func firstBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return string(trimPartialRune([]byte(s[:n])))
 }
 
 // trimPartialRune drops an incomplete UTF-8 sequence that truncation

@@ -518,6 +518,17 @@ func TestLoopEvents(t *testing.T) {
 			t.Errorf("verdict %+v", v)
 		}
 	})
+	t.Run("matchers only select on their events", func(t *testing.T) {
+		t.Parallel()
+		e := ws.engine(t, map[string]string{"hooks.toml": tomlFile(t, spec{Event: Stop, Matcher: "bash", Command: "echo stop >&2; exit 2"})}, Options{})
+		v, err := e.Stop(ctx, StopInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !v.Blocked() || v.Reason != "stop" {
+			t.Errorf("a Stop hook with a tool matcher did not run: %+v", v)
+		}
+	})
 	t.Run("nil engine", func(t *testing.T) {
 		t.Parallel()
 		var e *Engine

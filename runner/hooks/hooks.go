@@ -81,6 +81,17 @@ func eventNames() string {
 // toolEvent reports whether the event is about one tool call.
 func (e Event) toolEvent() bool { return e == PreToolUse || e == PostToolUse }
 
+// matched reports whether the event's hooks are selected by their
+// matchers: tool events match the tool name, SessionStart the source, the
+// subagent events the agent type. Other events run every hook.
+func (e Event) matched() bool {
+	switch e {
+	case PreToolUse, PostToolUse, SessionStart, SubagentStart, SubagentStop:
+		return true
+	}
+	return false
+}
+
 // canBlock reports whether a hook can stop what the event announces.
 // SessionStart, SubagentStart and SessionEnd can only be observed.
 func (e Event) canBlock() bool {

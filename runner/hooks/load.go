@@ -91,7 +91,7 @@ func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Loaded, err
 			continue
 		}
 		if err != nil {
-			p := Problem{Layer: l.Name, File: l.Dir, Reason: fmt.Sprintf("cannot open the layer: %v", errors.Unwrap(err))}
+			p := Problem{Layer: l.Name, File: l.Dir, Reason: fmt.Sprintf("cannot open the layer: %v", unwrapPath(err))}
 			out.Problems = append(out.Problems, p)
 			if l.Private() {
 				errs = append(errs, p)

@@ -29,7 +29,7 @@ func ParseTOML(data []byte, src Source, workdir string) (hooks []Hook, probs []P
 		// The TOML library is fuzzed upstream, but a panic on a
 		// repository's file must not take the runner down.
 		if r := recover(); r != nil {
-			hooks, probs = nil, []Problem{{Layer: src.Layer.Name, File: src.File, Reason: fmt.Sprintf("cannot parse TOML: %v", r)}}
+			hooks, probs = nil, []Problem{{Layer: src.Layer.Name, File: src.File, Reason: fmt.Sprintf("cannot parse TOML: internal error: %v", r)}}
 		}
 	}()
 	var doc map[string]any

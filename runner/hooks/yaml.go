@@ -37,11 +37,16 @@ const nodeBudget = 100_000
 // description is accepted and ignored, and its other features are refused
 // by name. workdir is the agent's working directory, where the commands
 // run. A file with any problem yields no hooks.
+//
+// A script runs in place, from the layer: layer directories are mounted
+// where the executor sees them at the same path, so unlike OpenVaala
+// aerie need not copy it to a cache first, and an edit takes effect at
+// the next run just the same.
 func ParseYAML(data []byte, src Source, workdir string) (hooks []Hook, probs []Problem) {
 	ps := &problems{src: src}
 	defer func() {
 		if r := recover(); r != nil {
-			hooks, probs = nil, []Problem{{Layer: src.Layer.Name, File: src.File, Reason: fmt.Sprintf("cannot parse YAML: %v", r)}}
+			hooks, probs = nil, []Problem{{Layer: src.Layer.Name, File: src.File, Reason: fmt.Sprintf("cannot parse YAML: internal error: %v", r)}}
 		}
 	}()
 	var doc yaml.Node
@@ -97,7 +102,7 @@ func DecodeYAMLEvents(node *yaml.Node, field string, src Source, workdir string)
 	ps := &problems{src: src}
 	defer func() {
 		if r := recover(); r != nil {
-			hooks, probs = nil, []Problem{{Layer: src.Layer.Name, File: src.File, Field: field, Reason: fmt.Sprintf("cannot read hooks: %v", r)}}
+			hooks, probs = nil, []Problem{{Layer: src.Layer.Name, File: src.File, Field: field, Reason: fmt.Sprintf("cannot read hooks: internal error: %v", r)}}
 		}
 	}()
 	y := &yamlParser{ps: ps, src: src, workdir: workdir, budget: nodeBudget}

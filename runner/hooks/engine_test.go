@@ -529,6 +529,17 @@ func TestLoopEvents(t *testing.T) {
 			t.Errorf("a Stop hook with a tool matcher did not run: %+v", v)
 		}
 	})
+	t.Run("a hook that cannot start fails", func(t *testing.T) {
+		t.Parallel()
+		e := ws.engine(t, map[string]string{"hooks.toml": tomlFile(t, spec{Event: PreToolUse, Command: denyJSON})}, Options{Dir: filepath.Join(ws.dir, "missing")})
+		v, err := e.PreToolUse(ctx, "bash", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Blocked() || !strings.HasPrefix(v.Runs[0].Failed, "cannot start: ") || v.Runs[0].Exit != -1 {
+			t.Errorf("verdict %+v", v)
+		}
+	})
 	t.Run("nil engine", func(t *testing.T) {
 		t.Parallel()
 		var e *Engine

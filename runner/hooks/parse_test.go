@@ -82,7 +82,7 @@ command = "~/bin/check 'a b'"
 				{ID: "/l/hooks.toml#SessionStart[0].hooks[1]", Event: "SessionStart", Command: "~/bin/check 'a b'", Shell: "sh", Timeout: 600 * time.Second, OnFailure: FailAllow, Executables: []string{"/home/u/bin/check"}},
 			},
 		},
-		{name: "syntax", in: "[[hooks.Stop]\n", probs: []string{": invalid TOML at line 1"}},
+		{name: "syntax", in: "[[hooks.Stop]\n", probs: []string{": invalid TOML at line 1, column 13: expected ']]' to close array table name"}},
 		{name: "unknown top", in: "x = 1\n", probs: []string{"x: unknown field"}},
 		{name: "hooks not table", in: "hooks = 1\n", probs: []string{"hooks: must be a table of events"}},
 		{name: "unknown event", in: "[[hooks.PreToolUs]]\n[[hooks.PreToolUs.hooks]]\ncommand='x'\n", probs: []string{`hooks.PreToolUs: unknown event "PreToolUs"; the events are SessionStart,`}},

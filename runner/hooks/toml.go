@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
@@ -37,7 +38,7 @@ func ParseTOML(data []byte, src Source, workdir string) (hooks []Hook, probs []P
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
 			row, col := de.Position()
-			ps.add("", "invalid TOML at line %d, column %d: %v", row, col, de.Error())
+			ps.add("", "invalid TOML at line %d, column %d: %s", row, col, strings.TrimPrefix(de.Error(), "toml: "))
 		} else {
 			ps.add("", "invalid TOML: %v", err)
 		}

@@ -40,6 +40,9 @@ type hooked struct {
 	e *Engine
 }
 
+// Unwrap returns the wrapped tool.
+func (h *hooked) Unwrap() tools.Tool { return h.Tool }
+
 func (h *hooked) Run(ctx context.Context, call json.RawMessage) tools.Result {
 	name := h.Name()
 	pre, err := h.e.PreToolUse(ctx, name, call)

@@ -1,0 +1,282 @@
+package hooks
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/aerie-run/aerie/runner/extensions"
+)
+
+// MaxFileSize bounds a hook file. Larger files are skipped unread, so a
+// repository cannot stall discovery with a huge one.
+const MaxFileSize = 1 << 20
+
+// Trust decides whether a project layer's hook file may run. manifest is
+// the file's absolute path; executables are the hooks' Executables, the
+// path-bearing first command tokens and scripts, in order, each once.
+// Trust pins (extensions.Pins) implement it.
+type Trust interface {
+	Trusted(l extensions.Layer, manifest string, executables []string) (ok bool, reason string)
+}
+
+// LoadOptions configure Load.
+type LoadOptions struct {
+	// Dir is the agent's working directory, where hook commands run:
+	// relative executables resolve against it for trust pins.
+	Dir string
+	// Home expands ~/ in scripts and commands; the runner's home
+	// directory when empty.
+	Home string
+}
+
+// Status says what became of a hook file.
+type Status string
+
+const (
+	// StatusActive files' hooks run.
+	StatusActive Status = "active"
+	// StatusShadowed is a farther hooks.toml: the nearest one wins.
+	StatusShadowed Status = "shadowed"
+	// StatusSkipped files could not be used; Problems say why.
+	StatusSkipped Status = "skipped"
+	// StatusUntrusted files are project files without a matching trust
+	// pin.
+	StatusUntrusted Status = "untrusted"
+)
+
+// File is one hook file Load found.
+type File struct {
+	Layer  extensions.Layer `json:"layer"`
+	Path   string           `json:"path"`
+	Format Format           `json:"format"`
+	Status Status           `json:"status"`
+	// Reason says why a file is not active.
+	Reason string `json:"reason,omitempty"`
+	// Hooks counts the hooks the file declares (when it parsed).
+	Hooks int `json:"hooks"`
+}
+
+// Loaded is what Load found in the layers.
+type Loaded struct {
+	// Hooks are the hooks to run: those of the nearest hooks.toml, then
+	// those of every hooks/*.yaml in layer order and file name order.
+	Hooks []Hook `json:"hooks"`
+	// Files lists every hook file found, with its status.
+	Files []File `json:"files"`
+	// Problems are the reasons files, or fields in them, were not used.
+	Problems []Problem `json:"problems,omitempty"`
+}
+
+// Load reads the hooks of layers, nearest first: the nearest hooks.toml
+// (a farther one is shadowed even when the nearest is skipped), then every
+// hooks/*.yaml of every layer. A malformed file is skipped with its
+// problems; in a private layer it is also an error, returned with
+// everything Load found. A project layer's file runs only when trust
+// accepts it; a nil trust accepts none.
+func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Loaded, error) {
+	var (
+		out       Loaded
+		errs      []error
+		tomlFound bool
+	)
+	for _, l := range layers {
+		root, err := os.OpenRoot(l.Dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			p := Problem{Layer: l.Name, File: l.Dir, Reason: fmt.Sprintf("cannot open the layer: %v", unwrapPath(err))}
+			out.Problems = append(out.Problems, p)
+			if l.Private() {
+				errs = append(errs, p)
+			}
+			continue
+		}
+		ld := &layerLoad{l: l, root: root, trust: trust, opts: opts, out: &out}
+		if tomlFound {
+			ld.shadowed()
+		} else {
+			tomlFound = ld.toml()
+		}
+		ld.yamls()
+		root.Close()
+		errs = append(errs, ld.errs...)
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("load hooks: %w", errors.Join(errs...))
+	}
+	return out, nil
+}
+
+type layerLoad struct {
+	l     extensions.Layer
+	root  *os.Root
+	trust Trust
+	opts  LoadOptions
+	out   *Loaded
+	errs  []error
+}
+
+func (ld *layerLoad) path(rel string) string { return filepath.Join(ld.l.Dir, rel) }
+
+// toml loads the layer's hooks.toml and reports whether there is one.
+func (ld *layerLoad) toml() bool {
+	data, err := readBounded(ld.root, "hooks.toml")
+	if errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	src := Source{Layer: ld.l, File: ld.path("hooks.toml"), Dir: ld.l.Dir, Root: ld.l.Dir, Confined: ld.l.NeedsTrust(), Home: ld.opts.Home}
+	if err != nil {
+		ld.skip(src, FormatTOML, []Problem{{Layer: ld.l.Name, File: src.File, Reason: err.Error()}})
+		return true
+	}
+	hooks, probs := ParseTOML(data, src, ld.opts.Dir)
+	ld.use(src, FormatTOML, hooks, probs)
+	return true
+}
+
+// shadowed records a farther hooks.toml.
+func (ld *layerLoad) shadowed() {
+	if _, err := ld.root.Stat("hooks.toml"); errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	ld.out.Files = append(ld.out.Files, File{
+		Layer: ld.l, Path: ld.path("hooks.toml"), Format: FormatTOML, Status: StatusShadowed,
+		Reason: "a nearer layer's hooks.toml wins",
+	})
+}
+
+// yamls loads the layer's hooks/*.yaml in file name order.
+func (ld *layerLoad) yamls() {
+	dir, err := ld.root.Open("hooks")
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var entries []fs.DirEntry
+	if err == nil {
+		entries, err = dir.ReadDir(-1)
+		dir.Close()
+	}
+	if err != nil {
+		src := Source{Layer: ld.l, File: ld.path("hooks")}
+		ld.skip(src, FormatYAML, []Problem{{Layer: ld.l.Name, File: src.File, Reason: fmt.Sprintf("cannot read the hooks directory: %v", unwrapPath(err))}})
+		return
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".yaml") || e.IsDir() {
+			continue // scripts and other files are not configuration
+		}
+		rel := "hooks/" + e.Name()
+		src := Source{Layer: ld.l, File: ld.path(rel), Dir: ld.path("hooks"), Root: ld.l.Dir, Confined: ld.l.NeedsTrust(), Home: ld.opts.Home}
+		data, err := readBounded(ld.root, rel)
+		if err != nil {
+			ld.skip(src, FormatYAML, []Problem{{Layer: ld.l.Name, File: src.File, Reason: err.Error()}})
+			continue
+		}
+		hooks, probs := ParseYAML(data, src, ld.opts.Dir)
+		ld.use(src, FormatYAML, hooks, probs)
+	}
+}
+
+// use adds a parsed file's hooks, or skips it for its problems or for
+// want of trust.
+func (ld *layerLoad) use(src Source, f Format, hooks []Hook, probs []Problem) {
+	if len(probs) > 0 {
+		ld.skip(src, f, probs)
+		return
+	}
+	if ld.l.NeedsTrust() {
+		ok, reason := false, "no trust pins"
+		if ld.trust != nil {
+			ok, reason = ld.trust.Trusted(ld.l, src.File, Executables(hooks))
+		}
+		if !ok {
+			p := Problem{Layer: ld.l.Name, File: src.File, Reason: "untrusted: " + reason}
+			ld.out.Problems = append(ld.out.Problems, p)
+			ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusUntrusted, Reason: reason, Hooks: len(hooks)})
+			return
+		}
+	}
+	ld.out.Hooks = append(ld.out.Hooks, hooks...)
+	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusActive, Hooks: len(hooks)})
+}
+
+func (ld *layerLoad) skip(src Source, f Format, probs []Problem) {
+	ld.out.Problems = append(ld.out.Problems, probs...)
+	reason := probs[0].Reason
+	if probs[0].Field != "" {
+		reason = probs[0].Field + ": " + reason
+	}
+	if len(probs) > 1 {
+		reason = fmt.Sprintf("%s (and %d more problems)", reason, len(probs)-1)
+	}
+	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusSkipped, Reason: reason})
+	if ld.l.Private() {
+		for _, p := range probs {
+			ld.errs = append(ld.errs, p)
+		}
+	}
+}
+
+// Executables returns the executables of hooks, each once, in order.
+func Executables(hooks []Hook) []string {
+	var out []string
+	seen := make(map[string]bool)
+	for _, h := range hooks {
+		for _, e := range h.Executables {
+			if !seen[e] {
+				seen[e] = true
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// readBounded reads the regular file name in root, refusing one larger
+// than MaxFileSize without reading it.
+func readBounded(root *os.Root, name string) ([]byte, error) {
+	f, err := root.Open(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("cannot open: %v", unwrapPath(err))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("cannot stat: %v", unwrapPath(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if fi.Size() > MaxFileSize {
+		return nil, fmt.Errorf("larger than %d bytes (%d); not read", MaxFileSize, fi.Size())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %v", unwrapPath(err))
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("larger than %d bytes; not read", MaxFileSize)
+	}
+	return data, nil
+}
+
+// unwrapPath drops the *PathError's operation and path, which the
+// problem already names.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

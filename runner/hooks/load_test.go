@@ -1,0 +1,342 @@
+package hooks
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aerie-run/aerie/runner/extensions"
+)
+
+// pins is a Trust for tests: it trusts the manifests it lists and
+// records what it was asked.
+type pins struct {
+	trusted map[string]bool
+	mu      sync.Mutex
+	asked   []trustCall
+}
+
+type trustCall struct {
+	Layer       string
+	Manifest    string
+	Executables []string
+}
+
+func (p *pins) Trusted(l extensions.Layer, manifest string, executables []string) (bool, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.asked = append(p.asked, trustCall{l.Name, manifest, executables})
+	if p.trusted[manifest] {
+		return true, ""
+	}
+	return false, "no pin matches " + filepath.Base(manifest)
+}
+
+func fileStatuses(fs []File) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Layer.Name+" "+filepath.Base(filepath.Dir(f.Path))+"/"+filepath.Base(f.Path)+" "+string(f.Status))
+	}
+	return out
+}
+
+func hookIDs(hs []Hook) []string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, h.Source.Layer.Name+":"+filepath.Base(h.Source.File)+"#"+h.ID[strings.LastIndexByte(h.ID, '#')+1:])
+	}
+	return out
+}
+
+func TestLoadPrecedence(t *testing.T) {
+	t.Parallel()
+	stop := func(cmd string) string { return tomlFile(t, spec{Event: Stop, Command: cmd}) }
+	ystop := func(cmd string) string { return yamlFile(t, spec{Event: Stop, Command: cmd}) }
+	near := layer(t, "near", extensions.KindProject, map[string]string{
+		"hooks.toml":     stop("./near.sh"),
+		"hooks/b.yaml":   ystop("b"),
+		"hooks/a.yaml":   ystop("a"),
+		"hooks/x.sh":     "#!/bin/sh\n",
+		"hooks/notes.md": "not configuration",
+	})
+	far := layer(t, "far", extensions.KindProject, map[string]string{"hooks.toml": stop("far"), "hooks/c.yaml": ystop("c")})
+	spec0 := layer(t, "spec[0]", extensions.KindSpec, map[string]string{"hooks/d.yaml": ystop("d")})
+	home := layer(t, "home", extensions.KindHome, map[string]string{"hooks.toml": stop("home"), "hooks/e.yaml": ystop("e")})
+	missing := extensions.Layer{Name: "gone", Dir: filepath.Join(t.TempDir(), "gone"), Kind: extensions.KindBundled}
+	if err := os.Mkdir(filepath.Join(home.Dir, "hooks/dir.yaml"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	trust := &pins{trusted: map[string]bool{
+		filepath.Join(near.Dir, "hooks.toml"):   true,
+		filepath.Join(near.Dir, "hooks/a.yaml"): true,
+		filepath.Join(near.Dir, "hooks/b.yaml"): true,
+		filepath.Join(far.Dir, "hooks/c.yaml"):  true,
+	}}
+	got, err := Load([]extensions.Layer{near, far, spec0, home, missing}, trust, LoadOptions{Dir: "/srv/ws"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHooks := []string{
+		"near:hooks.toml#Stop[0].hooks[0]",
+		"near:a.yaml#Stop[0].hooks[0]", "near:b.yaml#Stop[0].hooks[0]",
+		"far:c.yaml#Stop[0].hooks[0]",
+		"spec[0]:d.yaml#Stop[0].hooks[0]",
+		"home:e.yaml#Stop[0].hooks[0]",
+	}
+	if diff := cmp.Diff(wantHooks, hookIDs(got.Hooks)); diff != "" {
+		t.Errorf("hooks (-want +got):\n%s", diff)
+	}
+	wantFiles := []string{
+		"near " + filepath.Base(near.Dir) + "/hooks.toml active",
+		"near hooks/a.yaml active", "near hooks/b.yaml active",
+		"far " + filepath.Base(far.Dir) + "/hooks.toml shadowed",
+		"far hooks/c.yaml active",
+		"spec[0] hooks/d.yaml active",
+		"home " + filepath.Base(home.Dir) + "/hooks.toml shadowed",
+		"home hooks/e.yaml active",
+	}
+	if diff := cmp.Diff(wantFiles, fileStatuses(got.Files)); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+	// Only project files are asked about, with their executables.
+	wantAsked := []trustCall{
+		{"near", filepath.Join(near.Dir, "hooks.toml"), []string{"/srv/ws/near.sh"}},
+		{"near", filepath.Join(near.Dir, "hooks/a.yaml"), nil},
+		{"near", filepath.Join(near.Dir, "hooks/b.yaml"), nil},
+		{"far", filepath.Join(far.Dir, "hooks/c.yaml"), nil},
+	}
+	if diff := cmp.Diff(wantAsked, trust.asked); diff != "" {
+		t.Errorf("trust calls (-want +got):\n%s", diff)
+	}
+	if len(got.Problems) != 0 {
+		t.Errorf("problems: %v", got.Problems)
+	}
+}
+
+// TestLoadNearestSkipped checks that a skipped nearest hooks.toml does
+// not fall through to a farther one.
+func TestLoadNearestSkipped(t *testing.T) {
+	t.Parallel()
+	home := layer(t, "home", extensions.KindHome, map[string]string{"hooks.toml": tomlFile(t, spec{Event: Stop, Command: "home"})})
+	for name, l := range map[string]extensions.Layer{
+		"malformed": layer(t, "p", extensions.KindProject, map[string]string{"hooks.toml": "[[hooks.Stop]]\nmatcher = '('\n[[hooks.Stop.hooks]]\ncommand = 'x'\n"}),
+		"untrusted": layer(t, "p", extensions.KindProject, map[string]string{"hooks.toml": tomlFile(t, spec{Event: Stop, Command: "./x.sh"})}),
+		"directory": layer(t, "p", extensions.KindProject, map[string]string{"hooks.toml/x": ""}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Load([]extensions.Layer{l, home}, nil, LoadOptions{})
+			if err != nil {
+				t.Fatalf("a project file's problem is an error: %v", err)
+			}
+			if len(got.Hooks) != 0 {
+				t.Errorf("hooks %v", hookIDs(got.Hooks))
+			}
+			if len(got.Files) != 2 || got.Files[0].Status == StatusActive || got.Files[1].Status != StatusShadowed {
+				t.Errorf("files %+v", got.Files)
+			}
+			if len(got.Problems) != 1 || got.Problems[0].File != filepath.Join(l.Dir, "hooks.toml") {
+				t.Errorf("problems %+v", got.Problems)
+			}
+		})
+	}
+}
+
+func TestLoadProblems(t *testing.T) {
+	t.Parallel()
+	bad := "hooks:\n  PreToolUse:\n    - matcher: '('\n      hooks: [{type: command, command: x, timeout: -1}]\n"
+	t.Run("project layers skip with problems", func(t *testing.T) {
+		t.Parallel()
+		p := layer(t, "proj", extensions.KindProject, map[string]string{"hooks/bad.yaml": bad, "hooks/good.yaml": yamlFile(t, spec{Event: Stop, Command: "true"})})
+		trust := &pins{trusted: map[string]bool{filepath.Join(p.Dir, "hooks/good.yaml"): true}}
+		got, err := Load([]extensions.Layer{p}, trust, LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Problem{
+			{Layer: "proj", File: filepath.Join(p.Dir, "hooks/bad.yaml"), Field: "hooks.PreToolUse[0].matcher", Reason: `line 3: invalid regular expression "(": missing closing ): ` + "`(`"},
+			{Layer: "proj", File: filepath.Join(p.Dir, "hooks/bad.yaml"), Field: "hooks.PreToolUse[0].hooks[0].timeout", Reason: "line 4: must be a positive number of seconds (the default is 60)"},
+		}
+		if diff := cmp.Diff(want, got.Problems); diff != "" {
+			t.Errorf("problems (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"proj hooks/bad.yaml skipped", "proj hooks/good.yaml active"}, fileStatuses(got.Files)); diff != "" {
+			t.Errorf("files (-want +got):\n%s", diff)
+		}
+		if r := got.Files[0].Reason; r != want[0].Field+": "+want[0].Reason+" (and 1 more problems)" {
+			t.Errorf("file reason %q", r)
+		}
+		if len(got.Hooks) != 1 {
+			t.Errorf("hooks %v", hookIDs(got.Hooks))
+		}
+	})
+	t.Run("private layers fail", func(t *testing.T) {
+		t.Parallel()
+		for _, k := range []extensions.Kind{extensions.KindSpec, extensions.KindNamespace, extensions.KindPlatform, extensions.KindHome, extensions.KindBundled} {
+			l := layer(t, string(k), k, map[string]string{"hooks/bad.yaml": bad, "hooks.toml": "x = 1\n"})
+			got, err := Load([]extensions.Layer{l}, nil, LoadOptions{})
+			if err == nil {
+				t.Fatalf("%s: no error", k)
+			}
+			for _, want := range []string{
+				filepath.Join(l.Dir, "hooks/bad.yaml") + ": hooks.PreToolUse[0].matcher: line 3: invalid regular expression",
+				filepath.Join(l.Dir, "hooks.toml") + ": x: unknown field",
+			} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%s: error %q lacks %q", k, err, want)
+				}
+			}
+			var p Problem
+			if !errors.As(err, &p) {
+				t.Errorf("%s: the error holds no Problem", k)
+			}
+			if len(got.Problems) != 3 {
+				t.Errorf("%s: problems %v", k, got.Problems)
+			}
+		}
+	})
+	t.Run("size bound", func(t *testing.T) {
+		t.Parallel()
+		p := layer(t, "proj", extensions.KindProject, map[string]string{"hooks/big.yaml": "# " + strings.Repeat("x", MaxFileSize) + "\n"})
+		got, err := Load([]extensions.Layer{p}, nil, LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Problems) != 1 || !strings.Contains(got.Problems[0].Reason, "larger than 1048576 bytes") {
+			t.Errorf("problems %v", got.Problems)
+		}
+	})
+}
+
+// TestTrust checks that a project hook runs only with trust, end to end.
+func TestTrust(t *testing.T) {
+	t.Parallel()
+	ws := newWorkspace(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	p := layer(t, "proj", extensions.KindProject, map[string]string{
+		"hooks/guard.yaml": "hooks:\n  SessionStart:\n    - hooks: [{type: command, script: mark.sh, args: [" + marker + "]}]\n",
+		"hooks/mark.sh":    "#!/bin/sh\ntouch \"$1\"\n",
+	})
+	manifest := filepath.Join(p.Dir, "hooks/guard.yaml")
+	tests := []struct {
+		name   string
+		trust  Trust
+		runs   bool
+		reason string
+	}{
+		{"no pins", nil, false, "no trust pins"},
+		{"not pinned", &pins{}, false, "no pin matches guard.yaml"},
+		{"pinned", &pins{trusted: map[string]bool{manifest: true}}, true, ""},
+	}
+	for _, tt := range tests { // in order: the last one creates the marker
+		got, err := Load([]extensions.Layer{p}, tt.trust, LoadOptions{Dir: ws.dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.reason != "" {
+			want := []Problem{{Layer: "proj", File: manifest, Reason: "untrusted: " + tt.reason}}
+			if diff := cmp.Diff(want, got.Problems); diff != "" {
+				t.Errorf("%s: problems (-want +got):\n%s", tt.name, diff)
+			}
+			if got.Files[0].Status != StatusUntrusted || got.Files[0].Reason != tt.reason {
+				t.Errorf("%s: file %+v", tt.name, got.Files[0])
+			}
+		}
+		if pp, ok := tt.trust.(*pins); ok && len(pp.asked) > 0 {
+			if diff := cmp.Diff([]string{filepath.Join(p.Dir, "hooks/mark.sh")}, pp.asked[0].Executables); diff != "" {
+				t.Errorf("%s: executables (-want +got):\n%s", tt.name, diff)
+			}
+		}
+		v, err := New(ws.exec, got.Hooks, Options{Dir: ws.dir}).SessionStart(t.Context(), "startup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, statErr := os.Stat(marker)
+		if ran := statErr == nil; ran != tt.runs || (len(v.Runs) == 1) != tt.runs {
+			t.Errorf("%s: hook ran %v (runs %+v), want %v", tt.name, ran, v.Runs, tt.runs)
+		}
+	}
+}
+
+// TestCorpus loads hook files from public projects: each loads, or is
+// refused with a precise reason.
+func TestCorpus(t *testing.T) {
+	t.Parallel()
+	type want struct {
+		hooks  []brief
+		probs  int
+		first  string // the first problem
+		refuse bool
+	}
+	b := func(id string, ev Event, matcher, cmd string, timeout time.Duration, exes ...string) brief {
+		return brief{ID: id, Event: string(ev), Matcher: matcher, Command: cmd, Shell: "bash", Timeout: timeout, OnFailure: FailAllow, Executables: exes}
+	}
+	const root = "${CLAUDE_PLUGIN_ROOT}"
+	tests := map[string]want{
+		"openai__plugins/plugins/replayio/hooks.json": {hooks: []brief{
+			b("PostToolUse[0].hooks[0]", PostToolUse, "Bash", "./scripts/post_bash_upload.sh", time.Minute, "/w/scripts/post_bash_upload.sh"),
+			b("Stop[0].hooks[0]", Stop, "", "./scripts/stop_close_and_upload.sh", time.Minute, "/w/scripts/stop_close_and_upload.sh"),
+		}},
+		"openai__openai-agents-js/.codex/hooks.json": {hooks: []brief{
+			b("Stop[0].hooks[0]", Stop, "", `node "$(git rev-parse --show-toplevel)/.codex/hooks/stopRepoTidy.mjs"`, 20*time.Second),
+		}},
+		"openai__codex-plugin-cc/plugins/codex/hooks/hooks.json": {hooks: []brief{
+			b("SessionStart[0].hooks[0]", SessionStart, "", `node "`+root+`/scripts/session-lifecycle-hook.mjs" SessionStart`, 5*time.Second),
+			b("SessionEnd[0].hooks[0]", SessionEnd, "", `node "`+root+`/scripts/session-lifecycle-hook.mjs" SessionEnd`, 5*time.Second),
+			b("Stop[0].hooks[0]", Stop, "", `node "`+root+`/scripts/stop-review-gate-hook.mjs"`, 900*time.Second),
+		}},
+		"anthropics__claude-plugins-official/plugins/hookify/hooks/hooks.json": {hooks: []brief{
+			b("PreToolUse[0].hooks[0]", PreToolUse, "", `python3 "`+root+`/hooks/pretooluse.py"`, 10*time.Second),
+			b("PostToolUse[0].hooks[0]", PostToolUse, "", `python3 "`+root+`/hooks/posttooluse.py"`, 10*time.Second),
+			b("Stop[0].hooks[0]", Stop, "", `python3 "`+root+`/hooks/stop.py"`, 10*time.Second),
+			b("UserPromptSubmit[0].hooks[0]", UserPromptSubmit, "", `python3 "`+root+`/hooks/userpromptsubmit.py"`, 10*time.Second),
+		}},
+		"anthropics__claude-plugins-official/plugins/ralph-loop/hooks/hooks.json": {hooks: []brief{
+			b("Stop[0].hooks[0]", Stop, "", `bash "`+root+`/hooks/stop-hook.sh"`, time.Minute),
+		}},
+		"anthropics__claude-plugins-official/plugins/security-guidance/hooks/hooks.json": {
+			refuse: true, probs: 23,
+			first: "hooks.PostToolUse[1].hooks[0].if: line 40: conditional hooks (if) are not supported; use a matcher, or test the input in the command",
+		},
+	}
+	for name, w := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join("testdata/corpus", name)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := Source{Layer: extensions.Layer{Name: "plugin", Kind: extensions.KindHome}, File: "/p/hooks.json", Dir: "/p", Root: "/p", Confined: true}
+			hooks, probs := ParseYAML(data, src, "/w")
+			if w.refuse {
+				if len(probs) != w.probs || hooks != nil {
+					t.Fatalf("%d problems, want %d:\n%s", len(probs), w.probs, strings.Join(problemStrings(probs), "\n"))
+				}
+				if got := probs[0].Field + ": " + probs[0].Reason; got != w.first {
+					t.Errorf("first problem %q, want %q", got, w.first)
+				}
+				return
+			}
+			if len(probs) > 0 {
+				t.Fatalf("problems:\n%s", strings.Join(problemStrings(probs), "\n"))
+			}
+			for i := range w.hooks {
+				w.hooks[i].ID = src.File + "#" + w.hooks[i].ID
+			}
+			got := briefs(hooks)
+			slices.SortFunc(got, func(a, b brief) int { return strings.Compare(a.ID, b.ID) })
+			slices.SortFunc(w.hooks, func(a, b brief) int { return strings.Compare(a.ID, b.ID) })
+			if diff := cmp.Diff(w.hooks, got); diff != "" {
+				t.Errorf("hooks (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

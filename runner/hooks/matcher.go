@@ -1,0 +1,125 @@
+package hooks
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Matcher decides which names a hook group applies to. The zero Matcher
+// matches everything.
+type Matcher struct {
+	pattern string
+	// names is a YAML list of exact names; re a regular expression.
+	// Neither: everything matches.
+	names map[string]bool
+	re    *regexp.Regexp
+	// aliases makes a name match through the names other agents give
+	// the same tool (YAML only).
+	aliases bool
+}
+
+// String returns the pattern as written.
+func (m Matcher) String() string { return m.pattern }
+
+// MarshalJSON writes the pattern as written.
+func (m Matcher) MarshalJSON() ([]byte, error) { return json.Marshal(m.pattern) }
+
+// All reports whether the matcher matches every name.
+func (m Matcher) All() bool { return m.names == nil && m.re == nil }
+
+// Match reports whether the matcher selects name. A YAML matcher also
+// selects name when it selects one of name's aliases, so that Bash
+// selects bash.
+func (m Matcher) Match(name string) bool {
+	if m.All() {
+		return true
+	}
+	if m.match(name) {
+		return true
+	}
+	if m.aliases {
+		for _, alias := range aliasesOf[name] {
+			if m.match(alias) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (m Matcher) match(name string) bool {
+	if m.names != nil {
+		return m.names[name]
+	}
+	return m.re.MatchString(name)
+}
+
+// aliasesOf maps aerie's tool names to the names hooks written for other
+// agents use for them. The OpenVaala spec maps Write and Edit to
+// apply_patch; aerie also has Osprey's write_file and edit_file, which
+// write files just as well, so a guard written for Write or Edit covers
+// them too rather than leaving them as a way around it.
+var aliasesOf = map[string][]string{
+	"bash":        {"Bash"},
+	"apply_patch": {"Write", "Edit"},
+	"write_file":  {"Write"},
+	"edit_file":   {"Edit"},
+	"read_file":   {"Read"},
+	"spawn_agent": {"Agent"},
+}
+
+// compileTOML compiles a hooks.toml matcher: an anchored regular
+// expression over the complete name. Empty matches everything, as a
+// missing matcher does.
+func compileTOML(pattern string) (Matcher, error) {
+	if pattern == "" {
+		return Matcher{}, nil
+	}
+	re, err := regexp.Compile(`^(?:` + pattern + `)$`)
+	if err != nil {
+		return Matcher{}, fmt.Errorf("invalid regular expression %q: %v", pattern, regexpReason(err))
+	}
+	return Matcher{pattern: pattern, re: re}, nil
+}
+
+// compileYAML compiles a YAML matcher: empty or * matches everything; a
+// pattern of letters, digits, _, - and | is a list of exact names;
+// anything else is an unanchored regular expression.
+func compileYAML(pattern string) (Matcher, error) {
+	if pattern == "" || pattern == "*" {
+		return Matcher{pattern: pattern}, nil
+	}
+	if isNameList(pattern) {
+		names := make(map[string]bool)
+		for n := range strings.SplitSeq(pattern, "|") {
+			if n != "" {
+				names[n] = true
+			}
+		}
+		return Matcher{pattern: pattern, names: names, aliases: true}, nil
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return Matcher{}, fmt.Errorf("invalid regular expression %q: %v", pattern, regexpReason(err))
+	}
+	return Matcher{pattern: pattern, re: re, aliases: true}, nil
+}
+
+func isNameList(p string) bool {
+	for _, r := range p {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '|':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// regexpReason drops the "error parsing regexp: " prefix the regexp
+// package puts before its reason.
+func regexpReason(err error) string {
+	return strings.TrimPrefix(err.Error(), "error parsing regexp: ")
+}

@@ -1,0 +1,337 @@
+package hooks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Decision is what hooks decided about an action.
+type Decision string
+
+const (
+	// Proceed: no hook objected, nor explicitly allowed.
+	Proceed Decision = ""
+	// Allow: a hook explicitly allowed the tool call (PreToolUse), or the
+	// approval policy allowed it after a hook asked.
+	Allow Decision = "allow"
+	// Ask: a hook asked for the user's approval. A Verdict never keeps
+	// it: the approval policy turns it into Allow or Block.
+	Ask Decision = "ask"
+	// Block: the action is blocked — a tool call denied, a prompt
+	// rejected, a tool result replaced by an error, or (Stop,
+	// SubagentStop) the agent told to go on.
+	Block Decision = "block"
+)
+
+// rank orders decisions when hooks disagree: a block beats an ask, which
+// beats an allow.
+func (d Decision) rank() int {
+	switch d {
+	case Block:
+		return 3
+	case Ask:
+		return 2
+	case Allow:
+		return 1
+	}
+	return 0
+}
+
+// Output is a hook's JSON verdict, the fields the protocol defines.
+// Unknown fields are ignored, so hooks written for other agents (which
+// send suppressOutput, hookEventName and the like) parse.
+type Output struct {
+	Continue           *bool           `json:"continue,omitempty"`
+	StopReason         string          `json:"stopReason,omitempty"`
+	Decision           string          `json:"decision,omitempty"`
+	Reason             string          `json:"reason,omitempty"`
+	SystemMessage      string          `json:"systemMessage,omitempty"`
+	HookSpecificOutput *SpecificOutput `json:"hookSpecificOutput,omitempty"`
+}
+
+// SpecificOutput is the event-specific part of an Output.
+type SpecificOutput struct {
+	HookEventName            string          `json:"hookEventName,omitempty"`
+	PermissionDecision       string          `json:"permissionDecision,omitempty"`
+	PermissionDecisionReason string          `json:"permissionDecisionReason,omitempty"`
+	UpdatedInput             json.RawMessage `json:"updatedInput,omitempty"`
+	AdditionalContext        string          `json:"additionalContext,omitempty"`
+}
+
+// ParseOutput parses a hook's standard output as a JSON verdict: one JSON
+// object, nothing after it, every known field of the right type, decision
+// "block" or "approve", permissionDecision one of allow, deny, ask and
+// defer, updatedInput an object.
+func ParseOutput(data []byte) (Output, error) {
+	var o Output
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&o); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			if te.Field == "" {
+				return Output{}, fmt.Errorf("must be a JSON object, not %s", te.Value)
+			}
+			return Output{}, fmt.Errorf("field %s must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+		}
+		return Output{}, fmt.Errorf("not a JSON object: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Output{}, errors.New("text after the JSON object")
+	}
+	switch o.Decision {
+	case "", "block", "approve":
+	default:
+		return Output{}, fmt.Errorf("decision %q is not block or approve", o.Decision)
+	}
+	if s := o.HookSpecificOutput; s != nil {
+		switch s.PermissionDecision {
+		case "", "allow", "deny", "ask", "defer":
+		default:
+			return Output{}, fmt.Errorf("hookSpecificOutput.permissionDecision %q is not allow, deny, ask or defer", s.PermissionDecision)
+		}
+		if len(s.UpdatedInput) > 0 && !bytes.Equal(s.UpdatedInput, []byte("null")) {
+			if t := bytes.TrimSpace(s.UpdatedInput); len(t) == 0 || t[0] != '{' {
+				return Output{}, errors.New("hookSpecificOutput.updatedInput must be a JSON object: the tool's complete new arguments")
+			}
+		} else {
+			s.UpdatedInput = nil
+		}
+	}
+	return o, nil
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "ptr", "struct":
+		return "an object"
+	}
+	return k
+}
+
+// Run is one hook's run and what it answered.
+type Run struct {
+	// Hook is the hook's ID.
+	Hook string `json:"hook"`
+	// Exit is the exit code, -1 for a signal or a hook that never
+	// started.
+	Exit int `json:"exit"`
+	// Duration is how long the hook ran.
+	Duration time.Duration `json:"duration"`
+	// Decision is what this hook decided.
+	Decision Decision `json:"decision,omitempty"`
+	// Reason is the reason it gave for a block or an ask.
+	Reason string `json:"reason,omitempty"`
+	// Failed says why the hook failed: it timed out, could not start,
+	// exited with another code than 0 and 2, or printed invalid output.
+	Failed string `json:"failed,omitempty"`
+	// Ignored says what of the hook's answer had no effect, and why
+	// (for example a block on an event that cannot be blocked).
+	Ignored string `json:"ignored,omitempty"`
+	// Truncated means the hook printed more than OutputLimit on standard
+	// output or standard error.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// Approval is how the approval policy decided a tool call a hook asked
+// about.
+type Approval struct {
+	// Allowed is the decision.
+	Allowed bool `json:"allowed"`
+	// Reason explains it; for a denial it is what the model sees.
+	Reason string `json:"reason"`
+	// Policy names the policy that decided ("deny" by default).
+	Policy string `json:"policy"`
+}
+
+// ApprovalRequest is what the approval policy decides on.
+type ApprovalRequest struct {
+	Tool  string          `json:"tool"`
+	Input json.RawMessage `json:"input"`
+	// Hooks are the IDs of the hooks that asked.
+	Hooks []string `json:"hooks"`
+	// Reason is what the hooks gave as their reasons.
+	Reason string `json:"reason"`
+}
+
+// ApprovalPolicy decides a tool call a hook asked about. It must not wait
+// for a person unless one is there: a headless run has none.
+type ApprovalPolicy func(ctx context.Context, req ApprovalRequest) Approval
+
+// DenyApprovals is the default policy of a headless run: nobody can
+// approve, so the call is denied with the hook's reason.
+func DenyApprovals(_ context.Context, req ApprovalRequest) Approval {
+	reason := "a hook asked for approval, and nobody can approve in a headless run"
+	if req.Reason != "" {
+		reason = req.Reason + " (approval required; denied in a headless run)"
+	}
+	return Approval{Allowed: false, Reason: reason, Policy: "deny"}
+}
+
+// Verdict is what the hooks of one event decided together. Hooks run one
+// after the other, in order; their answers combine so that:
+//   - a block beats an ask, which beats an allow; a PreToolUse or
+//     UserPromptSubmit block ends the chain, since the action will not
+//     happen; other events run every hook and join the block reasons;
+//   - each PreToolUse hook sees the input as the hooks before it
+//     rewrote it, and UpdatedInput is the last rewrite;
+//   - Context and SystemMessages collect every hook's, in order;
+//   - continue: false ends the chain and sets Stop with the first
+//     stopReason.
+type Verdict struct {
+	Event Event `json:"event"`
+	// Tool is the tool of a tool event.
+	Tool string `json:"tool,omitempty"`
+	// Decision is the combined decision.
+	Decision Decision `json:"decision,omitempty"`
+	// Reason is the reason for a block: the denial the model sees, the
+	// message the loop continues with after a blocked Stop.
+	Reason string `json:"reason,omitempty"`
+	// Approval is set when a hook asked and the approval policy decided.
+	Approval *Approval `json:"approval,omitempty"`
+	// UpdatedInput replaces the tool's arguments (PreToolUse).
+	UpdatedInput json.RawMessage `json:"updated_input,omitempty"`
+	// Context is text the hooks added for the model.
+	Context string `json:"context,omitempty"`
+	// SystemMessages are for the user, not the model.
+	SystemMessages []string `json:"system_messages,omitempty"`
+	// Stop means a hook ended the turn (continue: false).
+	Stop       bool   `json:"stop,omitempty"`
+	StopReason string `json:"stop_reason,omitempty"`
+	// Runs are the hooks that ran, in order.
+	Runs []Run `json:"runs,omitempty"`
+}
+
+// Blocked reports whether the hooks blocked the action.
+func (v Verdict) Blocked() bool { return v.Decision == Block }
+
+// answer is one hook's interpreted answer.
+type answer struct {
+	decision      Decision
+	reason        string
+	updatedInput  json.RawMessage
+	context       string
+	systemMessage string
+	stop          bool
+	stopReason    string
+	failed        string
+	ignored       []string
+}
+
+// interpret reads a finished hook's exit code and output as the spec of
+// its format says. Failures (failed set) are resolved by the caller.
+func interpret(h *Hook, exit int, stdout, stderr string) answer {
+	ev := h.Event
+	// Osprey: session start and end verdicts are observation-only.
+	observeOnly := h.Format == FormatTOML && (ev == SessionStart || ev == SessionEnd)
+	switch exit {
+	case 0:
+	case 2:
+		reason := strings.TrimSpace(stderr)
+		switch {
+		case h.Format == FormatTOML && reason == "":
+			return answer{failed: "exit status 2 without a reason on standard error"}
+		case !ev.canBlock() && h.Format == FormatYAML:
+			return answer{failed: fmt.Sprintf("exit status 2, but %s cannot be blocked", ev)}
+		case !ev.canBlock():
+			return answer{ignored: []string{fmt.Sprintf("a block (exit status 2): %s cannot be blocked", ev)}}
+		case reason == "":
+			reason = fmt.Sprintf("blocked by hook %s", h.ID)
+		}
+		return answer{decision: Block, reason: reason}
+	default:
+		return answer{failed: fmt.Sprintf("exit status %d", exit)}
+	}
+
+	out := strings.TrimSpace(stdout)
+	if out == "" {
+		return answer{}
+	}
+	if out[0] != '{' {
+		switch {
+		case h.Format == FormatTOML:
+			return answer{failed: "output is not a JSON verdict"}
+		case ev == SessionStart || ev == SubagentStart || ev == UserPromptSubmit:
+			return answer{context: out}
+		}
+		return answer{ignored: []string{fmt.Sprintf("plain-text output: it adds context only on SessionStart, SubagentStart and UserPromptSubmit, not %s", ev)}}
+	}
+	o, err := ParseOutput([]byte(out))
+	if err != nil {
+		return answer{failed: "invalid JSON output: " + err.Error()}
+	}
+	if observeOnly {
+		return answer{systemMessage: o.SystemMessage, ignored: []string{fmt.Sprintf("the verdict: %s hooks in hooks.toml only observe", ev)}}
+	}
+	a := answer{systemMessage: o.SystemMessage}
+	if o.Continue != nil && !*o.Continue {
+		a.stop, a.stopReason = true, o.StopReason
+		if a.stopReason == "" {
+			a.stopReason = fmt.Sprintf("stopped by hook %s", h.ID)
+		}
+	}
+	switch o.Decision {
+	case "block":
+		if ev.canBlock() {
+			a.decision, a.reason = Block, o.Reason
+			if a.reason == "" {
+				a.reason = fmt.Sprintf("blocked by hook %s", h.ID)
+			}
+		} else {
+			a.ignored = append(a.ignored, fmt.Sprintf("decision block: %s cannot be blocked", ev))
+		}
+	case "approve":
+		if ev == PreToolUse {
+			a.decision = Allow
+		}
+	}
+	s := o.HookSpecificOutput
+	if s == nil {
+		return a
+	}
+	a.context = s.AdditionalContext
+	if ev != PreToolUse {
+		if s.PermissionDecision != "" || s.UpdatedInput != nil {
+			a.ignored = append(a.ignored, fmt.Sprintf("permissionDecision and updatedInput apply to PreToolUse only, not %s", ev))
+		}
+		return a
+	}
+	reason := s.PermissionDecisionReason
+	if reason == "" {
+		reason = o.Reason
+	}
+	switch s.PermissionDecision {
+	case "deny":
+		if reason == "" {
+			reason = fmt.Sprintf("denied by hook %s", h.ID)
+		}
+		a.decision, a.reason = Block, reason
+	case "allow":
+		if a.decision != Block {
+			a.decision = Allow
+		}
+	case "ask":
+		if h.Format == FormatYAML {
+			return answer{failed: `permissionDecision "ask" is a hook failure for hooks/*.yaml hooks`}
+		}
+		if a.decision != Block {
+			a.decision, a.reason = Ask, reason
+		}
+	case "defer":
+		if h.Format == FormatYAML {
+			return answer{failed: `permissionDecision "defer" is a hook failure for hooks/*.yaml hooks`}
+		}
+		return answer{failed: `permissionDecision "defer" is not part of the hooks.toml verdict`}
+	}
+	a.updatedInput = s.UpdatedInput
+	return a
+}

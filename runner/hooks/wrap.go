@@ -1,0 +1,85 @@
+package hooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/aerie-run/aerie/runner/tools"
+)
+
+// Wrap returns t with its calls passed through the engine's PreToolUse
+// and PostToolUse hooks:
+//   - a blocked PreToolUse verdict (a deny, an exit 2, an ask the
+//     approval policy refused) returns an error result with the reason,
+//     and the tool does not run; so does a hook that ended the turn;
+//   - an updated input replaces the call's arguments;
+//   - a blocked PostToolUse verdict replaces the result with an error
+//     carrying the reason;
+//   - every hook's additional context is appended to the result.
+//
+// A tool no hook matches is returned as it is.
+func Wrap(t tools.Tool, e *Engine) tools.Tool {
+	if !e.Matches(PreToolUse, t.Name()) && !e.Matches(PostToolUse, t.Name()) {
+		return t
+	}
+	return &hooked{Tool: t, e: e}
+}
+
+// WrapAll wraps each of ts.
+func WrapAll(ts []tools.Tool, e *Engine) []tools.Tool {
+	out := make([]tools.Tool, len(ts))
+	for i, t := range ts {
+		out[i] = Wrap(t, e)
+	}
+	return out
+}
+
+type hooked struct {
+	tools.Tool
+	e *Engine
+}
+
+// Unwrap returns the wrapped tool.
+func (h *hooked) Unwrap() tools.Tool { return h.Tool }
+
+func (h *hooked) Run(ctx context.Context, call json.RawMessage) tools.Result {
+	name := h.Name()
+	pre, err := h.e.PreToolUse(ctx, name, call)
+	if err != nil {
+		return tools.Result{Content: fmt.Sprintf("%s: not run: %v", name, err), IsError: true}
+	}
+	switch {
+	case pre.Blocked():
+		return withContext(tools.Result{Content: fmt.Sprintf("%s: blocked by a PreToolUse hook: %s", name, pre.Reason), IsError: true}, pre.Context)
+	case pre.Stop:
+		return withContext(tools.Result{Content: fmt.Sprintf("%s: not run: a PreToolUse hook ended the turn: %s", name, pre.StopReason), IsError: true}, pre.Context)
+	}
+	if pre.UpdatedInput != nil {
+		call = pre.UpdatedInput
+	}
+	res := h.Tool.Run(ctx, call)
+	post, err := h.e.PostToolUse(ctx, name, call, res)
+	if err != nil {
+		// The tool ran; its result stands, with why the hooks after it
+		// did not.
+		res.Content += fmt.Sprintf("\n\n(PostToolUse hooks not run: %v)", err)
+		return withContext(res, pre.Context)
+	}
+	if post.Blocked() {
+		res = tools.Result{Content: fmt.Sprintf("%s: result withheld by a PostToolUse hook: %s", name, post.Reason), IsError: true}
+	}
+	return withContext(withContext(res, pre.Context), post.Context)
+}
+
+// withContext appends hook context to a result for the model.
+func withContext(r tools.Result, context string) tools.Result {
+	if context == "" {
+		return r
+	}
+	if r.Content != "" {
+		r.Content += "\n\n"
+	}
+	r.Content += context
+	return r
+}

@@ -1,0 +1,487 @@
+package hooks
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// nodeBudget bounds the YAML nodes one file may expand to. Aliases let a
+// small file name the same node many times over; the budget keeps such a
+// file from costing more than a large honest one.
+const nodeBudget = 100_000
+
+// ParseYAML reads a hooks/*.yaml file:
+//
+//	hooks:
+//	  PreToolUse:
+//	    - matcher: bash
+//	      hooks:
+//	        - type: command
+//	          script: guard.sh
+//	          args: [--strict]
+//	          timeout: 10
+//	          on_failure: block
+//
+// JSON is YAML, so a Claude or Codex hooks.json parses too; its top-level
+// description is accepted and ignored, and its other features are refused
+// by name. workdir is the agent's working directory, where the commands
+// run. A file with any problem yields no hooks.
+//
+// A script runs in place, from the layer: layer directories are mounted
+// where the executor sees them at the same path, so unlike OpenVaala
+// aerie need not copy it to a cache first, and an edit takes effect at
+// the next run just the same.
+func ParseYAML(data []byte, src Source, workdir string) (hooks []Hook, probs []Problem) {
+	ps := &problems{src: src}
+	defer func() {
+		if r := recover(); r != nil {
+			hooks, probs = nil, []Problem{{Layer: src.Layer.Name, File: src.File, Reason: fmt.Sprintf("cannot parse YAML: internal error: %v", r)}}
+		}
+	}()
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil // an empty file declares no hooks
+		}
+		ps.add("", "invalid YAML: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, ps.list
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		ps.add("", "more than one YAML document; a hooks file holds one")
+		return nil, ps.list
+	}
+	y := &yamlParser{ps: ps, src: src, workdir: workdir, budget: nodeBudget}
+	top := y.deref(&doc)
+	if top != nil && top.Kind == yaml.DocumentNode && len(top.Content) == 1 {
+		top = y.deref(top.Content[0])
+	}
+	if top == nil || isNull(top) {
+		return nil, nil
+	}
+	if top.Kind != yaml.MappingNode {
+		ps.add("", "line %d: must be a mapping with a hooks field", top.Line)
+		return nil, ps.list
+	}
+	var out []Hook
+	y.fields(top, "", func(key string, v *yaml.Node, field string) {
+		switch key {
+		case "hooks":
+			out = y.events(v, "hooks")
+		case "description":
+			if !y.isString(v) {
+				y.add(field, v, "must be a string")
+			}
+		default:
+			y.add(field, v, "unknown field; a hooks file has hooks (and an optional description)")
+		}
+	})
+	if len(ps.list) > 0 {
+		return nil, ps.list
+	}
+	return out, nil
+}
+
+// DecodeYAMLEvents reads a map of events to hook groups, the value of a
+// hooks field: that of a hooks/*.yaml file or of a plugin manifest. field
+// names the node in problems ("hooks"). For a plugin, src.Dir and src.Root
+// are the plugin's directory and src.Confined is set.
+func DecodeYAMLEvents(node *yaml.Node, field string, src Source, workdir string) (hooks []Hook, probs []Problem) {
+	ps := &problems{src: src}
+	defer func() {
+		if r := recover(); r != nil {
+			hooks, probs = nil, []Problem{{Layer: src.Layer.Name, File: src.File, Field: field, Reason: fmt.Sprintf("cannot read hooks: internal error: %v", r)}}
+		}
+	}()
+	y := &yamlParser{ps: ps, src: src, workdir: workdir, budget: nodeBudget}
+	out := y.events(node, field)
+	if len(ps.list) > 0 {
+		return nil, ps.list
+	}
+	return out, nil
+}
+
+type yamlParser struct {
+	ps      *problems
+	src     Source
+	workdir string
+	budget  int
+	spent   bool
+}
+
+func (y *yamlParser) add(field string, n *yaml.Node, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if n != nil && n.Line > 0 {
+		msg = fmt.Sprintf("line %d: %s", n.Line, msg)
+	}
+	y.ps.add(field, "%s", msg)
+}
+
+// deref follows aliases and charges the budget; nil once it is spent.
+func (y *yamlParser) deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode; i++ {
+		if i > 100 {
+			return nil
+		}
+		n = n.Alias
+	}
+	y.budget--
+	if y.budget < 0 {
+		if !y.spent {
+			y.spent = true
+			y.ps.add("", "the file expands to more than %d YAML nodes; split it or drop the aliases", nodeBudget)
+		}
+		return nil
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+func (y *yamlParser) isString(n *yaml.Node) bool {
+	return n != nil && n.Kind == yaml.ScalarNode && n.Tag == "!!str"
+}
+
+// fields calls fn for each key of the mapping n, refusing non-string and
+// duplicate keys.
+func (y *yamlParser) fields(n *yaml.Node, field string, fn func(key string, v *yaml.Node, field string)) {
+	seen := make(map[string]bool)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := y.deref(n.Content[i]), y.deref(n.Content[i+1])
+		if k == nil || v == nil {
+			return
+		}
+		if k.Kind != yaml.ScalarNode {
+			y.add(field, k, "keys must be plain names")
+			continue
+		}
+		f := k.Value
+		if field != "" {
+			f = field + "." + k.Value
+		}
+		if seen[k.Value] {
+			y.add(f, k, "appears twice")
+			continue
+		}
+		seen[k.Value] = true
+		fn(k.Value, v, f)
+	}
+}
+
+// seq returns the items of the sequence n.
+func (y *yamlParser) seq(n *yaml.Node) ([]*yaml.Node, bool) {
+	if n.Kind != yaml.SequenceNode {
+		return nil, false
+	}
+	items := make([]*yaml.Node, 0, len(n.Content))
+	for _, c := range n.Content {
+		c = y.deref(c)
+		if c == nil {
+			return nil, false
+		}
+		items = append(items, c)
+	}
+	return items, true
+}
+
+func (y *yamlParser) events(n *yaml.Node, field string) []Hook {
+	n = y.deref(n)
+	if n == nil || isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		y.add(field, n, "must be a mapping of events to hook groups, such as PreToolUse:")
+		return nil
+	}
+	var out []Hook
+	y.fields(n, field, func(name string, v *yaml.Node, f string) {
+		ev, ok := knownEvent(name)
+		if !ok {
+			y.add(f, v, "unknown event %q; the events are %s", name, eventNames())
+			return
+		}
+		if isNull(v) {
+			return
+		}
+		groups, ok := y.seq(v)
+		if !ok {
+			y.add(f, v, "must be a list of groups, each with hooks (and an optional matcher)")
+			return
+		}
+		for i, g := range groups {
+			out = append(out, y.group(ev, fmt.Sprintf("%s[%d]", f, i), g)...)
+		}
+	})
+	return out
+}
+
+func (y *yamlParser) group(ev Event, field string, g *yaml.Node) []Hook {
+	if g.Kind != yaml.MappingNode {
+		y.add(field, g, "must be a mapping with hooks (and an optional matcher)")
+		return nil
+	}
+	var (
+		m     Matcher
+		hooks *yaml.Node
+	)
+	y.fields(g, field, func(key string, v *yaml.Node, f string) {
+		switch key {
+		case "matcher":
+			if isNull(v) {
+				return
+			}
+			if v.Kind != yaml.ScalarNode {
+				y.add(f, v, "must be a string: a list of names such as bash|apply_patch, or a regular expression")
+				return
+			}
+			var err error
+			if m, err = compileYAML(v.Value); err != nil {
+				y.add(f, v, "%v", err)
+			}
+		case "hooks":
+			hooks = v
+		default:
+			y.add(f, v, "unknown field; a group has matcher and hooks")
+		}
+	})
+	if hooks == nil || isNull(hooks) {
+		y.add(field, g, "missing hooks: a group needs a list of hooks")
+		return nil
+	}
+	items, ok := y.seq(hooks)
+	if !ok {
+		y.add(field+".hooks", hooks, "must be a list of hooks")
+		return nil
+	}
+	var out []Hook
+	for j, h := range items {
+		if hook, ok := y.hook(ev, m, fmt.Sprintf("%s.hooks[%d]", field, j), h); ok {
+			out = append(out, hook)
+		}
+	}
+	return out
+}
+
+// unsupported explains fields of other agents' hook formats that aerie
+// does not implement; ignoring them would change what the hook does.
+var unsupported = map[string]string{
+	"if":            "conditional hooks (if) are not supported; use a matcher, or test the input in the command",
+	"async":         "asynchronous hooks are not supported; hooks run to completion before the action",
+	"asyncRewake":   "asynchronous hooks (asyncRewake) are not supported; hooks run to completion before the action",
+	"rewakeMessage": "asynchronous hooks (rewakeMessage) are not supported",
+	"rewakeSummary": "asynchronous hooks (rewakeSummary) are not supported",
+	"statusMessage": "statusMessage is not supported",
+	"once":          "once is not supported",
+	"shell":         "shell is not supported: command runs with bash -c",
+	"prompt":        "prompt hooks are not supported: only type command",
+	"model":         "prompt and agent hooks are not supported: only type command",
+}
+
+func (y *yamlParser) hook(ev Event, m Matcher, field string, h *yaml.Node) (Hook, bool) {
+	hook := Hook{
+		ID: y.src.File + "#" + strings.TrimPrefix(field, "hooks."), Event: ev, Format: FormatYAML, Matcher: m,
+		Shell: "bash", Timeout: DefaultYAMLTimeout, OnFailure: FailAllow, Source: y.src,
+	}
+	if h.Kind != yaml.MappingNode {
+		y.add(field, h, "must be a mapping with type and command or script")
+		return hook, false
+	}
+	before := len(y.ps.list)
+	var (
+		typ, command, script *yaml.Node
+		args                 []string
+		argsNode             *yaml.Node
+	)
+	y.fields(h, field, func(key string, v *yaml.Node, f string) {
+		switch key {
+		case "type":
+			typ = v
+		case "command":
+			command = v
+		case "script":
+			script = v
+		case "args":
+			argsNode = v
+			items, ok := y.seq(v)
+			if !ok {
+				y.add(f, v, "must be a list of strings")
+				return
+			}
+			for _, a := range items {
+				if a.Kind != yaml.ScalarNode || isNull(a) {
+					y.add(f, a, "must be a list of strings")
+					return
+				}
+				args = append(args, a.Value)
+			}
+		case "timeout":
+			secs, err := strconv.ParseFloat(v.Value, 64)
+			if v.Kind != yaml.ScalarNode || (v.Tag != "!!int" && v.Tag != "!!float") || err != nil ||
+				!(secs > 0) || secs > math.MaxInt64/float64(time.Second) {
+				y.add(f, v, "must be a positive number of seconds (the default is 60)")
+				return
+			}
+			hook.Timeout = time.Duration(secs * float64(time.Second))
+		case "on_failure":
+			switch {
+			case !y.isString(v) || (v.Value != string(FailAllow) && v.Value != string(FailBlock)):
+				y.add(f, v, "must be allow or block")
+			case ev != PreToolUse && ev != UserPromptSubmit:
+				y.add(f, v, "is only valid for PreToolUse and UserPromptSubmit hooks")
+			default:
+				hook.OnFailure = OnFailure(v.Value)
+			}
+		default:
+			if why, ok := unsupported[key]; ok {
+				y.add(f, v, "%s", why)
+			} else {
+				y.add(f, v, "unknown field; a hook has type, command or script, args, timeout and on_failure")
+			}
+		}
+	})
+	switch {
+	case typ == nil:
+		y.add(field+".type", h, "missing: write type: command")
+	case !y.isString(typ) || typ.Value != "command":
+		y.add(field+".type", typ, "%q is not supported: only type command", typ.Value)
+	}
+	switch {
+	case command != nil && script != nil:
+		y.add(field, h, "has both command and script; write exactly one")
+	case command == nil && script == nil:
+		y.add(field, h, "has neither command nor script; write exactly one")
+	case command != nil:
+		if !y.isString(command) || command.Value == "" {
+			y.add(field+".command", command, "must be a non-empty string: the command line run with bash -c")
+			break
+		}
+		if argsNode != nil {
+			y.add(field+".args", argsNode, "is only valid with script; put the arguments in the command")
+			break
+		}
+		hook.Command = command.Value
+		if exe, ok := commandExecutable(command.Value, y.workdir, homeOf(y.src)); ok {
+			hook.Executables = []string{exe}
+		}
+	default:
+		if !y.isString(script) || script.Value == "" {
+			y.add(field+".script", script, "must be a non-empty string: a path to an executable script")
+			break
+		}
+		path, reason := y.script(script.Value)
+		if reason != "" {
+			y.add(field+".script", script, "%s", reason)
+			break
+		}
+		words := []string{shellQuote(path)}
+		for _, a := range args {
+			words = append(words, shellQuote(a))
+		}
+		hook.Command = strings.Join(words, " ")
+		hook.Executables = []string{path}
+	}
+	return hook, len(y.ps.list) == before
+}
+
+// script resolves and checks a script path: it must exist, start with a
+// shebang and be executable. It returns the absolute path, or why the
+// script cannot be used.
+func (y *yamlParser) script(p string) (string, string) {
+	src := y.src
+	if src.Confined {
+		if filepath.IsAbs(p) || strings.HasPrefix(p, "~") {
+			return "", "must be a path relative to " + confinedTo(src) + ", inside it"
+		}
+		abs := filepath.Join(src.Dir, p)
+		rel, err := filepath.Rel(src.Root, abs)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return "", "must stay inside " + confinedTo(src)
+		}
+		root, err := os.OpenRoot(src.Root)
+		if err != nil {
+			return "", fmt.Sprintf("cannot open %s: %v", src.Root, err)
+		}
+		defer root.Close()
+		f, err := root.Open(rel)
+		if err != nil {
+			return "", scriptOpenReason(p, err)
+		}
+		defer f.Close()
+		return abs, checkScript(p, f)
+	}
+	abs := p
+	switch {
+	case strings.HasPrefix(p, "~/"):
+		home := homeOf(src)
+		if home == "" {
+			return "", "cannot expand ~/: no home directory"
+		}
+		abs = filepath.Join(home, p[2:])
+	case filepath.IsAbs(p):
+		abs = filepath.Clean(p)
+	default:
+		abs = filepath.Join(src.Dir, p)
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return "", scriptOpenReason(p, err)
+	}
+	defer f.Close()
+	return abs, checkScript(p, f)
+}
+
+func confinedTo(src Source) string {
+	if src.Layer.NeedsTrust() && src.Root == src.Layer.Dir {
+		return "the project layer"
+	}
+	return "the plugin directory"
+}
+
+func scriptOpenReason(p string, err error) string {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Sprintf("script %s does not exist", p)
+	}
+	return fmt.Sprintf("cannot open script %s: %v", p, errors.Unwrap(err))
+}
+
+// checkScript checks that the open file is an executable regular file
+// starting with #!.
+func checkScript(p string, f *os.File) string {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Sprintf("cannot stat script %s: %v", p, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Sprintf("script %s is not a regular file", p)
+	}
+	if fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Sprintf("script %s is not executable; chmod +x it", p)
+	}
+	var head [2]byte
+	if n, _ := io.ReadFull(f, head[:]); n < 2 || string(head[:]) != "#!" {
+		return fmt.Sprintf("script %s does not start with a shebang (#!)", p)
+	}
+	return ""
+}
+
+func homeOf(src Source) string {
+	if src.Home != "" {
+		return src.Home
+	}
+	h, _ := os.UserHomeDir()
+	return h
+}

@@ -178,6 +178,10 @@ type Files interface {
 	// error and the walk goes on; ctx ending yields ctx's error and stops
 	// it. Stop early by breaking out of the loop.
 	Walk(ctx context.Context, name string, opts WalkOptions) iter.Seq2[FileInfo, error]
+	// Remove removes the file or empty directory name. A symbolic link is
+	// removed itself, not its target. The workspace root cannot be
+	// removed.
+	Remove(ctx context.Context, name string) error
 }
 
 // FileInfo describes a file in the workspace.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -102,6 +103,9 @@ func TestFilesConfinement(t *testing.T) {
 			check("stat", err)
 			check("write", w.l.WriteFile(ctx, name, []byte("pwned"), 0o644))
 			check("write below", w.l.WriteFile(ctx, filepath.Join(name, "x"), []byte("pwned"), 0o644))
+			// A link as the last element is removed itself (TestRemove);
+			// through one, nothing outside is reached.
+			check("remove below", w.l.Remove(ctx, filepath.Join(name, "x")))
 			for _, err := range w.l.Walk(ctx, name, WalkOptions{}) {
 				check("walk", err)
 				break
@@ -239,5 +243,62 @@ func TestReadDirStatWalk(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("walk went on after break: %d", n)
+	}
+}
+
+func TestRemove(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t)
+	ctx := t.Context()
+	dir := w.l.dir
+	if err := os.Mkdir(filepath.Join(dir, "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a.txt", "empty", "sub/c/d", filepath.Join(dir, "sub", "b.txt")} {
+		if err := w.l.Remove(ctx, name); err != nil {
+			t.Errorf("remove %s: %v", name, err)
+		}
+	}
+	for _, name := range []string{"a.txt", "empty", "sub/c/d", "sub/b.txt"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s is still there: %v", name, err)
+		}
+	}
+	// Links are removed, not what they point at, even outside.
+	for _, name := range []string{"out", "abs", "dirout"} {
+		if err := w.l.Remove(ctx, name); err != nil {
+			t.Errorf("remove link %s: %v", name, err)
+		}
+	}
+	w.requireSecretIntact(t)
+	if _, err := os.Stat(w.outside); err != nil {
+		t.Errorf("the directory a link pointed at is gone: %v", err)
+	}
+
+	tests := []struct {
+		name string
+		want error
+	}{
+		{"missing", fs.ErrNotExist},
+		{"sub", syscall.ENOTEMPTY},
+		{"../secret", ErrOutsideWorkspace},
+		{"", nil},
+		{".", nil},
+		{dir, nil},
+	}
+	for _, tt := range tests {
+		err := w.l.Remove(ctx, tt.name)
+		var pe *fs.PathError
+		switch {
+		case err == nil:
+			t.Errorf("remove %q succeeded", tt.name)
+		case !errors.As(err, &pe) || pe.Op != "remove" || pe.Path != tt.name:
+			t.Errorf("remove %q: %v, want a path error naming remove and the path", tt.name, err)
+		case tt.want != nil && !errors.Is(err, tt.want):
+			t.Errorf("remove %q: %v, want %v", tt.name, err, tt.want)
+		}
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("the workspace is gone: %v", err)
 	}
 }

@@ -137,7 +137,7 @@ type localProcess struct {
 
 	stdin          *os.File // nil without Command.Stdin
 	stdout, stderr *output
-	pipes          []*os.File // the parent's read ends, closed by the cut
+	pipes          []*os.File // the parent's read ends, cut by cutOutput
 
 	// exited is closed once the leader has exited and exit is set.
 	exited  chan struct{}
@@ -192,13 +192,15 @@ func (p *localProcess) Wait(ctx context.Context) (Exit, error) {
 	}
 }
 
-// cutOutput closes the parent's ends of the output pipes; copiers still
-// reading see the end, and processes still writing get EPIPE.
+// cutOutput ends the output pipes: their copiers take what the pipes
+// hold and close them, and processes still writing get EPIPE. A deadline
+// rather than a close, so that output a busy copier has not read yet is
+// not lost with the pipe.
 func (p *localProcess) cutOutput() {
 	p.stdout.setCut()
 	p.stderr.setCut()
 	for _, f := range p.pipes {
-		f.Close()
+		_ = f.SetReadDeadline(time.Now()) // fails only once the copier closed it
 	}
 }
 

@@ -367,3 +367,17 @@ func BenchmarkTeardown10(b *testing.B) {
 		}
 	}
 }
+
+// TestOutputSurvivesTheCut: what a command wrote before it exited reaches
+// the reader even when the pipes are cut at once, before the copier got
+// to it (as on a loaded machine).
+func TestOutputSurvivesTheCut(t *testing.T) {
+	t.Parallel()
+	l := newLocal(t, Options{OutputDelay: time.Nanosecond})
+	for range 20 {
+		exit, stdout, stderr := run(t, l, Command{Script: "head -c 60000 /dev/zero; echo end >&2"})
+		if exit.Code != 0 || len(stdout) != 60000 || stderr != "end\n" {
+			t.Fatalf("exit %+v, %d bytes of stdout, stderr %q; want 60000 bytes and end", exit, len(stdout), stderr)
+		}
+	}
+}

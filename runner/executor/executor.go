@@ -4,10 +4,14 @@
 // down on cancel, timeout or shutdown.
 //
 // Executor is the canonical interface; Local implements it in-process. In
-// a pod, a socket implementation will carry the same calls from the agent
-// container to the workspace container, which holds no secrets. That is
-// why every request is plain data (no *os.File, no func values) and every
-// stream is an io.Reader or io.Writer that a connection can carry.
+// a pod, Remote carries the same calls from the agent container to the
+// workspace container, which holds no secrets, where Serve answers them
+// with a Local (`aerie executor serve`). That is why every request is
+// plain data (no *os.File, no func values) and every stream is an
+// io.Reader or io.Writer that a connection can carry. The protocol they
+// speak over a unix socket — frames, streams, flow control, cancellation,
+// connection loss — is described at the top of protocol.go.
+//
 // Consumers should declare the narrower interfaces they use, such as a
 // file tool's Files.
 package executor

@@ -97,6 +97,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newProcessCmd(func() string { return config.Home(a.env) }),
 		newSessionCmd(a),
 		newRunCmd(a),
+		newExecutorCmd(),
 	)
 	return root
 }

@@ -4,10 +4,14 @@
 // down on cancel, timeout or shutdown.
 //
 // Executor is the canonical interface; Local implements it in-process. In
-// a pod, a socket implementation will carry the same calls from the agent
-// container to the workspace container, which holds no secrets. That is
-// why every request is plain data (no *os.File, no func values) and every
-// stream is an io.Reader or io.Writer that a connection can carry.
+// a pod, Remote carries the same calls from the agent container to the
+// workspace container, which holds no secrets, where Serve answers them
+// with a Local (`aerie executor serve`). That is why every request is
+// plain data (no *os.File, no func values) and every stream is an
+// io.Reader or io.Writer that a connection can carry. The protocol they
+// speak over a unix socket — frames, streams, flow control, cancellation,
+// connection loss — is described at the top of protocol.go.
+//
 // Consumers should declare the narrower interfaces they use, such as a
 // file tool's Files.
 package executor
@@ -178,6 +182,10 @@ type Files interface {
 	// error and the walk goes on; ctx ending yields ctx's error and stops
 	// it. Stop early by breaking out of the loop.
 	Walk(ctx context.Context, name string, opts WalkOptions) iter.Seq2[FileInfo, error]
+	// Remove removes the file or empty directory name. A symbolic link is
+	// removed itself, not its target. The workspace root cannot be
+	// removed.
+	Remove(ctx context.Context, name string) error
 }
 
 // FileInfo describes a file in the workspace.

@@ -162,6 +162,20 @@ func (l *Local) Walk(ctx context.Context, name string, opts WalkOptions) iter.Se
 	}
 }
 
+// Remove implements Files. os.Root removes the last element of the path
+// with unlinkat, so a symbolic link there is removed rather than followed,
+// while links in the middle are followed only if they stay inside.
+func (l *Local) Remove(ctx context.Context, name string) error {
+	rel, err := l.rel("remove", name)
+	if err != nil {
+		return err
+	}
+	if rel == "." {
+		return &fs.PathError{Op: "remove", Path: name, Err: errors.New("cannot remove the workspace root")}
+	}
+	return pathErr("remove", name, l.root.Remove(rel))
+}
+
 // WriteFile implements Files.
 func (l *Local) WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error {
 	rel, err := l.rel("write", name)

@@ -6,21 +6,27 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-// workspace is a Local on a workspace with a secret beside it and links
-// in it that lead inside and outside.
+// The tests of this file run against a Local and against a Remote served
+// that Local over a unix socket: the server enforces the workspace
+// boundary, and its errors reach the client intact.
+
+// workspace is an executor on a workspace with a secret beside it and
+// links in it that lead inside and outside.
 type workspace struct {
-	l       *Local
+	e       testExecutor
+	l       *Local // the Local behind e
 	outside string // directory holding the workspace and the secret
 	secret  string
 }
 
-func newWorkspace(t *testing.T) workspace {
+func newWorkspace(t *testing.T, kind string) workspace {
 	t.Helper()
 	outside := t.TempDir()
 	dir := filepath.Join(outside, "ws")
@@ -54,12 +60,8 @@ func newWorkspace(t *testing.T) workspace {
 			t.Fatal(err)
 		}
 	}
-	l, err := NewLocal(dir, Options{Reaper: testReaper})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close(t.Context()) })
-	return workspace{l: l, outside: outside, secret: secret}
+	e, l := openExecutor(t, kind, dir, Options{})
+	return workspace{e: e, l: l, outside: outside, secret: secret}
 }
 
 func (w workspace) requireSecretIntact(t *testing.T) {
@@ -71,7 +73,11 @@ func (w workspace) requireSecretIntact(t *testing.T) {
 
 func TestFilesConfinement(t *testing.T) {
 	t.Parallel()
-	w := newWorkspace(t)
+	each(t, true, testFilesConfinement)
+}
+
+func testFilesConfinement(t *testing.T, kind string) {
+	w := newWorkspace(t, kind)
 	ctx := t.Context()
 	escapes := []string{
 		"../secret",
@@ -96,13 +102,16 @@ func TestFilesConfinement(t *testing.T) {
 					t.Errorf("%s %s: unclear error %q", op, name, err)
 				}
 			}
-			_, err := w.l.ReadFile(ctx, name)
+			_, err := w.e.ReadFile(ctx, name)
 			check("read", err)
-			_, err = w.l.Stat(ctx, name)
+			_, err = w.e.Stat(ctx, name)
 			check("stat", err)
-			check("write", w.l.WriteFile(ctx, name, []byte("pwned"), 0o644))
-			check("write below", w.l.WriteFile(ctx, filepath.Join(name, "x"), []byte("pwned"), 0o644))
-			for _, err := range w.l.Walk(ctx, name, WalkOptions{}) {
+			check("write", w.e.WriteFile(ctx, name, []byte("pwned"), 0o644))
+			check("write below", w.e.WriteFile(ctx, filepath.Join(name, "x"), []byte("pwned"), 0o644))
+			// A link as the last element is removed itself (TestRemove);
+			// through one, nothing outside is reached.
+			check("remove below", w.e.Remove(ctx, filepath.Join(name, "x")))
+			for _, err := range w.e.Walk(ctx, name, WalkOptions{}) {
 				check("walk", err)
 				break
 			}
@@ -119,7 +128,7 @@ func TestFilesConfinement(t *testing.T) {
 		filepath.Join(w.l.dir, "sub", "b.txt"): "b",
 		filepath.Join(w.l.real, "a.txt"):       "a",
 	} {
-		got, err := w.l.ReadFile(ctx, name)
+		got, err := w.e.ReadFile(ctx, name)
 		if err != nil || string(got) != want {
 			t.Errorf("read %s = %q, %v; want %q", name, got, err, want)
 		}
@@ -128,12 +137,16 @@ func TestFilesConfinement(t *testing.T) {
 
 func TestWriteFile(t *testing.T) {
 	t.Parallel()
-	w := newWorkspace(t)
+	each(t, true, testWriteFile)
+}
+
+func testWriteFile(t *testing.T, kind string) {
+	w := newWorkspace(t, kind)
 	ctx := t.Context()
 	dir := w.l.dir
 
 	// New file, in new directories, with the mode asked for.
-	if err := w.l.WriteFile(ctx, "new/deep/f.txt", []byte("1"), 0o640); err != nil {
+	if err := w.e.WriteFile(ctx, "new/deep/f.txt", []byte("1"), 0o640); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(filepath.Join(dir, "new/deep/f.txt")); err != nil || fi.Mode().Perm() != 0o640 {
@@ -144,14 +157,14 @@ func TestWriteFile(t *testing.T) {
 	if err := os.WriteFile(script, []byte("old"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.l.WriteFile(ctx, "run.sh", []byte("#!/bin/sh\n"), 0o644); err != nil {
+	if err := w.e.WriteFile(ctx, "run.sh", []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(script); err != nil || fi.Mode().Perm() != 0o755 {
 		t.Errorf("rewritten file: %v, %v; want mode 0755 kept", fi, err)
 	}
 	// A link is written through: the link stays, its target changes.
-	if err := w.l.WriteFile(ctx, "chain", []byte("via link"), 0); err != nil {
+	if err := w.e.WriteFile(ctx, "chain", []byte("via link"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "via link" {
@@ -161,7 +174,7 @@ func TestWriteFile(t *testing.T) {
 		t.Errorf("chain is no longer a link: %v, %v", fi, err)
 	}
 	// A dangling link inside the workspace creates its target.
-	if err := w.l.WriteFile(ctx, "dangles", []byte("created"), 0); err != nil {
+	if err := w.e.WriteFile(ctx, "dangles", []byte("created"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "new.txt")); string(b) != "created" {
@@ -169,7 +182,7 @@ func TestWriteFile(t *testing.T) {
 	}
 	// Not over a directory, nor the root.
 	for _, name := range []string{"sub", ".", ""} {
-		if err := w.l.WriteFile(ctx, name, []byte("x"), 0); err == nil {
+		if err := w.e.WriteFile(ctx, name, []byte("x"), 0); err == nil {
 			t.Errorf("wrote over directory %q", name)
 		}
 	}
@@ -184,10 +197,14 @@ func TestWriteFile(t *testing.T) {
 
 func TestReadDirStatWalk(t *testing.T) {
 	t.Parallel()
-	w := newWorkspace(t)
+	each(t, true, testReadDirStatWalk)
+}
+
+func testReadDirStatWalk(t *testing.T, kind string) {
+	w := newWorkspace(t, kind)
 	ctx := t.Context()
 
-	infos, err := w.l.ReadDir(ctx, "sub")
+	infos, err := w.e.ReadDir(ctx, "sub")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +216,7 @@ func TestReadDirStatWalk(t *testing.T) {
 		t.Errorf("ReadDir (-want +got):\n%s", diff)
 	}
 
-	root, err := w.l.ReadDir(ctx, "")
+	root, err := w.e.ReadDir(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +226,7 @@ func TestReadDirStatWalk(t *testing.T) {
 		}
 	}
 
-	fi, err := w.l.Stat(ctx, "subin")
+	fi, err := w.e.Stat(ctx, "subin")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +235,7 @@ func TestReadDirStatWalk(t *testing.T) {
 	}
 
 	var walked []string
-	for fi, err := range w.l.Walk(ctx, ".", WalkOptions{SkipDirs: []string{".git", "c"}}) {
+	for fi, err := range w.e.Walk(ctx, ".", WalkOptions{SkipDirs: []string{".git", "c"}}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +248,7 @@ func TestReadDirStatWalk(t *testing.T) {
 
 	// Breaking out of the loop stops the walk.
 	n := 0
-	for range w.l.Walk(ctx, "", WalkOptions{}) {
+	for range w.e.Walk(ctx, "", WalkOptions{}) {
 		n++
 		if n == 2 {
 			break
@@ -239,5 +256,66 @@ func TestReadDirStatWalk(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("walk went on after break: %d", n)
+	}
+}
+
+func TestRemove(t *testing.T) {
+	t.Parallel()
+	each(t, true, testRemove)
+}
+
+func testRemove(t *testing.T, kind string) {
+	w := newWorkspace(t, kind)
+	ctx := t.Context()
+	dir := w.l.dir
+	if err := os.Mkdir(filepath.Join(dir, "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a.txt", "empty", "sub/c/d", filepath.Join(dir, "sub", "b.txt")} {
+		if err := w.e.Remove(ctx, name); err != nil {
+			t.Errorf("remove %s: %v", name, err)
+		}
+	}
+	for _, name := range []string{"a.txt", "empty", "sub/c/d", "sub/b.txt"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s is still there: %v", name, err)
+		}
+	}
+	// Links are removed, not what they point at, even outside.
+	for _, name := range []string{"out", "abs", "dirout"} {
+		if err := w.e.Remove(ctx, name); err != nil {
+			t.Errorf("remove link %s: %v", name, err)
+		}
+	}
+	w.requireSecretIntact(t)
+	if _, err := os.Stat(w.outside); err != nil {
+		t.Errorf("the directory a link pointed at is gone: %v", err)
+	}
+
+	tests := []struct {
+		name string
+		want error
+	}{
+		{"missing", fs.ErrNotExist},
+		{"sub", syscall.ENOTEMPTY},
+		{"../secret", ErrOutsideWorkspace},
+		{"", nil},
+		{".", nil},
+		{dir, nil},
+	}
+	for _, tt := range tests {
+		err := w.e.Remove(ctx, tt.name)
+		var pe *fs.PathError
+		switch {
+		case err == nil:
+			t.Errorf("remove %q succeeded", tt.name)
+		case !errors.As(err, &pe) || pe.Op != "remove" || pe.Path != tt.name:
+			t.Errorf("remove %q: %v, want a path error naming remove and the path", tt.name, err)
+		case tt.want != nil && !errors.Is(err, tt.want):
+			t.Errorf("remove %q: %v, want %v", tt.name, err, tt.want)
+		}
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("the workspace is gone: %v", err)
 	}
 }

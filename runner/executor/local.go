@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -56,7 +57,9 @@ type Options struct {
 // status with process.AwaitExit and keeps it as a zombie until nothing of
 // its group is alive any more, or the group has been torn down. Until
 // then the leader's PID, which is also the group id, cannot be reused, so
-// verifying and signalling the group is free of races.
+// verifying and signalling the group is free of races. A detached group
+// (see Detach) is the exception: Local no longer signals it, so it reaps
+// the leader as soon as it exits, as init would once this process is gone.
 type Local struct {
 	root *os.Root
 	// dir is the workspace root, absolute and clean; real is dir with
@@ -134,7 +137,7 @@ type localProcess struct {
 
 	stdin          *os.File // nil without Command.Stdin
 	stdout, stderr *output
-	pipes          []*os.File // the parent's read ends, closed by the cut
+	pipes          []*os.File // the parent's read ends, cut by cutOutput
 
 	// exited is closed once the leader has exited and exit is set.
 	exited  chan struct{}
@@ -148,6 +151,14 @@ type localProcess struct {
 	teardownMu sync.Mutex // one teardown at a time
 	finishOnce sync.Once
 	finished   chan struct{}
+
+	// detachMu orders Detach against supervise: whichever of the two
+	// comes second sees what the first did and reaps the leader.
+	detachMu   sync.Mutex
+	detached   bool
+	leaderDone bool // supervise has seen the leader exit
+	// released is closed when the group is detached.
+	released chan struct{}
 }
 
 func (p *localProcess) ID() string { return p.id }
@@ -181,13 +192,15 @@ func (p *localProcess) Wait(ctx context.Context) (Exit, error) {
 	}
 }
 
-// cutOutput closes the parent's ends of the output pipes; copiers still
-// reading see the end, and processes still writing get EPIPE.
+// cutOutput ends the output pipes: their copiers take what the pipes
+// hold and close them, and processes still writing get EPIPE. A deadline
+// rather than a close, so that output a busy copier has not read yet is
+// not lost with the pipe.
 func (p *localProcess) cutOutput() {
 	p.stdout.setCut()
 	p.stderr.setCut()
 	for _, f := range p.pipes {
-		f.Close()
+		_ = f.SetReadDeadline(time.Now()) // fails only once the copier closed it
 	}
 }
 
@@ -236,7 +249,7 @@ func (l *Local) Start(ctx context.Context, c Command) (Process, error) {
 	p := &localProcess{
 		id: id, cmd: cmd, group: g, argv: argv, dir: cmd.Dir, started: started,
 		stdin: sio.inW, stdout: newOutput(), stderr: newOutput(),
-		exited: make(chan struct{}), finished: make(chan struct{}),
+		exited: make(chan struct{}), finished: make(chan struct{}), released: make(chan struct{}),
 	}
 	p.pipes = append(p.pipes, sio.outR)
 	go copyOutput(p.stdout, sio.outR)
@@ -341,9 +354,15 @@ func (l *Local) supervise(p *localProcess) {
 	p.waitErr = err
 	close(p.exited)
 	time.AfterFunc(l.outputDelay, p.cutOutput)
-	if err != nil {
-		// Not our child after all (something else reaped it): there is
-		// no zombie to keep.
+	p.detachMu.Lock()
+	p.leaderDone = true
+	detached := p.detached
+	p.detachMu.Unlock()
+	if err != nil || detached {
+		// Not our child after all (something else reaped it), or no
+		// longer ours to signal: there is no zombie to keep. A detached
+		// leader must be reaped here, since a Reaper leaves the children
+		// it registered to their Wait.
 		l.finish(p)
 		return
 	}
@@ -394,6 +413,13 @@ func (l *Local) finish(p *localProcess) {
 func (l *Local) teardown(ctx context.Context, p *localProcess) (process.Report, error) {
 	p.teardownMu.Lock()
 	defer p.teardownMu.Unlock()
+	p.detachMu.Lock()
+	detached := p.detached
+	p.detachMu.Unlock()
+	if detached {
+		// Detached after TeardownAll listed it: no longer ours.
+		return process.Report{ID: p.id, PGID: p.group.PGID}, fmt.Errorf("process %s: %w", p.id, errDetached)
+	}
 	select {
 	case <-p.finished:
 		return process.Report{ID: p.id, PGID: p.group.PGID, Status: process.AlreadyExited}, nil
@@ -434,6 +460,82 @@ func (l *Local) all() []*localProcess {
 	l.mu.Unlock()
 	slices.SortFunc(ps, func(a, b *localProcess) int { return a.started.Compare(b.started) })
 	return ps
+}
+
+// Detach makes the executor stop owning the group id: it is no longer
+// listed, no longer torn down by TeardownAll, Close or the end of the
+// context it was started with, and it outlives the executor. The caller
+// becomes responsible for it, typically by registering the returned
+// description as a durable record (see ProcessInfo.Record), which
+// process.Registry can later verify and terminate.
+//
+// The group's streams stay as they are: the caller may go on reading
+// them, and should close them when it stops; once they are closed (or
+// this process has exited) the group's writes to its standard output and
+// error fail, so a group meant to outlive the run should write elsewhere.
+//
+// A group that has already ended, or that is being torn down, cannot be
+// detached: the error wraps ErrNotFound.
+func (l *Local) Detach(ctx context.Context, id string) (ProcessInfo, error) {
+	p, err := l.lookup(id)
+	if err != nil {
+		return ProcessInfo{}, fmt.Errorf("detach: %w", err)
+	}
+	l.settle(p)
+	p.teardownMu.Lock()
+	defer p.teardownMu.Unlock()
+	select {
+	case <-p.finished:
+		return ProcessInfo{}, fmt.Errorf("detach process %s: it has ended: %w", id, ErrNotFound)
+	default:
+	}
+	// stop fails when the context has ended and its teardown is waiting
+	// for teardownMu.
+	if p.tornDown.Load() || !p.stop() {
+		return ProcessInfo{}, fmt.Errorf("detach process %s: it is being torn down: %w", id, ErrNotFound)
+	}
+	l.mu.Lock()
+	delete(l.procs, id)
+	l.mu.Unlock()
+	info := p.Info()
+	p.detachMu.Lock()
+	p.detached = true
+	leaderDone := p.leaderDone
+	p.detachMu.Unlock()
+	close(p.released)
+	if leaderDone {
+		// The leader is a zombie kept only so that this executor could
+		// signal the group safely; it no longer will. The group id stays
+		// allocated as long as a member lives, and a record's birth
+		// fingerprint guards the rest.
+		l.finish(p)
+	}
+	return info, nil
+}
+
+// Record returns the durable record of a detached group, for
+// process.Registry. owner says who started it (a session id).
+func (i ProcessInfo) Record(owner string) process.Record {
+	return process.Record{Group: i.Group, Command: shellJoin(i.Argv), Dir: i.Dir, Owner: owner, StartedAt: i.StartedAt}
+}
+
+// shellJoin renders argv as a command line a person can read and paste
+// into a shell: arguments with anything but safe characters are quoted.
+func shellJoin(argv []string) string {
+	var b strings.Builder
+	for i, a := range argv {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+			b.WriteString(a)
+			continue
+		}
+		b.WriteByte('\'')
+		b.WriteString(strings.ReplaceAll(a, "'", `'\''`))
+		b.WriteByte('\'')
+	}
+	return b.String()
 }
 
 // Signal implements Commands.
@@ -484,7 +586,18 @@ func (l *Local) TeardownAll(ctx context.Context) ([]process.Report, error) {
 		wg.Go(func() { reports[i], errs[i] = l.teardown(ctx, p) })
 	}
 	wg.Wait()
-	return reports, errors.Join(errs...)
+	kept := reports[:0]
+	for i, rep := range reports {
+		if errors.Is(errs[i], errDetached) {
+			errs[i] = nil
+			continue
+		}
+		kept = append(kept, rep)
+	}
+	return kept, errors.Join(errs...)
 }
+
+// errDetached is what a teardown of a group detached meanwhile returns.
+var errDetached = fmt.Errorf("process group detached: %w", ErrNotFound)
 
 var _ Executor = (*Local)(nil)

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,10 +39,17 @@ func TestMain(m *testing.M) {
 // test.
 func newLocal(t testing.TB, opts Options) *Local {
 	t.Helper()
+	return openLocal(t, t.TempDir(), opts)
+}
+
+// openLocal returns a Local on the workspace dir, closed at the end of the
+// test.
+func openLocal(t testing.TB, dir string, opts Options) *Local {
+	t.Helper()
 	if opts.Reaper == nil {
 		opts.Reaper = testReaper
 	}
-	l, err := NewLocal(t.TempDir(), opts)
+	l, err := NewLocal(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +59,101 @@ func newLocal(t testing.TB, opts Options) *Local {
 		}
 	})
 	return l
+}
+
+// testExecutor is what the conformance tests drive: a Local, or a Remote
+// connected to a Local served over a unix socket.
+type testExecutor interface {
+	Executor
+	Close(ctx context.Context) error
+}
+
+// kinds are the implementations the conformance tests run against.
+var kinds = []string{"local", "remote"}
+
+// each runs f as a subtest for every kind of executor.
+func each(t *testing.T, parallel bool, f func(t *testing.T, kind string)) {
+	t.Helper()
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
+			f(t, kind)
+		})
+	}
+}
+
+// newExecutor returns an executor of kind on a fresh workspace, and the
+// Local that runs its commands; both are closed at the end of the test.
+func newExecutor(t testing.TB, kind string, opts Options) (testExecutor, *Local) {
+	t.Helper()
+	return openExecutor(t, kind, t.TempDir(), opts)
+}
+
+// openExecutor is newExecutor on the workspace dir.
+func openExecutor(t testing.TB, kind, dir string, opts Options) (testExecutor, *Local) {
+	t.Helper()
+	l := openLocal(t, dir, opts)
+	if kind == "local" {
+		return l, l
+	}
+	return serve(t, l), l
+}
+
+// serve serves l on a fresh socket and returns a Remote connected to it.
+// At the end of the test the Remote is closed and the server stopped.
+func serve(t testing.TB, l *Local) *Remote {
+	t.Helper()
+	return dial(t, serveSocket(t, l))
+}
+
+// serveSocket serves l on a fresh socket until the end of the test and
+// returns the socket's path.
+func serveSocket(t testing.TB, l *Local) string {
+	t.Helper()
+	sock := socketPath(t)
+	ln, err := Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- Serve(ctx, ln, l, ServeOptions{}) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return sock
+}
+
+// dial connects a Remote to the socket, closed at the end of the test.
+func dial(t testing.TB, sock string) *Remote {
+	t.Helper()
+	r, err := Dial(t.Context(), sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(context.Background()); err != nil {
+			t.Errorf("close remote: %v", err)
+		}
+	})
+	return r
+}
+
+// socketPath returns a path for a socket in a fresh directory. Not under
+// t.TempDir(): a socket's path must fit in 108 bytes.
+func socketPath(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "aerie-sock-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "executor.sock")
 }
 
 // procState is what a test reads of /proc/<pid>/stat.
@@ -157,5 +261,28 @@ func within[T any](t *testing.T, d time.Duration, what string, ch <-chan T) T {
 	case <-time.After(d):
 		t.Fatalf("%s did not happen within %s", what, d)
 		panic("unreachable")
+	}
+}
+
+// cpuTime returns the CPU time used by this process and by its children
+// that have been reaped.
+func cpuTime() time.Duration {
+	var self, children syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	var d time.Duration
+	for _, tv := range []syscall.Timeval{self.Utime, self.Stime, children.Utime, children.Stime} {
+		d += time.Duration(tv.Nano())
+	}
+	return d
+}
+
+// reportCPU starts counting CPU time; the function it returns, called
+// after the benchmark's loop, reports it per iteration as cpu-ns/op. On a
+// shared machine it is a steadier figure than the wall time.
+func reportCPU(b *testing.B) func() {
+	start := cpuTime()
+	return func() {
+		b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 	}
 }

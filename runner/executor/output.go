@@ -2,9 +2,12 @@ package executor
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // outputBuffer bounds how much of a command's output waits in memory for
@@ -102,10 +105,41 @@ func copyOutput(dst *output, src *os.File) {
 		if n > 0 {
 			dst.write(buf[:n])
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			drain(dst, src, buf)
+		}
 		if err != nil {
 			break
 		}
 	}
 	dst.end()
 	src.Close()
+}
+
+// maxDrain bounds what drain reads: more than a pipe holds by default,
+// but not all a writer that keeps going can produce.
+const maxDrain = 1 << 20
+
+// drain copies what the cut pipe src holds into dst without waiting for
+// more: the deadline that cut it makes every Read fail at once, data or
+// not.
+func drain(dst *output, src *os.File, buf []byte) {
+	rc, err := src.SyscallConn()
+	if err != nil {
+		return
+	}
+	for total := 0; total < maxDrain; {
+		var n int
+		var rerr error
+		cerr := rc.Control(func(fd uintptr) {
+			if rerr = unix.SetNonblock(int(fd), true); rerr == nil {
+				n, rerr = unix.Read(int(fd), buf)
+			}
+		})
+		if cerr != nil || rerr != nil || n <= 0 {
+			return // EAGAIN: nothing more for now; 0: every writer is gone
+		}
+		dst.write(buf[:n])
+		total += n
+	}
 }

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,9 +36,16 @@ func run(t *testing.T, e Commands, c Command) (Exit, string, string) {
 	return exit, within(t, 10*time.Second, "end of stdout", stdout), within(t, 10*time.Second, "end of stderr", stderr)
 }
 
+// The tests of this file run against a Local and against a Remote served
+// that Local over a unix socket: both must behave the same.
+
 func TestStartWait(t *testing.T) {
 	t.Parallel()
-	l := newLocal(t, Options{})
+	each(t, true, testStartWait)
+}
+
+func testStartWait(t *testing.T, kind string) {
+	e, l := newExecutor(t, kind, Options{})
 	if err := os.Mkdir(filepath.Join(l.dir, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +67,7 @@ func TestStartWait(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			exit, stdout, stderr := run(t, l, tt.cmd)
+			exit, stdout, stderr := run(t, e, tt.cmd)
 			if diff := cmp.Diff(tt.exit, exit, cmpopts.IgnoreFields(Exit{}, "Duration")); diff != "" {
 				t.Errorf("exit mismatch (-want +got):\n%s", diff)
 			}
@@ -71,28 +80,36 @@ func TestStartWait(t *testing.T) {
 
 func TestStartRefuses(t *testing.T) {
 	t.Parallel()
-	l := newLocal(t, Options{})
+	each(t, true, testStartRefuses)
+}
+
+func testStartRefuses(t *testing.T, kind string) {
+	e, _ := newExecutor(t, kind, Options{})
 	for name, c := range map[string]Command{
 		"nothing":         {},
 		"argv and script": {Argv: []string{"true"}, Script: "true"},
 		"empty program":   {Argv: []string{""}},
 		"unknown program": {Argv: []string{"aerie-no-such-program"}},
 	} {
-		if p, err := l.Start(t.Context(), c); err == nil {
+		if p, err := e.Start(t.Context(), c); err == nil {
 			t.Errorf("%s: started %s", name, p.ID())
 		}
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := l.Start(ctx, Command{Argv: []string{"true"}}); !errors.Is(err, context.Canceled) {
+	if _, err := e.Start(ctx, Command{Argv: []string{"true"}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("start with a done context: %v", err)
 	}
 }
 
 func TestStdin(t *testing.T) {
 	t.Parallel()
-	l := newLocal(t, Options{})
-	p, err := l.Start(t.Context(), Command{Argv: []string{"tr", "a-z", "A-Z"}, Stdin: true})
+	each(t, true, testStdin)
+}
+
+func testStdin(t *testing.T, kind string) {
+	e, _ := newExecutor(t, kind, Options{})
+	p, err := e.Start(t.Context(), Command{Argv: []string{"tr", "a-z", "A-Z"}, Stdin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,16 +135,18 @@ func TestDefaultEnvironmentHasNoSecrets(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://u:secret@db/aerie")
 	t.Setenv("AERIE_DATABASE_URL", "postgres://u:secret@db/aerie")
 	t.Setenv("LC_ALL", "C.UTF-8")
-	l := newLocal(t, Options{})
-	_, out, _ := run(t, l, Command{Argv: []string{"env"}})
-	if strings.Contains(out, "secret") {
-		t.Errorf("a secret reached the command:\n%s", out)
-	}
-	for _, want := range []string{"PATH=", "LC_ALL=C.UTF-8", process.MarkerEnv + "="} {
-		if !strings.Contains(out, want) {
-			t.Errorf("environment lacks %s:\n%s", want, out)
+	each(t, false, func(t *testing.T, kind string) {
+		e, _ := newExecutor(t, kind, Options{})
+		_, out, _ := run(t, e, Command{Argv: []string{"env"}})
+		if strings.Contains(out, "secret") {
+			t.Errorf("a secret reached the command:\n%s", out)
 		}
-	}
+		for _, want := range []string{"PATH=", "LC_ALL=C.UTF-8", process.MarkerEnv + "="} {
+			if !strings.Contains(out, want) {
+				t.Errorf("environment lacks %s:\n%s", want, out)
+			}
+		}
+	})
 }
 
 // escapingScript starts a member that holds stdout open, a member that
@@ -146,8 +165,12 @@ wait
 // as a zombie, and Wait and the output readers return. Not parallel: it
 // checks that this process has no zombie children at all.
 func TestTeardownLeavesNothing(t *testing.T) {
-	l := newLocal(t, Options{Grace: 100 * time.Millisecond})
-	p, err := l.Start(t.Context(), Command{Script: escapingScript})
+	each(t, false, testTeardownLeavesNothing)
+}
+
+func testTeardownLeavesNothing(t *testing.T, kind string) {
+	e, _ := newExecutor(t, kind, Options{Grace: 100 * time.Millisecond})
+	p, err := e.Start(t.Context(), Command{Script: escapingScript})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +185,7 @@ func TestTeardownLeavesNothing(t *testing.T) {
 	leader := proc{p.Info().PID, p.Info().Birth.StartTime}
 	ps["leader"] = leader
 
-	rep, err := l.Teardown(t.Context(), p.ID())
+	rep, err := e.Teardown(t.Context(), p.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +210,7 @@ func TestTeardownLeavesNothing(t *testing.T) {
 		return true
 	})
 	eventually(t, 10*time.Second, "no zombie child is left", func() bool { return len(zombieChildren()) == 0 })
-	if infos, err := l.List(t.Context()); err != nil || len(infos) > 0 {
+	if infos, err := e.List(t.Context()); err != nil || len(infos) > 0 {
 		t.Errorf("List = %+v, %v; want nothing", infos, err)
 	}
 }
@@ -196,10 +219,14 @@ func TestTeardownLeavesNothing(t *testing.T) {
 // its whole group, not only the leader.
 func TestContextTimeoutTearsDownGroup(t *testing.T) {
 	t.Parallel()
-	l := newLocal(t, Options{Grace: 100 * time.Millisecond})
+	each(t, true, testContextTimeoutTearsDownGroup)
+}
+
+func testContextTimeoutTearsDownGroup(t *testing.T, kind string) {
+	e, _ := newExecutor(t, kind, Options{Grace: 100 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
-	p, err := l.Start(ctx, Command{Script: "sleep 1000 & echo member $!; sleep 1000"})
+	p, err := e.Start(ctx, Command{Script: "sleep 1000 & echo member $!; sleep 1000"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +237,7 @@ func TestContextTimeoutTearsDownGroup(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "the member is gone", func() bool { return !ps["member"].present() })
 	eventually(t, 10*time.Second, "the group is no longer listed", func() bool {
-		infos, _ := l.List(t.Context())
+		infos, _ := e.List(t.Context())
 		return len(infos) == 0
 	})
 }
@@ -220,10 +247,14 @@ func TestContextTimeoutTearsDownGroup(t *testing.T) {
 // child stays listed until the command's context ends, which ends it.
 func TestLeftBehindChild(t *testing.T) {
 	t.Parallel()
-	l := newLocal(t, Options{Grace: 100 * time.Millisecond, OutputDelay: 50 * time.Millisecond})
+	each(t, true, testLeftBehindChild)
+}
+
+func testLeftBehindChild(t *testing.T, kind string) {
+	e, _ := newExecutor(t, kind, Options{Grace: 100 * time.Millisecond, OutputDelay: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	p, err := l.Start(ctx, Command{Script: "sleep 1000 & echo member $!"})
+	p, err := e.Start(ctx, Command{Script: "sleep 1000 & echo member $!"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +270,7 @@ func TestLeftBehindChild(t *testing.T) {
 		t.Errorf("unexpected output %q", sc.Text())
 	}
 
-	infos, err := l.List(t.Context())
+	infos, err := e.List(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,15 +283,19 @@ func TestLeftBehindChild(t *testing.T) {
 	cancel()
 	eventually(t, 10*time.Second, "the member is gone", func() bool { return !ps["member"].present() })
 	eventually(t, 10*time.Second, "the group is no longer listed", func() bool {
-		infos, _ := l.List(t.Context())
+		infos, _ := e.List(t.Context())
 		return len(infos) == 0
 	})
 }
 
 func TestSignal(t *testing.T) {
 	t.Parallel()
-	l := newLocal(t, Options{})
-	p, err := l.Start(t.Context(), Command{Script: `trap 'echo interrupted; exit 0' INT; echo ready 0; while :; do sleep 0.05; done`})
+	each(t, true, testSignal)
+}
+
+func testSignal(t *testing.T, kind string) {
+	e, _ := newExecutor(t, kind, Options{})
+	p, err := e.Start(t.Context(), Command{Script: `trap 'echo interrupted; exit 0' INT; echo ready 0; while :; do sleep 0.05; done`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +303,7 @@ func TestSignal(t *testing.T) {
 	if !sc.Scan() || sc.Text() != "ready 0" {
 		t.Fatalf("script said %q", sc.Text())
 	}
-	if err := l.Signal(t.Context(), p.ID(), syscall.SIGINT); err != nil {
+	if err := e.Signal(t.Context(), p.ID(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	if !sc.Scan() || sc.Text() != "interrupted" {
@@ -277,15 +312,19 @@ func TestSignal(t *testing.T) {
 	if exit, err := p.Wait(t.Context()); err != nil || exit.Code != 0 {
 		t.Errorf("Wait = %+v, %v", exit, err)
 	}
-	if err := l.Signal(t.Context(), "nope", syscall.SIGINT); !errors.Is(err, ErrNotFound) {
+	if err := e.Signal(t.Context(), "nope", syscall.SIGINT); !errors.Is(err, ErrNotFound) {
 		t.Errorf("signal to an unknown id: %v", err)
 	}
 }
 
 func TestWaitContext(t *testing.T) {
 	t.Parallel()
-	l := newLocal(t, Options{})
-	p, err := l.Start(t.Context(), Command{Argv: []string{"sleep", "1000"}})
+	each(t, true, testWaitContext)
+}
+
+func testWaitContext(t *testing.T, kind string) {
+	e, _ := newExecutor(t, kind, Options{})
+	p, err := e.Start(t.Context(), Command{Argv: []string{"sleep", "1000"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,26 +333,29 @@ func TestWaitContext(t *testing.T) {
 	if _, err := p.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Wait = %v, want the wait's deadline", err)
 	}
-	if infos, _ := l.List(t.Context()); len(infos) != 1 || infos[0].Exited {
+	if infos, _ := e.List(t.Context()); len(infos) != 1 || infos[0].Exited {
 		t.Errorf("the command should still run: %+v", infos)
 	}
 }
 
 func TestTeardownAllAndClose(t *testing.T) {
 	t.Parallel()
-	l, err := NewLocal(t.TempDir(), Options{Reaper: testReaper, Grace: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	each(t, true, testTeardownAllAndClose)
+}
+
+// testTeardownAllAndClose: Close tears down every group, and a Remote's
+// Close waits for its server to have done so.
+func testTeardownAllAndClose(t *testing.T, kind string) {
+	e, l := newExecutor(t, kind, Options{Grace: 100 * time.Millisecond})
 	var leaders []proc
 	for _, script := range []string{"sleep 1000", "trap '' TERM; sleep 1000", escapingScript} {
-		p, err := l.Start(t.Context(), Command{Script: script})
+		p, err := e.Start(t.Context(), Command{Script: script})
 		if err != nil {
 			t.Fatal(err)
 		}
 		leaders = append(leaders, proc{p.Info().PID, p.Info().Birth.StartTime})
 	}
-	if err := l.Close(t.Context()); err != nil {
+	if err := e.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "every leader is reaped", func() bool {
@@ -327,22 +369,146 @@ func TestTeardownAllAndClose(t *testing.T) {
 	if infos, err := l.List(t.Context()); err != nil || len(infos) > 0 {
 		t.Errorf("List = %+v, %v; want nothing", infos, err)
 	}
-	if _, err := l.Start(t.Context(), Command{Argv: []string{"true"}}); !errors.Is(err, ErrClosed) {
+	if _, err := e.Start(t.Context(), Command{Argv: []string{"true"}}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Start after Close: %v, want %v", err, ErrClosed)
 	}
 }
 
-func BenchmarkStartWait(b *testing.B) {
-	l := newLocal(b, Options{})
-	ctx := b.Context()
-	for b.Loop() {
-		p, err := l.Start(ctx, Command{Argv: []string{"true"}})
+// TestTeardownAll: TeardownAll ends every group and reports each.
+func TestTeardownAll(t *testing.T) {
+	t.Parallel()
+	each(t, true, func(t *testing.T, kind string) {
+		e, _ := newExecutor(t, kind, Options{Grace: 100 * time.Millisecond})
+		var ps []Process
+		for range 3 {
+			p, err := e.Start(t.Context(), Command{Script: "trap '' TERM; echo ready; sleep 1000"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// SIGTERM before the trap would end it.
+			if line, _ := bufio.NewReader(p.Stdout()).ReadString('\n'); line != "ready\n" {
+				t.Fatalf("script said %q", line)
+			}
+			ps = append(ps, p)
+		}
+		reps, err := e.TeardownAll(t.Context())
 		if err != nil {
-			b.Fatal(err)
+			t.Fatal(err)
 		}
-		if _, err := p.Wait(ctx); err != nil {
-			b.Fatal(err)
+		if len(reps) != len(ps) {
+			t.Errorf("TeardownAll reported %d groups, want %d: %+v", len(reps), len(ps), reps)
 		}
+		for _, p := range ps {
+			if exit, err := p.Wait(t.Context()); err != nil || !exit.TornDown || exit.Signal != "SIGKILL" {
+				t.Errorf("Wait = %+v, %v; want torn down by SIGKILL", exit, err)
+			}
+		}
+		if infos, err := e.List(t.Context()); err != nil || len(infos) > 0 {
+			t.Errorf("List = %+v, %v; want nothing", infos, err)
+		}
+	})
+}
+
+// TestStdinClosedByCommand: writing to the standard input of a command
+// that no longer reads it fails, as writing to a pipe does.
+func TestStdinClosedByCommand(t *testing.T) {
+	t.Parallel()
+	each(t, true, func(t *testing.T, kind string) {
+		e, _ := newExecutor(t, kind, Options{})
+		p, err := e.Start(t.Context(), Command{Script: "exec 0<&-; echo closed; sleep 1000", Stdin: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line, _ := bufio.NewReader(p.Stdout()).ReadString('\n'); line != "closed\n" {
+			t.Fatalf("script said %q", line)
+		}
+		// The first writes may still fill a pipe nobody reads; within a
+		// few windows' worth, one must fail.
+		chunk := make([]byte, 64<<10)
+		var werr error
+		for i := 0; i < 64 && werr == nil; i++ {
+			_, werr = p.Stdin().Write(chunk)
+		}
+		if !errors.Is(werr, syscall.EPIPE) {
+			t.Errorf("write to a closed stdin: %v, want EPIPE", werr)
+		}
+	})
+}
+
+// TestStdoutClosed: closing Stdout discards the rest of the output; the
+// command is never blocked by it.
+func TestStdoutClosed(t *testing.T) {
+	t.Parallel()
+	each(t, true, func(t *testing.T, kind string) {
+		e, _ := newExecutor(t, kind, Options{})
+		p, err := e.Start(t.Context(), Command{Argv: []string{"head", "-c", "50000000", "/dev/zero"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Stdout().Close()
+		if _, err := p.Stdout().Read(make([]byte, 1)); err == nil {
+			t.Error("read after Close succeeded")
+		}
+		if exit, err := p.Wait(t.Context()); err != nil || exit.Code != 0 {
+			t.Errorf("Wait = %+v, %v; want a plain exit", exit, err)
+		}
+	})
+}
+
+// TestConcurrentCommands runs commands side by side, each fed its own
+// input, under the race detector.
+func TestConcurrentCommands(t *testing.T) {
+	t.Parallel()
+	each(t, true, func(t *testing.T, kind string) {
+		e, _ := newExecutor(t, kind, Options{})
+		var wg sync.WaitGroup
+		for i := range 16 {
+			wg.Go(func() {
+				p, err := e.Start(t.Context(), Command{Script: "echo start $0; cat; echo end >&2", Stdin: true})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				stdout, stderr := readAll(p.Stdout()), readAll(p.Stderr())
+				want := strings.Repeat(fmt.Sprintf("line %d\n", i), 1000)
+				if _, err := io.WriteString(p.Stdin(), want); err != nil {
+					t.Error(err)
+				}
+				p.Stdin().Close()
+				if exit, err := p.Wait(t.Context()); err != nil || exit.Code != 0 {
+					t.Errorf("Wait = %+v, %v", exit, err)
+				}
+				if got := <-stdout; got != "start sh\n"+want {
+					t.Errorf("command %d: %d bytes of output, want %d", i, len(got), len(want)+9)
+				}
+				if got := <-stderr; got != "end\n" {
+					t.Errorf("command %d: stderr %q", i, got)
+				}
+				if _, err := e.List(t.Context()); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	})
+}
+
+func BenchmarkStartWait(b *testing.B) {
+	for _, kind := range kinds {
+		b.Run(kind, func(b *testing.B) {
+			e, _ := newExecutor(b, kind, Options{})
+			ctx := b.Context()
+			defer reportCPU(b)()
+			for b.Loop() {
+				p, err := e.Start(ctx, Command{Argv: []string{"true"}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := p.Wait(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
@@ -366,4 +532,20 @@ func BenchmarkTeardown10(b *testing.B) {
 			b.Fatalf("Teardown = %+v, %v", rep, err)
 		}
 	}
+}
+
+// TestOutputSurvivesTheCut: what a command wrote before it exited reaches
+// the reader even when the pipes are cut at once, before the copier got
+// to it (as on a loaded machine).
+func TestOutputSurvivesTheCut(t *testing.T) {
+	t.Parallel()
+	each(t, true, func(t *testing.T, kind string) {
+		e, _ := newExecutor(t, kind, Options{OutputDelay: time.Nanosecond})
+		for range 20 {
+			exit, stdout, stderr := run(t, e, Command{Script: "head -c 60000 /dev/zero; echo end >&2"})
+			if exit.Code != 0 || len(stdout) != 60000 || stderr != "end\n" {
+				t.Fatalf("exit %+v, %d bytes of stdout, stderr %q; want 60000 bytes and end", exit, len(stdout), stderr)
+			}
+		}
+	})
 }

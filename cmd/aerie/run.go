@@ -34,6 +34,8 @@ type runFlags struct {
 	maxDuration                           time.Duration
 	eventsJSONL                           bool
 	rawDir                                string
+	atifOutput                            string
+	atifPlaintext                         bool
 }
 
 // Default models, used when --model is not given for a new session.
@@ -94,7 +96,9 @@ cancelled by SIGINT or SIGTERM.`,
 	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "stop once input and output tokens reach this many (0: no limit)")
 	fl.DurationVar(&f.maxDuration, "max-duration", time.Hour, "stop after this much wall time (0: no limit)")
 	fl.BoolVar(&f.eventsJSONL, "events-jsonl", false, "write JSON Lines events to standard output, even on a terminal")
-	fl.StringVar(&f.rawDir, "tool-result-raw-dir", "", "`directory` for the full output of capped tool results")
+	fl.StringVar(&f.rawDir, "tool-result-raw-dir", "", "`directory` for the full output of capped tool results (default: raw/ beside --atif-output)")
+	fl.StringVar(&f.atifOutput, "atif-output", "", "write the session's ATIF v1.7 trajectory to `file` at the end")
+	fl.BoolVar(&f.atifPlaintext, "atif-system-prompt-plaintext", false, "put the system prompt itself in the trajectory, not only its digest")
 	return cmd
 }
 
@@ -125,6 +129,9 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	home := config.Home(a.env)
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 
+	if f.rawDir == "" && f.atifOutput != "" {
+		f.rawDir = filepath.Join(filepath.Dir(f.atifOutput), "raw")
+	}
 	capper := &tools.Capper{
 		Max:    loaded.Config.ToolResults.MaxBytes,
 		Head:   loaded.Config.ToolResults.HeadBytes,
@@ -204,6 +211,13 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 		}
 		return err
 	}
+	if f.atifOutput != "" {
+		// The trajectory is a by-product: failing to write it is a warning
+		// and never changes the session's outcome.
+		if err := writeTrajectory(ctx, st, dir, rep, opts.System, f, a.version); err != nil {
+			logger.Warn("write the ATIF trajectory", "path", f.atifOutput, "err", err)
+		}
+	}
 	for _, rec := range rep.Preserved {
 		logger.Warn("background process left running; end it with aerie process terminate", "id", rec.ID, "pid", rec.PID, "command", rec.Command)
 	}
@@ -215,6 +229,28 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 		msg += ": " + rep.Result.Reason
 	}
 	return &exitError{code: rep.ExitCode, err: errors.New(msg)}
+}
+
+// writeTrajectory writes the session's ATIF trajectory from its stored
+// stream.
+func writeTrajectory(ctx context.Context, st store.Store, tenant string, rep headless.Report, system string, f runFlags, version string) error {
+	entries, err := st.Entries(context.WithoutCancel(ctx), tenant, rep.Session.ID)
+	if err != nil {
+		return fmt.Errorf("read session %s: %w", rep.Session.ID, err)
+	}
+	traj, err := events.BuildTrajectory(events.TrajectoryInput{
+		Session:             rep.Session,
+		Entries:             entries,
+		SystemPrompt:        system,
+		IncludeSystemPrompt: f.atifPlaintext,
+		Agent:               events.AgentInfo{Name: "aerie", Version: version},
+		Tools:               rep.Tools,
+		Outcome:             string(rep.Result.Outcome),
+	})
+	if err != nil {
+		return err
+	}
+	return events.WriteTrajectory(f.atifOutput, traj)
 }
 
 func (f runFlags) validate() error {

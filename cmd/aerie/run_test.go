@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -80,12 +81,17 @@ func (e *e2e) run(args ...string) runOutput {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
+	if len(args) > 0 && args[0] != "run" {
+		return e.output(cmd, err, "", stderr.String(), stdout.String())
+	}
 	return e.output(cmd, err, stdout.String(), stderr.String())
 }
 
-func (e *e2e) output(cmd *exec.Cmd, err error, stdout, stderr string) runOutput {
+// output collects how a run ended; stdout is parsed as JSON Lines events,
+// and plain, if given, is standard output kept as it is.
+func (e *e2e) output(cmd *exec.Cmd, err error, stdout, stderr string, plain ...string) runOutput {
 	e.t.Helper()
-	out := runOutput{stdout: stdout, stderr: stderr}
+	out := runOutput{stdout: stdout + strings.Join(plain, ""), stderr: stderr}
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
@@ -697,5 +703,113 @@ func TestRunPromptFromStdin(t *testing.T) {
 	}
 	if got := req.Messages[0].Content[0].Text; got != "the task from a pipe" {
 		t.Errorf("prompt = %q", got)
+	}
+}
+
+// TestRunPreservesBackgroundProcesses leaves a background group running
+// after a completed session, recorded for aerie process, and ends it after a
+// spent budget.
+func TestRunPreservesBackgroundProcesses(t *testing.T) {
+	t.Parallel()
+	start := toolTurn(call("bg", "bash", map[string]any{"command": "echo $$ > bg.pid; exec sleep 300", "background": true}))
+	e := newE2E(t, start, answer("left a server running"))
+	out := e.run("run", "start a server")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	pid := waitLines(t, filepath.Join(e.ws, "bg.pid"), 1)
+	if _, err := os.Stat("/proc/" + pid[0]); err != nil {
+		t.Fatalf("the background process did not outlive the session: %v", err)
+	}
+	if !strings.Contains(out.stderr, "aerie process terminate") {
+		t.Errorf("stderr does not tell how to end the process:\n%s", out.stderr)
+	}
+
+	list := e.run("process", "list", "--json")
+	var listed struct {
+		Processes []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+			Record struct {
+				PID   int    `json:"pid"`
+				Owner string `json:"owner"`
+			} `json:"record"`
+		} `json:"processes"`
+	}
+	if err := json.Unmarshal([]byte(list.stdout), &listed); err != nil {
+		t.Fatalf("process list --json: %v\n%s", err, list.stdout)
+	}
+	if len(listed.Processes) != 1 || listed.Processes[0].Status != "running" || strconv.Itoa(listed.Processes[0].Record.PID) != pid[0] || listed.Processes[0].Record.Owner != out.end(t).Session {
+		t.Fatalf("process list = %+v, want the running background group of the session", listed)
+	}
+	if term := e.run("process", "terminate", listed.Processes[0].ID); term.code != 0 {
+		t.Fatalf("terminate: exit %d\n%s", term.code, term.stderr)
+	}
+	requireGone(t, pid)
+
+	// After a spent budget the group is ended with the session.
+	waitPID := toolTurn(call("w", "bash", map[string]any{"command": "while [ ! -s bg.pid ]; do sleep 0.05; done"}))
+	e2 := newE2E(t, start, waitPID, answer("never asked"))
+	out = e2.run("run", "--max-turns", "2", "start a server")
+	if out.code != 4 {
+		t.Fatalf("exit %d, want 4\n%s", out.code, out.stderr)
+	}
+	requireGone(t, waitLines(t, filepath.Join(e2.ws, "bg.pid"), 1))
+	if entries, _ := os.ReadDir(filepath.Join(e2.home, "processes")); len(entries) != 0 {
+		t.Errorf("records left after a spent budget: %v", entries)
+	}
+}
+
+// TestRunATIF writes the trajectory at the end, with the system prompt's
+// digest unless asked for the text, and only warns when it cannot.
+func TestRunATIF(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, toolTurn(call("c", "bash", map[string]any{"command": "seq 1 20000"})), answer("counted"))
+	path := filepath.Join(e.ws, "out", "trajectory.json")
+	out := e.run("run", "--atif-output", path, "count")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var traj struct {
+		SchemaVersion string `json:"schema_version"`
+		SessionID     string `json:"session_id"`
+		Steps         []struct {
+			Source  string `json:"source"`
+			Message string `json:"message"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal(b, &traj); err != nil {
+		t.Fatal(err)
+	}
+	if traj.SchemaVersion != "ATIF-v1.7" || traj.SessionID != out.end(t).Session || len(traj.Steps) < 4 {
+		t.Errorf("trajectory: version %q, session %q, %d steps", traj.SchemaVersion, traj.SessionID, len(traj.Steps))
+	}
+	if strings.Contains(string(b), "You are aerie") {
+		t.Error("the trajectory holds the system prompt without --atif-system-prompt-plaintext")
+	}
+	// The capped output was spilled beside the trajectory.
+	raw, err := os.ReadDir(filepath.Join(e.ws, "out", "raw"))
+	if err != nil || len(raw) != 1 {
+		t.Errorf("raw sidecars = %v, %v; want the full output of the capped call", raw, err)
+	}
+
+	e2 := newE2E(t, answer("done"))
+	out = e2.run("run", "--atif-output", path, "--atif-system-prompt-plaintext", "x")
+	if b, _ := os.ReadFile(path); out.code != 0 || !strings.Contains(string(b), "You are aerie") {
+		t.Errorf("exit %d; the trajectory does not hold the system prompt with --atif-system-prompt-plaintext", out.code)
+	}
+
+	e3 := newE2E(t, answer("done"))
+	blocker := filepath.Join(e3.ws, "file")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = e3.run("run", "--atif-output", filepath.Join(blocker, "t.json"), "x")
+	if out.code != 0 || !strings.Contains(out.stderr, "ATIF") {
+		t.Errorf("an unwritable trajectory: exit %d, stderr %q; want 0 and a warning", out.code, out.stderr)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/process"
+	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/tools"
 )
@@ -172,7 +173,9 @@ type Report struct {
 	Session store.Session
 	// Settings are the provider and model the run used.
 	Settings store.Settings
-	Result   agent.Result
+	// Tools are the tools the model was offered.
+	Tools  []provider.Tool
+	Result agent.Result
 	ExitCode int
 	// Preserved are the background groups left running, with their records.
 	Preserved []process.Record
@@ -242,7 +245,7 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	}, agent.History(snap), usage)
 	res := loop.Run(ctx, opts.Prompt)
 
-	rep := Report{Session: sess, Settings: settings, Result: res, ExitCode: ExitCode(res)}
+	rep := Report{Session: sess, Settings: settings, Tools: reg.Definitions(), Result: res, ExitCode: ExitCode(res)}
 	// Everything below must run after a cancel: the processes must end and
 	// the journal must drain whatever stopped the loop.
 	cleanup := context.WithoutCancel(ctx)

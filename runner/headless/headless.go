@@ -174,8 +174,8 @@ type Report struct {
 	// Settings are the provider and model the run used.
 	Settings store.Settings
 	// Tools are the tools the model was offered.
-	Tools  []provider.Tool
-	Result agent.Result
+	Tools    []provider.Tool
+	Result   agent.Result
 	ExitCode int
 	// Preserved are the background groups left running, with their records.
 	Preserved []process.Record

@@ -233,7 +233,7 @@ func TestToolPrecedence(t *testing.T) {
 		{
 			name: "agent-authored home tool needs a pin",
 			files: map[string]string{
-				"home/tools/wc.toml": manifest("wc", "/bin/cat"),
+				"home/tools/wc.toml":                 manifest("wc", "/bin/cat"),
 				"home/tools/wc.toml.provenance.json": `{"origin":"agent","operation_id":"op1","digest":"sha256:` + strings.Repeat("0", 64) + `","activation_boundary":"next_turn"}`,
 			},
 			want: map[string]string{"home/tools/wc.toml": "inactive/untrusted"},

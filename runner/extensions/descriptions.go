@@ -126,7 +126,7 @@ func loadDescriptions(v *view) (Descriptions, []Artifact) {
 		if !filepath.IsAbs(path) && v.wsDir != "" {
 			path = filepath.Join(v.wsDir, v.workRel, path)
 		}
-		a := Artifact{Type: TypeToolDescriptions, Name: ToolDescriptionsFileEnv, Path: path, private: true}
+		a := Artifact{Type: TypeToolDescriptions, Name: ToolDescriptionsFileEnv, Layer: EnvironmentLayer, Path: path, private: true}
 		doc, err := readOSFile(path, MaxArtifactBytes)
 		var m map[string]string
 		if err == nil {
@@ -154,6 +154,7 @@ func loadDescriptions(v *view) (Descriptions, []Artifact) {
 		a := newArtifact(TypeToolDescriptions, lv, ToolDescriptionsFile)
 		a.Name = ToolDescriptionsFile
 		if decider >= 0 && !(fellBack && lv.Kind == KindBundled) {
+			a.Digest = fileDigest(lv.files, ToolDescriptionsFile)
 			a.shadow(&arts[decider])
 			if fellBack {
 				a.Reason = fmt.Sprintf("not used: the nearer %s failed, and only the bundled descriptions replace it", arts[decider].Path)

@@ -120,7 +120,7 @@ func composePrompt(v *view, persona string) (Prompt, []Artifact) {
 		if !filepath.IsAbs(path) && v.wsDir != "" {
 			path = filepath.Join(v.wsDir, v.workRel, path)
 		}
-		a := Artifact{Type: TypeSystemPrompt, Name: SystemPromptFileEnv, Path: path, private: true}
+		a := Artifact{Type: TypeSystemPrompt, Name: SystemPromptFileEnv, Layer: EnvironmentLayer, Path: path, private: true}
 		doc, err := readOSFile(path, MaxArtifactBytes)
 		if err != nil {
 			a.skip(fmt.Errorf("read %s: %w; using the layered %s", SystemPromptFileEnv, err, SystemFile))
@@ -319,8 +319,11 @@ func cutUTF8(b []byte) []byte {
 	return b
 }
 
-// text returns a file's bytes as prompt text: invalid UTF-8 replaced.
-func text(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD") }
+// text returns a file's bytes as prompt text: invalid UTF-8 replaced,
+// trailing blank space dropped (parts are joined with blank lines).
+func text(b []byte) string {
+	return strings.TrimRight(strings.ToValidUTF8(string(b), "\uFFFD"), " \t\r\n")
+}
 
 // joinRel joins a workspace root and a path relative to it.
 func joinRel(ws, rel string) string { return filepath.Join(ws, rel) }

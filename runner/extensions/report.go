@@ -143,6 +143,20 @@ func (r Report) Problems() []error {
 // Problem reports whether a is a problem in the sense of Problems.
 func (a Artifact) Problem() bool { return a.private && a.Status == StatusSkipped && a.Err != nil }
 
+// EnvironmentLayer is the Layer of artifacts named by environment
+// variables (AERIE_SYSTEM_PROMPT_FILE, AERIE_TOOL_DESCRIPTIONS_FILE).
+const EnvironmentLayer = "environment"
+
+// fileDigest returns the digest of an artifact that is reported but not
+// used, "" when it cannot be read.
+func fileDigest(f files, name string) string {
+	b, err := f.readFile(name, MaxArtifactBytes)
+	if err != nil {
+		return ""
+	}
+	return digest(b)
+}
+
 // digest returns "sha256:<hex>" of b.
 func digest(b []byte) string {
 	s := sha256.Sum256(b)

@@ -192,6 +192,7 @@ func loadToolsets(v *view) (*Toolsets, []Artifact) {
 		a := newArtifact(TypeToolsets, lv, ToolsetsFile)
 		a.Name = ToolsetsFile
 		if decider >= 0 {
+			a.Digest = fileDigest(lv.files, ToolsetsFile)
 			a.shadow(&arts[decider])
 			arts = append(arts, a)
 			continue

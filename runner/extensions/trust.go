@@ -159,7 +159,7 @@ func loadPins(v *view) (*Pins, []Artifact) {
 		for _, pin := range pins {
 			p.byPath[pin.Path] = append(p.byPath[pin.Path], pin.SHA256)
 		}
-		a.Status = StatusActive
+		a.Status, a.Reason = StatusActive, fmt.Sprintf("%d pin(s)", len(pins))
 		arts = append(arts, a)
 	}
 	return p, arts
@@ -201,18 +201,15 @@ func (p *Pins) Check(l Layer, manifest string, executables []string) Verdict {
 }
 
 func (p *Pins) check(l Layer, manifest string, executables []string) Verdict {
-	var ws string
-	if p != nil {
-		ws = p.workspace
+	if p == nil {
+		return Verdict{Status: Untrusted, Reason: "no trust pins were loaded", Pinned: true}
 	}
-	pin, err := ComputePin(ws, l, manifest, executables)
+	pin, err := ComputePin(p.workspace, l, manifest, executables)
 	if err != nil {
 		return Verdict{Status: Untrusted, Reason: sanitize(err.Error()), Pinned: true}
 	}
 	v := Verdict{Pin: &pin, Pinned: true}
 	switch {
-	case p == nil:
-		v.Status, v.Reason = Untrusted, "no trust pins were loaded"
 	case p.err != nil:
 		v.Status, v.Reason = Untrusted, "a trust file is malformed, so nothing that needs a pin runs: "+sanitize(p.err.Error())
 	case len(p.byPath[pin.Path]) == 0:

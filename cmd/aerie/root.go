@@ -74,6 +74,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newSetupCmd(a),
 		newProcessCmd(func() string { return config.Home(a.env) }),
 		newSessionCmd(a),
+		newExtensionsCmd(a),
 	)
 	return root
 }

@@ -271,7 +271,12 @@ func (v *view) openLayer(l Layer) (files, error) {
 		} else if !fi.IsDir() {
 			return nil, fmt.Errorf("%s is not a directory", l.Dir)
 		}
-		return rootFiles{root: v.ws, dir: l.Dir, prefix: rel}, nil
+		rf := rootFiles{root: v.ws, dir: l.Dir, prefix: rel}
+		if sub, err := v.ws.OpenRoot(rel); err == nil {
+			rf.sub = sub
+			v.closers = append(v.closers, sub)
+		}
+		return rf, nil
 	default:
 		r, err := os.OpenRoot(l.Dir)
 		if err != nil {

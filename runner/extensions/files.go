@@ -59,34 +59,89 @@ type files interface {
 	// path returns the name as a path for people: absolute on disk,
 	// "bundled:<name>" for embedded files.
 	path(name string) string
+	// openBase opens, without following it out of the base, a file by its
+	// path from the base of the layer's trust pins: the workspace root
+	// for a project layer, the layer's directory for the others.
+	openBase(rel string) (*os.File, error)
 }
 
 // rootFiles is a layer on disk read through an os.Root: the workspace's
 // for project layers (prefix is the layer's directory inside it), the
 // layer's own for the others.
+//
+// A project layer also has sub, a root opened at the layer itself. Every
+// read tries it first: os.Root resolves a path one component at a time,
+// with a system call or two each, so a short path from the layer is much
+// cheaper than a long one from the workspace root. Only when sub refuses a
+// path as escaping it (a symbolic link to elsewhere in the workspace) is
+// the read repeated through the workspace root, which decides.
 type rootFiles struct {
 	root   *os.Root
-	dir    string // absolute directory of the layer
-	prefix string // the layer's directory relative to root, "." for itself
+	sub    *os.Root // nil: read through root only
+	dir    string   // absolute directory of the layer
+	prefix string   // the layer's directory relative to root, "." for itself
 }
 
 func (r rootFiles) rel(name string) string {
 	return filepath.Join(r.prefix, filepath.FromSlash(name))
 }
 
-func (r rootFiles) readFile(name string, max int64) ([]byte, error) {
-	return readRoot(r.root, r.rel(name), max)
+// open opens name (slash-separated, in the layer) for reading without
+// blocking on a FIFO.
+func (r rootFiles) open(name string) (*os.File, error) {
+	if r.sub != nil {
+		f, err := r.sub.OpenFile(filepath.FromSlash(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if !escapes(err) {
+			return f, err
+		}
+	}
+	return r.root.OpenFile(r.rel(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }
 
-func (r rootFiles) lstat(name string) (fs.FileInfo, error) { return r.root.Lstat(r.rel(name)) }
+func (r rootFiles) readFile(name string, max int64) ([]byte, error) {
+	f, err := r.open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readBounded(f, max)
+}
+
+func (r rootFiles) openBase(rel string) (*os.File, error) {
+	if r.sub != nil {
+		if inner, ok := relInside(r.prefix, rel); ok {
+			f, err := r.sub.OpenFile(inner, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+			if !escapes(err) {
+				return f, err
+			}
+		}
+	}
+	return r.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
+func (r rootFiles) lstat(name string) (fs.FileInfo, error) {
+	if r.sub != nil {
+		fi, err := r.sub.Lstat(filepath.FromSlash(name))
+		if !escapes(err) {
+			return fi, err
+		}
+	}
+	return r.root.Lstat(r.rel(name))
+}
 
 func (r rootFiles) readDir(name string) ([]string, bool, error) {
-	f, err := r.root.Open(r.rel(name))
+	f, err := r.open(name)
 	if err != nil {
 		return nil, false, err
 	}
 	defer f.Close()
 	return readNames(f)
+}
+
+// escapes reports whether err is os.Root refusing a path that leads out of
+// it.
+func escapes(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
 }
 
 func (r rootFiles) path(name string) string {
@@ -195,6 +250,10 @@ func (e fsFiles) readDir(name string) ([]string, bool, error) {
 }
 
 func (e fsFiles) path(name string) string { return e.prefix + path.Clean(name) }
+
+func (e fsFiles) openBase(string) (*os.File, error) {
+	return nil, errors.New("the bundled layer is not on disk")
+}
 
 // absent reports whether err means there is nothing at the path: not
 // found, or a path component that is a file rather than a directory.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // ToolsDir is the directory of custom tool manifests in a layer.
@@ -38,43 +39,49 @@ func LoadTools(src Source, opts ToolOptions) ([]*Tool, []Artifact, error) {
 	return ts, arts, nil
 }
 
+// loadConcurrency bounds the layers read at once. Reading is mostly
+// system calls (os.Root resolves paths one component at a time), which
+// overlap well even on few cores.
+const loadConcurrency = 8
+
+// layerTools is what one layer's tools/ directory yielded, before
+// precedence is applied.
+type layerTools struct {
+	arts  []Artifact
+	tools []*Tool // parallel to arts; nil unless active
+}
+
 func loadTools(v *view, opts ToolOptions) ([]*Tool, []Artifact) {
+	// Every layer is read on its own (concurrently); precedence needs
+	// only names and statuses, and is applied afterwards in layer order.
+	perLayer := make([]layerTools, len(v.layers))
+	sem := make(chan struct{}, loadConcurrency)
+	var wg sync.WaitGroup
+	for i, lv := range v.layers {
+		if lv.err != nil {
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			perLayer[i] = loadLayerTools(lv, opts)
+		})
+	}
+	wg.Wait()
+
 	var (
 		out     []*Tool
 		arts    []Artifact
 		winners = map[string]int{} // tool name → index in arts
 	)
-	for _, lv := range v.layers {
-		if lv.err != nil {
-			continue
-		}
-		names, more, err := lv.files.readDir(ToolsDir)
-		if absent(err) {
-			continue
-		}
-		if err != nil {
-			a := newArtifact(TypeTool, lv, ToolsDir)
-			a.skip(fmt.Errorf("read tools directory: %w", err))
-			arts = append(arts, a)
-			continue
-		}
-		manifests := slices.DeleteFunc(names, func(n string) bool {
-			return strings.HasPrefix(n, ".") || !strings.HasSuffix(n, ".toml")
-		})
-		if len(manifests) > MaxManifests || more {
-			a := newArtifact(TypeTool, lv, ToolsDir)
-			a.skip(fmt.Errorf("only the first %d manifests in name order (of the first %d directory entries) are loaded; split the tools over fewer files or layers", MaxManifests, MaxDirEntries))
-			arts = append(arts, a)
-			manifests = manifests[:min(len(manifests), MaxManifests)]
-		}
-		for _, name := range manifests {
-			a, t := loadTool(lv, ToolsDir+"/"+name, opts)
-			if a.Status != StatusSkipped {
+	for _, lt := range perLayer {
+		for j, a := range lt.arts {
+			if a.Status != StatusSkipped && a.Type == TypeTool && a.Name != "" {
 				if w, ok := winners[a.Name]; ok {
 					a.shadow(&arts[w])
 				} else if a.Status == StatusActive {
 					winners[a.Name] = len(arts)
-					out = append(out, t)
+					out = append(out, lt.tools[j])
 				}
 			}
 			arts = append(arts, a)
@@ -83,10 +90,50 @@ func loadTools(v *view, opts ToolOptions) ([]*Tool, []Artifact) {
 	return out, arts
 }
 
+// loadLayerTools loads every manifest of one layer's tools/ directory.
+func loadLayerTools(lv layerView, opts ToolOptions) layerTools {
+	var lt layerTools
+	add := func(a Artifact, t *Tool) {
+		lt.arts = append(lt.arts, a)
+		lt.tools = append(lt.tools, t)
+	}
+	names, more, err := lv.files.readDir(ToolsDir)
+	if absent(err) {
+		return lt
+	}
+	if err != nil {
+		a := newArtifact(TypeTool, lv, ToolsDir)
+		a.skip(fmt.Errorf("read tools directory: %w", err))
+		add(a, nil)
+		return lt
+	}
+	// A sidecar is read only when the listing has it: most tools have
+	// none, and a failed open costs as much as a read.
+	sidecars := map[string]bool{}
+	for _, n := range names {
+		if strings.HasSuffix(n, ProvenanceSuffix) {
+			sidecars[n] = true
+		}
+	}
+	manifests := slices.DeleteFunc(names, func(n string) bool {
+		return strings.HasPrefix(n, ".") || !strings.HasSuffix(n, ".toml")
+	})
+	if len(manifests) > MaxManifests || more {
+		a := newArtifact(TypeTool, lv, ToolsDir)
+		a.skip(fmt.Errorf("only the first %d manifests in name order (of the first %d directory entries) are loaded; split the tools over fewer files or layers", MaxManifests, MaxDirEntries))
+		add(a, nil)
+		manifests = manifests[:min(len(manifests), MaxManifests)]
+	}
+	for _, name := range manifests {
+		add(loadTool(lv, ToolsDir+"/"+name, sidecars[name+ProvenanceSuffix], opts))
+	}
+	return lt
+}
+
 // loadTool reads, parses and checks the manifest name of lv. The
 // artifact is skipped (malformed), inactive (untrusted) or active, in
 // which case the tool is returned.
-func loadTool(lv layerView, name string, opts ToolOptions) (Artifact, *Tool) {
+func loadTool(lv layerView, name string, sidecar bool, opts ToolOptions) (Artifact, *Tool) {
 	a := newArtifact(TypeTool, lv, name)
 	a.Name = strings.TrimSuffix(filepath.Base(name), ".toml")
 	doc, err := lv.files.readFile(name, MaxArtifactBytes)
@@ -95,7 +142,11 @@ func loadTool(lv layerView, name string, opts ToolOptions) (Artifact, *Tool) {
 		return a, nil
 	}
 	a.Digest = digest(doc)
-	a.setProvenance(readProvenance(lv.files, name, doc))
+	if sidecar {
+		a.setProvenance(readProvenance(lv.files, name, doc))
+	} else {
+		a.setProvenance(Provenance{State: ProvenanceLegacy})
+	}
 	m, err := ParseManifest(a.Path, doc)
 	if err != nil {
 		a.skip(err)
@@ -111,7 +162,7 @@ func loadTool(lv layerView, name string, opts ToolOptions) (Artifact, *Tool) {
 		return a, nil
 	}
 	t := NewTool(lv.Layer, a.Path, m, opts.Commands, opts.Env)
-	verdict := opts.Pins.Check(lv.Layer, a.Path, []string{t.argv[0]})
+	verdict := opts.Pins.verdict(lv.Layer, a.Path, []string{t.argv[0]}, &loaded{doc: doc, prov: a.Provenance, open: lv.files.openBase})
 	a.Trust = verdict.Status
 	if verdict.Status != Trusted {
 		a.Status, a.Reason, a.Pin = StatusInactive, sanitize(verdict.Reason), verdict.Pin

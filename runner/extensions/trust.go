@@ -183,28 +183,58 @@ func (p *Pins) Trusted(l Layer, manifest string, executables []string) (ok bool,
 
 // Check is Trusted with the whole verdict.
 func (p *Pins) Check(l Layer, manifest string, executables []string) Verdict {
+	return p.verdict(l, manifest, executables, nil)
+}
+
+// loaded is what a loader has already read of an artifact, so that a trust
+// check does not read it again.
+type loaded struct {
+	doc  []byte      // the manifest's bytes
+	prov *Provenance // its provenance
+	// open opens a file by its path relative to the pin's base (the
+	// workspace for project layers, the layer for the others).
+	open func(rel string) (*os.File, error)
+}
+
+func (p *Pins) verdict(l Layer, manifest string, executables []string, pre *loaded) Verdict {
 	switch l.Kind {
 	case KindProject:
-		return p.check(l, manifest, executables)
+		return p.check(l, manifest, executables, pre)
 	case KindHome:
-		prov := ReadProvenance(l, manifest)
+		var prov Provenance
+		if pre != nil && pre.prov != nil {
+			prov = *pre.prov
+		} else {
+			prov = ReadProvenance(l, manifest)
+		}
 		switch prov.State {
 		case ProvenanceLegacy:
 			return Verdict{Status: Trusted, Reason: "a user artifact without managed provenance"}
 		case ProvenanceUnknown:
 			return Verdict{Status: Untrusted, Reason: "its provenance sidecar is malformed: " + prov.Reason}
 		}
-		return p.check(l, manifest, executables)
+		return p.check(l, manifest, executables, pre)
 	default:
 		return Verdict{Status: Trusted, Reason: fmt.Sprintf("the %s layer is controlled by the session's submitter", l.Kind)}
 	}
 }
 
-func (p *Pins) check(l Layer, manifest string, executables []string) Verdict {
+func (p *Pins) check(l Layer, manifest string, executables []string, pre *loaded) Verdict {
 	if p == nil {
 		return Verdict{Status: Untrusted, Reason: "no trust pins were loaded", Pinned: true}
 	}
-	pin, err := ComputePin(p.workspace, l, manifest, executables)
+	var (
+		pin Pin
+		err error
+	)
+	if pre != nil {
+		var b pinBase
+		if b, err = newPinBase(p.workspace, l, manifest); err == nil {
+			pin, err = b.compute(pre.doc, executables, pre.open)
+		}
+	} else {
+		pin, err = ComputePin(p.workspace, l, manifest, executables)
+	}
 	if err != nil {
 		return Verdict{Status: Untrusted, Reason: sanitize(err.Error()), Pinned: true}
 	}
@@ -232,6 +262,36 @@ func (p *Pins) check(l Layer, manifest string, executables []string) Verdict {
 // part. Executables outside contribute their absolute path; bare names
 // contribute nothing. The encoding is in the package documentation.
 func ComputePin(workspace string, l Layer, manifest string, executables []string) (Pin, error) {
+	b, err := newPinBase(workspace, l, manifest)
+	if err != nil {
+		return Pin{}, err
+	}
+	root, err := os.OpenRoot(b.base)
+	if err != nil {
+		return Pin{}, fmt.Errorf("compute trust pin: %w", err)
+	}
+	defer root.Close()
+	doc, err := readRoot(root, b.rel, MaxArtifactBytes)
+	if err != nil {
+		return Pin{}, fmt.Errorf("compute trust pin: manifest %s: %w", manifest, explainRootErr(err))
+	}
+	return b.compute(doc, executables, func(rel string) (*os.File, error) {
+		return root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	})
+}
+
+// pinBase is where a manifest's pin is computed from.
+type pinBase struct {
+	// base is the directory whose files contribute bytes, resolved;
+	// lexical is the same as given.
+	base, lexical string
+	// rel is the manifest's path from base; manifest its absolute path.
+	rel, manifest string
+	// prefix starts the pin path.
+	prefix string
+}
+
+func newPinBase(workspace string, l Layer, manifest string) (pinBase, error) {
 	base, prefix := workspace, ""
 	if l.Kind != KindProject {
 		base, prefix = l.Dir, HomePinPrefix
@@ -240,65 +300,63 @@ func ComputePin(workspace string, l Layer, manifest string, executables []string
 		}
 	}
 	if base == "" {
-		return Pin{}, errors.New("compute trust pin: no workspace")
+		return pinBase{}, errors.New("compute trust pin: no workspace")
 	}
 	lexical, err := filepath.Abs(base)
 	if err != nil {
-		return Pin{}, fmt.Errorf("compute trust pin: %w", err)
+		return pinBase{}, fmt.Errorf("compute trust pin: %w", err)
 	}
 	base, rel, err := within(lexical, manifest)
 	if err != nil {
-		return Pin{}, fmt.Errorf("compute trust pin: manifest %w", err)
+		return pinBase{}, fmt.Errorf("compute trust pin: manifest %w", err)
 	}
-	root, err := os.OpenRoot(base)
-	if err != nil {
-		return Pin{}, fmt.Errorf("compute trust pin: %w", err)
-	}
-	defer root.Close()
+	return pinBase{base: base, lexical: lexical, rel: rel, manifest: manifest, prefix: prefix}, nil
+}
 
-	pin := Pin{Path: prefix + filepath.ToSlash(rel)}
+// compute hashes the manifest doc and the executables, opened with open.
+func (b pinBase) compute(doc []byte, executables []string, open func(rel string) (*os.File, error)) (Pin, error) {
+	pin := Pin{Path: b.prefix + filepath.ToSlash(b.rel)}
 	h := sha256.New()
 	io.WriteString(h, "aerie-trust-v1\x00")
-	if err := hashFile(h, root, "manifest", rel, MaxArtifactBytes); err != nil {
-		return Pin{}, fmt.Errorf("compute trust pin: manifest %s: %w", manifest, err)
-	}
+	fmt.Fprintf(h, "manifest\x00%s\x00%d\x00", filepath.ToSlash(b.rel), len(doc))
+	h.Write(doc)
 	for _, exe := range executables {
 		if exe == "" || !strings.ContainsRune(exe, '/') {
 			continue // resolved through PATH: no identity of its own
 		}
 		abs := exe
 		if !filepath.IsAbs(abs) {
-			abs = filepath.Join(filepath.Dir(manifest), exe)
+			abs = filepath.Join(filepath.Dir(b.manifest), exe)
 		}
 		abs = filepath.Clean(abs)
 		// Inside is decided on the path as written (against the
 		// workspace as given or as resolved), never by following the
 		// executable's own symbolic link: a link inside the workspace is
 		// hashed through the root, which refuses one that leads out.
-		r, ok := relInside(lexical, abs)
+		r, ok := relInside(b.lexical, abs)
 		if !ok {
-			r, ok = relInside(base, abs)
+			r, ok = relInside(b.base, abs)
 		}
-		if ok {
-			if err := hashFile(h, root, "file", r, MaxExecutableBytes); err != nil {
-				return Pin{}, fmt.Errorf("compute trust pin: executable %s: %w", exe, explainRootErr(err))
-			}
+		if !ok {
+			fmt.Fprintf(h, "path\x00%s\x00", abs)
 			continue
 		}
-		fmt.Fprintf(h, "path\x00%s\x00", abs)
+		f, err := open(r)
+		if err == nil {
+			err = hashFile(h, f, "file", r, MaxExecutableBytes)
+			f.Close()
+		}
+		if err != nil {
+			return Pin{}, fmt.Errorf("compute trust pin: executable %s: %w", exe, explainRootErr(err))
+		}
 	}
 	pin.SHA256 = hex.EncodeToString(h.Sum(nil))
 	return pin, nil
 }
 
-// hashFile adds kind, name, length and the bytes of the regular file name
-// in root to h, reading at most max bytes.
-func hashFile(h hash.Hash, root *os.Root, kind, name string, max int64) error {
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
+// hashFile adds kind, name, length and the bytes of the regular file f to
+// h, reading at most max bytes.
+func hashFile(h hash.Hash, f *os.File, kind, name string, max int64) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return err
@@ -322,7 +380,7 @@ func hashFile(h hash.Hash, root *os.Root, kind, name string, max int64) error {
 
 // explainRootErr adds the fix to os.Root's escape error.
 func explainRootErr(err error) error {
-	if err != nil && strings.Contains(err.Error(), "path escapes from parent") {
+	if escapes(err) {
 		return fmt.Errorf("%w (a symbolic link leads outside; name the target by its absolute path instead)", err)
 	}
 	return err

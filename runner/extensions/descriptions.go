@@ -1,8 +1,6 @@
 package extensions
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -49,10 +47,6 @@ type described struct {
 }
 
 func (d described) Description() string { return d.description }
-
-func (d described) Run(ctx context.Context, call json.RawMessage) tools.Result {
-	return d.Tool.Run(ctx, call)
-}
 
 // ParseDescriptions parses a tool-descriptions.toml: one key per tool,
 // whose value is the description the model sees instead of the tool's own.

@@ -1,14 +1,3 @@
-// Package extensions discovers what is layered around the agent — custom
-// tools, prompts, tool descriptions, toolsets, trust pins — from an ordered
-// list of layer directories, and reports every artifact it found, used or
-// skipped, with the reason.
-//
-// A Layer is one directory of artifacts. Locally the layers are the project
-// .aerie/ directories (nearest first, within the workspace boundary), then
-// $AERIE_HOME, then the artifacts bundled into the binary; in a pod the
-// layers of the AgentSession's spec, the namespace and the platform come
-// between the project and $AERIE_HOME. Every consumer (hooks, skills,
-// plugins, MCP servers) takes the same []Layer, nearest first.
 package extensions
 
 // Kind says where a layer comes from.

@@ -1,0 +1,309 @@
+package extensions
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// Read limits. Discovery reads files that anyone with write access to the
+// workspace controls, so every read is bounded: a huge file, a FIFO or a
+// directory of a hundred thousand entries costs a skipped artifact and a
+// reason, never a stalled or exhausted runner.
+const (
+	// MaxArtifactBytes caps a manifest, a prompt file, toolsets.toml and
+	// tool-descriptions.toml: the spec's 256 KiB artifact maximum.
+	MaxArtifactBytes = 256 << 10
+	// MaxTrustBytes caps trust.toml, which grows with every pin.
+	MaxTrustBytes = 1 << 20
+	// MaxProvenanceBytes caps a provenance sidecar.
+	MaxProvenanceBytes = 64 << 10
+	// MaxExecutableBytes caps an executable hashed for a trust pin.
+	MaxExecutableBytes = 64 << 20
+	// MaxDirEntries caps the entries read from one tools/ directory.
+	MaxDirEntries = 1 << 16
+	// MaxManifests caps the manifests loaded from one tools/ directory,
+	// in name order; the rest are reported as skipped.
+	MaxManifests = 1024
+)
+
+// Sentinel errors of bounded reads.
+var (
+	// ErrTooLarge means a file is over its read limit.
+	ErrTooLarge = errors.New("file is too large")
+	// ErrNotRegular means a path names a directory, device, FIFO or
+	// socket rather than a regular file.
+	ErrNotRegular = errors.New("not a regular file")
+)
+
+// files reads one layer's directory: through an os.Root, so that a
+// symbolic link cannot lead a read outside it, or from the binary's
+// embedded artifacts.
+type files interface {
+	// readFile returns the file name (slash-separated, relative to the
+	// layer), refusing non-regular files and files over max bytes.
+	readFile(name string, max int64) ([]byte, error)
+	// lstat reports whether name is there at all, without following a
+	// final symbolic link.
+	lstat(name string) (fs.FileInfo, error)
+	// readDir returns the sorted names in the directory name, at most
+	// MaxDirEntries of them; more reports that some were left out.
+	readDir(name string) (names []string, more bool, err error)
+	// path returns the name as a path for people: absolute on disk,
+	// "bundled:<name>" for embedded files.
+	path(name string) string
+	// openBase opens, without following it out of the base, a file by its
+	// path from the base of the layer's trust pins: the workspace root
+	// for a project layer, the layer's directory for the others.
+	openBase(rel string) (*os.File, error)
+}
+
+// rootFiles is a layer on disk read through an os.Root: the workspace's
+// for project layers (prefix is the layer's directory inside it), the
+// layer's own for the others.
+//
+// A project layer also has sub, a root opened at the layer itself. Every
+// read tries it first: os.Root resolves a path one component at a time,
+// with a system call or two each, so a short path from the layer is much
+// cheaper than a long one from the workspace root. Only when sub refuses a
+// path as escaping it (a symbolic link to elsewhere in the workspace) is
+// the read repeated through the workspace root, which decides.
+type rootFiles struct {
+	root   *os.Root
+	sub    *os.Root // nil: read through root only
+	dir    string   // absolute directory of the layer
+	prefix string   // the layer's directory relative to root, "." for itself
+}
+
+func (r rootFiles) rel(name string) string {
+	return filepath.Join(r.prefix, filepath.FromSlash(name))
+}
+
+// open opens name (slash-separated, in the layer) for reading without
+// blocking on a FIFO.
+func (r rootFiles) open(name string) (*os.File, error) {
+	if r.sub != nil {
+		f, err := r.sub.OpenFile(filepath.FromSlash(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if !escapes(err) {
+			return f, err
+		}
+	}
+	return r.root.OpenFile(r.rel(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
+func (r rootFiles) readFile(name string, max int64) ([]byte, error) {
+	f, err := r.open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readBounded(f, max)
+}
+
+func (r rootFiles) openBase(rel string) (*os.File, error) {
+	if r.sub != nil {
+		if inner, ok := relInside(r.prefix, rel); ok {
+			f, err := r.sub.OpenFile(inner, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+			if !escapes(err) {
+				return f, err
+			}
+		}
+	}
+	return r.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
+func (r rootFiles) lstat(name string) (fs.FileInfo, error) {
+	if r.sub != nil {
+		fi, err := r.sub.Lstat(filepath.FromSlash(name))
+		if !escapes(err) {
+			return fi, err
+		}
+	}
+	return r.root.Lstat(r.rel(name))
+}
+
+func (r rootFiles) readDir(name string) ([]string, bool, error) {
+	f, err := r.open(name)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	return readNames(f)
+}
+
+// escapes reports whether err is os.Root refusing a path that leads out of
+// it.
+func escapes(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
+}
+
+func (r rootFiles) path(name string) string {
+	return filepath.Join(r.dir, filepath.FromSlash(name))
+}
+
+// readRoot reads the regular file name in root, at most max bytes.
+//
+// The file is opened with O_NONBLOCK so that a FIFO planted where a
+// manifest is expected returns at once instead of waiting for a writer;
+// the type is then checked on the open descriptor, so nothing can swap the
+// file between the check and the read.
+func readRoot(root *os.Root, name string, max int64) ([]byte, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readBounded(f, max)
+}
+
+// readBounded reads the regular file f, failing with ErrTooLarge beyond
+// max bytes without reading more than max+1.
+func readBounded(f *os.File, max int64) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, ErrNotRegular
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%w: %d bytes, over the %s limit", ErrTooLarge, fi.Size(), byteSize(max))
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		// It grew after the stat.
+		return nil, fmt.Errorf("%w: over the %s limit", ErrTooLarge, byteSize(max))
+	}
+	return b, nil
+}
+
+// readNames reads the names of the open directory f, sorted, at most
+// MaxDirEntries.
+func readNames(f interface {
+	ReadDir(n int) ([]fs.DirEntry, error)
+}) ([]string, bool, error) {
+	var names []string
+	for len(names) < MaxDirEntries {
+		des, err := f.ReadDir(min(1024, MaxDirEntries-len(names)))
+		for _, de := range des {
+			names = append(names, de.Name())
+		}
+		if errors.Is(err, io.EOF) || (err == nil && len(des) == 0) {
+			slices.Sort(names)
+			return names, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	slices.Sort(names)
+	return names, true, nil
+}
+
+// fsFiles is a layer held in an fs.FS: the artifacts embedded in the
+// binary.
+type fsFiles struct {
+	fsys   fs.FS
+	prefix string // shown before names: "bundled:"
+}
+
+func (e fsFiles) readFile(name string, max int64) ([]byte, error) {
+	fi, err := fs.Stat(e.fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, ErrNotRegular
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%w: %d bytes, over the %s limit", ErrTooLarge, fi.Size(), byteSize(max))
+	}
+	return fs.ReadFile(e.fsys, name)
+}
+
+func (e fsFiles) lstat(name string) (fs.FileInfo, error) { return fs.Stat(e.fsys, name) }
+
+func (e fsFiles) readDir(name string) ([]string, bool, error) {
+	des, err := fs.ReadDir(e.fsys, name)
+	if err != nil {
+		return nil, false, err
+	}
+	names := make([]string, 0, len(des))
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	more := len(names) > MaxDirEntries
+	if more {
+		names = names[:MaxDirEntries]
+	}
+	return names, more, nil
+}
+
+func (e fsFiles) path(name string) string { return e.prefix + path.Clean(name) }
+
+func (e fsFiles) openBase(string) (*os.File, error) {
+	return nil, errors.New("the bundled layer is not on disk")
+}
+
+// absent reports whether err means there is nothing at the path: not
+// found, or a path component that is a file rather than a directory.
+func absent(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// byteSize writes n bytes the way the spec does (256 KiB).
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	default:
+		return fmt.Sprintf("%d bytes", n)
+	}
+}
+
+// within returns workspace made absolute and target relative to it, or an
+// error when target is outside workspace. Symbolic links are resolved only
+// when the lexical paths disagree, so /tmp vs /private/tmp style aliases
+// work.
+func within(workspace, target string) (string, string, error) {
+	ws, err := filepath.Abs(workspace)
+	if err != nil {
+		return "", "", fmt.Errorf("resolve workspace %s: %w", workspace, err)
+	}
+	t, err := filepath.Abs(target)
+	if err != nil {
+		return "", "", fmt.Errorf("resolve %s: %w", target, err)
+	}
+	if rel, ok := relInside(ws, t); ok {
+		return ws, rel, nil
+	}
+	rws, err1 := filepath.EvalSymlinks(ws)
+	rt, err2 := filepath.EvalSymlinks(t)
+	if err1 == nil && err2 == nil {
+		if rel, ok := relInside(rws, rt); ok {
+			return rws, rel, nil
+		}
+	}
+	return "", "", fmt.Errorf("%s is outside the workspace %s", t, ws)
+}
+
+// relInside returns target relative to base when it is base or below it.
+func relInside(base, target string) (string, bool) {
+	rel, err := filepath.Rel(base, target)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", false
+	}
+	return rel, true
+}

@@ -1,0 +1,329 @@
+package extensions
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"unicode/utf8"
+)
+
+// Prompt files and settings.
+const (
+	// SystemPromptFileEnv names a file that replaces the persona prompt.
+	SystemPromptFileEnv = "AERIE_SYSTEM_PROMPT_FILE"
+	// SystemFile replaces the persona prompt; the nearest one wins.
+	SystemFile = "SYSTEM.md"
+	// AppendSystemFile is appended after the base; every readable one is.
+	AppendSystemFile = "APPEND_SYSTEM.md"
+	// InstructionBudget bounds the project instructions (AGENTS.md,
+	// CLAUDE.md) in the prompt: the spec's 32 KiB.
+	InstructionBudget = 32 << 10
+	// TruncatedMarker ends project instructions cut at the budget.
+	TruncatedMarker = "[truncated]"
+)
+
+// Instruction file names, in the order tried in each directory: CLAUDE.md
+// is read only where AGENTS.md is absent.
+var instructionFiles = []string{"AGENTS.md", "CLAUDE.md"}
+
+// Fragment is one file's contribution to the prompt.
+type Fragment struct {
+	// Path is the file.
+	Path string `json:"path"`
+	// Text is what it contributes.
+	Text string `json:"-"`
+}
+
+// Prompt is a composed system prompt.
+type Prompt struct {
+	// Base is the persona prompt, or the file that replaced it.
+	Base string
+	// BaseSource is "persona", or the path of the file that replaced it.
+	BaseSource string
+	// Appends are the APPEND_SYSTEM.md files, nearest layer first.
+	Appends []Fragment
+	// Instructions are the AGENTS.md and CLAUDE.md files from the
+	// workspace root down to the working directory, each headed by its
+	// path, within InstructionBudget.
+	Instructions []Fragment
+	// Truncated means the instructions went over the budget: their tail
+	// was cut and TruncatedMarker added.
+	Truncated bool
+}
+
+// Text returns the prompt: the base, the appended fragments, then the
+// project instructions, separated by blank lines.
+func (p Prompt) Text() string {
+	var parts []string
+	if p.Base != "" {
+		parts = append(parts, p.Base)
+	}
+	for _, f := range p.Appends {
+		parts = append(parts, f.Text)
+	}
+	if ins := p.InstructionText(); ins != "" {
+		parts = append(parts, ins)
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// InstructionText returns the project instructions alone, as they appear
+// at the end of Text: at most InstructionBudget bytes, then the marker
+// when they were cut.
+func (p Prompt) InstructionText() string {
+	var b strings.Builder
+	for i, f := range p.Instructions {
+		if i > 0 {
+			b.WriteString(instructionSep)
+		}
+		b.WriteString(f.Text)
+	}
+	if p.Truncated {
+		b.WriteString("\n" + TruncatedMarker)
+	}
+	return b.String()
+}
+
+const instructionSep = "\n\n"
+
+// ComposePrompt composes the system prompt of src around persona, the
+// persona's base prompt. The error means src is unusable.
+//
+// The base is the file AERIE_SYSTEM_PROMPT_FILE names, if it can be read;
+// otherwise the nearest SYSTEM.md, if it can be read; otherwise persona.
+// A nearest SYSTEM.md that cannot be read gives persona: a farther one is
+// never used in its place. Every readable APPEND_SYSTEM.md follows, nearest
+// layer first, then the project instructions.
+func ComposePrompt(src Source, persona string) (Prompt, []Artifact, error) {
+	v, err := src.open()
+	if err != nil {
+		return Prompt{}, nil, err
+	}
+	defer v.close()
+	p, arts := composePrompt(v, persona)
+	return p, arts, nil
+}
+
+func composePrompt(v *view, persona string) (Prompt, []Artifact) {
+	p := Prompt{Base: persona, BaseSource: "persona"}
+	var arts []Artifact
+
+	// decider is the index in arts of what decided the base: the
+	// environment's file or the nearest SYSTEM.md, read or not. It
+	// shadows every farther SYSTEM.md.
+	decider := -1
+	if name := v.src.getenv(SystemPromptFileEnv); name != "" {
+		path := name
+		if !filepath.IsAbs(path) && v.wsDir != "" {
+			path = filepath.Join(v.wsDir, v.workRel, path)
+		}
+		a := Artifact{Type: TypeSystemPrompt, Name: SystemPromptFileEnv, Layer: EnvironmentLayer, Path: path, private: true}
+		doc, err := readOSFile(path, MaxArtifactBytes)
+		if err != nil {
+			a.skip(fmt.Errorf("read %s: %w; using the layered %s", SystemPromptFileEnv, err, SystemFile))
+		} else {
+			a.Status, a.Digest = StatusActive, digest(doc)
+			p.Base, p.BaseSource = text(doc), path
+			decider = len(arts)
+		}
+		arts = append(arts, a)
+	}
+	for _, lv := range v.layers {
+		if lv.err != nil {
+			continue
+		}
+		if _, err := lv.files.lstat(SystemFile); absent(err) {
+			continue
+		}
+		a := newArtifact(TypeSystemPrompt, lv, SystemFile)
+		a.Name = SystemFile
+		doc, err := lv.files.readFile(SystemFile, MaxArtifactBytes)
+		if err == nil {
+			a.Digest = digest(doc)
+			a.setProvenance(readProvenance(lv.files, SystemFile, doc))
+		}
+		switch {
+		case decider >= 0:
+			d := &arts[decider]
+			a.shadow(d)
+			if d.Status == StatusSkipped {
+				a.Reason = fmt.Sprintf("not used: the nearer %s could not be read, and a farther one never replaces it", d.Path)
+			}
+		case err != nil:
+			a.skip(fmt.Errorf("read %s: %w; using the persona prompt (a farther %s is not used after a read failure)", SystemFile, explainRootErr(err), SystemFile))
+			decider = len(arts)
+		default:
+			a.Status = StatusActive
+			p.Base, p.BaseSource = text(doc), a.Path
+			decider = len(arts)
+		}
+		arts = append(arts, a)
+	}
+
+	for _, lv := range v.layers {
+		if lv.err != nil {
+			continue
+		}
+		if _, err := lv.files.lstat(AppendSystemFile); absent(err) {
+			continue
+		}
+		a := newArtifact(TypeAppendSystem, lv, AppendSystemFile)
+		a.Name = AppendSystemFile
+		doc, err := lv.files.readFile(AppendSystemFile, MaxArtifactBytes)
+		if err != nil {
+			a.skip(fmt.Errorf("read %s: %w", AppendSystemFile, explainRootErr(err)))
+		} else {
+			a.Status, a.Digest = StatusActive, digest(doc)
+			a.setProvenance(readProvenance(lv.files, AppendSystemFile, doc))
+			p.Appends = append(p.Appends, Fragment{Path: a.Path, Text: text(doc)})
+		}
+		arts = append(arts, a)
+	}
+
+	ins, truncated, insArts := readInstructions(v)
+	p.Instructions, p.Truncated = ins, truncated
+	arts = append(arts, insArts...)
+	return p, arts
+}
+
+// readInstructions reads AGENTS.md (or CLAUDE.md where AGENTS.md is
+// absent) in each directory from the workspace root down to the working
+// directory, through the workspace's os.Root, within InstructionBudget.
+// No file is read past the budget.
+func readInstructions(v *view) ([]Fragment, bool, []Artifact) {
+	if v.ws == nil {
+		return nil, false, nil
+	}
+	var (
+		frags     []Fragment
+		arts      []Artifact
+		used      int
+		truncated bool
+	)
+	for _, dir := range dirsDown(v.workRel) {
+		chosen := -1 // the file this directory contributes, in arts
+		for _, name := range instructionFiles {
+			rel := filepath.Join(dir, name)
+			if _, err := v.ws.Lstat(rel); absent(err) {
+				continue
+			}
+			a := Artifact{Type: TypeInstructions, Name: name, Layer: "workspace", LayerKind: KindProject, Path: filepath.Join(v.wsDir, rel)}
+			if chosen >= 0 {
+				a.shadow(&arts[chosen])
+				arts = append(arts, a)
+				continue
+			}
+			chosen = len(arts)
+			header := fmt.Sprintf("Project instructions from %s:\n\n", filepath.ToSlash(rel))
+			sep := 0
+			if len(frags) > 0 {
+				sep = len(instructionSep)
+			}
+			room := InstructionBudget - used - sep - len(header)
+			if truncated || room <= 0 {
+				truncated = true
+				a.Status, a.Reason = StatusSkipped, fmt.Sprintf("not included: the project instructions are over the %s budget", byteSize(InstructionBudget))
+				arts = append(arts, a)
+				continue
+			}
+			doc, more, err := readHead(v.ws, rel, int64(room))
+			if err != nil {
+				a.skip(fmt.Errorf("read %s: %w", name, explainRootErr(err)))
+				arts = append(arts, a)
+				continue
+			}
+			a.Status = StatusActive
+			body := text(doc)
+			if len(body) > room {
+				// Invalid UTF-8 replaced by U+FFFD takes more room.
+				body, more = string(cutUTF8([]byte(body[:room]))), true
+			}
+			if more {
+				truncated = true
+				body = string(cutUTF8([]byte(body)))
+				a.Reason = fmt.Sprintf("truncated: the project instructions are over the %s budget", byteSize(InstructionBudget))
+			} else {
+				a.Digest = digest(doc)
+			}
+			f := Fragment{Path: a.Path, Text: header + body}
+			frags = append(frags, f)
+			used += sep + len(f.Text)
+			arts = append(arts, a)
+		}
+	}
+	return frags, truncated, arts
+}
+
+// dirsDown returns the directories from the workspace root (".") down to
+// rel.
+func dirsDown(rel string) []string {
+	dirs := []string{"."}
+	if rel == "." || rel == "" {
+		return dirs
+	}
+	cur := ""
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		cur = filepath.Join(cur, part)
+		dirs = append(dirs, cur)
+	}
+	return dirs
+}
+
+// readHead reads at most n bytes of the regular file name in root; more
+// says the file is longer.
+func readHead(root *os.Root, name string, n int64) ([]byte, bool, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, false, ErrNotRegular
+	}
+	b, err := io.ReadAll(io.LimitReader(f, n+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if int64(len(b)) > n {
+		return b[:n], true, nil
+	}
+	return b, false, nil
+}
+
+// readOSFile reads a file named by the environment, bounded like an
+// artifact.
+func readOSFile(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readBounded(f, max)
+}
+
+// cutUTF8 drops a character cut in two at the end of b.
+func cutUTF8(b []byte) []byte {
+	for i := 0; i < utf8.UTFMax-1 && len(b) > 0; i++ {
+		if r, size := utf8.DecodeLastRune(b); r != utf8.RuneError || size != 1 {
+			break
+		}
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// text returns a file's bytes as prompt text: invalid UTF-8 replaced,
+// trailing blank space dropped (parts are joined with blank lines).
+func text(b []byte) string {
+	return strings.TrimRight(strings.ToValidUTF8(string(b), "\uFFFD"), " \t\r\n")
+}
+
+// joinRel joins a workspace root and a path relative to it.
+func joinRel(ws, rel string) string { return filepath.Join(ws, rel) }

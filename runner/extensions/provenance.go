@@ -1,0 +1,148 @@
+package extensions
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// ProvenanceSuffix names an artifact's provenance sidecar: the artifact's
+// file name with this suffix, in the same directory
+// (tools/word_count.toml.provenance.json).
+const ProvenanceSuffix = ".provenance.json"
+
+// ProvenanceState says who wrote an artifact.
+type ProvenanceState string
+
+// Provenance states, as the spec names them.
+const (
+	// ProvenanceAgent: extension_manage wrote the artifact on the agent's
+	// behalf; its sidecar is well formed.
+	ProvenanceAgent ProvenanceState = "agent"
+	// ProvenanceLegacy: there is no sidecar — an artifact a person put
+	// there.
+	ProvenanceLegacy ProvenanceState = "legacy"
+	// ProvenanceUnknown: the sidecar is there but cannot be read or
+	// understood.
+	ProvenanceUnknown ProvenanceState = "unknown"
+)
+
+// OriginAgent is the only origin extension_manage writes.
+const OriginAgent = "agent"
+
+// Provenance is what an artifact's sidecar says about it.
+type Provenance struct {
+	// State is agent, legacy or unknown.
+	State ProvenanceState `json:"state"`
+	// Origin is who authored the artifact ("agent").
+	Origin string `json:"origin,omitempty"`
+	// OperationID identifies the extension_manage call that wrote it.
+	OperationID string `json:"operation_id,omitempty"`
+	// Digest is the artifact's digest when it was written ("sha256:…").
+	Digest string `json:"digest,omitempty"`
+	// ActivationBoundary is where the change takes effect, as the manager
+	// recorded it (for example "next_turn").
+	ActivationBoundary string `json:"activation_boundary,omitempty"`
+	// DigestMismatch means the artifact's bytes no longer match Digest:
+	// it was edited after the manager wrote it.
+	DigestMismatch bool `json:"digest_mismatch,omitempty"`
+	// Sidecar is the sidecar's path, when there is one.
+	Sidecar string `json:"sidecar,omitempty"`
+	// Reason explains an unknown state.
+	Reason string `json:"reason,omitempty"`
+}
+
+// sidecar is the file format. Every field but activation_boundary is
+// required; unknown fields are refused so that a sidecar from a newer
+// format is "unknown" rather than half-understood.
+type sidecar struct {
+	Origin             string `json:"origin"`
+	OperationID        string `json:"operation_id"`
+	Digest             string `json:"digest"`
+	ActivationBoundary string `json:"activation_boundary"`
+}
+
+var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// ParseProvenance parses a sidecar's bytes. A malformed sidecar is an
+// error; the caller reports the artifact's provenance as unknown.
+func ParseProvenance(doc []byte) (Provenance, error) {
+	var sc sidecar
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&sc); err != nil {
+		return Provenance{}, fmt.Errorf("parse provenance: %w", err)
+	}
+	if dec.More() {
+		return Provenance{}, errors.New("parse provenance: trailing data after the JSON object")
+	}
+	switch {
+	case sc.Origin == "":
+		return Provenance{}, errors.New("parse provenance: origin is missing")
+	case sc.OperationID == "":
+		return Provenance{}, errors.New("parse provenance: operation_id is missing")
+	case !digestPattern.MatchString(sc.Digest):
+		return Provenance{}, fmt.Errorf("parse provenance: digest %q is not sha256:<64 lowercase hex digits>", sc.Digest)
+	}
+	p := Provenance{
+		State: ProvenanceAgent, Origin: sc.Origin, OperationID: sc.OperationID,
+		Digest: sc.Digest, ActivationBoundary: sc.ActivationBoundary,
+	}
+	if sc.Origin != OriginAgent {
+		p.State = ProvenanceUnknown
+		p.Reason = fmt.Sprintf("unknown origin %q", sc.Origin)
+	}
+	return p, nil
+}
+
+// readProvenance reads the sidecar of the artifact name in f. data, when
+// not nil, is the artifact's bytes, compared with the recorded digest.
+func readProvenance(f files, name string, data []byte) Provenance {
+	sc := name + ProvenanceSuffix
+	doc, err := f.readFile(sc, MaxProvenanceBytes)
+	if absent(err) {
+		return Provenance{State: ProvenanceLegacy}
+	}
+	if err != nil {
+		return Provenance{State: ProvenanceUnknown, Sidecar: f.path(sc), Reason: sanitize(err.Error())}
+	}
+	p, err := ParseProvenance(doc)
+	p.Sidecar = f.path(sc)
+	if err != nil {
+		return Provenance{State: ProvenanceUnknown, Sidecar: p.Sidecar, Reason: sanitize(err.Error())}
+	}
+	if data != nil && p.Digest != digest(data) {
+		p.DigestMismatch = true
+	}
+	return p
+}
+
+// ReadProvenance returns the provenance of the artifact file at path (an
+// absolute path inside l.Dir), reading its sidecar through an os.Root at
+// the layer.
+func ReadProvenance(l Layer, path string) Provenance {
+	if l.Dir == "" {
+		return Provenance{State: ProvenanceLegacy}
+	}
+	rel, ok := relInside(l.Dir, path)
+	if !ok {
+		return Provenance{State: ProvenanceUnknown, Reason: fmt.Sprintf("%s is outside the layer %s", path, l.Dir)}
+	}
+	root, err := os.OpenRoot(l.Dir)
+	if err != nil {
+		return Provenance{State: ProvenanceUnknown, Reason: sanitize(err.Error())}
+	}
+	defer root.Close()
+	f := rootFiles{root: root, dir: l.Dir, prefix: "."}
+	name := filepath.ToSlash(rel)
+	data, err := f.readFile(name, MaxArtifactBytes)
+	if err != nil {
+		data = nil
+	}
+	return readProvenance(f, strings.TrimPrefix(name, "./"), data)
+}

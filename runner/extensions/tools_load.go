@@ -1,0 +1,180 @@
+package extensions
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// ToolsDir is the directory of custom tool manifests in a layer.
+const ToolsDir = "tools"
+
+// ToolOptions say how custom tools are loaded.
+type ToolOptions struct {
+	// Builtins are the built-in tool names, which custom tools cannot
+	// shadow.
+	Builtins []string
+	// Pins decide the trust of tools that need it; nil trusts none of
+	// them.
+	Pins *Pins
+	// Commands runs the tools.
+	Commands Commands
+	// Env is their environment; empty means the executor's default.
+	Env []string
+}
+
+// LoadTools loads the custom tools of src's layers, nearest first. For
+// each name, the first manifest that is valid and trusted wins; farther
+// copies are shadowed. The error means src is unusable.
+func LoadTools(src Source, opts ToolOptions) ([]*Tool, []Artifact, error) {
+	v, err := src.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer v.close()
+	ts, arts := loadTools(v, opts)
+	return ts, arts, nil
+}
+
+// loadConcurrency bounds the layers read at once. Reading is mostly
+// system calls (os.Root resolves paths one component at a time), which
+// overlap well even on few cores.
+const loadConcurrency = 8
+
+// layerTools is what one layer's tools/ directory yielded, before
+// precedence is applied.
+type layerTools struct {
+	arts  []Artifact
+	tools []*Tool // parallel to arts; nil unless active
+}
+
+func loadTools(v *view, opts ToolOptions) ([]*Tool, []Artifact) {
+	// Every layer is read on its own (concurrently); precedence needs
+	// only names and statuses, and is applied afterwards in layer order.
+	perLayer := make([]layerTools, len(v.layers))
+	sem := make(chan struct{}, loadConcurrency)
+	var wg sync.WaitGroup
+	for i, lv := range v.layers {
+		if lv.err != nil {
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			perLayer[i] = loadLayerTools(lv, opts)
+		})
+	}
+	wg.Wait()
+
+	var (
+		out     []*Tool
+		arts    []Artifact
+		winners = map[string]int{} // tool name → index in arts
+	)
+	for _, lt := range perLayer {
+		for j, a := range lt.arts {
+			if a.Status != StatusSkipped && a.Type == TypeTool && a.Name != "" {
+				if w, ok := winners[a.Name]; ok {
+					a.shadow(&arts[w])
+				} else if a.Status == StatusActive {
+					winners[a.Name] = len(arts)
+					out = append(out, lt.tools[j])
+				}
+			}
+			arts = append(arts, a)
+		}
+	}
+	return out, arts
+}
+
+// loadLayerTools loads every manifest of one layer's tools/ directory.
+func loadLayerTools(lv layerView, opts ToolOptions) layerTools {
+	var lt layerTools
+	add := func(a Artifact, t *Tool) {
+		lt.arts = append(lt.arts, a)
+		lt.tools = append(lt.tools, t)
+	}
+	names, more, err := lv.files.readDir(ToolsDir)
+	if absent(err) {
+		return lt
+	}
+	if err != nil {
+		a := newArtifact(TypeTool, lv, ToolsDir)
+		a.skip(fmt.Errorf("read tools directory: %w", err))
+		add(a, nil)
+		return lt
+	}
+	// A sidecar is read only when the listing has it: most tools have
+	// none, and a failed open costs as much as a read.
+	sidecars := map[string]bool{}
+	for _, n := range names {
+		if strings.HasSuffix(n, ProvenanceSuffix) {
+			sidecars[n] = true
+		}
+	}
+	manifests := slices.DeleteFunc(names, func(n string) bool {
+		return strings.HasPrefix(n, ".") || !strings.HasSuffix(n, ".toml")
+	})
+	if len(manifests) > MaxManifests || more {
+		a := newArtifact(TypeTool, lv, ToolsDir)
+		a.skip(fmt.Errorf("only the first %d manifests in name order (of the first %d directory entries) are loaded; split the tools over fewer files or layers", MaxManifests, MaxDirEntries))
+		add(a, nil)
+		manifests = manifests[:min(len(manifests), MaxManifests)]
+	}
+	for _, name := range manifests {
+		add(loadTool(lv, ToolsDir+"/"+name, sidecars[name+ProvenanceSuffix], opts))
+	}
+	return lt
+}
+
+// loadTool reads, parses and checks the manifest name of lv. The
+// artifact is skipped (malformed), inactive (untrusted) or active, in
+// which case the tool is returned.
+func loadTool(lv layerView, name string, sidecar bool, opts ToolOptions) (Artifact, *Tool) {
+	a := newArtifact(TypeTool, lv, name)
+	a.Name = strings.TrimSuffix(filepath.Base(name), ".toml")
+	doc, err := lv.files.readFile(name, MaxArtifactBytes)
+	if err != nil {
+		a.skip(fmt.Errorf("read manifest: %w", explainRootErr(err)))
+		return a, nil
+	}
+	a.Digest = digest(doc)
+	if sidecar {
+		a.setProvenance(readProvenance(lv.files, name, doc))
+	} else {
+		a.setProvenance(Provenance{State: ProvenanceLegacy})
+	}
+	m, err := ParseManifest(a.Path, doc)
+	if err != nil {
+		a.skip(err)
+		return a, nil
+	}
+	a.Name = m.Name
+	switch {
+	case slices.Contains(opts.Builtins, m.Name):
+		a.skip(fmt.Errorf("%s is a built-in tool, and custom tools cannot shadow built-ins; rename it", m.Name))
+		return a, nil
+	case lv.Dir == "":
+		a.skip(errors.New("executable artifacts cannot be bundled: the bundled layer has no directory to run them from"))
+		return a, nil
+	}
+	t := NewTool(lv.Layer, a.Path, m, opts.Commands, opts.Env)
+	verdict := opts.Pins.verdict(lv.Layer, a.Path, []string{t.argv[0]}, &loaded{doc: doc, prov: a.Provenance, open: lv.files.openBase})
+	a.Trust = verdict.Status
+	if verdict.Status != Trusted {
+		a.Status, a.Reason, a.Pin = StatusInactive, sanitize(verdict.Reason), verdict.Pin
+		return a, nil
+	}
+	if verdict.Pinned {
+		pins, l, path, exe := opts.Pins, lv.Layer, a.Path, t.argv[0]
+		t.verify = func() Verdict { return pins.Check(l, path, []string{exe}) }
+	}
+	a.Status = StatusActive
+	if m.Sandbox {
+		a.Reason = "sandbox = true is recorded but not enforced"
+	}
+	return a, t
+}

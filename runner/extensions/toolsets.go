@@ -1,0 +1,218 @@
+package extensions
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ToolsetsFile is the layered toolsets file; the nearest one wins.
+const ToolsetsFile = "toolsets.toml"
+
+// Toolset errors, for errors.Is.
+var (
+	// ErrNoToolsets means a toolset was requested and no usable
+	// toolsets.toml was found.
+	ErrNoToolsets = errors.New("no toolsets.toml")
+	// ErrUnknownToolset means a requested or included toolset is not
+	// defined.
+	ErrUnknownToolset = errors.New("unknown toolset")
+)
+
+// Toolset is one [toolsets.<name>] table.
+type Toolset struct {
+	// Tools are built-in and custom tool names.
+	Tools []string `toml:"tools" json:"tools,omitempty"`
+	// Includes name other toolsets whose tools are added.
+	Includes []string `toml:"includes" json:"includes,omitempty"`
+	// Exclude names tools removed after the union.
+	Exclude []string `toml:"exclude" json:"exclude,omitempty"`
+}
+
+type toolsetsDoc struct {
+	Toolsets map[string]Toolset `toml:"toolsets"`
+}
+
+// ParseToolsets parses a toolsets.toml. Unknown keys are errors. An
+// include of an undefined toolset is not: it is reported when the toolset
+// is used, naming the toolset that includes it, as the spec says.
+func ParseToolsets(path string, doc []byte) (map[string]Toolset, error) {
+	var d toolsetsDoc
+	if err := decodeTOML(path, doc, &d); err != nil {
+		return nil, err
+	}
+	for _, name := range sortedKeys(d.Toolsets) {
+		ts := d.Toolsets[name]
+		if strings.TrimSpace(name) == "" {
+			return nil, placed(path, doc, fieldErrorf("toolsets", "a toolset has an empty name"))
+		}
+		for _, f := range []struct {
+			key  string
+			list []string
+		}{{"tools", ts.Tools}, {"includes", ts.Includes}, {"exclude", ts.Exclude}} {
+			if slices.Contains(f.list, "") {
+				return nil, placed(path, doc, fieldErrorf("toolsets."+name+"."+f.key, "contains an empty name"))
+			}
+		}
+	}
+	if d.Toolsets == nil {
+		d.Toolsets = map[string]Toolset{}
+	}
+	return d.Toolsets, nil
+}
+
+// Toolsets are the named toolsets of a session, from the nearest
+// toolsets.toml. A nil *Toolsets means none was found.
+type Toolsets struct {
+	// Path is the file the toolsets come from.
+	Path string
+	sets map[string]Toolset
+	// err is why the nearest file was skipped; sets is then empty.
+	err error
+}
+
+// NewToolsets returns the toolsets sets, as if read from path.
+func NewToolsets(path string, sets map[string]Toolset) *Toolsets {
+	return &Toolsets{Path: path, sets: sets}
+}
+
+// Names returns the defined toolsets' names, sorted.
+func (t *Toolsets) Names() []string {
+	if t == nil {
+		return nil
+	}
+	return sortedKeys(t.sets)
+}
+
+// Resolve returns the tool names of the toolset name, sorted: its tools
+// and, recursively, those of the toolsets it includes, each set's
+// exclusions removed after its union. An include cycle stops at the first
+// toolset seen again.
+func (t *Toolsets) Resolve(name string) ([]string, error) {
+	if t == nil {
+		return nil, fmt.Errorf("toolset %q: %w was found in the extension layers; define it in .aerie/%s or $AERIE_HOME/%s", name, ErrNoToolsets, ToolsetsFile, ToolsetsFile)
+	}
+	if t.err != nil {
+		return nil, fmt.Errorf("toolset %q: %w is usable: %s was skipped: %v", name, ErrNoToolsets, t.Path, t.err)
+	}
+	if _, ok := t.sets[name]; !ok {
+		avail := "none are defined"
+		if names := t.Names(); len(names) > 0 {
+			avail = "available: " + strings.Join(names, ", ")
+		}
+		return nil, fmt.Errorf("%w %q (%s in %s)", ErrUnknownToolset, name, avail, t.Path)
+	}
+	set, err := t.resolve(name, map[string]bool{})
+	if err != nil {
+		return nil, err
+	}
+	return sortedKeys(set), nil
+}
+
+func (t *Toolsets) resolve(name string, seen map[string]bool) (map[string]bool, error) {
+	seen[name] = true
+	ts := t.sets[name]
+	out := make(map[string]bool, len(ts.Tools))
+	for _, tool := range ts.Tools {
+		out[tool] = true
+	}
+	for _, inc := range ts.Includes {
+		if seen[inc] {
+			continue // a cycle, or a set already merged
+		}
+		if _, ok := t.sets[inc]; !ok {
+			return nil, fmt.Errorf("toolset %q includes %w %q (in %s)", name, ErrUnknownToolset, inc, t.Path)
+		}
+		sub, err := t.resolve(inc, seen)
+		if err != nil {
+			return nil, err
+		}
+		for tool := range sub {
+			out[tool] = true
+		}
+		for _, ex := range ts.Exclude {
+			delete(out, ex)
+		}
+	}
+	for _, ex := range ts.Exclude {
+		delete(out, ex)
+	}
+	return out, nil
+}
+
+// Apply selects from available (tool names, in the order offered to the
+// model) those in the toolset name, keeping their order. missing lists the
+// toolset's names that are not available — an inactive custom tool, a
+// typo — for a warning.
+func (t *Toolsets) Apply(name string, available []string) (selected, missing []string, err error) {
+	names, err := t.Resolve(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, tool := range available {
+		if _, ok := slices.BinarySearch(names, tool); ok {
+			selected = append(selected, tool)
+		}
+	}
+	for _, tool := range names {
+		if !slices.Contains(available, tool) {
+			missing = append(missing, tool)
+		}
+	}
+	return selected, missing, nil
+}
+
+// LoadToolsets reads the nearest toolsets.toml of src. A malformed nearest
+// file is skipped without trying a farther copy: requesting a toolset then
+// fails with its error. The result is nil when no layer has the file.
+func LoadToolsets(src Source) (*Toolsets, []Artifact, error) {
+	v, err := src.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer v.close()
+	t, arts := loadToolsets(v)
+	return t, arts, nil
+}
+
+func loadToolsets(v *view) (*Toolsets, []Artifact) {
+	var (
+		t       *Toolsets
+		arts    []Artifact
+		decider = -1
+	)
+	for _, lv := range v.layers {
+		if lv.err != nil {
+			continue
+		}
+		if _, err := lv.files.lstat(ToolsetsFile); absent(err) {
+			continue
+		}
+		a := newArtifact(TypeToolsets, lv, ToolsetsFile)
+		a.Name = ToolsetsFile
+		if decider >= 0 {
+			a.Digest = fileDigest(lv.files, ToolsetsFile)
+			a.shadow(&arts[decider])
+			arts = append(arts, a)
+			continue
+		}
+		decider = len(arts)
+		doc, err := lv.files.readFile(ToolsetsFile, MaxArtifactBytes)
+		var sets map[string]Toolset
+		if err == nil {
+			a.Digest = digest(doc)
+			a.setProvenance(readProvenance(lv.files, ToolsetsFile, doc))
+			sets, err = ParseToolsets(a.Path, doc)
+		}
+		if err != nil {
+			err = explainRootErr(err)
+			a.skip(fmt.Errorf("read %s: %w; a farther %s is not used in its place", ToolsetsFile, err, ToolsetsFile))
+			t = &Toolsets{Path: a.Path, err: err}
+		} else {
+			a.Status, t = StatusActive, &Toolsets{Path: a.Path, sets: sets}
+		}
+		arts = append(arts, a)
+	}
+	return t, arts
+}

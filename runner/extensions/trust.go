@@ -1,0 +1,387 @@
+package extensions
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// TrustFile is the name of the pin file in a pinnable layer.
+const TrustFile = "trust.toml"
+
+// HomePinPrefix starts the pin path of an artifact in $AERIE_HOME, so
+// that it can never be confused with a workspace path.
+const HomePinPrefix = "$AERIE_HOME/"
+
+// TrustStatus is an executable artifact's standing.
+type TrustStatus string
+
+// Trust statuses, as the spec names them.
+const (
+	// Trusted artifacts may run.
+	Trusted TrustStatus = "trusted"
+	// Untrusted artifacts have no pin (or the pins cannot be read).
+	Untrusted TrustStatus = "untrusted"
+	// Modified artifacts have a pin for their path, but their bytes (or
+	// an executable's) changed since.
+	Modified TrustStatus = "modified"
+)
+
+// Pin is one entry of trust.toml: an artifact's pin path and the hash its
+// manifest and executables must have.
+type Pin struct {
+	Path   string `toml:"path" json:"path"`
+	SHA256 string `toml:"sha256" json:"sha256"`
+}
+
+// TOML returns the pin as a trust.toml entry, ready to append.
+func (p Pin) TOML() string {
+	return fmt.Sprintf("[[pin]]\npath = %q\nsha256 = %q\n", p.Path, p.SHA256)
+}
+
+// trustDoc is trust.toml.
+type trustDoc struct {
+	Pin []Pin `toml:"pin"`
+}
+
+var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// ParseTrust parses a trust.toml. path is used in errors only.
+func ParseTrust(path string, doc []byte) ([]Pin, error) {
+	var d trustDoc
+	if err := decodeTOML(path, doc, &d); err != nil {
+		return nil, err
+	}
+	for i := range d.Pin {
+		p := &d.Pin[i]
+		key := fmt.Sprintf("pin[%d]", i)
+		p.SHA256 = strings.ToLower(p.SHA256)
+		switch {
+		case p.Path == "":
+			return nil, placed(path, doc, fieldErrorf(key+".path", "missing: the manifest's path from the workspace root, or $AERIE_HOME/… for a home artifact"))
+		case strings.HasPrefix(p.Path, "/") || slices.Contains(strings.Split(p.Path, "/"), ".."):
+			return nil, placed(path, doc, fieldErrorf(key+".path", "%q must be relative to the workspace root, without ..", p.Path))
+		case !hexSHA256.MatchString(p.SHA256):
+			return nil, placed(path, doc, fieldErrorf(key+".sha256", "%q is not 64 hexadecimal digits (copy it from aerie extensions)", p.SHA256))
+		}
+	}
+	return d.Pin, nil
+}
+
+// Verdict is the outcome of a trust check.
+type Verdict struct {
+	Status TrustStatus
+	// Reason says why, for the report.
+	Reason string
+	// Pin is the pin that would trust the artifact as it is now, when its
+	// layer takes pins and the hash could be computed.
+	Pin *Pin
+	// Pinned means the verdict came from the pins: the artifact needs one.
+	Pinned bool
+}
+
+// Pins are the trust pins of a session: the union of the trust.toml files
+// of its pinnable layers. A Pins is immutable and safe for concurrent use.
+//
+// The zero value and nil hold no pins: every artifact that needs one is
+// untrusted.
+type Pins struct {
+	workspace string
+	byPath    map[string][]string
+	// err, when set, is why a trust file could not be used: every
+	// artifact that needs a pin fails closed.
+	err error
+}
+
+// NewPins returns pins for the workspace root, as if read from a trust
+// file. It is for callers that hold pins from elsewhere.
+func NewPins(workspace string, pins ...Pin) *Pins {
+	p := &Pins{workspace: workspace, byPath: map[string][]string{}}
+	for _, pin := range pins {
+		p.byPath[pin.Path] = append(p.byPath[pin.Path], strings.ToLower(pin.SHA256))
+	}
+	return p
+}
+
+// LoadPins reads trust.toml from every pinnable layer of src. A trust file
+// that cannot be read or parsed makes every artifact that needs a pin
+// untrusted (fail closed). A trust.toml in a layer that is not pinnable
+// (the workspace's) is ignored and reported.
+func LoadPins(src Source) (*Pins, []Artifact, error) {
+	v, err := src.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer v.close()
+	p, arts := loadPins(v)
+	return p, arts, nil
+}
+
+func loadPins(v *view) (*Pins, []Artifact) {
+	p := NewPins(v.wsDir)
+	var arts []Artifact
+	for _, lv := range v.layers {
+		if lv.err != nil {
+			continue
+		}
+		if _, err := lv.files.lstat(TrustFile); absent(err) {
+			continue
+		}
+		a := newArtifact(TypeTrust, lv, TrustFile)
+		a.Name = TrustFile
+		if !lv.Pinnable() {
+			a.skip(errors.New("trust pins are honoured only from layers the session's submitter controls ($AERIE_HOME, spec, namespace and platform layers), never from the workspace"))
+			arts = append(arts, a)
+			continue
+		}
+		doc, err := lv.files.readFile(TrustFile, MaxTrustBytes)
+		var pins []Pin
+		if err == nil {
+			a.Digest = digest(doc)
+			pins, err = ParseTrust(a.Path, doc)
+		}
+		if err != nil {
+			err = fmt.Errorf("read trust pins: %w; project executables stay inactive until it is fixed", err)
+			p.err = errors.Join(p.err, err)
+			a.skip(err)
+			arts = append(arts, a)
+			continue
+		}
+		for _, pin := range pins {
+			p.byPath[pin.Path] = append(p.byPath[pin.Path], pin.SHA256)
+		}
+		a.Status, a.Reason = StatusActive, fmt.Sprintf("%d pin(s)", len(pins))
+		arts = append(arts, a)
+	}
+	return p, arts
+}
+
+// Trusted reports whether the executable artifact whose manifest is at
+// manifest (an absolute path inside l) may run, and why. executables are
+// the programs it runs: paths (a relative one is taken from the manifest's
+// directory) or bare names looked up in PATH, which contribute nothing to
+// the hash.
+//
+// Artifacts of the workspace need a matching pin. Artifacts in $AERIE_HOME
+// need one when extension_manage wrote them (agent provenance), are
+// trusted without a sidecar (a person put them there), and are untrusted
+// when the sidecar is malformed. Spec, namespace, platform and bundled
+// artifacts are trusted.
+func (p *Pins) Trusted(l Layer, manifest string, executables []string) (ok bool, reason string) {
+	v := p.Check(l, manifest, executables)
+	return v.Status == Trusted, v.Reason
+}
+
+// Check is Trusted with the whole verdict.
+func (p *Pins) Check(l Layer, manifest string, executables []string) Verdict {
+	return p.verdict(l, manifest, executables, nil)
+}
+
+// loaded is what a loader has already read of an artifact, so that a trust
+// check does not read it again.
+type loaded struct {
+	doc  []byte      // the manifest's bytes
+	prov *Provenance // its provenance
+	// open opens a file by its path relative to the pin's base (the
+	// workspace for project layers, the layer for the others).
+	open func(rel string) (*os.File, error)
+}
+
+func (p *Pins) verdict(l Layer, manifest string, executables []string, pre *loaded) Verdict {
+	switch l.Kind {
+	case KindProject:
+		return p.check(l, manifest, executables, pre)
+	case KindHome:
+		var prov Provenance
+		if pre != nil && pre.prov != nil {
+			prov = *pre.prov
+		} else {
+			prov = ReadProvenance(l, manifest)
+		}
+		switch prov.State {
+		case ProvenanceLegacy:
+			return Verdict{Status: Trusted, Reason: "a user artifact without managed provenance"}
+		case ProvenanceUnknown:
+			return Verdict{Status: Untrusted, Reason: "its provenance sidecar is malformed: " + prov.Reason}
+		}
+		return p.check(l, manifest, executables, pre)
+	default:
+		return Verdict{Status: Trusted, Reason: fmt.Sprintf("the %s layer is controlled by the session's submitter", l.Kind)}
+	}
+}
+
+func (p *Pins) check(l Layer, manifest string, executables []string, pre *loaded) Verdict {
+	if p == nil {
+		return Verdict{Status: Untrusted, Reason: "no trust pins were loaded", Pinned: true}
+	}
+	var (
+		pin Pin
+		err error
+	)
+	if pre != nil {
+		var b pinBase
+		if b, err = newPinBase(p.workspace, l, manifest); err == nil {
+			pin, err = b.compute(pre.doc, executables, pre.open)
+		}
+	} else {
+		pin, err = ComputePin(p.workspace, l, manifest, executables)
+	}
+	if err != nil {
+		return Verdict{Status: Untrusted, Reason: sanitize(err.Error()), Pinned: true}
+	}
+	v := Verdict{Pin: &pin, Pinned: true}
+	switch {
+	case p.err != nil:
+		v.Status, v.Reason = Untrusted, "a trust file is malformed, so nothing that needs a pin runs: "+sanitize(p.err.Error())
+	case len(p.byPath[pin.Path]) == 0:
+		v.Status, v.Reason = Untrusted, fmt.Sprintf("no trust pin for %s; review it and add the pin shown to $AERIE_HOME/%s", pin.Path, TrustFile)
+	case slices.Contains(p.byPath[pin.Path], pin.SHA256):
+		v.Status, v.Reason = Trusted, "pinned in "+TrustFile
+	default:
+		v.Status, v.Reason = Modified, fmt.Sprintf("%s or an executable it runs changed since it was pinned; restore the pinned bytes, or review it and replace the pin", pin.Path)
+	}
+	return v
+}
+
+// ComputePin returns the pin of an executable artifact as its bytes are
+// now: what a person adds to trust.toml after reviewing it.
+//
+// For a project layer the pin path is the manifest's path from the
+// workspace root, and executables inside the workspace contribute their
+// bytes; for a $AERIE_HOME artifact the path is HomePinPrefix followed by
+// the path inside the layer, whose directory then takes the workspace's
+// part. Executables outside contribute their absolute path; bare names
+// contribute nothing. The encoding is in the package documentation.
+func ComputePin(workspace string, l Layer, manifest string, executables []string) (Pin, error) {
+	b, err := newPinBase(workspace, l, manifest)
+	if err != nil {
+		return Pin{}, err
+	}
+	root, err := os.OpenRoot(b.base)
+	if err != nil {
+		return Pin{}, fmt.Errorf("compute trust pin: %w", err)
+	}
+	defer root.Close()
+	doc, err := readRoot(root, b.rel, MaxArtifactBytes)
+	if err != nil {
+		return Pin{}, fmt.Errorf("compute trust pin: manifest %s: %w", manifest, explainRootErr(err))
+	}
+	return b.compute(doc, executables, func(rel string) (*os.File, error) {
+		return root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	})
+}
+
+// pinBase is where a manifest's pin is computed from.
+type pinBase struct {
+	// base is the directory whose files contribute bytes, resolved;
+	// lexical is the same as given.
+	base, lexical string
+	// rel is the manifest's path from base; manifest its absolute path.
+	rel, manifest string
+	// prefix starts the pin path.
+	prefix string
+}
+
+func newPinBase(workspace string, l Layer, manifest string) (pinBase, error) {
+	base, prefix := workspace, ""
+	if l.Kind != KindProject {
+		base, prefix = l.Dir, HomePinPrefix
+		if l.Kind != KindHome {
+			prefix = l.Name + "/"
+		}
+	}
+	if base == "" {
+		return pinBase{}, errors.New("compute trust pin: no workspace")
+	}
+	lexical, err := filepath.Abs(base)
+	if err != nil {
+		return pinBase{}, fmt.Errorf("compute trust pin: %w", err)
+	}
+	base, rel, err := within(lexical, manifest)
+	if err != nil {
+		return pinBase{}, fmt.Errorf("compute trust pin: manifest %w", err)
+	}
+	return pinBase{base: base, lexical: lexical, rel: rel, manifest: manifest, prefix: prefix}, nil
+}
+
+// compute hashes the manifest doc and the executables, opened with open.
+func (b pinBase) compute(doc []byte, executables []string, open func(rel string) (*os.File, error)) (Pin, error) {
+	pin := Pin{Path: b.prefix + filepath.ToSlash(b.rel)}
+	h := sha256.New()
+	io.WriteString(h, "aerie-trust-v1\x00")
+	fmt.Fprintf(h, "manifest\x00%s\x00%d\x00", filepath.ToSlash(b.rel), len(doc))
+	h.Write(doc)
+	for _, exe := range executables {
+		if exe == "" || !strings.ContainsRune(exe, '/') {
+			continue // resolved through PATH: no identity of its own
+		}
+		abs := exe
+		if !filepath.IsAbs(abs) {
+			abs = filepath.Join(filepath.Dir(b.manifest), exe)
+		}
+		abs = filepath.Clean(abs)
+		// Inside is decided on the path as written (against the
+		// workspace as given or as resolved), never by following the
+		// executable's own symbolic link: a link inside the workspace is
+		// hashed through the root, which refuses one that leads out.
+		r, ok := relInside(b.lexical, abs)
+		if !ok {
+			r, ok = relInside(b.base, abs)
+		}
+		if !ok {
+			fmt.Fprintf(h, "path\x00%s\x00", abs)
+			continue
+		}
+		f, err := open(r)
+		if err == nil {
+			err = hashFile(h, f, "file", r, MaxExecutableBytes)
+			f.Close()
+		}
+		if err != nil {
+			return Pin{}, fmt.Errorf("compute trust pin: executable %s: %w", exe, explainRootErr(err))
+		}
+	}
+	pin.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return pin, nil
+}
+
+// hashFile adds kind, name, length and the bytes of the regular file f to
+// h, reading at most max bytes.
+func hashFile(h hash.Hash, f *os.File, kind, name string, max int64) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return ErrNotRegular
+	}
+	if fi.Size() > max {
+		return fmt.Errorf("%w: %d bytes, over the %s limit for pinned files", ErrTooLarge, fi.Size(), byteSize(max))
+	}
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", kind, filepath.ToSlash(name), fi.Size())
+	n, err := io.Copy(h, io.LimitReader(f, fi.Size()))
+	if err != nil {
+		return err
+	}
+	if n != fi.Size() {
+		return errors.New("the file changed while it was read")
+	}
+	return nil
+}
+
+// explainRootErr adds the fix to os.Root's escape error.
+func explainRootErr(err error) error {
+	if escapes(err) {
+		return fmt.Errorf("%w (a symbolic link leads outside; name the target by its absolute path instead)", err)
+	}
+	return err
+}

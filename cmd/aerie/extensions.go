@@ -11,6 +11,7 @@ import (
 
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
@@ -88,6 +89,10 @@ skipped (the report is printed first). Skipped project files do not fail it.`,
 			if err != nil {
 				return fmt.Errorf("extensions: %w", err)
 			}
+			// Hooks live in their own package; their files join the report
+			// with the pins that would trust them.
+			loaded, hookErr := hooks.Load(layers, set.Pins, hooks.LoadOptions{Dir: wd})
+			set.Report.Artifacts = append(set.Report.Artifacts, loaded.Artifacts(ws)...)
 			if asJSON {
 				err = writeJSON(cmd.OutOrStdout(), set.Report)
 			} else {
@@ -95,6 +100,9 @@ skipped (the report is printed first). Skipped project files do not fail it.`,
 			}
 			if err != nil {
 				return err
+			}
+			if hookErr != nil {
+				return fmt.Errorf("extensions: %w", hookErr)
 			}
 			if problems := set.Report.Problems(); len(problems) > 0 {
 				return fmt.Errorf("extensions: %d artifact(s) in layers you control were skipped:\n  %s",

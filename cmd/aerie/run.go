@@ -17,6 +17,7 @@ import (
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/headless"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
@@ -36,6 +37,7 @@ type runFlags struct {
 	rawDir                                string
 	atifOutput                            string
 	atifPlaintext                         bool
+	toolset                               string
 }
 
 // Default models, used when --model is not given for a new session.
@@ -91,7 +93,8 @@ cancelled by SIGINT or SIGTERM.`,
 	fl.StringVar(&f.resume, "resume", "", "continue `SESSION` (id, unique prefix or label)")
 	fl.StringVar(&f.forkFrom, "fork-from", "", "copy `SESSION` into a new child session and continue that")
 	fl.StringVar(&f.label, "label", "", "a `label` for the new session")
-	fl.StringVar(&f.workspace, "workspace", "", "the workspace root the tools are confined to (default: the current directory)")
+	fl.StringVar(&f.workspace, "workspace", "", "the workspace root the tools are confined to (default: the enclosing git repository, or the current directory)")
+	fl.StringVar(&f.toolset, "toolset", "", "offer only the tools of the `toolset` named in toolsets.toml")
 	fl.IntVar(&f.maxTurns, "max-turns", 100, "stop after this many model requests (0: no limit)")
 	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "stop once input and output tokens reach this many (0: no limit)")
 	fl.DurationVar(&f.maxDuration, "max-duration", time.Hour, "stop after this much wall time (0: no limit)")
@@ -122,11 +125,15 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	if err != nil {
 		return configErr(err)
 	}
+	home := config.Home(a.env)
+	layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: dir, Workspace: workspace, Home: home})
+	if err != nil {
+		return configErr(err)
+	}
 	loaded, err := a.loadConfig(cmd, dir, workspace)
 	if err != nil {
 		return configErr(err)
 	}
-	home := config.Home(a.env)
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 	if f.rawDir == "" && f.atifOutput != "" {
@@ -175,11 +182,15 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 		Dir:         dir,
 		Prompt:      prompt,
 		Settings:    store.Settings{Provider: f.provider, Model: f.model},
-		NewModel:    a.modelFactory(f, dir, workspace, home, logger),
+		NewModel:    a.modelFactory(f, layers, logger),
 		Label:       f.label,
 		Resume:      f.resume,
 		ForkFrom:    f.forkFrom,
 		System:      headless.DefaultSystemPrompt(dir),
+		Layers:      layers,
+		Workspace:   workspace,
+		Toolset:     f.toolset,
+		Getenv:      a.env.Getenv,
 		MaxDuration: f.maxDuration,
 		Executor:    exe,
 		Capper:      capper,
@@ -309,10 +320,15 @@ func (a *app) prompt(cmd *cobra.Command, args []string, f runFlags) (string, err
 }
 
 // workspaceRoot is the workspace boundary: --workspace, which must contain
-// the current directory, or the current directory.
+// the current directory, or the enclosing git repository, or the current
+// directory.
 func workspaceRoot(dir, flag string) (string, error) {
 	if flag == "" {
-		return dir, nil
+		ws, err := extensions.FindWorkspace(dir)
+		if err != nil {
+			return "", fmt.Errorf("find the workspace of %s: %w", dir, err)
+		}
+		return ws, nil
 	}
 	ws, err := filepath.Abs(flag)
 	if err != nil {
@@ -342,7 +358,7 @@ func (a *app) defaultSettings(s store.Settings) store.Settings {
 
 // modelFactory makes the provider for the settings a session runs with, from
 // the flags and the credentials in the environment.
-func (a *app) modelFactory(f runFlags, dir, workspace, home string, logger *slog.Logger) func(store.Settings) (agent.Model, error) {
+func (a *app) modelFactory(f runFlags, layers []extensions.Layer, logger *slog.Logger) func(store.Settings) (agent.Model, error) {
 	return func(s store.Settings) (agent.Model, error) {
 		cfg := provider.Config{Provider: s.Provider, Model: s.Model, BaseURL: f.baseURL, API: f.api, Logger: logger}
 		getenv := a.env.Getenv
@@ -363,7 +379,7 @@ func (a *app) modelFactory(f runFlags, dir, workspace, home string, logger *slog
 		case provider.NameOpenAICompatible:
 			cfg.APIKey = provider.Secret(getenv("OPENAI_API_KEY"))
 		case provider.NameScripted:
-			path, err := scriptPath(f.script, s.Model, dir, workspace, home)
+			path, err := scriptPath(f.script, s.Model, layers)
 			if err != nil {
 				return nil, err
 			}
@@ -374,9 +390,8 @@ func (a *app) modelFactory(f runFlags, dir, workspace, home string, logger *slog
 }
 
 // scriptPath finds the scripted provider's file: --script, or
-// scripted/MODEL.yaml in the nearest project .aerie (or .osprey) directory
-// within the workspace, or in $AERIE_HOME.
-func scriptPath(flag, model, dir, workspace, home string) (string, error) {
+// scripted/MODEL.yaml in the nearest layer that has one.
+func scriptPath(flag, model string, layers []extensions.Layer) (string, error) {
 	if flag != "" {
 		return flag, nil
 	}
@@ -385,22 +400,18 @@ func scriptPath(flag, model, dir, workspace, home string) (string, error) {
 	}
 	name := filepath.Join("scripted", model+".yaml")
 	var tried []string
-	for d := dir; ; d = filepath.Dir(d) {
-		for _, layer := range []string{".aerie", ".osprey"} {
-			p := filepath.Join(d, layer, name)
-			tried = append(tried, p)
-			if _, err := os.Stat(p); err == nil {
-				return p, nil
-			}
+	for _, l := range layers {
+		if l.Kind == extensions.KindBundled {
+			continue // holds no scripts
 		}
-		if d == workspace || d == filepath.Dir(d) {
-			break
+		p := filepath.Join(l.Dir, name)
+		tried = append(tried, p)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
 		}
 	}
-	p := filepath.Join(home, name)
-	tried = append(tried, p)
-	if _, err := os.Stat(p); err == nil {
-		return p, nil
+	if len(tried) == 0 {
+		return "", fmt.Errorf("no script for scripted model %q: give --script, or create .aerie/%s", model, name)
 	}
 	return "", fmt.Errorf("no script for scripted model %q: give --script or create one of %s", model, strings.Join(tried, ", "))
 }

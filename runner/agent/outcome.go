@@ -76,8 +76,11 @@ const (
 	EventToolCall         EventType = "tool_call"
 	EventToolResult       EventType = "tool_result"
 	EventWarning          EventType = "warning"
-	EventEnd              EventType = "end"
-	EventSessionEnd       EventType = "session_end"
+	// EventHook reports what lifecycle hooks decided: Status is
+	// "<event>:<decision>", Reason their reason, Text the context they added.
+	EventHook       EventType = "hook"
+	EventEnd        EventType = "end"
+	EventSessionEnd EventType = "session_end"
 )
 
 // Event is one thing that happened in a run, for people and programs

@@ -19,6 +19,7 @@ import (
 
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
@@ -141,15 +142,29 @@ type Options struct {
 	// label); ForkFrom copies the session it names into a new child and
 	// continues that. At most one is set.
 	Resume, ForkFrom string
-	// System is the system prompt.
+	// System is the persona's base prompt; a SYSTEM.md or
+	// AERIE_SYSTEM_PROMPT_FILE replaces it, APPEND_SYSTEM.md files and
+	// project instructions (AGENTS.md) extend it.
 	System string
+	// Layers are the extension layers, nearest first: custom tools,
+	// prompts, tool descriptions, toolsets, trust pins and hooks are read
+	// from them.
+	Layers []extensions.Layer
+	// Workspace is the workspace root; empty means Dir.
+	Workspace string
+	// Toolset names the toolset (toolsets.toml) that selects the tools
+	// offered; empty offers every tool.
+	Toolset string
+	// Getenv reads AERIE_SYSTEM_PROMPT_FILE and AERIE_TOOL_DESCRIPTIONS_FILE;
+	// nil is an empty environment.
+	Getenv func(string) string
 	// Stop are the budgets checked before each model request.
 	Stop []agent.StopCondition
 	// MaxDuration is the wall-time budget; zero is none.
 	MaxDuration time.Duration
 	// Executor runs the tools.
 	Executor Executor
-	// Tools are offered after the built-in ones (custom tools, MCP tools).
+	// Tools are offered after the built-in and custom ones (MCP tools).
 	Tools []tools.Tool
 	// Wrap, when set, wraps every tool (hooks, permissions).
 	Wrap func(tools.Tool) tools.Tool
@@ -173,6 +188,10 @@ type Report struct {
 	Session store.Session
 	// Settings are the provider and model the run used.
 	Settings store.Settings
+	// System is the system prompt the model was given.
+	System string
+	// Extensions reports the artifacts found in the layers.
+	Extensions extensions.Report
 	// Tools are the tools the model was offered.
 	Tools    []provider.Tool
 	Result   agent.Result
@@ -202,6 +221,11 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	if opts.Prompt == "" && opts.Resume == "" && opts.ForkFrom == "" {
 		return Report{}, configErrorf("no prompt: give the task as an argument or on standard input")
 	}
+	bg := tools.NewBackground(opts.Executor)
+	k, err := loadExtensions(opts, tools.Builtin(opts.Executor, opts.Executor, bg))
+	if err != nil {
+		return Report{}, err
+	}
 	sess, snap, err := openSession(ctx, st, opts)
 	if err != nil {
 		return Report{}, err
@@ -221,31 +245,43 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	for _, c := range changes {
 		w.Append(c)
 	}
-	bg := tools.NewBackground(opts.Executor)
-	reg, err := registry(opts, bg)
+	k.startHooks(opts, sess.ID.String())
+	reg, err := registry(opts, k.tools)
 	if err != nil {
 		_ = w.Close(context.WithoutCancel(ctx))
 		return Report{}, &ConfigError{Err: err}
 	}
 	emit(opts.Observe, agent.Event{Type: agent.EventSessionStart, Session: sess.ID.String(), Provider: settings.Provider, Model: settings.Model})
 
-	var usage store.Usage
-	if snap.Usage != nil {
-		usage = *snap.Usage
+	source := "startup"
+	if opts.Resume != "" || opts.ForkFrom != "" {
+		source = "resume"
 	}
-	loop := agent.New(agent.Config{
-		Model:       model,
-		Tools:       reg,
-		Journal:     w,
-		System:      opts.System,
-		Stop:        opts.Stop,
-		MaxDuration: opts.MaxDuration,
-		Observe:     opts.Observe,
-		Logger:      opts.Logger.With("session", sess.ID.String()),
-	}, agent.History(snap), usage)
-	res := loop.Run(ctx, opts.Prompt)
+	k.sessionStart(ctx, source, opts)
+	var res agent.Result
+	if prompt, err := k.userPrompt(ctx, opts.Prompt, opts); err != nil {
+		res = agent.Result{Outcome: agent.Failed, Reason: err.Error(), Err: err}
+	} else {
+		var usage store.Usage
+		if snap.Usage != nil {
+			usage = *snap.Usage
+		}
+		loop := agent.New(agent.Config{
+			Model:       model,
+			Tools:       reg,
+			Journal:     w,
+			System:      k.system,
+			Stop:        opts.Stop,
+			MaxDuration: opts.MaxDuration,
+			OnStop:      k.onStop(opts),
+			Observe:     opts.Observe,
+			Logger:      opts.Logger.With("session", sess.ID.String()),
+		}, agent.History(snap), usage)
+		res = loop.Run(ctx, prompt)
+	}
+	k.sessionEnd(context.WithoutCancel(ctx), res.Outcome, opts)
 
-	rep := Report{Session: sess, Settings: settings, Tools: reg.Definitions(), Result: res, ExitCode: ExitCode(res)}
+	rep := Report{Session: sess, Settings: settings, System: k.system, Tools: reg.Definitions(), Extensions: k.report(opts), Result: res, ExitCode: ExitCode(res)}
 	// Everything below must run after a cancel: the processes must end and
 	// the journal must drain whatever stopped the loop.
 	cleanup := context.WithoutCancel(ctx)
@@ -335,8 +371,7 @@ func settle(sess store.Session, snap store.Snapshot, want store.Settings) (store
 	return have, changes
 }
 
-func registry(opts Options, bg *tools.Background) (*tools.Registry, error) {
-	all := append(tools.Builtin(opts.Executor, opts.Executor, bg), opts.Tools...)
+func registry(opts Options, all []tools.Tool) (*tools.Registry, error) {
 	if opts.Wrap != nil {
 		for i, t := range all {
 			all[i] = opts.Wrap(t)

@@ -60,6 +60,9 @@ type File struct {
 	Reason string `json:"reason,omitempty"`
 	// Hooks counts the hooks the file declares (when it parsed).
 	Hooks int `json:"hooks"`
+	// Executables are what a trust pin of the file covers besides the file:
+	// its hooks' path-bearing programs and scripts (when it parsed).
+	Executables []string `json:"executables,omitempty"`
 }
 
 // Loaded is what Load found in the layers.
@@ -200,12 +203,12 @@ func (ld *layerLoad) use(src Source, f Format, hooks []Hook, probs []Problem) {
 		if !ok {
 			p := Problem{Layer: ld.l.Name, File: src.File, Reason: "untrusted: " + reason}
 			ld.out.Problems = append(ld.out.Problems, p)
-			ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusUntrusted, Reason: reason, Hooks: len(hooks)})
+			ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusUntrusted, Reason: reason, Hooks: len(hooks), Executables: Executables(hooks)})
 			return
 		}
 	}
 	ld.out.Hooks = append(ld.out.Hooks, hooks...)
-	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusActive, Hooks: len(hooks)})
+	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusActive, Hooks: len(hooks), Executables: Executables(hooks)})
 }
 
 func (ld *layerLoad) skip(src Source, f Format, probs []Problem) {

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aerie-run/aerie/hack/testenv"
+	"github.com/aerie-run/aerie/runner/agent"
+)
+
+func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pinAll pins every project artifact the extensions report suggests a pin
+// for, as a user would after reviewing them.
+func (e *e2e) pinAll() {
+	e.t.Helper()
+	out := e.run("extensions", "--json")
+	var rep struct {
+		Artifacts []struct {
+			Type, Name, Status string
+			Pin                *struct {
+				Path   string `json:"path"`
+				SHA256 string `json:"sha256"`
+			} `json:"pin"`
+		} `json:"artifacts"`
+	}
+	if err := json.Unmarshal([]byte(out.stdout), &rep); err != nil {
+		e.t.Fatalf("extensions --json: %v\n%s\n%s", err, out.stdout, out.stderr)
+	}
+	var pins strings.Builder
+	for _, a := range rep.Artifacts {
+		if a.Pin != nil {
+			fmt.Fprintf(&pins, "[[pin]]\npath = %q\nsha256 = %q\n", a.Pin.Path, a.Pin.SHA256)
+		}
+	}
+	if pins.Len() == 0 {
+		e.t.Fatalf("the report suggests no pin:\n%s", out.stdout)
+	}
+	writeFile(e.t, filepath.Join(e.home, "trust.toml"), pins.String(), 0o600)
+}
+
+func systemPrompt(t *testing.T, req testenv.ModelRequest) string {
+	t.Helper()
+	var r struct {
+		System []struct{ Text string } `json:"system"`
+	}
+	if err := req.Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, s := range r.System {
+		b.WriteString(s.Text)
+	}
+	return b.String()
+}
+
+func offeredTools(t *testing.T, req testenv.ModelRequest) []string {
+	t.Helper()
+	var r anthropicRequest
+	if err := req.Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range r.Tools {
+		names = append(names, tl.Name)
+	}
+	return names
+}
+
+// TestRunExtensions runs a session with a project custom tool, project
+// instructions, prompt files and hooks from the home layer and the
+// project, trusted only once pinned.
+func TestRunExtensions(t *testing.T) {
+	t.Parallel()
+	turns := []testenv.Turn{
+		toolTurn(
+			call("wc", "word_count", map[string]any{"text": "one two three"}),
+			call("denied", "bash", map[string]any{"command": "rm -rf /tmp/nothing"}),
+			call("rewritten", "bash", map[string]any{"command": "echo original"}),
+		),
+		answer("first try"),
+		answer("verified"),
+	}
+	e := newE2E(t, answer("unpinned"), answer("unpinned, verified"))
+	// A custom tool and project instructions in the workspace.
+	writeFile(t, filepath.Join(e.ws, ".aerie/tools/word_count.toml"), `name = "word_count"
+description = "Counts words."
+command = ["./count.sh"]
+[parameters.text]
+type = "string"
+required = true
+`, 0o644)
+	writeFile(t, filepath.Join(e.ws, ".aerie/tools/count.sh"), "#!/bin/sh\nread -r input\necho \"words of $input\"\n", 0o755)
+	writeFile(t, filepath.Join(e.ws, "AGENTS.md"), "Always run the linter.\n", 0o644)
+	writeFile(t, filepath.Join(e.ws, ".aerie/APPEND_SYSTEM.md"), "Project append.\n", 0o644)
+	// A project hook that must not run until pinned.
+	writeFile(t, filepath.Join(e.ws, ".aerie/hooks/mark.yaml"), "hooks:\n  SessionStart:\n    - hooks:\n        - type: command\n          command: \"touch project-hook-ran\"\n", 0o644)
+	// Hooks in the home layer, which the user controls: no pin needed.
+	writeFile(t, filepath.Join(e.home, "hooks.toml"), `[[hooks.PreToolUse]]
+matcher = "bash"
+[[hooks.PreToolUse.hooks]]
+command = "`+filepath.Join(e.home, "guard.sh")+`"
+
+[[hooks.Stop]]
+[[hooks.Stop.hooks]]
+command = "`+filepath.Join(e.home, "verify.sh")+`"
+
+`, 0o644)
+	// OpenVaala hooks add context at session start (Osprey's only observe).
+	writeFile(t, filepath.Join(e.home, "hooks/context.yaml"), `hooks:
+  SessionStart:
+    - hooks:
+        - type: command
+          command: "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"SessionStart\", \"additionalContext\": \"The release is on Friday.\"}}'"
+`, 0o644)
+	writeFile(t, filepath.Join(e.home, "guard.sh"), `#!/bin/sh
+input=$(cat)
+case "$input" in
+*rm\ -rf*) echo "destructive commands are not allowed" >&2; exit 2 ;;
+*original*) echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow", "updatedInput": {"command": "echo rewritten"}}}' ;;
+esac
+`, 0o755)
+	// The Stop hook blocks once: the model must verify its work.
+	writeFile(t, filepath.Join(e.home, "verify.sh"), `#!/bin/sh
+if [ -e stopped-once ]; then exit 0; fi
+touch stopped-once
+echo '{"decision": "block", "reason": "run the tests before you stop"}'
+`, 0o755)
+
+	// Unpinned: the custom tool is not offered and the project hook does
+	// not run.
+	out := e.run("run", "count")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	if names := offeredTools(t, e.model.Requests()[0]); strings.Contains(strings.Join(names, ","), "word_count") {
+		t.Errorf("the unpinned custom tool was offered: %v", names)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "project-hook-ran")); err == nil {
+		t.Error("the unpinned project hook ran")
+	}
+
+	if err := os.Remove(filepath.Join(e.ws, "stopped-once")); err != nil {
+		t.Fatalf("the Stop hook did not run in the unpinned session: %v", err)
+	}
+	e.pinAll()
+	e.model.Add(turns...)
+	out = e.run("run", "count")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "project-hook-ran")); err != nil {
+		t.Error("the pinned project hook did not run")
+	}
+	reqs := e.model.Requests()[2:]
+	sys := systemPrompt(t, reqs[0])
+	for _, want := range []string{"You are aerie", "Project append.", "Always run the linter.", "The release is on Friday."} {
+		if !strings.Contains(sys, want) {
+			t.Errorf("the system prompt lacks %q:\n%s", want, sys)
+		}
+	}
+	res := toolResults(t, reqs[1])
+	if r := res["wc"]; r.isError || !strings.Contains(r.text, `words of {"text":"one two three"}`) {
+		t.Errorf("custom tool result = %+v", r)
+	}
+	if r := res["denied"]; !r.isError || !strings.Contains(r.text, "destructive commands are not allowed") {
+		t.Errorf("denied call result = %+v", r)
+	}
+	if r := res["rewritten"]; r.isError || !strings.Contains(r.text, "rewritten") {
+		t.Errorf("rewritten call result = %+v", r)
+	}
+	// The Stop hook blocked the first answer: the model was told why.
+	var last anthropicRequest
+	if err := reqs[2].Decode(&last); err != nil {
+		t.Fatal(err)
+	}
+	final := last.Messages[len(last.Messages)-1]
+	if final.Role != "user" || final.Content[0].Text != "run the tests before you stop" {
+		t.Errorf("after the blocked stop the model got %+v", final)
+	}
+	if end := out.end(t); end.Outcome != agent.Completed || end.Text != "verified" {
+		t.Errorf("session_end = %+v", end)
+	}
+	var hookEvents int
+	for _, ev := range out.events {
+		if ev.Type == agent.EventHook {
+			hookEvents++
+		}
+	}
+	if hookEvents == 0 {
+		t.Error("no hook events in the output")
+	}
+}
+
+// TestRunToolset offers only the tools of the named toolset.
+func TestRunToolset(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, answer("ok"))
+	writeFile(t, filepath.Join(e.home, "toolsets.toml"), "[toolsets.readonly]\ntools = [\"read_file\", \"grep\"]\n", 0o644)
+	out := e.run("run", "--toolset", "readonly", "look")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	if got := strings.Join(offeredTools(t, e.model.Requests()[0]), ","); got != "read_file,grep" {
+		t.Errorf("offered tools %s, want read_file,grep", got)
+	}
+	bad := e.run("run", "--toolset", "nosuch", "look")
+	if bad.code != 2 || !strings.Contains(bad.stderr, "nosuch") {
+		t.Errorf("unknown toolset: exit %d, stderr %q", bad.code, bad.stderr)
+	}
+}

@@ -1,0 +1,195 @@
+package headless
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/tools"
+)
+
+// kit is what the extensions contribute to a run: the system prompt, the
+// tools the model is offered (hooks wrapped around them), and the hook
+// engine for the lifecycle events.
+type kit struct {
+	set    *extensions.Set
+	hooks  hooks.Loaded
+	engine *hooks.Engine
+	system string
+	tools  []tools.Tool
+}
+
+// loadExtensions reads the layers' artifacts. A malformed artifact in a layer
+// whoever runs the session controls stops the launch; one in the workspace
+// is skipped with its reason in the report.
+func loadExtensions(opts Options, builtin []tools.Tool) (*kit, error) {
+	names := make([]string, len(builtin))
+	for i, t := range builtin {
+		names[i] = t.Name()
+	}
+	set, err := extensions.Load(extensions.Source{
+		Layers: opts.Layers, Workspace: opts.Workspace, WorkDir: opts.Dir, Getenv: opts.Getenv,
+	}, extensions.Options{Builtins: names, Persona: opts.System, Commands: opts.Executor})
+	if err != nil {
+		return nil, &ConfigError{Err: fmt.Errorf("extensions: %w", err)}
+	}
+	if probs := set.Report.Problems(); len(probs) > 0 {
+		return nil, &ConfigError{Err: fmt.Errorf("extensions: %w (aerie extensions shows the report)", errors.Join(probs...))}
+	}
+	loaded, err := hooks.Load(opts.Layers, set.Pins, hooks.LoadOptions{Dir: opts.Dir})
+	if err != nil {
+		return nil, &ConfigError{Err: fmt.Errorf("hooks: %w", err)}
+	}
+	for _, p := range loaded.Problems {
+		opts.Logger.Warn("hook file skipped", "file", p.File, "field", p.Field, "reason", p.Reason)
+	}
+	k := &kit{set: set, hooks: loaded, system: set.Prompt.Text()}
+
+	all := append([]tools.Tool(nil), builtin...)
+	for _, t := range set.Tools {
+		all = append(all, t)
+	}
+	all = append(all, opts.Tools...)
+	for i, t := range all {
+		all[i] = set.Descriptions.Apply(t)
+	}
+	if opts.Toolset != "" {
+		if all, err = applyToolset(set.Toolsets, opts.Toolset, all, opts); err != nil {
+			return nil, err
+		}
+	}
+	k.tools = all
+	return k, nil
+}
+
+// applyToolset keeps the tools of the named toolset.
+func applyToolset(ts *extensions.Toolsets, name string, all []tools.Tool, opts Options) ([]tools.Tool, error) {
+	names := make([]string, len(all))
+	for i, t := range all {
+		names[i] = t.Name()
+	}
+	selected, missing, err := ts.Apply(name, names)
+	if err != nil {
+		return nil, &ConfigError{Err: fmt.Errorf("toolset %q: %w", name, err)}
+	}
+	if len(missing) > 0 {
+		opts.Logger.Warn("toolset names tools that are not available", "toolset", name, "tools", strings.Join(missing, ", "))
+	}
+	keep := map[string]bool{}
+	for _, n := range selected {
+		keep[n] = true
+	}
+	var out []tools.Tool
+	for _, t := range all {
+		if keep[t.Name()] {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// startHooks makes the hook engine of the session and wraps the tools in it.
+func (k *kit) startHooks(opts Options, session string) {
+	k.engine = hooks.New(opts.Executor, k.hooks.Hooks, hooks.Options{
+		SessionID: session,
+		Dir:       opts.Dir,
+		Observe: func(_ context.Context, v hooks.Verdict) {
+			emitHook(opts.Observe, v)
+		},
+		Logger: opts.Logger,
+	})
+	k.tools = hooks.WrapAll(k.tools, k.engine)
+}
+
+// emitHook reports a hook verdict as an event: what the hooks decided and
+// why, including an approval decided for a hook that asked.
+func emitHook(observe func(agent.Event), v hooks.Verdict) {
+	reason := v.Reason
+	if v.Approval != nil {
+		reason = strings.TrimSpace(fmt.Sprintf("%s (approval: %+v)", reason, *v.Approval))
+	}
+	emit(observe, agent.Event{Type: agent.EventHook, Tool: v.Tool, Status: string(v.Event) + ":" + decisionName(v), Reason: reason, Text: v.Context})
+}
+
+func decisionName(v hooks.Verdict) string {
+	if v.Decision == "" {
+		return "none"
+	}
+	return string(v.Decision)
+}
+
+// sessionStart runs the SessionStart hooks; the context they add extends
+// the system prompt.
+func (k *kit) sessionStart(ctx context.Context, source string, opts Options) {
+	v, err := k.engine.SessionStart(ctx, source)
+	if err != nil {
+		opts.Logger.Warn("SessionStart hooks", "err", err)
+		return
+	}
+	if v.Context != "" {
+		k.system += "\n\n" + v.Context
+	}
+}
+
+// userPrompt runs the UserPromptSubmit hooks: a block stops the run with the
+// reason; added context follows the prompt.
+func (k *kit) userPrompt(ctx context.Context, prompt string, opts Options) (string, error) {
+	if prompt == "" {
+		return prompt, nil
+	}
+	v, err := k.engine.UserPromptSubmit(ctx, prompt)
+	if err != nil {
+		opts.Logger.Warn("UserPromptSubmit hooks", "err", err)
+		return prompt, nil
+	}
+	if v.Blocked() {
+		return "", fmt.Errorf("a UserPromptSubmit hook blocked the prompt: %s", v.Reason)
+	}
+	if v.Context != "" {
+		prompt += "\n\n" + v.Context
+	}
+	return prompt, nil
+}
+
+// onStop runs the Stop hooks when the model ends its turn: a block keeps
+// the loop going with the hooks' reason.
+func (k *kit) onStop(opts Options) agent.StopHook {
+	count := 0
+	return func(ctx context.Context, answer string) (string, bool) {
+		v, err := k.engine.Stop(ctx, hooks.StopInput{Count: count, Active: count > 0, LastAssistantMessage: answer})
+		count++
+		if err != nil {
+			opts.Logger.Warn("Stop hooks", "err", err)
+			return "", false
+		}
+		if !v.Blocked() {
+			return "", false
+		}
+		reason := v.Reason
+		if reason == "" {
+			reason = "A Stop hook asked you to continue."
+		}
+		return reason, true
+	}
+}
+
+func (k *kit) sessionEnd(ctx context.Context, outcome agent.Outcome, opts Options) {
+	if _, err := k.engine.SessionEnd(ctx, string(outcome)); err != nil {
+		opts.Logger.Warn("SessionEnd hooks", "err", err)
+	}
+}
+
+// report is the extensions report with the hook files in it.
+func (k *kit) report(opts Options) extensions.Report {
+	r := k.set.Report
+	ws := opts.Workspace
+	if ws == "" {
+		ws = opts.Dir
+	}
+	r.Artifacts = append(append([]extensions.Artifact(nil), r.Artifacts...), k.hooks.Artifacts(ws)...)
+	return r
+}

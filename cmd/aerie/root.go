@@ -99,6 +99,10 @@ func newRootCmd(a *app) *cobra.Command {
 		newRunCmd(a),
 		newExecutorCmd(),
 		newExtensionsCmd(a),
+		newSubmitCmd(a),
+		newGetCmd(a),
+		newCancelCmd(a),
+		newLogsCmd(a),
 	)
 	return root
 }

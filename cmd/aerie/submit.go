@@ -1,0 +1,402 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+
+	aeriev1 "github.com/aerie-run/aerie/api/v1alpha1"
+	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/events"
+	"github.com/aerie-run/aerie/runner/headless"
+)
+
+type submitFlags struct {
+	kube               kubeFlags
+	file, prompt, name string
+	provider, model    string
+	apiKeySecret       string
+	wait, follow       bool
+	timeout            time.Duration
+	eventsJSONL        bool
+}
+
+func newSubmitCmd(a *app) *cobra.Command {
+	var f submitFlags
+	cmd := &cobra.Command{
+		Use:   "submit (-f FILE | --prompt TEXT)",
+		Short: "Create an AgentSession in a cluster and, with --wait, exit with its outcome",
+		Long: `Submit creates an AgentSession: the one in FILE (YAML or JSON; - is standard
+input), or one built from --prompt and the model flags. With --wait it then
+waits until the session has finished and exits with its outcome, using the
+exit codes of aerie run (0 completed, 2 configuration error, 3 model or API
+failure, 4 budget spent, 143 cancelled, 1 anything else), so a CI job can
+fail on a failed session. --follow also streams the session's events from its
+runner pod while it runs. On a terminal the progress is shown for a person;
+otherwise as JSON Lines.
+
+Exit status without --wait: 0 when the session was created; 2 when the
+manifest or the flags are invalid (the API server's validation message is
+shown); 1 for other failures.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.submit(cmd, f) },
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitError{code: headless.ExitConfig, err: err}
+	})
+	fl := cmd.Flags()
+	f.kube.add(fl)
+	fl.StringVarP(&f.file, "filename", "f", "", "the AgentSession manifest `file` (- for standard input)")
+	fl.StringVar(&f.prompt, "prompt", "", "build the session from this prompt `text` and the flags below instead")
+	fl.StringVar(&f.name, "name", "", "the session's `name` with --prompt (default: a generated one)")
+	fl.StringVar(&f.provider, "provider", "anthropic", "the model `provider` with --prompt")
+	fl.StringVar(&f.model, "model", "claude-sonnet-4-5", "the `model` with --prompt")
+	fl.StringVar(&f.apiKeySecret, "api-key-secret", "", "the Secret holding the model API key with --prompt, as `NAME/KEY`")
+	fl.BoolVar(&f.wait, "wait", false, "wait until the session has finished and exit with its outcome")
+	fl.BoolVar(&f.follow, "follow", false, "stream the session's events while it runs (implies --wait)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting after this `duration` (0: no limit)")
+	fl.BoolVar(&f.eventsJSONL, "events-jsonl", false, "write JSON Lines even on a terminal")
+	return cmd
+}
+
+// submitted is the JSON Lines record of the submit commands.
+type submitted struct {
+	Type      string                    `json:"type"`
+	Time      time.Time                 `json:"time"`
+	Namespace string                    `json:"namespace"`
+	Name      string                    `json:"name"`
+	Phase     aeriev1.AgentSessionPhase `json:"phase,omitempty"`
+	SessionID string                    `json:"session_id,omitempty"`
+	Result    *aeriev1.Result           `json:"result,omitempty"`
+	Usage     *aeriev1.Usage            `json:"usage,omitempty"`
+	Event     *agent.Event              `json:"event,omitempty"`
+}
+
+func (a *app) submit(cmd *cobra.Command, f submitFlags) error {
+	ctx := cmd.Context()
+	configErr := func(err error) error { return &exitError{code: headless.ExitConfig, err: err} }
+	sess, err := f.session(cmd.InOrStdin())
+	if err != nil {
+		return configErr(err)
+	}
+	kc, err := f.kube.client()
+	if err != nil {
+		return configErr(err)
+	}
+	if sess.Namespace != "" && f.kube.namespace == "" {
+		kc.namespace = sess.Namespace
+	}
+	created, err := kc.create(ctx, sess)
+	if err != nil {
+		if isInvalid(err) {
+			return configErr(fmt.Errorf("create session: %w", err))
+		}
+		return fmt.Errorf("create session: %w", err)
+	}
+	out := a.submitOutput(cmd, f.eventsJSONL)
+	out.status("created", created)
+	if !f.wait && !f.follow {
+		return nil
+	}
+	if f.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, f.timeout, errWaitTimeout)
+		defer cancel()
+	}
+	if f.follow {
+		go kc.follow(ctx, created.Name, out)
+	}
+	done, err := kc.wait(ctx, created.Name, func(s *aeriev1.AgentSession) { out.status("status", s) })
+	if err != nil {
+		return fmt.Errorf("wait for session %s/%s: %w", kc.namespace, created.Name, err)
+	}
+	out.status("finished", done)
+	code := exitStatus(done)
+	if code == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("session %s/%s %s", kc.namespace, done.Name, strings.ToLower(string(done.Status.Phase)))
+	if r := done.Status.Result; r != nil && r.Message != "" {
+		msg += ": " + r.Message
+	}
+	return &exitError{code: code, err: errors.New(msg)}
+}
+
+// session reads or builds the AgentSession to create.
+func (f submitFlags) session(stdin io.Reader) (*aeriev1.AgentSession, error) {
+	switch {
+	case f.file != "" && f.prompt != "":
+		return nil, errors.New("-f and --prompt are exclusive: give a manifest or a prompt")
+	case f.file == "" && f.prompt == "":
+		return nil, errors.New("nothing to submit: give -f FILE or --prompt TEXT")
+	case f.prompt != "":
+		s := &aeriev1.AgentSession{
+			TypeMeta:   metav1.TypeMeta{APIVersion: aeriev1.GroupVersion.String(), Kind: "AgentSession"},
+			ObjectMeta: metav1.ObjectMeta{Name: f.name},
+			Spec: aeriev1.AgentSessionSpec{
+				Prompt: f.prompt,
+				Model:  aeriev1.ModelSpec{Provider: aeriev1.ModelProvider(f.provider), Name: f.model},
+			},
+		}
+		if s.Name == "" {
+			s.GenerateName = "session-"
+		}
+		if f.apiKeySecret != "" {
+			name, key, ok := strings.Cut(f.apiKeySecret, "/")
+			if !ok || name == "" || key == "" {
+				return nil, fmt.Errorf("--api-key-secret %q: want NAME/KEY", f.apiKeySecret)
+			}
+			s.Spec.Model.APIKeySecretRef = &aeriev1.KeyReference{Name: name, Key: key}
+		}
+		return s, nil
+	}
+	var data []byte
+	var err error
+	if f.file == "-" {
+		data, err = io.ReadAll(io.LimitReader(stdin, 4<<20))
+	} else {
+		data, err = os.ReadFile(f.file)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", f.file, err)
+	}
+	return decodeSession(f.file, data)
+}
+
+// decodeSession decodes a manifest, which must be one AgentSession.
+func decodeSession(name string, data []byte) (*aeriev1.AgentSession, error) {
+	codecs := serializer.NewCodecFactory(sessionScheme, serializer.EnableStrict)
+	obj, gvk, err := codecs.UniversalDeserializer().Decode(data, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (want one aerie.run/v1alpha1 AgentSession)", name, err)
+	}
+	s, ok := obj.(*aeriev1.AgentSession)
+	if !ok {
+		return nil, fmt.Errorf("%s: a %s, want an aerie.run/v1alpha1 AgentSession", name, gvk.Kind)
+	}
+	return s, nil
+}
+
+// follow streams the runner pod's events once it has one, reconnecting
+// to the next attempt's pod. The log is a convenience: the outcome comes
+// from the status, so failures here are quiet.
+func (c *kubeClient) follow(ctx context.Context, name string, out *submitOutput) {
+	seen := map[string]bool{}
+	for ctx.Err() == nil {
+		s, err := c.get(ctx, name)
+		if err == nil && s.Status.PodName != "" && !seen[s.Status.PodName] {
+			if rc, err := c.logs(ctx, s.Status.PodName, true); err == nil {
+				seen[s.Status.PodName] = true
+				sc := bufio.NewScanner(rc)
+				sc.Buffer(nil, 16<<20)
+				for sc.Scan() {
+					var ev agent.Event
+					if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Type != "" {
+						out.event(s, ev)
+					}
+				}
+				rc.Close()
+			}
+		}
+		if err == nil && finished(s) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// submitOutput writes what the submit commands observe: for a person, or as
+// JSON Lines.
+type submitOutput struct {
+	w     io.Writer
+	jsonl *json.Encoder
+	human *events.Human
+}
+
+func (a *app) submitOutput(cmd *cobra.Command, forceJSONL bool) *submitOutput {
+	o := &submitOutput{w: cmd.OutOrStdout()}
+	if forceJSONL || a.stdoutIsTerminal == nil || !a.stdoutIsTerminal() {
+		o.jsonl = json.NewEncoder(o.w)
+		o.jsonl.SetEscapeHTML(false)
+	} else {
+		o.human = events.NewHuman(o.w)
+	}
+	return o
+}
+
+func (o *submitOutput) status(typ string, s *aeriev1.AgentSession) {
+	if o.jsonl != nil {
+		_ = o.jsonl.Encode(submitted{Type: typ, Time: time.Now(), Namespace: s.Namespace, Name: s.Name, Phase: s.Status.Phase, SessionID: s.Status.SessionID, Result: s.Status.Result, Usage: s.Status.Usage})
+		return
+	}
+	switch typ {
+	case "created":
+		fmt.Fprintf(o.w, "● agentsession %s/%s created\n", s.Namespace, s.Name)
+	case "status":
+		if s.Status.Phase != "" {
+			fmt.Fprintf(o.w, "● %s\n", s.Status.Phase)
+		}
+	case "finished":
+		line := fmt.Sprintf("● %s", s.Status.Phase)
+		if r := s.Status.Result; r != nil {
+			line += fmt.Sprintf(" · %s", r.Outcome)
+			if r.Message != "" {
+				line += " · " + r.Message
+			}
+		}
+		if u := s.Status.Usage; u != nil {
+			line += fmt.Sprintf(" · %d turns, %d tokens", u.Turns, u.TotalTokens)
+		}
+		fmt.Fprintln(o.w, line)
+	}
+}
+
+func (o *submitOutput) event(s *aeriev1.AgentSession, ev agent.Event) {
+	if o.jsonl != nil {
+		_ = o.jsonl.Encode(submitted{Type: "event", Time: time.Now(), Namespace: s.Namespace, Name: s.Name, Event: &ev})
+		return
+	}
+	o.human.Observe(ev)
+}
+
+func newGetCmd(a *app) *cobra.Command {
+	var (
+		kube   kubeFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "get [NAME]",
+		Short: "Show AgentSessions: their phase, outcome, usage and session id",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kc, err := kube.client()
+			if err != nil {
+				return err
+			}
+			var items []aeriev1.AgentSession
+			if len(args) == 1 {
+				s, err := kc.get(cmd.Context(), args[0])
+				if err != nil {
+					return fmt.Errorf("get session %s: %w", args[0], err)
+				}
+				items = []aeriev1.AgentSession{*s}
+			} else {
+				l, err := kc.list(cmd.Context())
+				if err != nil {
+					return fmt.Errorf("list sessions: %w", err)
+				}
+				items = l.Items
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), items)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tPHASE\tOUTCOME\tTURNS\tTOKENS\tSESSION\tAGE")
+			for _, s := range items {
+				outcome, turns, tokens := "-", int32(0), int64(0)
+				if s.Status.Result != nil && s.Status.Result.Outcome != "" {
+					outcome = string(s.Status.Result.Outcome)
+				}
+				if s.Status.Usage != nil {
+					turns, tokens = s.Status.Usage.Turns, s.Status.Usage.TotalTokens
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Name, dash(string(s.Status.Phase)), outcome, turns, tokens, dash(s.Status.SessionID), age(time.Now(), s.CreationTimestamp.Time))
+			}
+			return tw.Flush()
+		},
+	}
+	kube.add(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	return cmd
+}
+
+func newCancelCmd(a *app) *cobra.Command {
+	var (
+		kube kubeFlags
+		wait bool
+	)
+	cmd := &cobra.Command{
+		Use:   "cancel NAME",
+		Short: "Cancel an AgentSession: its runner tears its processes down and records the cancel",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kc, err := kube.client()
+			if err != nil {
+				return err
+			}
+			s, err := kc.cancel(cmd.Context(), args[0])
+			if err != nil {
+				return fmt.Errorf("cancel session %s: %w", args[0], err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "agentsession %s/%s cancel requested\n", s.Namespace, s.Name)
+			if !wait {
+				return nil
+			}
+			done, err := kc.wait(cmd.Context(), s.Name, func(*aeriev1.AgentSession) {})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "agentsession %s/%s %s\n", done.Namespace, done.Name, strings.ToLower(string(done.Status.Phase)))
+			return nil
+		},
+	}
+	kube.add(cmd.Flags())
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the session has stopped")
+	return cmd
+}
+
+func newLogsCmd(a *app) *cobra.Command {
+	var (
+		kube   kubeFlags
+		follow bool
+	)
+	cmd := &cobra.Command{
+		Use:   "logs NAME",
+		Short: "Print the events of an AgentSession's runner pod (JSON Lines)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kc, err := kube.client()
+			if err != nil {
+				return err
+			}
+			s, err := kc.get(cmd.Context(), args[0])
+			if err != nil {
+				return fmt.Errorf("get session %s: %w", args[0], err)
+			}
+			if s.Status.PodName == "" {
+				return fmt.Errorf("session %s has no runner pod yet (phase %s)", s.Name, dash(string(s.Status.Phase)))
+			}
+			rc, err := kc.logs(cmd.Context(), s.Status.PodName, follow)
+			if err != nil {
+				return fmt.Errorf("logs of pod %s: %w", s.Status.PodName, err)
+			}
+			defer rc.Close()
+			_, err = io.Copy(cmd.OutOrStdout(), rc)
+			return err
+		},
+	}
+	kube.add(cmd.Flags())
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream the log while the pod runs")
+	return cmd
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	aeriev1 "github.com/aerie-run/aerie/api/v1alpha1"
+	"github.com/aerie-run/aerie/hack/testenv"
+)
+
+// finish plays the controller's part: once the session exists, it writes a
+// finished status.
+func finish(t *testing.T, cp *testenv.ControlPlane, ns, name string, phase aeriev1.AgentSessionPhase, code int32) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var s aeriev1.AgentSession
+		err := cp.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, &s)
+		if err == nil {
+			s.Status.Phase = phase
+			s.Status.SessionID = string(s.UID)
+			s.Status.Result = &aeriev1.Result{Outcome: "BudgetExceeded", ExitCode: ptr.To(code), Message: "the turn budget of 3 is spent"}
+			if phase == aeriev1.PhaseSucceeded {
+				s.Status.Result.Outcome, s.Status.Result.Message = "Completed", ""
+			}
+			s.Status.Usage = &aeriev1.Usage{Turns: 3, TotalTokens: 1200}
+			if err := cp.Client.Status().Update(t.Context(), &s); err == nil {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("session %s/%s never appeared: %v", ns, name, err)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestSubmitWait(t *testing.T) {
+	t.Parallel()
+	cp := testenv.StartControlPlane(t)
+	manifest := filepath.Join(t.TempDir(), "session.yaml")
+	if err := os.WriteFile(manifest, []byte(`apiVersion: aerie.run/v1alpha1
+kind: AgentSession
+metadata:
+  name: fix-tests
+spec:
+  prompt: make the tests pass
+  model:
+    provider: scripted
+    name: demo
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		phase aeriev1.AgentSessionPhase
+		code  int32
+	}{
+		{"completed", aeriev1.PhaseSucceeded, 0},
+		{"budget", aeriev1.PhaseFailed, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ns := cp.Namespace(t)
+			go finish(t, cp, ns, "fix-tests", tt.phase, tt.code)
+			r := harness{}.aerie(t, "submit", "-f", manifest, "--wait", "--timeout", "60s", "--kubeconfig", cp.Kubeconfig, "-n", ns)
+			if r.code != int(tt.code) {
+				t.Fatalf("exit %d, want %d: %v\n%s", r.code, tt.code, r.err, r.stdout)
+			}
+			lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+			var last submitted
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
+				t.Fatalf("last line %q: %v", lines[len(lines)-1], err)
+			}
+			if last.Type != "finished" || last.Phase != tt.phase || last.Usage == nil || last.Usage.Turns != 3 {
+				t.Errorf("last record = %+v", last)
+			}
+		})
+	}
+}
+
+func TestSubmitRefusals(t *testing.T) {
+	t.Parallel()
+	cp := testenv.StartControlPlane(t)
+	ns := cp.Namespace(t)
+	dir := t.TempDir()
+	bad := map[string]string{
+		"two-prompts.yaml": "apiVersion: aerie.run/v1alpha1\nkind: AgentSession\nmetadata: {name: x}\nspec:\n  prompt: a\n  promptFrom: {configMapKeyRef: {name: p, key: k}}\n  model: {provider: scripted, name: demo}\n",
+		"not-a-session.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+		"typo.yaml":          "apiVersion: aerie.run/v1alpha1\nkind: AgentSession\nmetadata: {name: x}\nspec:\n  promt: a\n  model: {provider: scripted, name: demo}\n",
+	}
+	for file, content := range bad {
+		path := filepath.Join(dir, file)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := harness{}.aerie(t, "submit", "-f", path, "--kubeconfig", cp.Kubeconfig, "-n", ns)
+		if r.code != 2 {
+			t.Errorf("%s: exit %d (%v), want 2", file, r.code, r.err)
+		}
+	}
+	r := harness{}.aerie(t, "submit", "--prompt", "hello", "--provider", "scripted", "--model", "demo", "--kubeconfig", cp.Kubeconfig, "-n", ns)
+	if r.code != 0 {
+		t.Fatalf("submit --prompt: exit %d: %v", r.code, r.err)
+	}
+	var created submitted
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &created); err != nil || !strings.HasPrefix(created.Name, "session-") {
+		t.Fatalf("created = %+v, %v", created, err)
+	}
+	if r := (harness{}).aerie(t, "cancel", created.Name, "--kubeconfig", cp.Kubeconfig, "-n", ns); r.code != 0 {
+		t.Fatalf("cancel: %v", r.err)
+	}
+	got := harness{}.aerie(t, "get", created.Name, "--json", "--kubeconfig", cp.Kubeconfig, "-n", ns)
+	var items []aeriev1.AgentSession
+	if err := json.Unmarshal([]byte(got.stdout), &items); err != nil || len(items) != 1 || !items[0].Spec.Cancel {
+		t.Errorf("get after cancel = %s (%v)", got.stdout, err)
+	}
+	if r := (harness{}).aerie(t, "logs", created.Name, "--kubeconfig", cp.Kubeconfig, "-n", ns); r.code == 0 || !strings.Contains(r.err.Error(), "no runner pod") {
+		t.Errorf("logs of a session without a pod: %v", r.err)
+	}
+}

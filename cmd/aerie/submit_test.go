@@ -94,7 +94,7 @@ func TestSubmitRefusals(t *testing.T) {
 	ns := cp.Namespace(t)
 	dir := t.TempDir()
 	bad := map[string]string{
-		"two-prompts.yaml": "apiVersion: aerie.run/v1alpha1\nkind: AgentSession\nmetadata: {name: x}\nspec:\n  prompt: a\n  promptFrom: {configMapKeyRef: {name: p, key: k}}\n  model: {provider: scripted, name: demo}\n",
+		"two-prompts.yaml":   "apiVersion: aerie.run/v1alpha1\nkind: AgentSession\nmetadata: {name: x}\nspec:\n  prompt: a\n  promptFrom: {configMapKeyRef: {name: p, key: k}}\n  model: {provider: scripted, name: demo}\n",
 		"not-a-session.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
 		"typo.yaml":          "apiVersion: aerie.run/v1alpha1\nkind: AgentSession\nmetadata: {name: x}\nspec:\n  promt: a\n  model: {provider: scripted, name: demo}\n",
 	}

@@ -813,3 +813,41 @@ func TestRunATIF(t *testing.T) {
 		t.Errorf("an unwritable trajectory: exit %d, stderr %q; want 0 and a warning", out.code, out.stderr)
 	}
 }
+
+// TestRunOpenAIWireFormats runs a tool-using session over each OpenAI wire
+// API, as the openai and openai-compatible providers speak them.
+func TestRunOpenAIWireFormats(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, provider, api, path string
+	}{
+		{"responses", "openai", "", "/v1/responses"},
+		{"chat completions", "openai", "chat-completions", "/v1/chat/completions"},
+		{"openai-compatible", "openai-compatible", "", "/v1/chat/completions"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newE2E(t, toolTurn(call("c", "bash", map[string]any{"command": "echo from-the-tool"})), answer("done"))
+			e.env = append(e.env, "OPENAI_API_KEY=sk-openai-test")
+			args := []string{"run", "--provider", tt.provider, "--model", "gpt-5", "--base-url", e.model.OpenAIURL()}
+			if tt.api != "" {
+				args = append(args, "--api", tt.api)
+			}
+			cmd := exec.Command(os.Args[0], append(args, "say it")...)
+			cmd.Dir, cmd.Env = e.ws, e.env
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			out := e.output(cmd, cmd.Run(), stdout.String(), stderr.String())
+			if out.code != 0 {
+				t.Fatalf("exit %d\n%s", out.code, out.stderr)
+			}
+			reqs := e.model.Requests()
+			if len(reqs) != 2 || reqs[1].Path != tt.path {
+				t.Fatalf("requests: %d, last to %s; want 2 to %s", len(reqs), reqs[len(reqs)-1].Path, tt.path)
+			}
+			if !strings.Contains(string(reqs[1].Body), "from-the-tool") {
+				t.Errorf("the second request does not carry the tool's output:\n%s", reqs[1].Body)
+			}
+		})
+	}
+}

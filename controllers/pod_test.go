@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/utils/ptr"
 	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	aeriev1alpha1 "github.com/aerie-run/aerie/api/v1alpha1"

@@ -46,7 +46,9 @@ func TestObservePod(t *testing.T) {
 	budget := runconfig.Report{Outcome: runconfig.OutcomeBudgetExceeded, ExitCode: 4, Reason: "the turn budget of 2 is spent"}
 	deadline := runconfig.Report{Outcome: runconfig.OutcomeDeadlineExceeded, ExitCode: 4, Reason: "the time budget of 1m is spent"}
 	cancelled := runconfig.Report{Outcome: runconfig.OutcomeCancelled, ExitCode: 143, Reason: "stopped by SIGTERM"}
-	evicted := func(p *corev1.Pod) { p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory." }
+	evicted := func(p *corev1.Pod) {
+		p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory."
+	}
 
 	tests := []struct {
 		name       string

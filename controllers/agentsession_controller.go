@@ -110,8 +110,15 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	defer func() {
-		if err == nil {
-			err = r.writeStatus(ctx, sc)
+		if err != nil {
+			return
+		}
+		// A conflict means the session was read from a cache that had
+		// not seen the last write yet: what was decided from it is
+		// dropped (children have fixed names, so nothing was created
+		// twice) and the reconcile runs again on the newer version.
+		if err = r.writeStatus(ctx, sc); apierrors.IsConflict(err) {
+			res, err = ctrl.Result{Requeue: true}, nil
 		}
 	}()
 
@@ -378,7 +385,9 @@ func (r *AgentSessionReconciler) writeStatus(ctx context.Context, sc *scope) err
 	if equality.Semantic.DeepEqual(sc.before.Status, s.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, s, client.MergeFrom(sc.before)); err != nil {
+	// Optimistic locking: a status computed from a stale read must not
+	// overwrite a newer one.
+	if err := r.Client.Status().Patch(ctx, s, client.MergeFromWithOptions(sc.before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
 	if r.Recorder != nil {

@@ -214,7 +214,7 @@ func (r *resolver) layers(ctx context.Context, s *aeriev1alpha1.AgentSession) ([
 			continue
 		}
 		var cm corev1.ConfigMap
-		if err := r.get(ctx, s.Namespace, l.ConfigMap.Name, &cm, fmt.Sprintf("extensions[%d].configMap", i)); err != nil {
+		if err := r.get(ctx, s.Namespace, l.ConfigMap.Name, &cm, fmt.Sprintf("extensions[%d].configMap: ConfigMap", i)); err != nil {
 			return nil, err
 		}
 		rl, err := configMapLayer(specLayerName(l), runconfig.LayerSpec, &cm)

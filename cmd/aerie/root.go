@@ -98,6 +98,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newSessionCmd(a),
 		newRunCmd(a),
 		newExecutorCmd(),
+		newRunnerCmd(a),
 	)
 	return root
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,12 +72,24 @@ type env struct {
 	platform string // the controller's namespace
 	metrics  *prometheus.Registry
 	stop     func()
+	// shift moves the controller's clock forward, for deadlines.
+	shift atomic.Int64
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	cp := sharedControlPlane(t)
 	e := &env{t: t, cp: cp, c: cp.Client, ns: cp.Namespace(t), platform: cp.Namespace(t)}
+	// Every runner pod of these tests is admitted by the API server's Pod
+	// Security admission enforcing the restricted profile.
+	var ns corev1.Namespace
+	if err := e.c.Get(e.ctx(), types.NamespacedName{Name: e.ns}, &ns); err != nil {
+		t.Fatal(err)
+	}
+	ns.Labels = map[string]string{"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}
+	if err := e.c.Update(e.ctx(), &ns); err != nil {
+		t.Fatal(err)
+	}
 	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: DefaultDatabaseSecret, Namespace: e.ns}, StringData: map[string]string{DefaultDatabaseKey: "postgres://aerie@db/aerie"}})
 	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "model-credentials", Namespace: e.ns}, StringData: map[string]string{"anthropic-api-key": "sk-test"}})
 	e.start()
@@ -109,6 +122,7 @@ func (e *env) start() {
 		Recorder: mgr.GetEventRecorder("aerie-controller"),
 		Metrics:  m,
 		Config:   DefaultConfig(e.platform, "ghcr.io/aerie-run/aerie:test"),
+		Now:      func() time.Time { return time.Now().Add(time.Duration(e.shift.Load())) },
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)}); err != nil {
 		t.Fatal(err)
@@ -295,6 +309,7 @@ func TestAgentSessionController(t *testing.T) {
 	t.Run("fails on missing references", testInvalidReference)
 	t.Run("mounts namespace and platform layers", testLayers)
 	t.Run("deletes the session after its TTL", testTTL)
+	t.Run("times out a pod that never starts", testDeadline)
 }
 
 func testCreate(t *testing.T) {
@@ -334,6 +349,16 @@ func testCreate(t *testing.T) {
 	var cm corev1.ConfigMap
 	if err := e.c.Get(e.ctx(), types.NamespacedName{Namespace: e.ns, Name: pod.Name}, &cm); err != nil || cm.Immutable == nil || !*cm.Immutable || !metav1.IsControlledBy(&cm, s) {
 		t.Errorf("runner ConfigMap %+v: %v", cm.ObjectMeta, err)
+	}
+
+	// The namespace enforces the restricted profile: a pod that breaks it
+	// is refused, so the runner pod's admission above meant something.
+	bad := pod.DeepCopy()
+	bad.ObjectMeta = metav1.ObjectMeta{Name: "not-restricted", Namespace: e.ns}
+	bad.Spec.NodeName = ""
+	bad.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr.To(true)
+	if err := e.c.Create(e.ctx(), bad); !apierrors.IsForbidden(err) {
+		t.Errorf("a pod breaking the restricted profile: %v, want forbidden", err)
 	}
 
 	// The agent starts: Running, PodReady.
@@ -745,5 +770,39 @@ func testTTL(t *testing.T) {
 			return nil
 		}
 		return fmt.Errorf("still there: %v", err)
+	})
+}
+
+func testDeadline(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.session("deadline", func(s *aeriev1alpha1.AgentSession) {
+		s.Spec.Budget = &aeriev1alpha1.Budget{MaxDuration: &metav1.Duration{Duration: 10 * time.Second}}
+	})
+	pod := e.pod("deadline", 1)
+	e.setPod(pod, corev1.PodPending, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "back-off pulling image"}})
+	e.waitStatus("deadline", "the image pull reported", func(st aeriev1alpha1.AgentSessionStatus) bool {
+		c := meta.FindStatusCondition(st.Conditions, aeriev1alpha1.ConditionPodReady)
+		return c != nil && strings.Contains(c.Message, "ImagePullBackOff")
+	})
+	// An hour later, the pod still pulls its image.
+	e.shift.Store(int64(time.Hour))
+	s := e.get("deadline")
+	s.Annotations = map[string]string{"test": "wake up"}
+	if err := e.c.Update(e.ctx(), s); err != nil {
+		t.Fatal(err)
+	}
+	s = e.waitPhase("deadline", aeriev1alpha1.PhaseFailed)
+	if c := condition(s, aeriev1alpha1.ConditionSucceeded); c.Reason != aeriev1alpha1.ReasonDeadlineExceeded || !strings.Contains(c.Message, "ImagePullBackOff") {
+		t.Errorf("Succeeded = %+v", c)
+	}
+	if s.Status.Result.Outcome != aeriev1alpha1.OutcomeTimedOut {
+		t.Errorf("result %+v", s.Status.Result)
+	}
+	e.waitFor("the pod's deletion", func() error {
+		if err := e.c.Get(e.ctx(), client.ObjectKeyFromObject(pod), &corev1.Pod{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("pod still there: %v", err)
+		}
+		return nil
 	})
 }

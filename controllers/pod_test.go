@@ -66,7 +66,7 @@ func fullSession() *aeriev1alpha1.AgentSession {
 	return s
 }
 
-func fullAttempt(t *testing.T) attempt {
+func fullAttempt(t testing.TB) attempt {
 	t.Helper()
 	spec, err := configMapLayer("team-go-tooling", runconfig.LayerSpec, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "team-go-tooling", Namespace: "team-a", Annotations: map[string]string{runconfig.ExecutablesAnnotation: `["tools/bin/lint.sh"]`}},
@@ -102,9 +102,9 @@ func TestDesiredPodGolden(t *testing.T) {
 	tests := []struct {
 		name    string
 		session *aeriev1alpha1.AgentSession
-		attempt func(t *testing.T) attempt
+		attempt func(t testing.TB) attempt
 	}{
-		{"minimal", minimalSession(), func(*testing.T) attempt { return attempt{Number: 1, SessionID: testUID, Prompt: "Fix the tests."} }},
+		{"minimal", minimalSession(), func(testing.TB) attempt { return attempt{Number: 1, SessionID: testUID, Prompt: "Fix the tests."} }},
 		{"full", fullSession(), fullAttempt},
 	}
 	for _, tt := range tests {

@@ -101,8 +101,12 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return r.finalize(ctx, s)
 	}
 	if controllerutil.AddFinalizer(s, Finalizer) {
-		// The update wakes another reconcile, which starts the session.
-		return ctrl.Result{}, r.Client.Update(ctx, s)
+		// The update wakes another reconcile, which starts the session;
+		// a conflict means the cache was behind, and the next one retries.
+		if err := r.Client.Update(ctx, s); err != nil && !apierrors.IsConflict(err) {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+		return ctrl.Result{}, nil
 	}
 
 	sc := &scope{session: s, before: s.DeepCopy(), now: metav1.NewTime(r.now())}

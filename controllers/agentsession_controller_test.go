@@ -310,6 +310,7 @@ func TestAgentSessionController(t *testing.T) {
 	t.Run("mounts namespace and platform layers", testLayers)
 	t.Run("deletes the session after its TTL", testTTL)
 	t.Run("times out a pod that never starts", testDeadline)
+	t.Run("resolves resumeFrom and forkFrom", testContinuations)
 }
 
 func testCreate(t *testing.T) {
@@ -805,4 +806,40 @@ func testDeadline(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func testContinuations(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	first := e.session("first")
+	e.finishPod(e.pod("first", 1), 0, &runconfig.Report{Outcome: runconfig.OutcomeCompleted, SessionID: string(first.UID)})
+	e.waitPhase("first", aeriev1alpha1.PhaseSucceeded)
+
+	e.session("followup", func(s *aeriev1alpha1.AgentSession) { s.Spec.ResumeFrom = "first" })
+	e.session("branch", func(s *aeriev1alpha1.AgentSession) {
+		s.Spec.ForkFrom = &aeriev1alpha1.ForkSource{Session: string(first.UID), AtSequence: ptr.To(int64(3))}
+	})
+	e.pod("followup", 1)
+	e.pod("branch", 1)
+	followup, branch := e.get("followup"), e.get("branch")
+
+	rc := e.runnerConfig("followup", 1)
+	if rc.Session.ID != string(first.UID) || rc.Session.ResumeFrom != string(first.UID) || followup.Status.SessionID != string(first.UID) {
+		t.Errorf("resumeFrom: config session %+v, status session %s; want %s", rc.Session, followup.Status.SessionID, first.UID)
+	}
+	rc = e.runnerConfig("branch", 1)
+	if rc.Session.ID != string(branch.UID) || rc.Session.ForkFrom != string(first.UID) || rc.Session.ForkAtSequence != 3 {
+		t.Errorf("forkFrom: config session %+v; want a new session %s forked from %s at 3", rc.Session, branch.UID, first.UID)
+	}
+
+	// The follow-up's pod is lost after the first session was deleted:
+	// the retry resumes the same session all the same.
+	if err := e.c.Delete(e.ctx(), first); err != nil {
+		t.Fatal(err)
+	}
+	e.setPod(e.pod("followup", 1), corev1.PodFailed, corev1.ContainerState{}, func(st *corev1.PodStatus) { st.Reason = "Evicted" })
+	e.pod("followup", 2)
+	if rc := e.runnerConfig("followup", 2); rc.Session.ID != string(first.UID) || rc.Session.Attempt != 2 {
+		t.Errorf("attempt 2 of the follow-up: %+v", rc.Session)
+	}
 }

@@ -50,8 +50,15 @@ func (r *resolver) resolve(ctx context.Context, s *aeriev1alpha1.AgentSession, n
 	if err := r.secrets(ctx, s); err != nil {
 		return a, err
 	}
-	if a.ResumeFrom, err = r.sessionRef(ctx, s.Namespace, "resumeFrom", s.Spec.ResumeFrom); err != nil {
-		return a, err
+	switch {
+	case n > 1 && s.Spec.ResumeFrom != "" && s.Status.SessionID != "":
+		// Resolved by the first attempt: the session it resumed is the
+		// one to go on with, even if the AgentSession named is gone.
+		a.ResumeFrom = s.Status.SessionID
+	default:
+		if a.ResumeFrom, err = r.sessionRef(ctx, s.Namespace, "resumeFrom", s.Spec.ResumeFrom); err != nil {
+			return a, err
+		}
 	}
 	if f := s.Spec.ForkFrom; f != nil {
 		if a.ForkFrom, err = r.sessionRef(ctx, s.Namespace, "forkFrom.session", f.Session); err != nil {

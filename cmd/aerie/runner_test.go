@@ -394,3 +394,46 @@ func TestRunnerExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerContinuations resumes and forks sessions as spec.resumeFrom
+// and spec.forkFrom ask, the fork through a sequence number.
+func TestRunnerContinuations(t *testing.T) {
+	t.Parallel()
+	p := newPod(t, "", answer("first answer"), answer("resumed answer"), answer("forked answer"))
+	first := p.config(func(c *runconfig.Config) { c.Prompt = "first task" })
+	if res := p.run(t.Context(), first); res.code != 0 {
+		t.Fatalf("first: exit %d; stderr:\n%s", res.code, res.stderr)
+	}
+	first.Prompt, first.Session.Attempt = "second task", 1
+	first.Session.ResumeFrom = first.Session.ID
+	if res := p.run(t.Context(), first); res.code != 0 {
+		t.Fatalf("resume: exit %d; stderr:\n%s", res.code, res.stderr)
+	}
+	st := p.store()
+	if diff := cmp.Diff([]string{"first task", "second task"}, userMessages(t, st, "team-a", first.Session.ID)); diff != "" {
+		t.Errorf("resumed session's user messages (-want +got):\n%s", diff)
+	}
+	// The fork copies the first exchange only: through the first answer.
+	es, err := st.Entries(t.Context(), "team-a", uuid.MustParse(first.Session.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at int64
+	for _, e := range es {
+		if _, ok := e.Payload.(store.AssistantMessage); ok {
+			at = e.Seq
+			break
+		}
+	}
+	fork := p.config(func(c *runconfig.Config) {
+		c.Prompt = "branch task"
+		c.Session.ForkFrom, c.Session.ForkAtSequence = first.Session.ID, at
+	})
+	res := p.run(t.Context(), fork)
+	if res.code != 0 || res.report.SessionID != fork.Session.ID {
+		t.Fatalf("fork: exit %d, report %+v; stderr:\n%s", res.code, res.report, res.stderr)
+	}
+	if diff := cmp.Diff([]string{"first task", "branch task"}, userMessages(t, st, "team-a", fork.Session.ID)); diff != "" {
+		t.Errorf("forked session's user messages (-want +got):\n%s", diff)
+	}
+}

@@ -142,6 +142,9 @@ type Options struct {
 	// label); ForkFrom copies the session it names into a new child and
 	// continues that. At most one is set.
 	Resume, ForkFrom string
+	// ForkAt is the last sequence number a fork copies; 0 copies through
+	// the latest.
+	ForkAt int64
 	// System is the persona's base prompt; a SYSTEM.md or
 	// AERIE_SYSTEM_PROMPT_FILE replaces it, APPEND_SYSTEM.md files and
 	// project instructions (AGENTS.md) extend it.
@@ -335,7 +338,7 @@ func openSession(ctx context.Context, st Store, opts Options) (store.Session, st
 	}
 	id := src.ID
 	if opts.ForkFrom != "" {
-		child, err := st.Fork(ctx, opts.Tenant, src.ID, store.ForkOptions{ID: opts.SessionID, Label: opts.Label, State: store.StateActive})
+		child, err := st.Fork(ctx, opts.Tenant, src.ID, store.ForkOptions{At: opts.ForkAt, ID: opts.SessionID, Label: opts.Label, State: store.StateActive})
 		if err != nil {
 			if errors.Is(err, store.ErrInvalidCut) {
 				return store.Session{}, store.Snapshot{}, &ConfigError{Err: fmt.Errorf("fork %q: %w", ref, err)}

@@ -1,0 +1,460 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	aeriev1alpha1 "github.com/aerie-run/aerie/api/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=aerie.run,resources=agentsessions,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=aerie.run,resources=agentsessions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=aerie.run,resources=agentsessions/finalizers,verbs=update
+// +kubebuilder:rbac:groups=core,resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=core;events.k8s.io,resources=events,verbs=create;patch
+
+// Finalizer holds an AgentSession until its runner pod has torn down.
+const Finalizer = "aerie.run/teardown"
+
+// fieldOwner is the controller's field manager in server-side apply.
+const fieldOwner = "aerie-controller"
+
+// AgentSessionReconciler runs each AgentSession in runner pods: one per
+// attempt, created once and never changed, with the session's status
+// computed from the pod.
+type AgentSessionReconciler struct {
+	// Client reads from the manager's cache and writes to the API.
+	Client client.Client
+	// Reader reads the API directly: the users' ConfigMaps and Secrets,
+	// which are not cached, and a pod the cache has not seen.
+	Reader   client.Reader
+	Recorder events.EventRecorder
+	Metrics  *Metrics
+	Config   Config
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// CacheOptions restrict the manager's cache to what the controller made:
+// the runner pods and ConfigMaps, by their managed-by label.
+func CacheOptions() cache.Options {
+	mine := labels.SelectorFromSet(labels.Set{labelManagedBy: managedBy})
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}:       {Label: mine},
+		&corev1.ConfigMap{}: {Label: mine},
+	}}
+}
+
+// SetupWithManager registers the reconciler: it watches AgentSessions and
+// the pods and ConfigMaps they own.
+func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if err := r.Config.Validate(); err != nil {
+		return fmt.Errorf("controller config: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&aeriev1alpha1.AgentSession{}).
+		Owns(&corev1.Pod{}).
+		Owns(&corev1.ConfigMap{}).
+		WithOptions(opts).
+		Complete(r)
+}
+
+// scope is what one reconcile works on.
+type scope struct {
+	session *aeriev1alpha1.AgentSession
+	// before is the session as read, to diff the status against.
+	before *aeriev1alpha1.AgentSession
+	now    metav1.Time
+	// pod is the current attempt's pod; nil when it does not exist.
+	pod *corev1.Pod
+}
+
+// Reconcile brings one AgentSession a step closer to its end: guards first
+// (finished, cancel requested, deadline passed), then the run itself; one
+// status write at the end, events only on transitions.
+func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	s := &aeriev1alpha1.AgentSession{}
+	if err := r.Client.Get(ctx, req.NamespacedName, s); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !s.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, s)
+	}
+	if controllerutil.AddFinalizer(s, Finalizer) {
+		// The update wakes another reconcile, which starts the session;
+		// a conflict means the cache was behind, and the next one retries.
+		if err := r.Client.Update(ctx, s); err != nil && !apierrors.IsConflict(err) {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+		return ctrl.Result{}, nil
+	}
+
+	sc := &scope{session: s, before: s.DeepCopy(), now: metav1.NewTime(r.now())}
+	if err := r.observe(ctx, sc); err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		if err != nil {
+			return
+		}
+		// A conflict means the session was read from a cache that had
+		// not seen the last write yet: what was decided from it is
+		// dropped (children have fixed names, so nothing was created
+		// twice) and the reconcile runs again on the newer version.
+		if err = r.writeStatus(ctx, sc); apierrors.IsConflict(err) {
+			res, err = ctrl.Result{Requeue: true}, nil
+		}
+	}()
+
+	switch {
+	case s.Status.Phase.Finished():
+		return r.reconcileFinished(ctx, sc)
+	case s.Spec.Cancel:
+		return r.reconcileCancel(ctx, sc)
+	case sc.deadline().Before(sc.now.Time):
+		return r.reconcileDeadline(ctx, sc)
+	}
+	return r.reconcileRun(ctx, sc)
+}
+
+func (r *AgentSessionReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// observe finds the current attempt's pod: by its recorded name in the
+// cache, then (when the cache has not seen it yet) from the API. A pod of a
+// later attempt than the status records (a status write that was lost)
+// becomes the current one.
+func (r *AgentSessionReconciler) observe(ctx context.Context, sc *scope) error {
+	s := sc.session
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(s.Namespace), client.MatchingLabels{LabelSessionUID: string(s.UID)}); err != nil {
+		return fmt.Errorf("list runner pods: %w", err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !metav1.IsControlledBy(p, s) {
+			continue
+		}
+		n, err := strconv.Atoi(p.Labels[LabelAttempt])
+		if err != nil || n < 1 {
+			continue
+		}
+		if int32(n) > s.Status.Attempts {
+			s.Status.Attempts, s.Status.PodName = int32(n), p.Name
+			if s.Status.StartTime == nil {
+				s.Status.StartTime = &p.CreationTimestamp
+			}
+		}
+		if int32(n) == s.Status.Attempts {
+			sc.pod = p
+		}
+	}
+	if sc.pod != nil || s.Status.Attempts == 0 {
+		return nil
+	}
+	var p corev1.Pod
+	err := r.Reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: childName(s.Name, s.Status.Attempts)}, &p)
+	switch {
+	case err == nil && metav1.IsControlledBy(&p, s):
+		sc.pod = &p
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("get runner pod: %w", err)
+	}
+	return nil
+}
+
+// deadline is when the session has run out of time whatever its pod
+// says: its maxDuration from the first pod, plus the time the runner and
+// then the kubelet get to report that themselves.
+func (sc *scope) deadline() time.Time {
+	s := sc.session
+	if s.Status.StartTime == nil || s.Spec.Budget == nil || s.Spec.Budget.MaxDuration == nil {
+		return time.Time{}.AddDate(10000, 0, 0)
+	}
+	return s.Status.StartTime.Add(s.Spec.Budget.MaxDuration.Duration + 2*deadlineSlack)
+}
+
+// reconcileRun starts the first attempt, follows the current one, and
+// starts the next when a pod is lost.
+func (r *AgentSessionReconciler) reconcileRun(ctx context.Context, sc *scope) (ctrl.Result, error) {
+	s := sc.session
+	if s.Status.Attempts == 0 {
+		return r.startAttempt(ctx, sc, 1, "")
+	}
+	res := observePod(sc.pod, false)
+	switch res.State {
+	case podPending:
+		s.Status.Phase = aeriev1alpha1.PhasePending
+		setCondition(s, aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, res.Message)
+		if c := meta.FindStatusCondition(s.Status.Conditions, aeriev1alpha1.ConditionSucceeded); c == nil || c.Reason != aeriev1alpha1.ReasonRetrying {
+			setCondition(s, aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonPending, res.Message)
+		}
+	case podRunning:
+		s.Status.Phase = aeriev1alpha1.PhaseRunning
+		setCondition(s, aeriev1alpha1.ConditionPodReady, metav1.ConditionTrue, aeriev1alpha1.ReasonRunning, res.Message)
+		setCondition(s, aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonRunning, "the agent is working on its task")
+	case podFinished:
+		finish(s, sc.now, res.Outcome, res.Reason, res.Message, res.ExitCode, res.Report)
+		return ctrl.Result{}, nil
+	case podLost:
+		n := s.Status.Attempts
+		if n >= maxAttempts(s) {
+			msg := fmt.Sprintf("the runner pod was lost in each of %d attempts; the last time: %s", n, res.Message)
+			finish(s, sc.now, aeriev1alpha1.OutcomeError, aeriev1alpha1.ReasonRetriesExhausted, msg, res.ExitCode, res.Report)
+			return ctrl.Result{}, nil
+		}
+		return r.startAttempt(ctx, sc, n+1, res.Message)
+	}
+	return ctrl.Result{RequeueAfter: until(sc.deadline(), sc.now.Time)}, nil
+}
+
+// startAttempt resolves and creates attempt n's ConfigMap and pod. lost
+// says why the previous attempt's pod was lost, for a retry.
+func (r *AgentSessionReconciler) startAttempt(ctx context.Context, sc *scope, n int32, lost string) (ctrl.Result, error) {
+	s := sc.session
+	res := &resolver{reader: r.Reader, apply: applyConfigMap(r.Client), cfg: r.Config}
+	a, err := res.resolve(ctx, s, n, sc.now.Time)
+	if isReferenceError(err) {
+		setCondition(s, aeriev1alpha1.ConditionAccepted, metav1.ConditionFalse, aeriev1alpha1.ReasonInvalidReference, err.Error())
+		finish(s, sc.now, aeriev1alpha1.OutcomeError, aeriev1alpha1.ReasonInvalidReference, err.Error(), nil, nil)
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	cm, err := desiredConfigMap(s, a)
+	if err != nil {
+		// The spec passed the CRD's validation but not the runner's.
+		setCondition(s, aeriev1alpha1.ConditionAccepted, metav1.ConditionFalse, aeriev1alpha1.ReasonInvalidReference, err.Error())
+		finish(s, sc.now, aeriev1alpha1.OutcomeError, aeriev1alpha1.ReasonInvalidReference, err.Error(), nil, nil)
+		return ctrl.Result{}, nil
+	}
+	// Created once: the ConfigMap is immutable, and a second rendering
+	// would differ (the time left), so an existing one stands.
+	if err := r.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		return ctrl.Result{}, fmt.Errorf("create runner config %s: %w", cm.Name, err)
+	}
+	pod := desiredPod(r.Config, s, a)
+	if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		return ctrl.Result{}, fmt.Errorf("create runner pod %s: %w", pod.Name, err)
+	}
+
+	st := &s.Status
+	if st.StartTime == nil {
+		st.StartTime = &sc.now
+	}
+	st.Attempts, st.PodName, st.SessionID = n, pod.Name, a.SessionID
+	if st.Phase == "" || st.Phase == aeriev1alpha1.PhaseRunning {
+		st.Phase = aeriev1alpha1.PhasePending
+	}
+	setCondition(s, aeriev1alpha1.ConditionAccepted, metav1.ConditionTrue, aeriev1alpha1.ReasonAccepted, "references resolved and the runner configuration rendered")
+	if n == 1 {
+		setCondition(s, aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, "runner pod "+pod.Name+" created")
+		setCondition(s, aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonPending, "runner pod "+pod.Name+" created")
+	} else {
+		setCondition(s, aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPodLost, lost)
+		setCondition(s, aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonRetrying,
+			fmt.Sprintf("attempt %d of %d resumes session %s in pod %s: %s", n, maxAttempts(s), a.SessionID, pod.Name, lost))
+	}
+	return ctrl.Result{RequeueAfter: until(sc.deadline(), sc.now.Time)}, nil
+}
+
+// reconcileCancel stops the current pod with its grace period, so the
+// runner tears every process group down and records the cancel, and
+// finishes the session once the pod has ended.
+func (r *AgentSessionReconciler) reconcileCancel(ctx context.Context, sc *scope) (ctrl.Result, error) {
+	s := sc.session
+	res := observePod(sc.pod, true)
+	switch res.State {
+	case podFinished:
+		finish(s, sc.now, res.Outcome, res.Reason, res.Message, res.ExitCode, res.Report)
+		return ctrl.Result{}, nil
+	case podLost:
+		finish(s, sc.now, aeriev1alpha1.OutcomeCancelled, aeriev1alpha1.ReasonCancelled, "the session was cancelled", res.ExitCode, res.Report)
+		return ctrl.Result{}, nil
+	}
+	if sc.pod.DeletionTimestamp.IsZero() {
+		if err := r.Client.Delete(ctx, sc.pod, client.Preconditions{UID: &sc.pod.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("delete runner pod %s: %w", sc.pod.Name, err)
+		}
+	}
+	setCondition(s, aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonCancelled,
+		"cancelling: waiting for the runner pod "+sc.pod.Name+" to tear down")
+	return ctrl.Result{}, nil
+}
+
+// reconcileDeadline ends a session whose maxDuration passed without its pod
+// reporting it (a pod that never started, a kubelet that never stopped it).
+func (r *AgentSessionReconciler) reconcileDeadline(ctx context.Context, sc *scope) (ctrl.Result, error) {
+	s := sc.session
+	res := observePod(sc.pod, false)
+	if res.State == podFinished {
+		finish(s, sc.now, res.Outcome, res.Reason, res.Message, res.ExitCode, res.Report)
+		return ctrl.Result{}, nil
+	}
+	if sc.pod != nil && sc.pod.DeletionTimestamp.IsZero() {
+		if err := r.Client.Delete(ctx, sc.pod, client.Preconditions{UID: &sc.pod.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("delete runner pod %s: %w", sc.pod.Name, err)
+		}
+	}
+	msg := fmt.Sprintf("the session's maxDuration of %s passed", s.Spec.Budget.MaxDuration.Duration)
+	if res.State == podPending {
+		msg += " before the runner started: " + res.Message
+	}
+	finish(s, sc.now, aeriev1alpha1.OutcomeTimedOut, aeriev1alpha1.ReasonDeadlineExceeded, msg, nil, nil)
+	return ctrl.Result{}, nil
+}
+
+// reconcileFinished deletes a finished session when its TTL has passed.
+func (r *AgentSessionReconciler) reconcileFinished(ctx context.Context, sc *scope) (ctrl.Result, error) {
+	s := sc.session
+	if s.Spec.TTLSecondsAfterFinished == nil || s.Status.CompletionTime == nil {
+		return ctrl.Result{}, nil
+	}
+	expiry := s.Status.CompletionTime.Add(time.Duration(*s.Spec.TTLSecondsAfterFinished) * time.Second)
+	if sc.now.Time.Before(expiry) {
+		return ctrl.Result{RequeueAfter: expiry.Sub(sc.now.Time)}, nil
+	}
+	if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("delete expired session: %w", err)
+	}
+	log.FromContext(ctx).Info("deleted the session after its TTL", "ttlSecondsAfterFinished", *s.Spec.TTLSecondsAfterFinished)
+	return ctrl.Result{}, nil
+}
+
+// finalize stops the session's pods with their grace period and lets the
+// session go once none is running any more.
+func (r *AgentSessionReconciler) finalize(ctx context.Context, s *aeriev1alpha1.AgentSession) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(s, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	var pods corev1.PodList
+	if err := r.Reader.List(ctx, &pods, client.InNamespace(s.Namespace), client.MatchingLabels{LabelSessionUID: string(s.UID)}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list runner pods: %w", err)
+	}
+	waiting := 0
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !metav1.IsControlledBy(p, s) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		waiting++
+		if p.DeletionTimestamp.IsZero() {
+			if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); err != nil && !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, fmt.Errorf("delete runner pod %s: %w", p.Name, err)
+			}
+		}
+	}
+	if waiting > 0 {
+		// The pods' deletion wakes the reconcile; the requeue is a
+		// backstop for a pod whose end the cache misses.
+		return ctrl.Result{RequeueAfter: r.Config.TerminationGrace}, nil
+	}
+	controllerutil.RemoveFinalizer(s, Finalizer)
+	if err := r.Client.Update(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// writeStatus writes the status once if it changed, then reports the
+// transitions as events and metrics.
+func (r *AgentSessionReconciler) writeStatus(ctx context.Context, sc *scope) error {
+	s := sc.session
+	s.Status.ObservedGeneration = s.Generation
+	if equality.Semantic.DeepEqual(sc.before.Status, s.Status) {
+		return nil
+	}
+	// Optimistic locking: a status computed from a stale read must not
+	// overwrite a newer one.
+	if err := r.Client.Status().Patch(ctx, s, client.MergeFromWithOptions(sc.before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	if r.Recorder != nil {
+		var related runtime.Object
+		if sc.pod != nil {
+			related = sc.pod
+		}
+		for _, e := range transitions(&sc.before.Status, &s.Status) {
+			r.Recorder.Eventf(s, related, e.kind, e.reason, e.action, "%s", e.note)
+		}
+	}
+	if !sc.before.Status.Phase.Finished() && s.Status.Phase.Finished() {
+		r.Metrics.finished(s)
+	}
+	return nil
+}
+
+// event is a Kubernetes event to record.
+type event struct {
+	kind, reason, action, note string
+}
+
+// transitions are the events a status change calls for: a pod created, the
+// agent running, a retry, the end. A reconcile that changes nothing of
+// these records nothing.
+func transitions(before, after *aeriev1alpha1.AgentSessionStatus) []event {
+	var out []event
+	if after.Attempts > before.Attempts {
+		if after.Attempts == 1 {
+			out = append(out, event{corev1.EventTypeNormal, "Created", "CreatePod", "created runner pod " + after.PodName})
+		} else {
+			c := meta.FindStatusCondition(after.Conditions, aeriev1alpha1.ConditionSucceeded)
+			note := "created runner pod " + after.PodName
+			if c != nil {
+				note = c.Message
+			}
+			out = append(out, event{corev1.EventTypeWarning, aeriev1alpha1.ReasonRetrying, "CreatePod", note})
+		}
+	}
+	if after.Phase == aeriev1alpha1.PhaseRunning && before.Phase != aeriev1alpha1.PhaseRunning {
+		out = append(out, event{corev1.EventTypeNormal, aeriev1alpha1.ReasonRunning, "Run", "the agent is running in pod " + after.PodName})
+	}
+	if after.Phase.Finished() && !before.Phase.Finished() {
+		c := meta.FindStatusCondition(after.Conditions, aeriev1alpha1.ConditionSucceeded)
+		kind := corev1.EventTypeWarning
+		if after.Phase == aeriev1alpha1.PhaseSucceeded {
+			kind = corev1.EventTypeNormal
+		}
+		reason, note := string(after.Phase), ""
+		if c != nil {
+			reason, note = c.Reason, c.Message
+		}
+		out = append(out, event{kind, reason, "Finish", note})
+	}
+	return out
+}
+
+// until is the time from now to t, for a requeue; zero when t is far off
+// or past, so that only real deadlines schedule a wake-up.
+func until(t, now time.Time) time.Duration {
+	d := t.Sub(now)
+	if d <= 0 || d > 7*24*time.Hour+time.Hour {
+		return 0
+	}
+	return d + time.Second
+}

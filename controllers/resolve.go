@@ -1,0 +1,312 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	aeriev1alpha1 "github.com/aerie-run/aerie/api/v1alpha1"
+	"github.com/aerie-run/aerie/runner/runconfig"
+)
+
+// referenceError is a reference of the spec that cannot be resolved: a
+// missing ConfigMap, Secret, key or session, or a malformed layer. It fails
+// the session with InvalidReference; other errors are retried.
+type referenceError struct{ msg string }
+
+func (e *referenceError) Error() string { return e.msg }
+
+func refErrorf(format string, args ...any) error {
+	return &referenceError{msg: fmt.Sprintf(format, args...)}
+}
+
+// resolver gathers what an attempt is built from. It reads through reader,
+// which does not cache: the ConfigMaps and Secrets it reads belong to the
+// users, and caching every one of the cluster's would cost the controller
+// memory and broad list rights for objects read once per attempt.
+type resolver struct {
+	reader client.Reader
+	// apply writes a platform layer's mirror (server-side apply).
+	apply func(ctx context.Context, cm *corev1.ConfigMap) error
+	cfg   Config
+}
+
+// resolve gathers attempt n of session s at now.
+func (r *resolver) resolve(ctx context.Context, s *aeriev1alpha1.AgentSession, n int32, now time.Time) (attempt, error) {
+	a := attempt{Number: n}
+	var err error
+	if a.Prompt, err = r.prompt(ctx, s, n); err != nil {
+		return a, err
+	}
+	if err := r.secrets(ctx, s); err != nil {
+		return a, err
+	}
+	switch {
+	case n > 1 && s.Spec.ResumeFrom != "" && s.Status.SessionID != "":
+		// Resolved by the first attempt: the session it resumed is the
+		// one to go on with, even if the AgentSession named is gone.
+		a.ResumeFrom = s.Status.SessionID
+	default:
+		if a.ResumeFrom, err = r.sessionRef(ctx, s.Namespace, "resumeFrom", s.Spec.ResumeFrom); err != nil {
+			return a, err
+		}
+	}
+	if f := s.Spec.ForkFrom; f != nil {
+		if a.ForkFrom, err = r.sessionRef(ctx, s.Namespace, "forkFrom.session", f.Session); err != nil {
+			return a, err
+		}
+		if f.AtSequence != nil {
+			a.ForkAt = *f.AtSequence
+		}
+	}
+	switch {
+	case n > 1 && s.Status.SessionID != "":
+		a.SessionID = s.Status.SessionID
+	case a.ResumeFrom != "":
+		a.SessionID = a.ResumeFrom
+	default:
+		a.SessionID = string(s.UID)
+	}
+	if a.Layers, err = r.layers(ctx, s); err != nil {
+		return a, err
+	}
+	if a.TrustPins, err = r.trustPins(ctx, s); err != nil {
+		return a, err
+	}
+	a.Remaining = remaining(s, now)
+	return a, nil
+}
+
+// remaining is what is left of the session's maxDuration at now (all
+// attempts together), zero when there is no limit.
+func remaining(s *aeriev1alpha1.AgentSession, now time.Time) time.Duration {
+	if s.Spec.Budget == nil || s.Spec.Budget.MaxDuration == nil {
+		return 0
+	}
+	left := s.Spec.Budget.MaxDuration.Duration
+	if st := s.Status.StartTime; st != nil {
+		left -= now.Sub(st.Time)
+	}
+	return max(left, time.Second)
+}
+
+// prompt is the task: spec.prompt, or promptFrom read now for the first
+// attempt, or the first attempt's for later ones, so that a change of the
+// source does not change a running session.
+func (r *resolver) prompt(ctx context.Context, s *aeriev1alpha1.AgentSession, n int32) (string, error) {
+	if s.Spec.Prompt != "" || s.Spec.PromptFrom == nil {
+		return s.Spec.Prompt, nil
+	}
+	if n > 1 {
+		var cm corev1.ConfigMap
+		err := r.reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: childName(s.Name, 1)}, &cm)
+		if err == nil {
+			if rc, perr := runconfig.Parse([]byte(cm.Data[runconfig.FileName])); perr == nil {
+				return rc.Prompt, nil
+			}
+		} else if !apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("get the first attempt's runner config: %w", err)
+		}
+	}
+	pf := s.Spec.PromptFrom
+	var (
+		value string
+		err   error
+	)
+	switch {
+	case pf.ConfigMapKeyRef != nil:
+		value, err = r.configMapKey(ctx, s.Namespace, "promptFrom.configMapKeyRef", *pf.ConfigMapKeyRef)
+	case pf.SecretKeyRef != nil:
+		value, err = r.secretKey(ctx, s.Namespace, "promptFrom.secretKeyRef", *pf.SecretKeyRef)
+	}
+	if err != nil {
+		return "", err
+	}
+	if value == "" {
+		return "", refErrorf("promptFrom: the key is empty")
+	}
+	return value, nil
+}
+
+func (r *resolver) configMapKey(ctx context.Context, ns, field string, ref aeriev1alpha1.KeyReference) (string, error) {
+	var cm corev1.ConfigMap
+	if err := r.get(ctx, ns, ref.Name, &cm, field+": ConfigMap"); err != nil {
+		return "", err
+	}
+	if v, ok := cm.Data[ref.Key]; ok {
+		return v, nil
+	}
+	if v, ok := cm.BinaryData[ref.Key]; ok {
+		return string(v), nil
+	}
+	return "", refErrorf("%s: ConfigMap %s/%s has no key %q", field, ns, ref.Name, ref.Key)
+}
+
+func (r *resolver) secretKey(ctx context.Context, ns, field string, ref aeriev1alpha1.KeyReference) (string, error) {
+	var sec corev1.Secret
+	if err := r.get(ctx, ns, ref.Name, &sec, field+": Secret"); err != nil {
+		return "", err
+	}
+	v, ok := sec.Data[ref.Key]
+	if !ok {
+		return "", refErrorf("%s: Secret %s/%s has no key %q", field, ns, ref.Name, ref.Key)
+	}
+	return string(v), nil
+}
+
+// get reads an object; not finding it is a reference error described by
+// what.
+func (r *resolver) get(ctx context.Context, ns, name string, obj client.Object, what string) error {
+	err := r.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return refErrorf("%s %s/%s not found", what, ns, name)
+	case err != nil:
+		return fmt.Errorf("get %s %s/%s: %w", what, ns, name, err)
+	}
+	return nil
+}
+
+// secrets checks that the Secrets the pod's environment references exist,
+// so that a missing one fails the session at once with its name instead of
+// leaving the pod waiting in CreateContainerConfigError.
+func (r *resolver) secrets(ctx context.Context, s *aeriev1alpha1.AgentSession) error {
+	if ref := s.Spec.Model.APIKeySecretRef; ref != nil {
+		if _, err := r.secretKey(ctx, s.Namespace, "model.apiKeySecretRef", *ref); err != nil {
+			return err
+		}
+	}
+	db := aeriev1alpha1.KeyReference{Name: r.cfg.DatabaseSecret.Name, Key: r.cfg.DatabaseSecret.Key}
+	if _, err := r.secretKey(ctx, s.Namespace, "the session store's Secret (the controller's --database-secret)", db); err != nil {
+		return err
+	}
+	return nil
+}
+
+// sessionRef resolves a session reference: a UUID as is, or the name of an
+// AgentSession in ns, whose session id it takes.
+func (r *resolver) sessionRef(ctx context.Context, ns, field, ref string) (string, error) {
+	if ref == "" {
+		return "", nil
+	}
+	if id, err := uuid.Parse(ref); err == nil {
+		return id.String(), nil
+	}
+	var src aeriev1alpha1.AgentSession
+	if err := r.get(ctx, ns, ref, &src, field+": AgentSession"); err != nil {
+		return "", err
+	}
+	if src.Status.SessionID == "" {
+		return "", refErrorf("%s: AgentSession %s/%s has not started a session yet", field, ns, ref)
+	}
+	return src.Status.SessionID, nil
+}
+
+// layers are the attempt's layers, nearest first: spec.extensions, the
+// namespace's labelled ConfigMaps, then the platform's, mirrored.
+func (r *resolver) layers(ctx context.Context, s *aeriev1alpha1.AgentSession) ([]resolvedLayer, error) {
+	var out []resolvedLayer
+	for i, l := range s.Spec.Extensions {
+		if l.ConfigMap == nil {
+			out = append(out, volumeLayer(l))
+			continue
+		}
+		var cm corev1.ConfigMap
+		if err := r.get(ctx, s.Namespace, l.ConfigMap.Name, &cm, fmt.Sprintf("extensions[%d].configMap: ConfigMap", i)); err != nil {
+			return nil, err
+		}
+		rl, err := configMapLayer(specLayerName(l), runconfig.LayerSpec, &cm)
+		if err != nil {
+			return nil, &referenceError{msg: fmt.Sprintf("extensions[%d]: %v", i, err)}
+		}
+		out = append(out, rl)
+	}
+
+	nsLayers, err := r.labelled(ctx, s.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	for i := range nsLayers {
+		rl, err := configMapLayer(nsLayers[i].Name, runconfig.LayerNamespace, &nsLayers[i])
+		if err != nil {
+			return nil, &referenceError{msg: "namespace " + err.Error()}
+		}
+		out = append(out, rl)
+	}
+
+	platform, err := r.labelled(ctx, r.cfg.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	for i := range platform {
+		src := &platform[i]
+		files, err := runconfig.LayerFiles(src.Data, src.BinaryData, src.Annotations)
+		if err != nil {
+			return nil, &referenceError{msg: fmt.Sprintf("platform layer ConfigMap %s/%s: %v", src.Namespace, src.Name, err)}
+		}
+		mirror := desiredMirror(src, s.Namespace, runconfig.LayerDigest(files))
+		if err := r.apply(ctx, mirror); err != nil {
+			return nil, fmt.Errorf("mirror platform layer %s into namespace %s: %w", src.Name, s.Namespace, err)
+		}
+		rl, err := configMapLayer(src.Name, runconfig.LayerPlatform, mirror)
+		if err != nil {
+			return nil, fmt.Errorf("platform layer mirror %s: %w", mirror.Name, err)
+		}
+		out = append(out, rl)
+	}
+	return out, nil
+}
+
+// labelled lists the layer ConfigMaps of ns, sorted by name.
+func (r *resolver) labelled(ctx context.Context, ns string) ([]corev1.ConfigMap, error) {
+	var list corev1.ConfigMapList
+	if err := r.reader.List(ctx, &list, client.InNamespace(ns), client.HasLabels{runconfig.LayerLabel}); err != nil {
+		return nil, fmt.Errorf("list layer ConfigMaps in %s: %w", ns, err)
+	}
+	sortLayers(list.Items)
+	return list.Items, nil
+}
+
+// trustPins reads spec.trust.pinsFrom.
+func (r *resolver) trustPins(ctx context.Context, s *aeriev1alpha1.AgentSession) ([]runconfig.TrustPins, error) {
+	if s.Spec.Trust == nil {
+		return nil, nil
+	}
+	var pins []runconfig.TrustPins
+	for i, ref := range s.Spec.Trust.PinsFrom {
+		v, err := r.configMapKey(ctx, s.Namespace, fmt.Sprintf("trust.pinsFrom[%d]", i), ref)
+		if err != nil {
+			return nil, err
+		}
+		pins = append(pins, runconfig.TrustPins{Source: "configmap/" + ref.Name + "/" + ref.Key, TOML: v})
+	}
+	return pins, nil
+}
+
+// applyConfigMap applies cm with server-side apply as the controller.
+func applyConfigMap(c client.Client) func(ctx context.Context, cm *corev1.ConfigMap) error {
+	return func(ctx context.Context, cm *corev1.ConfigMap) error {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
+		if err != nil {
+			return fmt.Errorf("convert ConfigMap %s: %w", cm.Name, err)
+		}
+		// Status and creationTimestamp are not the applier's to set.
+		delete(u["metadata"].(map[string]any), "creationTimestamp")
+		return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner(fieldOwner), client.ForceOwnership)
+	}
+}
+
+// isReferenceError reports whether err fails the session.
+func isReferenceError(err error) bool {
+	var re *referenceError
+	return errors.As(err, &re)
+}

@@ -1,0 +1,425 @@
+// Package runconfig is the contract between the aerie controller and the
+// runner in a pod: the runner configuration the controller renders into an
+// immutable ConfigMap (Config, a YAML file), the report the runner leaves in
+// its termination message for the controller to read back (Report), and the
+// encoding of a directory tree, executable files included, in the keys of a
+// layer ConfigMap (LayerFiles).
+//
+// Both sides import this package and nothing of each other, so the controller
+// never needs the runner's dependencies and the runner never needs the
+// Kubernetes API.
+package runconfig
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"sigs.k8s.io/yaml"
+)
+
+// APIVersion and Kind identify a runner configuration file, so that a file of
+// another format (or a later version of this one) is refused by name rather
+// than misread.
+const (
+	APIVersion = "runner.aerie.run/v1"
+	Kind       = "RunnerConfig"
+)
+
+// Paths in the runner pod, shared by the pod the controller builds and the
+// runner that reads them.
+const (
+	// Dir is where the runner configuration ConfigMap is mounted.
+	Dir = "/etc/aerie/runner"
+	// FileName is the configuration's key in the ConfigMap and its file name.
+	FileName = "config.yaml"
+	// DefaultPath is the configuration file the runner reads by default.
+	DefaultPath = Dir + "/" + FileName
+	// LayersDir holds the extension layers, one numbered directory each.
+	LayersDir = "/etc/aerie/layers"
+	// SocketDir is the shared emptyDir that holds the executor's socket.
+	SocketDir = "/run/aerie"
+	// DefaultSocket is the executor's socket.
+	DefaultSocket = SocketDir + "/executor.sock"
+	// DefaultWorkspace is the workspace root, owned by the executor.
+	DefaultWorkspace = "/workspace"
+	// DefaultTerminationLog is where the runner writes its Report.
+	DefaultTerminationLog = "/dev/termination-log"
+)
+
+// LayerDir is the mount path of the n-th layer (counted from 0).
+func LayerDir(n int) string { return fmt.Sprintf("%s/%d", LayersDir, n) }
+
+// Provider names, as AgentSession's spec.model.provider spells them.
+const (
+	ProviderAnthropic        = "anthropic"
+	ProviderOpenAI           = "openai"
+	ProviderOpenAICompatible = "openai-compatible"
+	ProviderScripted         = "scripted"
+)
+
+// APIKeyEnv is the environment variable that carries the provider's API key
+// into the agent container, the same one `aerie run` reads; empty for a
+// provider that takes none.
+func APIKeyEnv(provider string) string {
+	switch provider {
+	case ProviderAnthropic:
+		return "ANTHROPIC_API_KEY"
+	case ProviderOpenAI, ProviderOpenAICompatible:
+		return "OPENAI_API_KEY"
+	}
+	return ""
+}
+
+// DatabaseURLEnv carries the session store's DSN into the agent container.
+const DatabaseURLEnv = "AERIE_DATABASE_URL"
+
+// Config is what one attempt of an AgentSession runs: everything the runner
+// needs besides its two secrets (the model API key and the database DSN),
+// which come as environment variables.
+type Config struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+
+	// Namespace is the AgentSession's namespace: the tenant of its
+	// sessions in the store.
+	Namespace string `json:"namespace"`
+	// AgentSession is the AgentSession's name; new sessions are labelled
+	// with it in the store.
+	AgentSession string `json:"agentSession"`
+
+	Session Session `json:"session"`
+
+	// Prompt is the task, with promptFrom already resolved by the
+	// controller. Empty only when the session continues another one.
+	Prompt string `json:"prompt,omitempty"`
+
+	Model Model `json:"model"`
+
+	// Toolset and Persona select from the layers' toolsets and personas.
+	Toolset string `json:"toolset,omitempty"`
+	Persona string `json:"persona,omitempty"`
+
+	// Layers are the extension layers mounted in the pod, nearest first
+	// (spec, then namespace, then platform).
+	Layers []Layer `json:"layers,omitempty"`
+
+	Trust Trust `json:"trust,omitempty"`
+
+	Budget Budget `json:"budget,omitempty"`
+
+	Executor Executor `json:"executor"`
+}
+
+// Session says which journal session the attempt works on.
+type Session struct {
+	// ID is the session's id in the store: the AgentSession's UID for a
+	// new or forked session, the resumed session's id with ResumeFrom.
+	ID string `json:"id"`
+	// Attempt counts the runner pods of the AgentSession, from 1. An
+	// attempt after the first resumes ID when the store has it (the
+	// previous pod was lost), and otherwise starts it as the first would.
+	Attempt int32 `json:"attempt"`
+	// ResumeFrom is set when the AgentSession continues a session: then it
+	// equals ID.
+	ResumeFrom string `json:"resumeFrom,omitempty"`
+	// ForkFrom is the id of the session copied into the new session ID.
+	ForkFrom string `json:"forkFrom,omitempty"`
+	// ForkAtSequence is the last sequence number copied; 0 is the latest.
+	ForkAtSequence int64 `json:"forkAtSequence,omitempty"`
+}
+
+// Model selects the model. The API key is not here: it is in the
+// environment variable APIKeyEnv(Provider).
+type Model struct {
+	Provider        string `json:"provider"`
+	Name            string `json:"name"`
+	BaseURL         string `json:"baseURL,omitempty"`
+	API             string `json:"api,omitempty"`
+	ContextWindow   int64  `json:"contextWindow,omitempty"`
+	MaxOutputTokens int64  `json:"maxOutputTokens,omitempty"`
+}
+
+// Layer kinds a pod mounts, as extensions.Kind spells them.
+const (
+	LayerSpec      = "spec"
+	LayerNamespace = "namespace"
+	LayerPlatform  = "platform"
+)
+
+// Layer is one mounted extension layer.
+type Layer struct {
+	// Name labels the layer in reports: the spec's layer name, or the
+	// ConfigMap's name.
+	Name string `json:"name"`
+	// Kind is spec, namespace or platform.
+	Kind string `json:"kind"`
+	// Dir is the mount path, seen by both containers.
+	Dir string `json:"dir"`
+	// Digest is the content digest ("sha256:<hex>") of a ConfigMap layer
+	// at the time the attempt was rendered; empty for volumes.
+	Digest string `json:"digest,omitempty"`
+}
+
+// Trust says whose trust pins the runner honours.
+type Trust struct {
+	// Sources are the layer kinds whose trust.toml files are honoured:
+	// Extensions, Namespace, Platform.
+	Sources []string `json:"sources,omitempty"`
+	// Pins are further trust.toml documents, resolved from ConfigMaps by
+	// the controller.
+	Pins []TrustPins `json:"pins,omitempty"`
+}
+
+// TrustPins is one trust.toml document and where it came from.
+type TrustPins struct {
+	// Source names the ConfigMap and key, "configmap/NAME/KEY".
+	Source string `json:"source"`
+	TOML   string `json:"toml"`
+}
+
+// Budget bounds the attempt. Zero values are no limit.
+type Budget struct {
+	// MaxDuration is what is left of the session's wall-time budget when
+	// the attempt was rendered, in Go duration syntax ("59m30s").
+	MaxDuration Duration `json:"maxDuration,omitempty"`
+	MaxTurns    int32    `json:"maxTurns,omitempty"`
+	MaxTokens   int64    `json:"maxTokens,omitempty"`
+}
+
+// Executor says where the workspace container serves the agent's tools.
+type Executor struct {
+	// Socket is the executor's unix socket.
+	Socket string `json:"socket"`
+	// Workspace is the workspace root as the executor names it.
+	Workspace string `json:"workspace"`
+	// WorkingDir is the agent's working directory, relative to Workspace.
+	WorkingDir string `json:"workingDir,omitempty"`
+}
+
+// Dir returns the agent's working directory: the workspace root joined
+// with WorkingDir.
+func (e Executor) Dir() string {
+	if e.WorkingDir == "" {
+		return e.Workspace
+	}
+	return path.Join(e.Workspace, e.WorkingDir)
+}
+
+// Duration is a time.Duration written as Go duration text in the file.
+type Duration time.Duration
+
+// MarshalJSON writes d as "1h0m0s".
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Duration(d).String() + `"`), nil
+}
+
+// UnmarshalJSON reads Go duration text.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
+		return fmt.Errorf("want a duration in quotes, such as \"30m\", not %s", s)
+	}
+	v, err := time.ParseDuration(s[1 : len(s)-1])
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// FieldError is a configuration value that is wrong; Field is its path in
+// the file ("model.provider", "layers[2].dir").
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate reports the first field that is missing or wrong, as a
+// *FieldError.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
+	if c.APIVersion != APIVersion {
+		add(fieldErr("apiVersion", "%q: want %q", c.APIVersion, APIVersion))
+	}
+	if c.Kind != Kind {
+		add(fieldErr("kind", "%q: want %q", c.Kind, Kind))
+	}
+	if c.Namespace == "" {
+		add(fieldErr("namespace", "missing: the AgentSession's namespace scopes its sessions"))
+	}
+	if c.AgentSession == "" {
+		add(fieldErr("agentSession", "missing: the AgentSession's name"))
+	}
+	if _, err := uuid.Parse(c.Session.ID); err != nil {
+		add(fieldErr("session.id", "%q is not a UUID: %v", c.Session.ID, err))
+	}
+	if c.Session.Attempt < 1 {
+		add(fieldErr("session.attempt", "%d: attempts count from 1", c.Session.Attempt))
+	}
+	if c.Session.ResumeFrom != "" && c.Session.ForkFrom != "" {
+		add(fieldErr("session.forkFrom", "set together with session.resumeFrom: a session is resumed or forked, not both"))
+	}
+	if c.Session.ResumeFrom != "" && c.Session.ResumeFrom != c.Session.ID {
+		add(fieldErr("session.resumeFrom", "%q differs from session.id %q: a resumed session keeps its id", c.Session.ResumeFrom, c.Session.ID))
+	}
+	if c.Session.ForkFrom != "" {
+		if _, err := uuid.Parse(c.Session.ForkFrom); err != nil {
+			add(fieldErr("session.forkFrom", "%q is not a UUID: %v", c.Session.ForkFrom, err))
+		}
+	}
+	if c.Session.ForkAtSequence < 0 || (c.Session.ForkAtSequence > 0 && c.Session.ForkFrom == "") {
+		add(fieldErr("session.forkAtSequence", "%d: want a positive sequence number, with session.forkFrom", c.Session.ForkAtSequence))
+	}
+	if strings.TrimSpace(c.Prompt) == "" && c.Session.ResumeFrom == "" && c.Session.ForkFrom == "" {
+		add(fieldErr("prompt", "missing: a new session needs a task"))
+	}
+	switch c.Model.Provider {
+	case ProviderAnthropic, ProviderOpenAI, ProviderOpenAICompatible, ProviderScripted:
+	default:
+		add(fieldErr("model.provider", "%q: want one of anthropic, openai, openai-compatible, scripted", c.Model.Provider))
+	}
+	if c.Model.Name == "" {
+		add(fieldErr("model.name", "missing"))
+	}
+	if c.Model.Provider == ProviderOpenAICompatible && c.Model.BaseURL == "" {
+		add(fieldErr("model.baseURL", "missing: provider openai-compatible needs the server's URL"))
+	}
+	if c.Model.ContextWindow < 0 {
+		add(fieldErr("model.contextWindow", "%d: want a positive number of tokens", c.Model.ContextWindow))
+	}
+	if c.Model.MaxOutputTokens < 0 {
+		add(fieldErr("model.maxOutputTokens", "%d: want a positive number of tokens", c.Model.MaxOutputTokens))
+	}
+	dirs := map[string]int{}
+	for i, l := range c.Layers {
+		f := fmt.Sprintf("layers[%d]", i)
+		switch {
+		case l.Name == "":
+			add(fieldErr(f+".name", "missing"))
+		case l.Kind != LayerSpec && l.Kind != LayerNamespace && l.Kind != LayerPlatform:
+			add(fieldErr(f+".kind", "%q: want spec, namespace or platform", l.Kind))
+		case !path.IsAbs(l.Dir) || path.Clean(l.Dir) != l.Dir:
+			add(fieldErr(f+".dir", "%q: want a clean absolute path", l.Dir))
+		case l.Digest != "" && !validDigest(l.Digest):
+			add(fieldErr(f+".digest", "%q: want sha256:<64 hex digits>", l.Digest))
+		}
+		if j, ok := dirs[l.Dir]; ok && l.Dir != "" {
+			add(fieldErr(f+".dir", "%q is also layers[%d].dir", l.Dir, j))
+		}
+		dirs[l.Dir] = i
+	}
+	for i, s := range c.Trust.Sources {
+		if s != "Extensions" && s != "Namespace" && s != "Platform" {
+			add(fieldErr(fmt.Sprintf("trust.sources[%d]", i), "%q: want Extensions, Namespace or Platform", s))
+		}
+	}
+	for i, p := range c.Trust.Pins {
+		if p.Source == "" {
+			add(fieldErr(fmt.Sprintf("trust.pins[%d].source", i), "missing"))
+		}
+	}
+	if c.Budget.MaxDuration < 0 {
+		add(fieldErr("budget.maxDuration", "%s: want a positive duration", time.Duration(c.Budget.MaxDuration)))
+	}
+	if c.Budget.MaxTurns < 0 {
+		add(fieldErr("budget.maxTurns", "%d: want a positive number", c.Budget.MaxTurns))
+	}
+	if c.Budget.MaxTokens < 0 {
+		add(fieldErr("budget.maxTokens", "%d: want a positive number", c.Budget.MaxTokens))
+	}
+	if !path.IsAbs(c.Executor.Socket) {
+		add(fieldErr("executor.socket", "%q: want an absolute path", c.Executor.Socket))
+	}
+	if !path.IsAbs(c.Executor.Workspace) {
+		add(fieldErr("executor.workspace", "%q: want an absolute path", c.Executor.Workspace))
+	}
+	if w := c.Executor.WorkingDir; w != "" && (path.IsAbs(w) || !local(w)) {
+		add(fieldErr("executor.workingDir", "%q: want a path relative to the workspace, without '..'", w))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	// The first error names the field; the others follow it, so one
+	// pass over a broken file shows every mistake.
+	return errors.Join(errs...)
+}
+
+func local(p string) bool {
+	c := path.Clean(p)
+	return c != ".." && !strings.HasPrefix(c, "../")
+}
+
+func validDigest(d string) bool {
+	hex, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	for _, r := range hex {
+		if !strings.ContainsRune("0123456789abcdef", r) {
+			return false
+		}
+	}
+	return true
+}
+
+// Marshal validates c and encodes it as YAML.
+func (c *Config) Marshal() ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("encode runner config: %w", err)
+	}
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode runner config: %w", err)
+	}
+	return b, nil
+}
+
+// maxConfigBytes bounds a configuration file: a ConfigMap holds at most
+// 1 MiB.
+const maxConfigBytes = 1 << 20
+
+// Parse decodes and validates a configuration. Unknown fields are errors,
+// so a misspelt field is not silently ignored.
+func Parse(data []byte) (*Config, error) {
+	if len(data) > maxConfigBytes {
+		return nil, fmt.Errorf("%d bytes: a runner config is at most %d", len(data), maxConfigBytes)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New("empty: want a runner config with apiVersion " + APIVersion)
+	}
+	var c Config
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Load reads and parses the configuration file at path. Errors name the
+// file and the field at fault.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read runner config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("runner config %s: %w", path, err)
+	}
+	return c, nil
+}

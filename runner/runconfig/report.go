@@ -1,0 +1,165 @@
+package runconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// MaxReportBytes is the most a Report may take once encoded: the kubelet
+// keeps at most 4096 bytes of a container's termination message, and a
+// truncated JSON document could not be read back at all.
+const MaxReportBytes = 4096
+
+// Outcomes a Report carries: the runner's own (agent.Outcome's values,
+// which are stored and never renamed).
+const (
+	OutcomeCompleted        = "completed"
+	OutcomeBudgetExceeded   = "budget_exceeded"
+	OutcomeDeadlineExceeded = "deadline_exceeded"
+	OutcomeCancelled        = "cancelled"
+	OutcomeModelError       = "model_error"
+	OutcomeFailed           = "failed"
+)
+
+// Report is how an attempt ended, as the runner writes it to its
+// termination message for the controller, which never reads the database.
+type Report struct {
+	// Outcome is one of the Outcome constants.
+	Outcome string `json:"outcome"`
+	// ExitCode is the runner's exit status.
+	ExitCode int `json:"exitCode"`
+	// SessionID is the store's session id the attempt worked on.
+	SessionID string `json:"sessionID,omitempty"`
+	// Reason says why, for outcomes other than completed.
+	Reason string `json:"reason,omitempty"`
+	// Summary is the model's last message, truncated to fit.
+	Summary string `json:"summary,omitempty"`
+	Usage   Usage  `json:"usage"`
+}
+
+// Usage is the session's cumulative usage at the end of the attempt.
+type Usage struct {
+	InputTokens     int64 `json:"inputTokens,omitempty"`
+	OutputTokens    int64 `json:"outputTokens,omitempty"`
+	CacheReadTokens int64 `json:"cacheReadTokens,omitempty"`
+	// Requests counts the session's model requests (turns), all attempts.
+	Requests int64 `json:"requests,omitempty"`
+	// ToolCalls counts the tool calls of this attempt.
+	ToolCalls int64 `json:"toolCalls,omitempty"`
+}
+
+// maxReasonBytes bounds the reason before the summary is fitted, so that a
+// long error message cannot crowd out the summary.
+const maxReasonBytes = 1024
+
+// EncodeReport encodes r in at most MaxReportBytes: the reason is cut to
+// 1 KiB, then the summary to what room is left, then, if need be, the reason
+// to what room is left without a summary. Cuts fall on rune boundaries and
+// end with "…".
+func EncodeReport(r Report) ([]byte, error) {
+	if len(r.Reason) > maxReasonBytes {
+		r.Reason = shorten(r.Reason, maxReasonBytes)
+	}
+	b, err := marshalReport(r)
+	if err != nil || len(b) <= MaxReportBytes {
+		return b, err
+	}
+	if r.Summary != "" {
+		if b, ok := fit(&r, &r.Summary); ok {
+			return b, nil
+		}
+		r.Summary = ""
+	}
+	if r.Reason != "" {
+		if b, ok := fit(&r, &r.Reason); ok {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("encode report: over %d bytes without summary and reason", MaxReportBytes)
+}
+
+// fit cuts *field to the longest prefix with which r encodes within
+// MaxReportBytes. JSON escaping makes a byte of text cost one to six bytes
+// encoded, so the length is searched for rather than computed.
+func fit(r *Report, field *string) ([]byte, bool) {
+	full := *field
+	lo, hi := 0, len(full) // lo fits (if anything does), hi does not
+	var best []byte
+	for lo <= hi {
+		mid := (lo + hi) / 2
+		*field = shorten(full, mid)
+		b, err := marshalReport(*r)
+		if err == nil && len(b) <= MaxReportBytes {
+			best, lo = b, mid+1
+		} else {
+			hi = mid - 1
+		}
+	}
+	if best == nil {
+		*field = full
+		return nil, false
+	}
+	return best, true
+}
+
+func marshalReport(r Report) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// A summary of code is full of <, > and &: escaping them for HTML
+	// would triple their cost for no reader that needs it.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return nil, fmt.Errorf("encode report: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// shorten cuts s to at most n bytes, ellipsis included, on a rune boundary.
+func shorten(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	const ellipsis = "…"
+	n -= len(ellipsis)
+	if n <= 0 {
+		return ""
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + ellipsis
+}
+
+// DecodeReport reads a termination message written by EncodeReport.
+func DecodeReport(b []byte) (Report, error) {
+	var r Report
+	if len(b) == 0 {
+		return r, errors.New("decode report: empty termination message")
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Report{}, fmt.Errorf("decode report: %w", err)
+	}
+	if r.Outcome == "" {
+		return Report{}, errors.New("decode report: no outcome")
+	}
+	return r, nil
+}
+
+// Exit statuses of the runner, the same as `aerie run`'s (package headless
+// defines them; they are repeated here so that the controller, which maps
+// them to an AgentSession's status, does not import the runner).
+const (
+	ExitCompleted   = 0
+	ExitFailure     = 1
+	ExitConfig      = 2
+	ExitModel       = 3
+	ExitBudget      = 4
+	ExitInterrupted = 130
+	ExitTerminated  = 143
+	// ExitKilled is SIGKILL's status, as the kubelet reports a container
+	// killed at the end of its grace period.
+	ExitKilled = 137
+)

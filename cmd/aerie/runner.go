@@ -246,14 +246,19 @@ func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, d
 		return headless.Options{}, &exitError{code: headless.ExitConfig, err: fmt.Errorf("session.id: %w", err)}
 	}
 	opts := headless.Options{
-		Tenant:      cfg.Namespace,
-		Dir:         dir,
-		Prompt:      cfg.Prompt,
-		Settings:    store.Settings{Provider: cfg.Model.Provider, Model: cfg.Model.Name},
-		NewModel:    podModel(cfg, getenv, logger),
-		SessionID:   id,
-		Label:       cfg.AgentSession,
-		System:      headless.DefaultSystemPrompt(dir),
+		Tenant:    cfg.Namespace,
+		Dir:       dir,
+		Prompt:    cfg.Prompt,
+		Settings:  store.Settings{Provider: cfg.Model.Provider, Model: cfg.Model.Name},
+		NewModel:  podModel(cfg, getenv, logger),
+		SessionID: id,
+		Label:     cfg.AgentSession,
+		System:    headless.DefaultSystemPrompt(dir),
+		// The mounted layers; the workspace is the executor's, which this
+		// container does not mount, so project files are not read here.
+		Layers:      podLayers(cfg),
+		Workspace:   cfg.Executor.Workspace,
+		Toolset:     cfg.Toolset,
 		MaxDuration: time.Duration(cfg.Budget.MaxDuration),
 		Executor:    exe,
 		// Preserve stays nil: nothing outlives the pod, so every process

@@ -43,9 +43,17 @@ func finish(t *testing.T, cp *testenv.ControlPlane, ns, name string, phase aerie
 	}
 }
 
-func TestSubmitWait(t *testing.T) {
+// TestSubmit runs the cluster commands against one API server; its
+// subtests play the controller's part where they need one.
+func TestSubmit(t *testing.T) {
 	t.Parallel()
 	cp := testenv.StartControlPlane(t)
+	t.Run("wait", func(t *testing.T) { testSubmitWait(t, cp) })
+	t.Run("refusals", func(t *testing.T) { testSubmitRefusals(t, cp) })
+}
+
+func testSubmitWait(t *testing.T, cp *testenv.ControlPlane) {
+	t.Parallel()
 	manifest := filepath.Join(t.TempDir(), "session.yaml")
 	if err := os.WriteFile(manifest, []byte(`apiVersion: aerie.run/v1alpha1
 kind: AgentSession
@@ -88,9 +96,8 @@ spec:
 	}
 }
 
-func TestSubmitRefusals(t *testing.T) {
+func testSubmitRefusals(t *testing.T, cp *testenv.ControlPlane) {
 	t.Parallel()
-	cp := testenv.StartControlPlane(t)
 	ns := cp.Namespace(t)
 	dir := t.TempDir()
 	bad := map[string]string{

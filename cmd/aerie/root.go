@@ -103,6 +103,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newGetCmd(a),
 		newCancelCmd(a),
 		newLogsCmd(a),
+		newLayerCmd(),
 		newRunnerCmd(a),
 	)
 	return root

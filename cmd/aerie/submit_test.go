@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	aeriev1 "github.com/aerie-run/aerie/api/v1alpha1"
 	"github.com/aerie-run/aerie/hack/testenv"
@@ -50,6 +52,27 @@ func TestSubmit(t *testing.T) {
 	cp := testenv.StartControlPlane(t)
 	t.Run("wait", func(t *testing.T) { testSubmitWait(t, cp) })
 	t.Run("refusals", func(t *testing.T) { testSubmitRefusals(t, cp) })
+	t.Run("layer", func(t *testing.T) { testLayerAccepted(t, cp) })
+}
+
+// testLayerAccepted applies a packed layer to the API server.
+func testLayerAccepted(t *testing.T, cp *testenv.ControlPlane) {
+	t.Parallel()
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "tools/lint.sh"), "#!/bin/sh\n", 0o755)
+	writeFile(t, filepath.Join(src, "tools/lib/__init__.py"), "", 0o644)
+	ns := cp.Namespace(t)
+	r := harness{}.aerie(t, "layer", "pack", src, "--name", "team-tools", "-n", ns)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict([]byte(r.stdout), &cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Client.Create(t.Context(), &cm); err != nil {
+		t.Errorf("the API server refused the packed layer: %v", err)
+	}
 }
 
 func testSubmitWait(t *testing.T, cp *testenv.ControlPlane) {

@@ -51,25 +51,41 @@ type ControlPlane struct {
 // instructions (or skips it under -short).
 func StartControlPlane(t testing.TB) *ControlPlane {
 	t.Helper()
-	assets, ok := envtestAssets()
-	if !ok {
+	if _, ok := envtestAssets(); !ok {
 		requireDependency(t, fmt.Sprintf("envtest binaries (kube-apiserver, etcd, kubectl %s) not found in KUBEBUILDER_ASSETS or the hack/envtest.sh cache", KubernetesVersion),
 			"run `make envtest` (or `export KUBEBUILDER_ASSETS=$(hack/envtest.sh)`) in the repository first")
 		return nil
 	}
+	cp, stop, err := NewControlPlane(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("stop control plane: %v", err)
+		}
+	})
+	return cp
+}
 
+// NewControlPlane starts a control plane outside a test, for the demo: dir receives its
+// kubeconfig. stop shuts it down; the caller must call it.
+func NewControlPlane(dir string) (cp *ControlPlane, stop func() error, err error) {
+	assets, ok := envtestAssets()
+	if !ok {
+		return nil, nil, fmt.Errorf("envtest binaries (kube-apiserver, etcd, kubectl %s) not found in KUBEBUILDER_ASSETS or the hack/envtest.sh cache: run `make envtest` first", KubernetesVersion)
+	}
 	scheme := k8sruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatalf("build scheme: %v", err)
+		return nil, nil, fmt.Errorf("build scheme: %w", err)
 	}
 	if err := aeriev1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatalf("build scheme: %v", err)
+		return nil, nil, fmt.Errorf("build scheme: %w", err)
 	}
-
 	env := &envtest.Environment{
 		Scheme:                scheme,
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(t), "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{filepath.Join(repoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		// The race detector and a busy two-core machine make the default 20 s tight.
 		ControlPlaneStartTimeout: time.Minute,
@@ -77,30 +93,27 @@ func StartControlPlane(t testing.TB) *ControlPlane {
 	}
 	cfg, err := env.Start()
 	if err != nil {
-		t.Fatalf("start control plane (binaries from %s): %v", assets, err)
+		return nil, nil, fmt.Errorf("start control plane (binaries from %s): %w", assets, err)
 	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop control plane: %v", err)
-		}
-	})
-
+	fail := func(err error) (*ControlPlane, func() error, error) {
+		_ = env.Stop()
+		return nil, nil, err
+	}
 	admin, err := env.AddUser(envtest.User{Name: "aerie-test-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
-		t.Fatalf("add control plane user: %v", err)
+		return fail(fmt.Errorf("add control plane user: %w", err))
 	}
 	kubeconfig, err := admin.KubeConfig()
 	if err != nil {
-		t.Fatalf("render kubeconfig: %v", err)
+		return fail(fmt.Errorf("render kubeconfig: %w", err))
 	}
-	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
+	kubeconfigPath := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		t.Fatalf("write kubeconfig: %v", err)
+		return fail(fmt.Errorf("write kubeconfig: %w", err))
 	}
-
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		t.Fatalf("create client: %v", err)
+		return fail(fmt.Errorf("create client: %w", err))
 	}
 	return &ControlPlane{
 		Config:      cfg,
@@ -108,7 +121,7 @@ func StartControlPlane(t testing.TB) *ControlPlane {
 		Client:      c,
 		Kubeconfig:  kubeconfigPath,
 		KubectlPath: filepath.Join(assets, "kubectl"),
-	}
+	}, env.Stop, nil
 }
 
 // Namespace creates a namespace with a unique name for the test. envtest runs no namespace
@@ -143,10 +156,11 @@ func (cp *ControlPlane) Kubectl(ctx context.Context, args ...string) (string, er
 // RepoRoot returns the root of the aerie repository, found from this source file.
 func RepoRoot(t testing.TB) string {
 	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("locate repository root: no caller information")
-	}
+	return repoRoot()
+}
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 

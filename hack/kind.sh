@@ -110,14 +110,16 @@ else
 	KUBECTL="$("$REPO_ROOT/hack/envtest.sh")/kubectl"
 fi
 
-# A private kubeconfig: the script never changes the user's current context.
-WORK=$(mktemp -d)
-export KUBECONFIG=$WORK/kubeconfig
-trap cleanup EXIT
-
 if "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
 	die "a kind cluster named $CLUSTER exists already: delete it (hack/kind.sh delete) or set AERIE_KIND_CLUSTER"
 fi
+
+# A private kubeconfig: the script never changes the user's current context.
+WORK=$(mktemp -d)
+export KUBECONFIG=$WORK/kubeconfig
+# From here on the cluster is this run's own, so cleanup may delete it.
+trap cleanup EXIT
+
 log "creating kind cluster $CLUSTER"
 create=(create cluster --name "$CLUSTER" --kubeconfig "$KUBECONFIG" --wait 180s)
 if [[ -n $NODE_IMAGE ]]; then

@@ -1,7 +1,11 @@
 # aerie — run AI coding agents as Kubernetes jobs.
 
-# Image for the controller and the runner (one image, two entrypoints).
-IMG ?= ghcr.io/aerie-run/aerie:dev
+# Images: the controller (distroless, aerie-controller alone) and the runner (aerie and the
+# tools agents use), two targets of one Dockerfile.
+IMAGE_REPO ?= ghcr.io/aerie-run
+IMAGE_TAG ?= dev
+CONTROLLER_IMG ?= $(IMAGE_REPO)/aerie-controller:$(IMAGE_TAG)
+RUNNER_IMG ?= $(IMAGE_REPO)/aerie-runner:$(IMAGE_TAG)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
@@ -26,11 +30,12 @@ help: ## Display this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate the CRDs and RBAC into config/, and copy the CRDs into the chart.
+manifests: controller-gen ## Generate the CRDs and RBAC into config/, and copy both into the chart.
 	$(CONTROLLER_GEN) rbac:roleName=aerie-controller crd paths="./api/..." paths="./controllers/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
-	mkdir -p charts/aerie/crds
+	mkdir -p charts/aerie/crds charts/aerie/files/rbac
 	cp config/crd/bases/*.yaml charts/aerie/crds/
+	cp config/rbac/role.yaml charts/aerie/files/rbac/role.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods for the API types.
@@ -57,7 +62,7 @@ envtest: ## Obtain the envtest binaries (kube-apiserver, etcd, kubectl) and prin
 	@hack/envtest.sh
 
 .PHONY: test
-test: vet ## Run every test (unit, envtest, PostgreSQL, SQLite) under the race detector.
+test: vet chart-tools ## Run every test (unit, envtest, PostgreSQL, SQLite, chart and kustomize) under the race detector.
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test -race -count=1 -timeout=40m $(GOTESTFLAGS) ./...
 
 .PHONY: bench
@@ -75,8 +80,14 @@ run: manifests generate ## Run the controller against the cluster of the current
 	go run ./cmd/aerie-controller
 
 .PHONY: docker-build
-docker-build: ## Build the container image (needs a Docker engine).
-	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMG) .
+docker-build: ## Build the controller and runner images (needs a Docker engine).
+	docker build --target controller --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(CONTROLLER_IMG) .
+	docker build --target runner --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(RUNNER_IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the controller and runner images.
+	docker push $(CONTROLLER_IMG)
+	docker push $(RUNNER_IMG)
 
 .PHONY: demo
 demo: ## Run aerie's main job on its embedded defaults.
@@ -97,6 +108,10 @@ uninstall: ## Uninstall the CRDs from the cluster of the current kubeconfig.
 deploy: manifests ## Deploy the controller to the cluster of the current kubeconfig.
 	$(KUBECTL) apply --server-side -k config/default
 
+.PHONY: kind-demo
+kind-demo: ## Try aerie on a kind cluster (needs Docker): build, load, install the chart, run a sample session; KEEP=1 keeps the cluster.
+	hack/kind.sh
+
 .PHONY: undeploy
 undeploy: ## Remove the controller from the cluster of the current kubeconfig.
 	$(KUBECTL) delete --ignore-not-found -k config/default
@@ -104,6 +119,8 @@ undeploy: ## Remove the controller from the cluster of the current kubeconfig.
 ##@ Tools
 
 LOCALBIN ?= $(shell pwd)/bin
+# Built tools are cached outside the repository as well (see go-install-tool).
+TOOLS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/aerie/tools
 $(LOCALBIN):
 	mkdir -p $(LOCALBIN)
 
@@ -111,10 +128,23 @@ KUBECTL ?= kubectl
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 BENCHSTAT ?= $(LOCALBIN)/benchstat
+HELM ?= $(LOCALBIN)/helm
+KUSTOMIZE ?= $(LOCALBIN)/kustomize
+KIND ?= $(LOCALBIN)/kind
 
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 BENCHSTAT_VERSION ?= v0.0.0-20260908200009-22c9c6c9d4da
+HELM_VERSION ?= v3.22.0
+KUSTOMIZE_VERSION ?= v5.8.2
+KIND_VERSION ?= v0.33.0
+# The Kubernetes release helm assumes when no cluster is asked (`helm template`, `helm lint`):
+# built from source without these ldflags it would assume 1.20. Keep it at the release of the
+# k8s.io modules in go.mod (and of hack/testenv's control plane).
+HELM_KUBE_MINOR ?= 37
+# prometheus-operator's monitoring API: the ServiceMonitor CRD the chart tests install is
+# generated from its Go types, at the release the chart is written against.
+PROMETHEUS_OPERATOR_APIS_VERSION ?= v0.95.2
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN) ## Download controller-gen into bin/.
@@ -131,16 +161,52 @@ benchstat: $(BENCHSTAT) ## Download benchstat into bin/.
 $(BENCHSTAT): $(LOCALBIN)
 	$(call go-install-tool,$(BENCHSTAT),golang.org/x/perf/cmd/benchstat,$(BENCHSTAT_VERSION))
 
+.PHONY: helm
+helm: $(HELM) ## Build helm into bin/ (from its Go module, with the Kubernetes release set).
+$(HELM): $(LOCALBIN)
+	$(call go-install-tool,$(HELM),helm.sh/helm/v3/cmd/helm,$(HELM_VERSION),-s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_KUBE_MINOR) -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_KUBE_MINOR))
+
+.PHONY: kustomize
+kustomize: $(KUSTOMIZE) ## Build kustomize into bin/.
+$(KUSTOMIZE): $(LOCALBIN)
+	$(call go-install-tool,$(KUSTOMIZE),sigs.k8s.io/kustomize/kustomize/v5,$(KUSTOMIZE_VERSION))
+
+.PHONY: kind
+kind: $(KIND) ## Build kind into bin/ (hack/kind.sh uses it; it needs a Docker engine to run).
+$(KIND): $(LOCALBIN)
+	$(call go-install-tool,$(KIND),sigs.k8s.io/kind,$(KIND_VERSION))
+
+SERVICEMONITOR_CRD ?= $(LOCALBIN)/crds/monitoring.coreos.com_servicemonitors-$(PROMETHEUS_OPERATOR_APIS_VERSION).yaml
+
+.PHONY: servicemonitor-crd
+servicemonitor-crd: $(SERVICEMONITOR_CRD) ## Generate prometheus-operator's ServiceMonitor CRD into bin/crds/ (the chart tests install it).
+$(SERVICEMONITOR_CRD): | $(CONTROLLER_GEN)
+	@cached="$(TOOLS_CACHE)/crds/$(notdir $@)"; \
+	[ -s "$$cached" ] || hack/servicemonitor-crd.sh "$(CONTROLLER_GEN)" "$(PROMETHEUS_OPERATOR_APIS_VERSION)" "$$cached"; \
+	mkdir -p "$(dir $@)"; \
+	cp "$$cached" "$@"
+
+.PHONY: chart-tools
+chart-tools: helm kustomize servicemonitor-crd ## Everything the chart and kustomize tests need, in bin/.
+
 # go-install-tool installs a Go tool at a pinned version as bin/<tool>-<version> and links
-# bin/<tool> to it, so a version bump reinstalls and stale tools never linger.
-# $1 - target path, $2 - package, $3 - version
+# bin/<tool> to it, so a version bump reinstalls and stale tools never linger. Built tools are
+# kept in TOOLS_CACHE too, so a fresh clone (as CI makes) copies them instead of linking again.
+# $1 - target path, $2 - package, $3 - version, $4 - optional -ldflags
 define go-install-tool
 @[ -f "$(1)-$(3)" ] && [ "$$(readlink -- "$(1)" 2>/dev/null)" = "$$(basename "$(1)-$(3)")" ] || { \
 set -e; \
-echo "Installing $(2)@$(3)" >&2; \
+cached="$(TOOLS_CACHE)/$$(basename "$(1)-$(3)")"; \
 rm -f "$(1)"; \
-GOBIN="$(LOCALBIN)" go install "$(2)@$(3)"; \
+if [ -x "$$cached" ]; then \
+cp "$$cached" "$(1)-$(3)"; \
+else \
+echo "Installing $(2)@$(3)" >&2; \
+GOBIN="$(LOCALBIN)" go install -ldflags "$(4)" "$(2)@$(3)"; \
 mv "$(LOCALBIN)/$$(basename "$(1)")" "$(1)-$(3)"; \
+mkdir -p "$(TOOLS_CACHE)"; \
+cp "$(1)-$(3)" "$$cached.tmp.$$$$" && mv "$$cached.tmp.$$$$" "$$cached"; \
+fi; \
 ln -sf "$$(basename "$(1)-$(3)")" "$(1)"; \
 }
 endef

@@ -144,6 +144,16 @@ done
 	--values "$REPO_ROOT/hack/kind/values.yaml" --wait --timeout 5m
 "$KUBECTL" -n "$SYSTEM_NS" get pods -o wide
 
+# The controller gives runner pods the database URL from a Secret in the
+# session's own namespace, so that each namespace can have credentials of its
+# own; here the demo namespace gets the development database's.
+db_secret=$("$KUBECTL" -n "$SYSTEM_NS" get deployment -l app.kubernetes.io/component=controller \
+	-o jsonpath='{.items[0].spec.template.spec.containers[0].args}' | grep -o -- '--database-secret=[^",]*' | cut -d= -f2)
+log "copying Secret $SYSTEM_NS/$db_secret into $DEMO_NS"
+"$KUBECTL" -n "$SYSTEM_NS" get secret "$db_secret" -o jsonpath='{.data.DATABASE_URL}' | base64 -d >"$WORK/database-url"
+"$KUBECTL" -n "$DEMO_NS" create secret generic "$db_secret" --from-file=DATABASE_URL="$WORK/database-url"
+rm -f "$WORK/database-url"
+
 session=$REPO_ROOT/hack/kind/session-scripted.yaml
 key_env=
 if [[ -n ${ANTHROPIC_API_KEY:-} ]]; then

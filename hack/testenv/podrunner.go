@@ -296,13 +296,15 @@ func installCommands(bin string, commands map[string]string) (map[string]string,
 		}
 		dst := filepath.Join(bin, name)
 		_ = os.Remove(dst)
-		if err := os.Link(src, dst); err != nil {
+		// A link when everyone may already execute the file; otherwise a
+		// copy, whose mode can change without touching the original.
+		if fi.Mode()&0o555 != 0o555 || os.Link(src, dst) != nil {
 			if err := copyFile(src, dst); err != nil {
 				return nil, fmt.Errorf("PodRunnerOptions.Commands[%q]: %w", name, err)
 			}
-		}
-		if err := os.Chmod(dst, fi.Mode().Perm()|0o555); err != nil {
-			return nil, fmt.Errorf("PodRunnerOptions.Commands[%q]: %w", name, err)
+			if err := os.Chmod(dst, fi.Mode().Perm()|0o555); err != nil {
+				return nil, fmt.Errorf("PodRunnerOptions.Commands[%q]: %w", name, err)
+			}
 		}
 		out[name] = dst
 	}

@@ -43,7 +43,10 @@ type podWorker struct {
 	reason      string
 	message     string
 	lastWritten *corev1.PodStatus
-	retry       time.Duration // delay after an API or configuration error
+	// adopted: a pod that had finished under an earlier runner; its status
+	// is left as that runner wrote it.
+	adopted bool
+	retry   time.Duration // delay after an API or configuration error
 
 	logMu sync.Mutex
 	logs  map[string][]*containerLog // by container name, one per start
@@ -234,7 +237,7 @@ func (w *podWorker) accept() {
 	w.terminal, w.terminating = true, true
 	w.phase = w.pod.Status.Phase
 	if w.phase == corev1.PodSucceeded || w.phase == corev1.PodFailed {
-		w.lastWritten = w.pod.Status.DeepCopy() // nothing to say about it
+		w.adopted = true
 		return
 	}
 	w.phase = corev1.PodFailed
@@ -430,6 +433,11 @@ func (w *podWorker) settlePhase() {
 	}
 	failed := false
 	for _, c := range w.main {
+		if w.terminating && !c.done && !c.running() && c.last.Terminated != nil {
+			// Waiting to restart, which will not happen: its last
+			// termination is its end.
+			c.state, c.last, c.done = c.last, corev1.ContainerState{}, true
+		}
 		if !c.done {
 			if w.terminating && !c.running() && c.run == nil {
 				continue // never started, never will
@@ -547,6 +555,9 @@ func (w *podWorker) containerStatuses(cs []*containerState) []corev1.ContainerSt
 
 // writeStatus writes the pod's status when it changed.
 func (w *podWorker) writeStatus(ctx context.Context) error {
+	if w.adopted {
+		return nil
+	}
 	desired := w.status()
 	if w.lastWritten != nil && equality.Semantic.DeepEqual(desired, *w.lastWritten) {
 		return nil

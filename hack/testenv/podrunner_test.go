@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -684,6 +685,9 @@ func testRestart(t *testing.T, e *podRunnerEnv) {
 	if s.LastTerminationState.Terminated == nil || s.LastTerminationState.Terminated.ExitCode != 1 {
 		t.Errorf("lastState = %+v, want terminated with exit code 1", s.LastTerminationState)
 	}
+	always := newPod(ns, "always", sh("main", "echo run"))
+	always.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	e.create(t, always)
 	ctx := t.Context()
 	for _, tc := range []struct {
 		args []string
@@ -697,7 +701,36 @@ func testRestart(t *testing.T, e *podRunnerEnv) {
 			t.Errorf("kubectl logs %v = %q, want %q", tc.args, out, tc.want)
 		}
 	}
+
+	// restartPolicy Always restarts a container that succeeded, too, and
+	// the pod runs until it is deleted.
+	got = e.waitPod(t, ns, always.Name, "restarted twice", func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 2
+	})
+	if got.Status.Phase != corev1.PodRunning {
+		t.Errorf("restartPolicy Always: phase %s, want Running", got.Status.Phase)
+	}
+	if err := e.cs.CoreV1().Pods(ns).Delete(ctx, always.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, e, ns, always.Name)
 	noProcessLeft(t, ns)
+}
+
+// waitGone waits until the pod object is removed.
+func waitGone(t *testing.T, e *podRunnerEnv, ns, name string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, err := e.cs.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s still there 60s after its deletion: %v", name, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func testPVC(t *testing.T, e *podRunnerEnv) {
@@ -773,16 +806,51 @@ func testStartErrors(t *testing.T, e *podRunnerEnv) {
 	if err := e.cs.CoreV1().Pods(ns).Delete(t.Context(), blocked.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		_, err := e.cs.CoreV1().Pods(ns).Get(t.Context(), blocked.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pod deleted while waiting for a volume still there after 60s: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitGone(t, e, ns, blocked.Name)
 	noProcessLeft(t, ns)
+}
+
+// BenchmarkPodRunnerLifecycle measures one pod through the runner: created
+// unscheduled, bound, run (sh -c true) to Succeeded, deleted and removed.
+func BenchmarkPodRunnerLifecycle(b *testing.B) {
+	cp := StartControlPlane(b)
+	StartPodRunner(b, cp, PodRunnerOptions{Reaper: testReaper, Logger: slog.New(slog.DiscardHandler)})
+	cs, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ns := cp.Namespace(b)
+	pods := cs.CoreV1().Pods(ns)
+	ctx := b.Context()
+	wt, err := pods.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer wt.Stop()
+	await := func(name string, done func(watch.EventType, *corev1.Pod) bool) {
+		for {
+			select {
+			case ev, ok := <-wt.ResultChan():
+				if !ok {
+					b.Fatal("watch ended")
+				}
+				if p, _ := ev.Object.(*corev1.Pod); p != nil && p.Name == name && done(ev.Type, p) {
+					return
+				}
+			case <-time.After(time.Minute):
+				b.Fatalf("pod %s: nothing within a minute", name)
+			}
+		}
+	}
+	for i := 0; b.Loop(); i++ {
+		name := "p-" + strconv.Itoa(i)
+		if _, err := pods.Create(ctx, newPod(ns, name, sh("main", "true")), metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		await(name, func(_ watch.EventType, p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+		if err := pods.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		await(name, func(t watch.EventType, _ *corev1.Pod) bool { return t == watch.Deleted })
+	}
 }

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -287,6 +288,8 @@ func TestPodRunner(t *testing.T) {
 	t.Run("Restart", func(t *testing.T) { t.Parallel(); testRestart(t, e) })
 	t.Run("PersistentVolumeClaim", func(t *testing.T) { t.Parallel(); testPVC(t, e) })
 	t.Run("StartErrors", func(t *testing.T) { t.Parallel(); testStartErrors(t, e) })
+	t.Run("Projected", func(t *testing.T) { t.Parallel(); testProjected(t, e) })
+	t.Run("RunnerRestart", func(t *testing.T) { t.Parallel(); testRunnerRestart(t, e) })
 }
 
 func nodeReady(node *corev1.Node) corev1.ConditionStatus {
@@ -853,4 +856,101 @@ func BenchmarkPodRunnerLifecycle(b *testing.B) {
 		}
 		await(name, func(t watch.EventType, _ *corev1.Pod) bool { return t == watch.Deleted })
 	}
+}
+
+// testProjected reads a projected volume of a Secret, a ConfigMap and the
+// downward API, made readable to another user by fsGroup.
+func testProjected(t *testing.T, e *podRunnerEnv) {
+	ns := e.cp.Namespace(t)
+	e.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"}, Data: map[string][]byte{"token": []byte("s3cret\n")}})
+	e.create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "layer"}, Data: map[string]string{"greeting": "hi\n"}})
+	c := sh("main", `cd /run/aerie && cat token greeting labels > /dev/termination-log && echo >> /dev/termination-log && stat -c '%a %g' token >> /dev/termination-log`)
+	c.SecurityContext = &corev1.SecurityContext{RunAsUser: ptr(int64(1000))}
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "run", MountPath: "/run/aerie"}}
+	pod := newPod(ns, "projected", c)
+	pod.Labels = map[string]string{"app": "demo"}
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr(int64(2000))}
+	pod.Spec.Volumes = []corev1.Volume{{Name: "run", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		DefaultMode: ptr(int32(0o400)),
+		Sources: []corev1.VolumeProjection{
+			{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Items: []corev1.KeyToPath{{Key: "token", Path: "token"}}}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "layer"}}},
+			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}}}},
+		},
+	}}}}
+	e.create(t, pod)
+	got := e.waitPod(t, ns, pod.Name, "finished", finished)
+	want := "s3cret\nhi\napp=\"demo\"\n440 2000\n"
+	if os.Geteuid() != 0 {
+		want = fmt.Sprintf("s3cret\nhi\napp=\"demo\"\n400 %d\n", os.Getegid()) // no fsGroup without root
+	}
+	if m := terminated(t, got, "main").Message; m != want {
+		t.Errorf("projected volume read as %q, want %q", m, want)
+	}
+	noProcessLeft(t, ns)
+}
+
+// testRunnerRestart stops a runner with a pod running and a pod finished,
+// and starts another for the same node: the finished pod stays as it was,
+// the running one has lost its containers, as after a node restart.
+func testRunnerRestart(t *testing.T, e *podRunnerEnv) {
+	ns := e.cp.Namespace(t)
+	opts := PodRunnerOptions{NodeName: "aerie-local-restarted", SchedulerName: "restarted", Dir: t.TempDir(), Reaper: testReaper}
+	run := func() (stop func()) {
+		r, err := NewPodRunner(e.cp.Config, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		select {
+		case <-r.Ready():
+		case err := <-done:
+			t.Fatalf("run: %v", err)
+		}
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		}
+	}
+	stop := run()
+	done := newPod(ns, "done", sh("main", "true"))
+	long := newPod(ns, "long", sh("main", "sleep 3600"))
+	for _, p := range []*corev1.Pod{done, long} {
+		p.Spec.SchedulerName = "restarted"
+		e.create(t, p)
+	}
+	e.waitPod(t, ns, done.Name, "finished", finished)
+	e.waitPod(t, ns, long.Name, "running", running)
+	stop()
+	noProcessLeft(t, ns)
+	node, err := e.cs.CoreV1().Nodes().Get(t.Context(), opts.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := nodeReady(node); c != corev1.ConditionUnknown {
+		t.Errorf("node of a stopped runner: Ready = %q, want Unknown", c)
+	}
+
+	stop = run()
+	defer stop()
+	got := e.waitPod(t, ns, long.Name, "finished", finished)
+	if term := terminated(t, got, "main"); got.Status.Phase != corev1.PodFailed || term.Reason != "ContainerStatusUnknown" {
+		t.Errorf("pod running when its runner stopped: phase %s, container %+v; want Failed, ContainerStatusUnknown", got.Status.Phase, term)
+	}
+	got, err = e.cs.CoreV1().Pods(ns).Get(t.Context(), done.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if term := terminated(t, got, "main"); got.Status.Phase != corev1.PodSucceeded || term.Reason != "Completed" {
+		t.Errorf("pod finished before the restart: phase %s, container %+v; want it unchanged", got.Status.Phase, term)
+	}
+	// The new runner still removes the pods it inherited.
+	if err := e.cs.CoreV1().Pods(ns).Delete(t.Context(), done.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, e, ns, done.Name)
 }

@@ -101,7 +101,9 @@ type PodRunnerOptions struct {
 	// directories of PersistentVolumeClaims, and copies of the Commands
 	// binaries. StartPodRunner makes a fresh one when empty; NewPodRunner
 	// requires it. Containers running as other users must be able to
-	// traverse it (0755).
+	// traverse it (0755). Keep it short under MountPathMap: the local path
+	// of a unix socket on a volume (an executor's, say) is below it, and a
+	// socket's path is limited to 108 bytes.
 	Dir string
 	// Commands maps command names, as a container's command[0] gives them
 	// (for example "aerie"), to local executables; other names are looked
@@ -353,6 +355,29 @@ func (r *PodRunner) Dir() string { return r.dir }
 // Mounts is how containers see their volumes: MountNamespace or
 // MountPathMap, never MountAuto.
 func (r *PodRunner) Mounts() MountMode { return r.mode }
+
+// podDir is the directory of a pod: its UID alone, to keep the paths of
+// unix sockets on its volumes short under MountPathMap (108 bytes at most).
+func (r *PodRunner) podDir(pod *corev1.Pod) string {
+	return filepath.Join(r.dir, "pods", string(pod.UID))
+}
+
+// VolumePath is the local directory of a volume of a pod that the runner
+// runs (an emptyDir, a ConfigMap's files, ...), for a test to look into.
+// A PersistentVolumeClaim's directory is shared by the pods that use the
+// claim, and a hostPath volume is its path.
+func (r *PodRunner) VolumePath(pod *corev1.Pod, volume string) string {
+	for _, v := range pod.Spec.Volumes {
+		switch {
+		case v.Name != volume:
+		case v.PersistentVolumeClaim != nil:
+			return filepath.Join(r.dir, "pvc", pod.Namespace, v.PersistentVolumeClaim.ClaimName)
+		case v.HostPath != nil:
+			return v.HostPath.Path
+		}
+	}
+	return filepath.Join(r.podDir(pod), "volumes", volume)
+}
 
 // Ready is closed once Run has registered the Node and watches pods.
 func (r *PodRunner) Ready() <-chan struct{} { return r.ready }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -76,7 +75,7 @@ func newPodWorker(r *PodRunner, pod *corev1.Pod) *podWorker {
 		uid:       pod.UID,
 		namespace: pod.Namespace,
 		name:      pod.Name,
-		dir:       filepath.Join(r.dir, "pods", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID)),
+		dir:       r.podDir(pod),
 		wake:      make(chan struct{}, 1),
 		pod:       pod,
 		logs:      make(map[string][]*containerLog),

@@ -225,11 +225,6 @@ func noProcessLeft(t *testing.T, ns string) {
 	}
 }
 
-// podVolumeDir is where the runner keeps a volume of a pod.
-func podVolumeDir(r *PodRunner, pod *corev1.Pod, volume string) string {
-	return filepath.Join(r.Dir(), "pods", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), "volumes", volume)
-}
-
 // waitFile waits until a file exists.
 func waitFile(t *testing.T, path string) {
 	t.Helper()
@@ -392,7 +387,7 @@ printf '%s' "$MSG" > /dev/termination-log`},
 	wantPwd, wantHost, wantMap := "/workspace", pod.Name, "map="
 	if r.Mounts() == MountPathMap {
 		wantLayer = "layer writable" // readOnly is not enforced under a path map
-		wantPwd = podVolumeDir(r, got, "workspace")
+		wantPwd = r.VolumePath(got, "workspace")
 		wantHost, _ = os.Hostname()
 		wantMap = "map=set"
 	}
@@ -497,7 +492,7 @@ func testDeletionGrace(t *testing.T, e *podRunnerEnv) {
 	pod.Spec.Volumes = []corev1.Volume{{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	e.create(t, pod)
 	got := e.waitPod(t, ns, pod.Name, "running", running)
-	ws := podVolumeDir(e.runner, got, "workspace")
+	ws := e.runner.VolumePath(got, "workspace")
 	waitFile(t, filepath.Join(ws, "stubborn-ready"))
 	waitFile(t, filepath.Join(ws, "cooperative-ready"))
 
@@ -759,6 +754,9 @@ func testPVC(t *testing.T, e *podRunnerEnv) {
 	got := e.waitPod(t, ns, "read", "finished", finished)
 	if m := terminated(t, got, "main").Message; m != "kept\n" {
 		t.Errorf("second pod read %q from the claim, want %q", m, "kept\n")
+	}
+	if b, err := os.ReadFile(filepath.Join(e.runner.VolumePath(got, "data"), "file")); err != nil || string(b) != "kept\n" {
+		t.Errorf("the claim's directory holds %q, %v", b, err)
 	}
 	noProcessLeft(t, ns)
 }

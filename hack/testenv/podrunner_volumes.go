@@ -65,7 +65,7 @@ func (w *podWorker) prepareVolumes(ctx context.Context) (map[string]podVolume, e
 			}
 			// One directory per claim, kept for the life of the runner,
 			// whichever pods use it.
-			dir := filepath.Join(w.r.dir, "pvc", w.namespace, claim)
+			dir := w.r.VolumePath(w.pod, v.Name)
 			if err := makeSharedDir(dir, fsGroup); err != nil {
 				return nil, fmt.Errorf("volume %q: %w", v.Name, err)
 			}

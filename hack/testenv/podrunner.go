@@ -54,10 +54,19 @@ const nodeIP = "127.0.0.1"
 // before it removes the pod object; and serves the kubelet's containerLogs
 // endpoint so that `kubectl logs` works.
 //
+// A container's environment is PATH (the runner's), HOSTNAME (the pod's
+// name), HOME (/root for UID 0, / for others), then the pod's env and
+// envFrom, and under MountPathMap PathMapEnv: nothing else of the runner's
+// environment reaches it. Its output is kept in files under Dir. The
+// kubelet endpoint listens on 127.0.0.1 over TLS with a self-signed
+// certificate and no authentication: whoever can reach the machine's
+// loopback can read the logs of the runner's pods.
+//
 // Not done: probes, lifecycle hooks, sidecar (restartable init) containers,
 // resource limits, exec/attach/port-forward, pod IPs and networking,
-// service-account tokens, image pull secrets, and updates of ConfigMap and
-// Secret volumes after the pod started.
+// service environment variables, /etc/hosts and /etc/resolv.conf,
+// service-account tokens, image pull secrets, node heartbeats and leases,
+// and updates of ConfigMap and Secret volumes after the pod started.
 type PodRunner struct {
 	cs         kubernetes.Interface
 	node       string
@@ -87,7 +96,8 @@ type PodRunner struct {
 	wg       sync.WaitGroup
 }
 
-// PodRunnerOptions configures a PodRunner. The zero value works.
+// PodRunnerOptions configures a PodRunner. The zero value works for
+// StartPodRunner; NewPodRunner needs a Dir.
 type PodRunnerOptions struct {
 	// NodeName is the Node the runner registers and whose pods it runs;
 	// "aerie-local" when empty.

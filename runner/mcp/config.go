@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/url"
 	"regexp"
@@ -291,7 +292,7 @@ func validate(srv *Server, seen map[string]*yaml.Node, src Source, ps *problems)
 		if seen["command"] == nil {
 			ps.add("command", "missing; a stdio server needs the program that runs it")
 		}
-		for name := range srv.Env {
+		for _, name := range slices.Sorted(maps.Keys(srv.Env)) {
 			if name == "" || strings.ContainsAny(name, "=\x00") {
 				ps.add("env."+name, "not a valid variable name")
 			} else if strings.ContainsRune(srv.Env[name], 0) {
@@ -325,7 +326,8 @@ func validate(srv *Server, seen map[string]*yaml.Node, src Source, ps *problems)
 				ps.add("url", "%q has no host", srv.URL)
 			}
 		}
-		for name, value := range srv.Headers {
+		for _, name := range slices.Sorted(maps.Keys(srv.Headers)) {
+			value := srv.Headers[name]
 			if !httpguts.ValidHeaderFieldName(name) {
 				ps.add("headers."+name, "not a valid header name")
 			} else if !httpguts.ValidHeaderFieldValue(value) {

@@ -47,6 +47,8 @@ func serve(mode string) int {
 	case "crash":
 		fmt.Fprintln(os.Stderr, "boom: cannot read the configuration")
 		return 7
+	case "exit":
+		return 0
 	case "hang":
 		time.Sleep(time.Hour)
 		return 0

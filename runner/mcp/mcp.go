@@ -150,14 +150,19 @@ func (m *Manager) Start(ctx context.Context) error {
 	return m.requiredErr()
 }
 
-// Ensure reconnects the servers whose connection failed or was lost
-// (one attempt each), and returns an error naming the required ones that
+// Ensure reconnects, one attempt each and all at once, the required
+// servers that are not connected and the others whose connection was
+// lost (an optional server that never connected offers no tools, so it
+// is not retried), and returns an error naming the required ones that
 // still cannot connect. The loop calls it before each turn: a required
 // server that is gone fails the turn.
 func (m *Manager) Ensure(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, c := range m.conns {
-		if c.currentState() == StateFailed {
+		c.mu.Lock()
+		retry := c.state == StateFailed && (c.srv.Required || c.listed)
+		c.mu.Unlock()
+		if retry {
 			wg.Go(func() { c.connect(ctx) })
 		}
 	}
@@ -165,11 +170,26 @@ func (m *Manager) Ensure(ctx context.Context) error {
 	return m.requiredErr()
 }
 
+// ErrRequired is wrapped by the errors of Start and Ensure: a required
+// server cannot connect.
+var ErrRequired = errors.New("a required MCP server cannot connect")
+
+// requiredError is one required server that cannot connect.
+type requiredError struct {
+	id, file, reason string
+}
+
+func (e *requiredError) Error() string {
+	return fmt.Sprintf("required MCP server %s (%s): %s", e.id, e.file, e.reason)
+}
+
+func (e *requiredError) Unwrap() error { return ErrRequired }
+
 func (m *Manager) requiredErr() error {
 	var errs []error
 	for _, c := range m.conns {
 		if st := c.status(); c.srv.Required && st.State != StateConnected {
-			errs = append(errs, fmt.Errorf("required MCP server %s (%s): %s", c.srv.ID, c.srv.File, st.Error))
+			errs = append(errs, &requiredError{id: c.srv.ID, file: c.srv.File, reason: st.Error})
 		}
 	}
 	return errors.Join(errs...)
@@ -230,12 +250,6 @@ type conn struct {
 	tools    []*Tool
 	warnings []string
 	listed   bool // the tools were listed once; the set is then fixed
-}
-
-func (c *conn) currentState() State {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.state
 }
 
 func (c *conn) status() ServerStatus {

@@ -264,7 +264,7 @@ func TestManagerStartupFailure(t *testing.T) {
 	required := func(s *Server) { s.Required = true }
 	m, mem, err := startMem(t, srv("t"), srv("silent-optional", short), srv("silent-required", short, required))
 	want := "required MCP server silent-required (/l/mcp_servers/silent-required.yaml): connect: no answer within the startup timeout of 200ms"
-	if err == nil || err.Error() != want {
+	if err == nil || err.Error() != want || !errors.Is(err, ErrRequired) {
 		t.Fatalf("error %v, want %q", err, want)
 	}
 	// The others are still there.
@@ -286,7 +286,7 @@ func TestManagerStartupFailure(t *testing.T) {
 	if err := m.Ensure(t.Context()); err == nil || !strings.Contains(err.Error(), "silent-required") || strings.Contains(err.Error(), "silent-optional") {
 		t.Errorf("Ensure: %v", err)
 	}
-	if mem.dials["silent-required"] != 2 || mem.dials["t"] != 1 {
+	if mem.dials["silent-required"] != 2 || mem.dials["silent-optional"] != 1 || mem.dials["t"] != 1 {
 		t.Errorf("dials %v", mem.dials)
 	}
 	if err := m.Start(t.Context()); err == nil {

@@ -1,0 +1,335 @@
+package mcp
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/aerie-run/aerie/runner/extensions"
+)
+
+// MaxFileSize bounds a declaration file; larger ones are not read.
+const MaxFileSize = 1 << 20
+
+// Trust decides whether a project layer's server may be used: manifest
+// is the declaration's absolute path, executables the command when it is
+// a path (relative ones resolved against the working directory). Trust
+// pins (extensions.Pins) implement it, as they do for hooks.
+type Trust interface {
+	Trusted(l extensions.Layer, manifest string, executables []string) (ok bool, reason string)
+}
+
+// LoadOptions configure Load.
+type LoadOptions struct {
+	// Dir is the working directory, where stdio servers start.
+	Dir string
+	// Executors are the executor ids besides "local" a server may name.
+	Executors []string
+}
+
+// Status says what became of a declaration.
+type Status string
+
+const (
+	// StatusActive servers are connected.
+	StatusActive Status = "active"
+	// StatusDisabled declarations say disabled: true.
+	StatusDisabled Status = "disabled"
+	// StatusShadowed declarations have an id a nearer one has.
+	StatusShadowed Status = "shadowed"
+	// StatusSkipped declarations could not be used; Problems say why.
+	StatusSkipped Status = "skipped"
+	// StatusUntrusted declarations are in a project layer without a
+	// matching trust pin.
+	StatusUntrusted Status = "untrusted"
+)
+
+// File is one declaration Load (or AddPlugin) found, for the extensions
+// report.
+type File struct {
+	Layer extensions.Layer `json:"layer"`
+	Path  string           `json:"path"`
+	ID    string           `json:"id"`
+	// Plugin is the declaring plugin, for a plugin's entry.
+	Plugin string `json:"plugin,omitempty"`
+	Status Status `json:"status"`
+	// Reason says why a declaration is not active.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Config is the MCP servers a session uses and the report of how they
+// were found.
+type Config struct {
+	// Servers are the servers to connect, by id.
+	Servers []Server `json:"servers"`
+	// Files lists every declaration found, with its status.
+	Files []File `json:"files"`
+	// Problems are the reasons declarations, or fields of them, were not
+	// used.
+	Problems []Problem `json:"problems,omitempty"`
+
+	// claimed maps an id to the declaration that has it.
+	claimed map[string]File
+}
+
+// Load reads mcp_servers/*.yaml in every layer, nearest first: the
+// nearest declaration of an id wins, whatever becomes of it — a farther
+// one is shadowed even when the nearest is skipped, untrusted or
+// disabled, so that which server runs never depends on whether a file
+// happens to parse. A malformed declaration is skipped with its
+// problems; in a private layer it is also an error, returned with
+// everything Load found. A project layer's server is used only when
+// trust accepts it (nil trust accepts none): a stdio server runs the
+// repository's command, and an http one would have the agent's own
+// container connect where the repository says.
+func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Config, error) {
+	c := Config{claimed: make(map[string]File)}
+	var errs []error
+	for _, l := range layers {
+		errs = append(errs, c.loadLayer(l, trust, opts)...)
+	}
+	c.sort()
+	if len(errs) > 0 {
+		return c, fmt.Errorf("load MCP servers: %w", errors.Join(errs...))
+	}
+	return c, nil
+}
+
+func (c *Config) loadLayer(l extensions.Layer, trust Trust, opts LoadOptions) []error {
+	var errs []error
+	fail := func(p Problem) {
+		c.Problems = append(c.Problems, p)
+		if l.Private() {
+			errs = append(errs, p)
+		}
+	}
+	root, err := os.OpenRoot(l.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		fail(Problem{Layer: l.Name, File: l.Dir, Reason: fmt.Sprintf("cannot open the layer: %v", unwrapPath(err))})
+		return errs
+	}
+	defer root.Close()
+	dir := filepath.Join(l.Dir, "mcp_servers")
+	entries, err := fs.ReadDir(root.FS(), "mcp_servers")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		fail(Problem{Layer: l.Name, File: dir, Reason: fmt.Sprintf("cannot read the directory: %v", unwrapPath(err))})
+		return errs
+	}
+	for _, e := range entries {
+		name := e.Name()
+		path := filepath.Join(dir, name)
+		id, isYAML := strings.CutSuffix(name, ".yaml")
+		switch {
+		case strings.HasPrefix(name, "."):
+			continue // editor and system files
+		case !isYAML:
+			if ext := filepath.Ext(name); ext == ".yml" || ext == ".json" {
+				c.Files = append(c.Files, File{Layer: l, Path: path, Status: StatusSkipped,
+					Reason: fmt.Sprintf("only mcp_servers/*.yaml files declare servers; rename it %s.yaml", strings.TrimSuffix(name, ext))})
+			}
+			continue
+		}
+		if first, dup := c.claimed[id]; dup {
+			c.Files = append(c.Files, File{Layer: l, Path: path, ID: id, Status: StatusShadowed,
+				Reason: fmt.Sprintf("the declaration in %s (%s) comes first", first.Layer.Name, first.Path)})
+			continue
+		}
+		f := File{Layer: l, Path: path, ID: id}
+		src := Source{Layer: l, File: path, Executors: opts.Executors}
+		data, err := readBounded(root, "mcp_servers/"+name)
+		var srv Server
+		var probs []Problem
+		if err != nil {
+			probs = []Problem{{Layer: l.Name, File: path, Reason: err.Error()}}
+		} else {
+			srv, probs = ParseFile(data, id, src)
+		}
+		switch {
+		case len(probs) > 0:
+			f.Status, f.Reason = StatusSkipped, summary(probs)
+			for _, p := range probs {
+				fail(p)
+			}
+		case srv.Disabled:
+			f.Status = StatusDisabled
+		case l.NeedsTrust():
+			ok, reason := false, "no trust pins"
+			if trust != nil {
+				ok, reason = trust.Trusted(l, path, executables(srv, opts.Dir))
+			}
+			if !ok {
+				f.Status, f.Reason = StatusUntrusted, reason
+				c.Problems = append(c.Problems, Problem{Layer: l.Name, File: path, Reason: "untrusted: " + reason})
+				break
+			}
+			f.Status = StatusActive
+		default:
+			f.Status = StatusActive
+		}
+		if f.Status == StatusActive {
+			c.Servers = append(c.Servers, srv)
+		}
+		c.claimed[id] = f
+		c.Files = append(c.Files, f)
+	}
+	return errs
+}
+
+// executables returns what a trust pin must cover besides the manifest:
+// a stdio server's command when it is a path.
+func executables(srv Server, dir string) []string {
+	if srv.Type != TypeStdio || !strings.ContainsRune(srv.Command, '/') {
+		return nil
+	}
+	if filepath.IsAbs(srv.Command) || dir == "" {
+		return []string{srv.Command}
+	}
+	return []string{filepath.Join(dir, srv.Command)}
+}
+
+// summary is a one-line reason for a skipped declaration.
+func summary(probs []Problem) string {
+	r := probs[0].Reason
+	if probs[0].Field != "" {
+		r = probs[0].Field + ": " + r
+	}
+	if len(probs) > 1 {
+		r = fmt.Sprintf("%s (and %d more problems)", r, len(probs)-1)
+	}
+	return r
+}
+
+// The placeholders substituted in a plugin's stdio servers, and the
+// variables they are also given as.
+const (
+	PluginRootVar     = "AERIE_PLUGIN_ROOT"
+	PluginRootVarOpen = "OPENVAALA_PLUGIN_ROOT"
+)
+
+// ExpandPluginRoot replaces ${AERIE_PLUGIN_ROOT} and
+// ${OPENVAALA_PLUGIN_ROOT} in s with root; nothing else is expanded.
+func ExpandPluginRoot(s, root string) string {
+	if !strings.Contains(s, "${") {
+		return s
+	}
+	s = strings.ReplaceAll(s, "${"+PluginRootVar+"}", root)
+	return strings.ReplaceAll(s, "${"+PluginRootVarOpen+"}", root)
+}
+
+// AddPlugin adds the servers an enabled plugin declares (see ParseEntry),
+// root being its absolute directory. A server whose id a mcp_servers
+// file declares is skipped: the file wins. Two plugins declaring the
+// same id is an error. In a stdio server's command, args and env,
+// ${AERIE_PLUGIN_ROOT} (or ${OPENVAALA_PLUGIN_ROOT}) becomes root, and
+// the server gets both as variables too.
+func (c *Config) AddPlugin(plugin, root string, servers []Server) error {
+	if c.claimed == nil {
+		c.claimed = make(map[string]File)
+	}
+	var errs []error
+	for _, srv := range servers {
+		f := File{Layer: srv.Layer, Path: srv.File, ID: srv.ID, Plugin: plugin}
+		if first, dup := c.claimed[srv.ID]; dup {
+			if first.Plugin != "" {
+				p := Problem{Layer: srv.Layer.Name, File: srv.File, Field: "mcp_servers", Reason: fmt.Sprintf("plugins %s and %s both declare the MCP server %q; disable one of them", first.Plugin, plugin, srv.ID)}
+				c.Problems = append(c.Problems, p)
+				errs = append(errs, p)
+				f.Status, f.Reason = StatusSkipped, p.Reason
+			} else {
+				f.Status, f.Reason = StatusShadowed, fmt.Sprintf("%s in %s wins over the plugin's entry", first.Path, first.Layer.Name)
+			}
+			c.Files = append(c.Files, f)
+			continue
+		}
+		srv.Plugin, srv.PluginRoot = plugin, root
+		if srv.Type == TypeStdio {
+			srv.Command = ExpandPluginRoot(srv.Command, root)
+			args := make([]string, len(srv.Args))
+			for i, a := range srv.Args {
+				args[i] = ExpandPluginRoot(a, root)
+			}
+			srv.Args = args
+			env := make(map[string]string, len(srv.Env)+2)
+			env[PluginRootVar], env[PluginRootVarOpen] = root, root
+			for k, v := range srv.Env {
+				env[k] = ExpandPluginRoot(v, root)
+			}
+			srv.Env = env
+		}
+		f.Status = StatusActive
+		if srv.Disabled {
+			f.Status = StatusDisabled
+		} else {
+			c.Servers = append(c.Servers, srv)
+		}
+		c.claimed[srv.ID] = f
+		c.Files = append(c.Files, f)
+	}
+	c.sort()
+	if len(errs) > 0 {
+		return fmt.Errorf("add the MCP servers of plugin %s: %w", plugin, errors.Join(errs...))
+	}
+	return nil
+}
+
+func (c *Config) sort() {
+	slices.SortFunc(c.Servers, func(a, b Server) int { return strings.Compare(a.ID, b.ID) })
+}
+
+const nonblock = syscall.O_NONBLOCK
+
+// readBounded reads the regular file name in root, refusing one larger
+// than MaxFileSize without reading it.
+func readBounded(root *os.Root, name string) ([]byte, error) {
+	// O_NONBLOCK: a FIFO in place of a file must not stall loading.
+	f, err := root.OpenFile(name, os.O_RDONLY|nonblock, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open: %v", describe(err))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("cannot stat: %v", unwrapPath(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if fi.Size() > MaxFileSize {
+		return nil, fmt.Errorf("larger than 1 MB (%d bytes); not read", fi.Size())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %v", unwrapPath(err))
+	}
+	if len(data) > MaxFileSize {
+		return nil, errors.New("larger than 1 MB; not read")
+	}
+	return data, nil
+}
+
+func describe(err error) string {
+	if strings.Contains(err.Error(), "path escapes from parent") {
+		return "it leads outside the layer"
+	}
+	return unwrapPath(err).Error()
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

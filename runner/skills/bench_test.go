@@ -1,0 +1,57 @@
+package skills
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aerie-run/aerie/runner/extensions"
+)
+
+// BenchmarkDiscover measures the discovery of 20 layers holding 500
+// skills, with SKILL.md files of a realistic size (a 200-character
+// description, 4 KB of instructions) and a references/ directory each.
+func BenchmarkDiscover(b *testing.B) {
+	var layers []extensions.Layer
+	body := strings.Repeat("Follow these steps carefully. ", 140)
+	for i := range 20 {
+		files := map[string]string{}
+		for j := range 25 {
+			name := fmt.Sprintf("skill-%d-%d", i, j)
+			desc := "Use when " + strings.Repeat("working on things of kind "+name+", ", 5)
+			files[filepath.Join("skills", name, "SKILL.md")] = "---\nname: " + name + "\ndescription: " + desc + "\nlicense: MIT\n---\n" + body
+			files[filepath.Join("skills", name, "references", "guide.md")] = "guide"
+		}
+		kind := extensions.KindSpec
+		if i < 5 {
+			kind = extensions.KindProject
+		}
+		dir := filepath.Join(b.TempDir(), fmt.Sprint(i))
+		write(b, dir, files)
+		layers = append(layers, extensions.Layer{Name: fmt.Sprint(i), Dir: dir, Kind: kind})
+	}
+	roots := Roots(layers, Options{WorkDir: layers[0].Dir, Workspace: filepath.Dir(layers[0].Dir), Home: b.TempDir()})
+	b.ReportAllocs()
+	cpu := cpuTime()
+	for b.Loop() {
+		set, err := Discover(roots)
+		if err != nil || set.Len() != 500 {
+			b.Fatalf("%d skills, %v", set.Len(), err)
+		}
+	}
+	// The processor time, user and system, of all threads: on a busy
+	// machine the wall time mostly measures the wait for a processor.
+	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+}
+
+// cpuTime returns the processor time the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,469 @@
+package skills
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aerie-run/aerie/runner/extensions"
+)
+
+// MaxFileSize bounds a SKILL.md: larger files are not read, as the spec
+// says.
+const MaxFileSize = 1 << 20
+
+// maxDirs bounds the directories one root's search visits, so that a
+// root holding a huge tree (a checkout, a node_modules) cannot stall the
+// start of a session. No real skill collection comes near it.
+const maxDirs = 10_000
+
+// Root is one place skills are searched, recursively.
+type Root struct {
+	// Name identifies the root in reports: a layer's name, "workdir
+	// .agents/skills", "plugin review".
+	Name string `json:"name"`
+	// Dir is the absolute directory searched. A missing one holds no
+	// skills.
+	Dir string `json:"dir"`
+	// Strict makes a malformed skill an error, as in the private skills
+	// directory and the built-in set; elsewhere it is skipped.
+	Strict bool `json:"strict,omitempty"`
+	// Confine, when set, is a directory no read may leave, through ".."
+	// or a symbolic link: the workspace, for roots a repository controls,
+	// so that a planted link cannot make the agent read the runner's own
+	// files.
+	Confine string `json:"confine,omitempty"`
+	// Namespace, when set, is the plugin the root belongs to: its skills
+	// are named <namespace>:<skill>.
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Options locate the workspace conventions around the layers.
+type Options struct {
+	// WorkDir is the agent's working directory; its .agents/skills and
+	// .claude/skills come first. Skipped when empty.
+	WorkDir string
+	// Workspace is the workspace root: reads from the working directory's
+	// conventions and from project layers stay inside it. WorkDir when
+	// empty.
+	Workspace string
+	// Home is the home directory whose .agents/skills and .claude/skills
+	// come last. Skipped when empty.
+	Home string
+	// Plugins are the skill roots of enabled plugins, in plugin-name
+	// order, each with its Namespace; they come after the layers.
+	Plugins []Root
+}
+
+// Roots returns where skills are searched, first one first, as the spec
+// orders them: the working directory's .agents/skills and .claude/skills,
+// then skills/ in every layer nearest first (project layers, the
+// session's spec, namespace and platform layers, $AERIE_HOME — the
+// private skills directory — and the bundled built-ins), then the
+// plugins' skills, then the home directory's .agents/skills and
+// .claude/skills. Skills in private layers are strict (a malformed one is
+// an error); the workspace's are confined to the workspace.
+func Roots(layers []extensions.Layer, opts Options) []Root {
+	var roots []Root
+	ws := opts.Workspace
+	if ws == "" {
+		ws = opts.WorkDir
+	}
+	if opts.WorkDir != "" {
+		for _, conv := range []string{".agents/skills", ".claude/skills"} {
+			roots = append(roots, Root{Name: "workdir " + conv, Dir: filepath.Join(opts.WorkDir, conv), Confine: ws})
+		}
+	}
+	for _, l := range layers {
+		r := Root{Name: l.Name, Dir: filepath.Join(l.Dir, "skills"), Strict: l.Private()}
+		if l.Kind == extensions.KindProject {
+			r.Confine = ws
+			if r.Confine == "" || !within(r.Confine, l.Dir) {
+				// The project directory holding the layer.
+				r.Confine = filepath.Dir(l.Dir)
+			}
+		}
+		roots = append(roots, r)
+	}
+	roots = append(roots, opts.Plugins...)
+	if opts.Home != "" {
+		for _, conv := range []string{".agents/skills", ".claude/skills"} {
+			roots = append(roots, Root{Name: "home " + conv, Dir: filepath.Join(opts.Home, conv)})
+		}
+	}
+	return roots
+}
+
+// within reports whether path is dir or below it.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// Status says what became of a skill directory.
+type Status string
+
+const (
+	// StatusActive skills are offered to the agent.
+	StatusActive Status = "active"
+	// StatusShadowed skills share a name with one found first.
+	StatusShadowed Status = "shadowed"
+	// StatusSkipped directories could not be used; the reason says why.
+	StatusSkipped Status = "skipped"
+)
+
+// Entry is one skill directory discovery found, for the extensions
+// report.
+type Entry struct {
+	// Name is the skill's name, when it could be read.
+	Name string `json:"name,omitempty"`
+	// Root is the name of the root it was found in.
+	Root string `json:"root"`
+	// Path is the skill's directory.
+	Path   string `json:"path"`
+	Status Status `json:"status"`
+	// Reason says why the skill is not active.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Problem is a reason a skill, or a place searched, could not be used.
+type Problem struct {
+	Root string `json:"root"`
+	// File is the SKILL.md, directory or link concerned.
+	File string `json:"file"`
+	// Field is the frontmatter field at fault, if any.
+	Field  string `json:"field,omitempty"`
+	Reason string `json:"reason"`
+}
+
+func (p Problem) Error() string {
+	if p.Field != "" {
+		return fmt.Sprintf("%s: %s: %s", p.File, p.Field, p.Reason)
+	}
+	return fmt.Sprintf("%s: %s", p.File, p.Reason)
+}
+
+// Discover searches roots in order and returns the skills found, the
+// first of each name winning. Every skill directory found is in the
+// Set's Entries, and every problem in its Problems; a malformed skill in
+// a strict root is also an error, returned with the Set.
+//
+// Roots are searched concurrently — discovery is bound by file system
+// calls, not by the processor — and their findings merged in order.
+func Discover(roots []Root) (*Set, error) {
+	found := make([]*discovery, len(roots))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(len(roots), maxWorkers) {
+		wg.Go(func() {
+			for i := range next {
+				d := &discovery{root: roots[i]}
+				d.run()
+				found[i] = d
+			}
+		})
+	}
+	for i := range roots {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+
+	s := &Set{byName: make(map[string]int)}
+	var errs []error
+	for _, d := range found {
+		for _, it := range d.items {
+			if it.problem != nil {
+				s.Problems = append(s.Problems, *it.problem)
+			}
+			if it.skill != nil {
+				s.add(*it.skill)
+			} else if it.entry.Path != "" {
+				s.Entries = append(s.Entries, it.entry)
+			}
+		}
+		errs = append(errs, d.errs...)
+	}
+	if len(errs) > 0 {
+		return s, fmt.Errorf("discover skills: %w", errors.Join(errs...))
+	}
+	return s, nil
+}
+
+// maxWorkers bounds the roots searched at once.
+const maxWorkers = 8
+
+// add adds sk unless a skill of its name came first.
+func (s *Set) add(sk Skill) {
+	if i, dup := s.byName[sk.Name]; dup {
+		first := s.skills[i]
+		s.Entries = append(s.Entries, Entry{Name: sk.Name, Root: sk.Root, Path: sk.Dir, Status: StatusShadowed,
+			Reason: fmt.Sprintf("a skill of the same name was found first, in %s (%s)", first.Root, first.Dir)})
+		return
+	}
+	s.byName[sk.Name] = len(s.skills)
+	s.skills = append(s.skills, sk)
+	s.Entries = append(s.Entries, Entry{Name: sk.Name, Root: sk.Root, Path: sk.Dir, Status: StatusActive})
+}
+
+// discovery searches one root.
+type discovery struct {
+	root Root
+	// tree reads the root's directory tree; paths in it are relative to
+	// the root's Dir. For a confined root it is an os.Root opened through
+	// the confining directory, and links, which may lead elsewhere in it,
+	// are resolved in outer, at base; otherwise both are the plain file
+	// system from Dir.
+	tree     fs.FS
+	outer    fs.FS
+	treeRead fileReader
+	outRead  fileReader
+	base     string
+	confined string
+	dirs     int
+	items    []item
+	errs     []error
+}
+
+// item is one finding, in the order found: a candidate skill, or a
+// skipped directory, or a problem, or a skipped directory with its
+// problem.
+type item struct {
+	skill   *Skill
+	entry   Entry
+	problem *Problem
+}
+
+func (d *discovery) run() {
+	if d.root.Confine == "" {
+		fi, err := os.Stat(d.root.Dir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return // no skills here
+		case err != nil:
+			d.problem(d.root.Dir, "cannot read: %s", describe(err))
+			return
+		case !fi.IsDir():
+			d.problem(d.root.Dir, "is not a directory")
+			return
+		}
+		d.tree = os.DirFS(d.root.Dir)
+		d.outer, d.base = d.tree, "."
+		d.treeRead = fileReader{fd: -1, dir: d.root.Dir}
+		if fd, err := unix.Open(d.root.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+			defer unix.Close(fd)
+			d.treeRead.fd = fd
+		}
+		d.outRead = d.treeRead
+		d.walk(".")
+		return
+	}
+	rel, err := filepath.Rel(d.root.Confine, d.root.Dir)
+	if err != nil || !within(d.root.Confine, d.root.Dir) {
+		d.problem(d.root.Dir, "is outside %s, which it must stay inside", d.root.Confine)
+		return
+	}
+	outer, err := os.OpenRoot(d.root.Confine)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		d.problem(d.root.Dir, "cannot open %s: %s", d.root.Confine, describe(err))
+		return
+	}
+	defer outer.Close()
+	inner, err := outer.OpenRoot(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return
+	case errors.Is(err, syscall.ENOTDIR):
+		d.problem(d.root.Dir, "is not a directory")
+		return
+	case err != nil:
+		d.problem(d.root.Dir, "cannot open: %s", describe(err))
+		return
+	}
+	defer inner.Close()
+	d.tree, d.outer, d.base, d.confined = inner.FS(), outer.FS(), filepath.ToSlash(rel), d.root.Confine
+	d.treeRead, d.outRead = fileReader{fd: -1, root: inner}, fileReader{fd: -1, root: outer}
+	// The roots' own descriptors are not exposed; a directory opened
+	// through each is the same directory, verified the same way.
+	for _, fr := range []*fileReader{&d.treeRead, &d.outRead} {
+		if f, err := fr.root.Open("."); err == nil {
+			defer f.Close()
+			fr.fd, fr.beneath = int(f.Fd()), true
+		}
+	}
+	d.walk(".")
+}
+
+// walk searches dir, which is a skill when it holds SKILL.md; otherwise
+// its subdirectories are searched in name order, and symbolic links
+// straight to a single skill are followed.
+func (d *discovery) walk(dir string) {
+	d.dirs++
+	if d.dirs == maxDirs+1 {
+		d.problem(d.abs(dir), "search stopped after %d directories; keep skills in a smaller tree", maxDirs)
+	}
+	if d.dirs > maxDirs {
+		return
+	}
+	entries, err := fs.ReadDir(d.tree, dir)
+	if err != nil {
+		d.skipDir(dir, "cannot read the directory: %s", describe(err))
+		return
+	}
+	for _, e := range entries {
+		if e.Name() == "SKILL.md" {
+			d.skill(dir, d.treeRead.read(path.Join(dir, "SKILL.md")))
+			return
+		}
+	}
+	for _, e := range entries {
+		name := e.Name()
+		p := path.Join(dir, name)
+		switch {
+		case name == ".git":
+			// Version control internals never hold skills; a layer that is
+			// a checkout would otherwise cost a walk of its objects.
+		case e.IsDir():
+			// Most subdirectories are skills: try their SKILL.md first,
+			// and list only those without one.
+			r := d.treeRead.read(path.Join(p, "SKILL.md"))
+			if errors.Is(r.err, fs.ErrNotExist) {
+				d.walk(p)
+				continue
+			}
+			d.dirs++
+			d.skill(p, r)
+		case e.Type()&fs.ModeSymlink != 0:
+			d.link(p)
+		}
+	}
+}
+
+// link follows the symbolic link p when it points straight at a single
+// skill directory. In a confined root it is resolved from the confining
+// directory, so that it may lead anywhere inside it, but not out.
+func (d *discovery) link(p string) {
+	op := path.Join(d.base, p)
+	fi, err := fs.Stat(d.outer, op)
+	if err != nil {
+		d.skipDir(p, "symbolic link not followed: %s", describe(err))
+		return
+	}
+	if !fi.IsDir() {
+		return // a link to a file is not a skill
+	}
+	r := d.outRead.read(path.Join(op, "SKILL.md"))
+	if errors.Is(r.err, fs.ErrNotExist) {
+		d.skipDir(p, "symbolic link not followed: it must point straight at a single skill directory (one holding SKILL.md)")
+		return
+	}
+	d.skill(p, r)
+}
+
+// skill makes the skill in dir (a path in the tree) from its SKILL.md.
+func (d *discovery) skill(dir string, r readResult) {
+	abs := d.abs(dir)
+	file := filepath.Join(abs, "SKILL.md")
+	if r.err != nil {
+		d.malformed(abs, file, "", r.err.Error())
+		return
+	}
+	fm, err := ParseFrontmatter(r.data)
+	if err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			d.malformed(abs, file, fe.Field, fe.Reason)
+		} else {
+			d.malformed(abs, file, "", err.Error())
+		}
+		return
+	}
+	name := fm.Name
+	if name == "" {
+		name = filepath.Base(abs)
+		if !ValidName(name) {
+			d.malformed(abs, file, "name", fmt.Sprintf("missing, and the directory name %q is not a valid skill name; add a name of lowercase letters, digits and single hyphens", name))
+			return
+		}
+	}
+	if d.root.Namespace != "" {
+		name = d.root.Namespace + ":" + name
+	}
+	rel := dir
+	if d.confined != "" {
+		rel = path.Join(d.base, dir)
+	}
+	d.items = append(d.items, item{skill: &Skill{
+		Name: name, Description: fm.Description, Dir: abs, Root: d.root.Name, Plugin: d.root.Namespace,
+		confine: d.confined, rel: rel,
+	}})
+}
+
+// abs returns the absolute path of p, a path in the tree.
+func (d *discovery) abs(p string) string {
+	return filepath.Join(d.root.Dir, filepath.FromSlash(p))
+}
+
+// malformed records a skill that cannot be used: an error in a strict
+// root, skipped elsewhere.
+func (d *discovery) malformed(dir, file, field, reason string) {
+	p := &Problem{Root: d.root.Name, File: file, Field: field, Reason: reason}
+	r := reason
+	if field != "" {
+		r = field + ": " + reason
+	}
+	d.items = append(d.items, item{problem: p, entry: Entry{Root: d.root.Name, Path: dir, Status: StatusSkipped, Reason: r}})
+	if d.root.Strict {
+		d.errs = append(d.errs, *p)
+	}
+}
+
+// skipDir records a directory or link that was not searched. It is not
+// a malformed skill, so it is never an error.
+func (d *discovery) skipDir(p, format string, args ...any) {
+	abs := d.abs(p)
+	reason := fmt.Sprintf(format, args...)
+	d.items = append(d.items, item{
+		problem: &Problem{Root: d.root.Name, File: abs, Reason: reason},
+		entry:   Entry{Root: d.root.Name, Path: abs, Status: StatusSkipped, Reason: reason},
+	})
+}
+
+// problem records a problem with the root itself; in a strict root it is
+// an error.
+func (d *discovery) problem(file, format string, args ...any) {
+	p := &Problem{Root: d.root.Name, File: file, Reason: fmt.Sprintf(format, args...)}
+	d.items = append(d.items, item{problem: p})
+	if d.root.Strict {
+		d.errs = append(d.errs, *p)
+	}
+}
+
+// describe says what went wrong with a path without repeating it (the
+// problem names the path already), and names escapes from a confined
+// root for what they are.
+func describe(err error) string {
+	if strings.Contains(err.Error(), "escapes from parent") || strings.Contains(err.Error(), "path escapes") {
+		return "it leads outside the workspace"
+	}
+	return unwrapPath(err).Error()
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

@@ -1,0 +1,428 @@
+package skills
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aerie-run/aerie/runner/extensions"
+)
+
+// tree writes files under a new directory and returns it. A value
+// "-> target" makes a symbolic link to target instead.
+func tree(t testing.TB, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	write(t, dir, files)
+	return dir
+}
+
+func write(t testing.TB, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if target, ok := strings.CutPrefix(content, "-> "); ok {
+			if err := os.Symlink(target, p); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// md is a SKILL.md with a name (none when empty) and a description.
+func md(name, desc string) string {
+	s := "---\n"
+	if name != "" {
+		s += "name: " + name + "\n"
+	}
+	return s + "description: " + desc + "\n---\n# " + name + "\n\nDo the thing.\n"
+}
+
+// statuses summarizes entries as "root name status", the name or the
+// path's base when there is none.
+func statuses(es []Entry) []string {
+	var out []string
+	for _, e := range es {
+		n := e.Name
+		if n == "" {
+			n = "(" + filepath.Base(e.Path) + ")"
+		}
+		out = append(out, e.Root+" "+n+" "+string(e.Status))
+	}
+	return out
+}
+
+func TestRootsOrder(t *testing.T) {
+	t.Parallel()
+	layers := []extensions.Layer{
+		{Name: "sub/.aerie", Dir: "/ws/sub/.aerie", Kind: extensions.KindProject},
+		{Name: ".aerie", Dir: "/ws/.aerie", Kind: extensions.KindProject},
+		{Name: "spec[0]", Dir: "/etc/aerie/layers/0", Kind: extensions.KindSpec},
+		{Name: "home", Dir: "/home/u/.aerie", Kind: extensions.KindHome},
+		{Name: "bundled", Dir: "/opt/aerie/bundled", Kind: extensions.KindBundled},
+	}
+	plugin := Root{Name: "plugin review", Dir: "/home/u/.aerie/plugins/review/skills", Namespace: "review"}
+	got := Roots(layers, Options{WorkDir: "/ws/sub", Workspace: "/ws", Home: "/home/u", Plugins: []Root{plugin}})
+	want := []Root{
+		{Name: "workdir .agents/skills", Dir: "/ws/sub/.agents/skills", Confine: "/ws"},
+		{Name: "workdir .claude/skills", Dir: "/ws/sub/.claude/skills", Confine: "/ws"},
+		{Name: "sub/.aerie", Dir: "/ws/sub/.aerie/skills", Confine: "/ws"},
+		{Name: ".aerie", Dir: "/ws/.aerie/skills", Confine: "/ws"},
+		{Name: "spec[0]", Dir: "/etc/aerie/layers/0/skills", Strict: true},
+		{Name: "home", Dir: "/home/u/.aerie/skills", Strict: true},
+		{Name: "bundled", Dir: "/opt/aerie/bundled/skills", Strict: true},
+		plugin,
+		{Name: "home .agents/skills", Dir: "/home/u/.agents/skills"},
+		{Name: "home .claude/skills", Dir: "/home/u/.claude/skills"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+	// Without a workspace, project layers stay inside their project
+	// directory and there are no working-directory conventions.
+	got = Roots(layers[:1], Options{})
+	if diff := cmp.Diff([]Root{{Name: "sub/.aerie", Dir: "/ws/sub/.aerie/skills", Confine: "/ws/sub"}}, got); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+}
+
+func TestDiscoverFirstNameWins(t *testing.T) {
+	t.Parallel()
+	home := tree(t, map[string]string{
+		".agents/skills/shared/SKILL.md":    md("shared", "from the home directory"),
+		".claude/skills/home-only/SKILL.md": md("", "only at home"),
+	})
+	ws := tree(t, map[string]string{
+		"sub/.agents/skills/shared/SKILL.md":      md("shared", "from the working directory"),
+		"sub/.claude/skills/claude/SKILL.md":      md("claude", "claude convention"),
+		"sub/.claude/skills/other/SKILL.md":       md("shared", "same name, second root"),
+		".aerie/skills/project/SKILL.md":          md("project", "project layer"),
+		".aerie/skills/team/release/SKILL.md":     md("release-notes", "nested in a category directory"),
+		".aerie/skills/team/release/sub/SKILL.md": md("hidden", "below a skill: not searched"),
+	})
+	spec := tree(t, map[string]string{
+		"skills/release-notes/SKILL.md": md("", "the platform's release notes"),
+		"skills/platform/SKILL.md":      md("", "platform"),
+	})
+	bundled := tree(t, map[string]string{"skills/aerie/SKILL.md": md("aerie", "the built-in skill")})
+	plugin := tree(t, map[string]string{
+		"skills/checklist/SKILL.md": md("", "review checklist"),
+		"skills/aerie/SKILL.md":     md("", "a plugin skill may share a bare name"),
+	})
+	layers := []extensions.Layer{
+		{Name: ".aerie", Dir: filepath.Join(ws, ".aerie"), Kind: extensions.KindProject},
+		{Name: "spec[0]", Dir: spec, Kind: extensions.KindSpec},
+		{Name: "missing", Dir: filepath.Join(spec, "nope"), Kind: extensions.KindPlatform},
+		{Name: "bundled", Dir: bundled, Kind: extensions.KindBundled},
+	}
+	roots := Roots(layers, Options{
+		WorkDir: filepath.Join(ws, "sub"), Workspace: ws, Home: home,
+		Plugins: []Root{{Name: "plugin review", Dir: filepath.Join(plugin, "skills"), Namespace: "review"}},
+	})
+	set, err := Discover(roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"workdir .agents/skills shared active",
+		"workdir .claude/skills claude active",
+		"workdir .claude/skills shared shadowed",
+		".aerie project active",
+		".aerie release-notes active",
+		"spec[0] platform active",
+		"spec[0] release-notes shadowed",
+		"bundled aerie active",
+		"plugin review review:aerie active",
+		"plugin review review:checklist active",
+		"home .agents/skills shared shadowed",
+		"home .claude/skills home-only active",
+	}
+	if diff := cmp.Diff(want, statuses(set.Entries)); diff != "" {
+		t.Errorf("entries (-want +got)\n%s", diff)
+	}
+	if len(set.Problems) != 0 {
+		t.Errorf("problems: %v", set.Problems)
+	}
+	sk, ok := set.Lookup("shared")
+	if !ok || sk.Description != "from the working directory" || sk.Dir != filepath.Join(ws, "sub/.agents/skills/shared") || sk.Root != "workdir .agents/skills" {
+		t.Errorf("shared = %+v", sk)
+	}
+	if sk, ok := set.Lookup("review:checklist"); !ok || sk.Plugin != "review" {
+		t.Errorf("review:checklist = %+v, %v", sk, ok)
+	}
+	if _, ok := set.Lookup("hidden"); ok {
+		t.Error("a skill below a skill directory was discovered")
+	}
+	shadow := set.Entries[2]
+	if !strings.Contains(shadow.Reason, "found first, in workdir .agents/skills") {
+		t.Errorf("shadowed reason %q", shadow.Reason)
+	}
+	if got, want := set.Names(), []string{"aerie", "claude", "home-only", "platform", "project", "release-notes", "review:aerie", "review:checklist", "shared"}; !slices.Equal(got, want) {
+		t.Errorf("names %v", got)
+	}
+}
+
+func TestDiscoverMalformed(t *testing.T) {
+	t.Parallel()
+	big := "---\ndescription: big\n---\n" + strings.Repeat("x", MaxFileSize)
+	files := map[string]string{
+		"skills/ok/SKILL.md":               md("", "fine"),
+		"skills/no-front/SKILL.md":         "# just markdown\n",
+		"skills/no-desc/SKILL.md":          "---\nname: no-desc\n---\n",
+		"skills/Bad_Dir/SKILL.md":          "---\ndescription: x\n---\n",
+		"skills/bad-name/SKILL.md":         "---\nname: Bad Name\ndescription: x\n---\n",
+		"skills/big/SKILL.md":              big,
+		"skills/dir-skill/SKILL.md/x":      "SKILL.md is a directory",
+		"skills/fallback/SKILL.md":         "---\nname: ok2\ndescription: y\n",
+		"skills/.git/objects/SKILL.md":     md("", "never searched"),
+		"skills/deep/a/b/c/d/e/SKILL.md":   md("deep-one", "deep"),
+		"skills/category/README.md":        "not a skill",
+		"skills/category/inner/SKILL.md":   md("", "in a category"),
+		"skills/category/inner/x/SKILL.md": md("", "below a skill"),
+	}
+	for _, tc := range []struct {
+		kind    extensions.Kind
+		wantErr bool
+	}{{extensions.KindProject, false}, {extensions.KindHome, true}, {extensions.KindBundled, true}} {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			t.Parallel()
+			dir := tree(t, files)
+			set, err := Discover(Roots([]extensions.Layer{{Name: "l", Dir: dir, Kind: tc.kind}}, Options{Workspace: dir}))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error = %v, want one: %v", err, tc.wantErr)
+			}
+			want := []string{
+				"l (Bad_Dir) skipped",
+				"l (bad-name) skipped",
+				"l (big) skipped",
+				"l inner active",
+				"l deep-one active",
+				"l (dir-skill) skipped",
+				"l (fallback) skipped",
+				"l (no-desc) skipped",
+				"l (no-front) skipped",
+				"l ok active",
+			}
+			if diff := cmp.Diff(want, statuses(set.Entries)); diff != "" {
+				t.Errorf("entries (-want +got)\n%s", diff)
+			}
+			reasons := map[string]string{}
+			for _, p := range set.Problems {
+				reasons[filepath.Base(filepath.Dir(p.File))] = p.Error()
+			}
+			for dir, want := range map[string]string{
+				"Bad_Dir":   `SKILL.md: name: missing, and the directory name "Bad_Dir" is not a valid skill name`,
+				"bad-name":  `SKILL.md: name: "Bad Name" is not a valid skill name`,
+				"big":       "SKILL.md: larger than 1 MB (1048601 bytes); not read",
+				"dir-skill": "SKILL.md: not a regular file",
+				"fallback":  "SKILL.md: does not start with YAML frontmatter",
+				"no-desc":   "SKILL.md: description: missing; say when the agent should use the skill",
+				"no-front":  "SKILL.md: does not start with YAML frontmatter",
+			} {
+				if !strings.Contains(reasons[dir], want) {
+					t.Errorf("%s: problem %q, want it to contain %q", dir, reasons[dir], want)
+				}
+			}
+			if tc.wantErr {
+				for _, d := range []string{"Bad_Dir", "bad-name", "big", "no-desc"} {
+					if !strings.Contains(err.Error(), filepath.Join(dir, "skills", d, "SKILL.md")) {
+						t.Errorf("the error does not name %s: %v", d, err)
+					}
+				}
+				var p Problem
+				if !errors.As(err, &p) {
+					t.Errorf("the error does not wrap a Problem: %T", err)
+				}
+			}
+		})
+	}
+}
+
+// A malformed skill is skipped, not claimed: a farther skill of the same
+// name is used instead.
+func TestDiscoverMalformedDoesNotShadow(t *testing.T) {
+	t.Parallel()
+	near := tree(t, map[string]string{"skills/x/SKILL.md": "---\nname: x\n---\n"})
+	far := tree(t, map[string]string{"skills/x/SKILL.md": md("x", "far")})
+	set, err := Discover(Roots([]extensions.Layer{
+		{Name: "near", Dir: near, Kind: extensions.KindProject},
+		{Name: "far", Dir: far, Kind: extensions.KindSpec},
+	}, Options{Workspace: near}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sk, ok := set.Lookup("x"); !ok || sk.Root != "far" {
+		t.Errorf("x = %+v, %v", sk, ok)
+	}
+}
+
+func TestDiscoverSymlinks(t *testing.T) {
+	t.Parallel()
+	outside := tree(t, map[string]string{
+		"single/SKILL.md":   md("", "a skill kept elsewhere"),
+		"many/one/SKILL.md": md("", "one of many"),
+		"many/two/SKILL.md": md("", "two of many"),
+		"secret/SKILL.md":   md("", "outside the workspace"),
+		"file.md":           "text",
+	})
+	home := tree(t, map[string]string{
+		".agents/skills/linked":  "-> " + filepath.Join(outside, "single"),
+		".agents/skills/tree":    "-> " + filepath.Join(outside, "many"),
+		".agents/skills/broken":  "-> " + filepath.Join(outside, "gone"),
+		".agents/skills/file.md": "-> " + filepath.Join(outside, "file.md"),
+	})
+	ws := tree(t, map[string]string{
+		"vendor/inside/SKILL.md":  md("", "inside the workspace"),
+		".agents/skills/inside":   "-> ../../vendor/inside",
+		".agents/skills/escape":   "-> " + filepath.Join(outside, "secret"),
+		".agents/skills/relative": "-> ../../../" + filepath.Base(outside) + "/secret",
+	})
+	// The whole root may be a link too, as in a ConfigMap mount.
+	layer := tree(t, map[string]string{"real/viaroot/SKILL.md": md("", "through a linked root"), "skills": "-> real"})
+	set, err := Discover(Roots([]extensions.Layer{{Name: "spec", Dir: layer, Kind: extensions.KindSpec}}, Options{WorkDir: ws, Home: home}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"workdir .agents/skills (escape) skipped",
+		"workdir .agents/skills inside active",
+		"workdir .agents/skills (relative) skipped",
+		"spec viaroot active",
+		"home .agents/skills (broken) skipped",
+		"home .agents/skills linked active",
+		"home .agents/skills (tree) skipped",
+	}
+	if diff := cmp.Diff(want, statuses(set.Entries)); diff != "" {
+		t.Errorf("entries (-want +got)\n%s", diff)
+	}
+	for _, e := range set.Entries {
+		switch filepath.Base(e.Path) {
+		case "escape", "relative":
+			if !strings.Contains(e.Reason, "leads outside the workspace") {
+				t.Errorf("%s: reason %q", e.Path, e.Reason)
+			}
+		case "tree":
+			if !strings.Contains(e.Reason, "must point straight at a single skill directory") {
+				t.Errorf("tree: reason %q", e.Reason)
+			}
+		case "broken":
+			if !strings.Contains(e.Reason, "no such file") {
+				t.Errorf("broken: reason %q", e.Reason)
+			}
+		}
+	}
+	if sk, _ := set.Lookup("linked"); sk.Dir != filepath.Join(home, ".agents/skills/linked") {
+		t.Errorf("linked skill dir %q", sk.Dir)
+	}
+	content, err := mustLookup(t, set, "linked").Content()
+	if err != nil || !strings.Contains(content, "a skill kept elsewhere") {
+		t.Errorf("content %q, %v", content, err)
+	}
+	content, err = mustLookup(t, set, "inside").Content()
+	if err != nil || !strings.Contains(content, "inside the workspace") {
+		t.Errorf("content %q, %v", content, err)
+	}
+}
+
+func mustLookup(t *testing.T, set *Set, name string) Skill {
+	t.Helper()
+	sk, ok := set.Lookup(name)
+	if !ok {
+		t.Fatalf("no skill %q; have %v", name, set.Names())
+	}
+	return sk
+}
+
+// A root that is a file, or a single skill's directory.
+func TestDiscoverRootShapes(t *testing.T) {
+	t.Parallel()
+	dir := tree(t, map[string]string{
+		"single/SKILL.md": md("", "the root is one skill"),
+		"file":            "x",
+	})
+	set, err := Discover([]Root{
+		{Name: "single", Dir: filepath.Join(dir, "single"), Namespace: "p"},
+		{Name: "file", Dir: filepath.Join(dir, "file"), Strict: true},
+	})
+	if err == nil || !strings.Contains(err.Error(), "file: is not a directory") {
+		t.Errorf("error = %v", err)
+	}
+	if _, ok := set.Lookup("p:single"); !ok {
+		t.Errorf("names %v", set.Names())
+	}
+	// A confined root outside its confinement is refused.
+	set, _ = Discover([]Root{{Name: "x", Dir: dir, Confine: filepath.Join(dir, "single")}})
+	if len(set.Problems) != 1 || !strings.Contains(set.Problems[0].Reason, "is outside") {
+		t.Errorf("problems %v", set.Problems)
+	}
+}
+
+func TestCatalog(t *testing.T) {
+	t.Parallel()
+	dir := tree(t, map[string]string{
+		"skills/zeta/SKILL.md":  md("", "Use last."),
+		"skills/alpha/SKILL.md": "---\ndescription: |\n  Use first,\n    across lines.\n---\n",
+	})
+	set, err := Discover(Roots([]extensions.Layer{{Name: "l", Dir: dir, Kind: extensions.KindHome}}, Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# Skills\n\nSkills are instructions for particular kinds of tasks. When a task fits a skill's description, " +
+		"read the skill with the `skill` tool before you start, and follow it. A skill attached to the user's message is already in your context.\n\n" +
+		"- alpha: Use first, across lines.\n- zeta: Use last.\n"
+	if diff := cmp.Diff(want, set.Catalog()); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+	var empty *Set
+	if empty.Catalog() != "" || empty.Len() != 0 || empty.Names() != nil {
+		t.Error("a nil set is not empty")
+	}
+}
+
+// A FIFO planted as a SKILL.md, or as a file the tool is asked for, is
+// refused at once: opening it must not wait for a writer.
+func TestDiscoverFIFO(t *testing.T) {
+	t.Parallel()
+	ws := tree(t, map[string]string{".agents/skills/ok/SKILL.md": md("", "fine")})
+	for _, p := range []string{".agents/skills/fifo/SKILL.md", ".agents/skills/ok/pipe"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mkfifo(filepath.Join(ws, p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	home := tree(t, nil)
+	if err := syscall.Mkfifo(filepath.Join(home, "SKILL.md"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, err := Discover(append(Roots(nil, Options{WorkDir: ws}), Root{Name: "home", Dir: home}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"workdir .agents/skills (fifo) skipped", "workdir .agents/skills ok active", "home (" + filepath.Base(home) + ") skipped"}
+	if diff := cmp.Diff(want, statuses(set.Entries)); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+	for _, p := range set.Problems {
+		if !strings.HasSuffix(p.Reason, "not a regular file") {
+			t.Errorf("problem %v", p)
+		}
+	}
+	if r := NewTool(set).Run(t.Context(), []byte(`{"name":"ok","file":"pipe"}`)); !r.IsError || !strings.Contains(r.Content, "not a regular file") {
+		t.Errorf("%v %s", r.IsError, r.Content)
+	}
+}

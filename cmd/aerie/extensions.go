@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -11,7 +12,10 @@ import (
 
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/headless"
 	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/mcp"
+	"github.com/aerie-run/aerie/runner/skills"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
@@ -93,6 +97,17 @@ skipped (the report is printed first). Skipped project files do not fail it.`,
 			// with the pins that would trust them.
 			loaded, hookErr := hooks.Load(layers, set.Pins, hooks.LoadOptions{Dir: wd})
 			set.Report.Artifacts = append(set.Report.Artifacts, loaded.Artifacts(ws)...)
+			userHome := ""
+			if a.env.UserHomeDir != nil {
+				userHome, _ = a.env.UserHomeDir()
+			}
+			skillSet, skillErr := skills.Discover(skills.Roots(layers, skills.Options{WorkDir: wd, Workspace: ws, Home: userHome}))
+			set.Report.Artifacts = append(set.Report.Artifacts, headless.SkillArtifacts(skillSet)...)
+			mcpCfg, mcpErr := mcp.Load(layers, set.Pins, mcp.LoadOptions{Dir: wd})
+			set.Report.Artifacts = append(set.Report.Artifacts, headless.MCPArtifacts(mcpCfg)...)
+			if hookErr == nil {
+				hookErr = errors.Join(skillErr, mcpErr)
+			}
 			if asJSON {
 				err = writeJSON(cmd.OutOrStdout(), set.Report)
 			} else {

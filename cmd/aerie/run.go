@@ -191,6 +191,7 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 		Workspace:   workspace,
 		Toolset:     f.toolset,
 		Getenv:      a.env.Getenv,
+		UserHome:    userHome(a.env),
 		MaxDuration: f.maxDuration,
 		Executor:    exe,
 		Capper:      capper,
@@ -430,4 +431,16 @@ func (a *app) observer(cmd *cobra.Command, f runFlags) (func(agent.Event), func(
 		}
 	}
 	return events.NewHuman(out).Observe, func() {}
+}
+
+// userHome is the user's home directory, "" when the system reports none.
+func userHome(env config.Env) string {
+	if env.UserHomeDir == nil {
+		return ""
+	}
+	h, err := env.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return h
 }

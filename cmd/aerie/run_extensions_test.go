@@ -221,3 +221,34 @@ func TestRunToolset(t *testing.T) {
 		t.Errorf("unknown toolset: exit %d, stderr %q", bad.code, bad.stderr)
 	}
 }
+
+// TestRunSkills offers the layers' skills to the model, attaches the ones a
+// prompt names, and reads them through the skill tool.
+func TestRunSkills(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, toolTurn(call("s", "skill", map[string]any{"name": "release-notes"})), answer("notes written"))
+	writeFile(t, filepath.Join(e.home, "skills/release-notes/SKILL.md"), "---\nname: release-notes\ndescription: Write release notes from the git log.\n---\nGroup the changes by component.\n", 0o644)
+	writeFile(t, filepath.Join(e.ws, ".aerie/skills/broken/SKILL.md"), "---\nname: broken\n---\nno description\n", 0o644)
+	out := e.run("run", "/skill:release-notes for v1.2")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	reqs := e.model.Requests()
+	if sys := systemPrompt(t, reqs[0]); !strings.Contains(sys, "release-notes") || !strings.Contains(sys, "Write release notes from the git log.") {
+		t.Errorf("the system prompt lacks the skill catalog:\n%s", sys)
+	}
+	var first anthropicRequest
+	if err := reqs[0].Decode(&first); err != nil {
+		t.Fatal(err)
+	}
+	if msg := first.Messages[0].Content[0].Text; !strings.Contains(msg, "Group the changes by component.") || !strings.Contains(msg, "for v1.2") {
+		t.Errorf("the prompt does not carry the attached skill:\n%s", msg)
+	}
+	if r := toolResults(t, reqs[1])["s"]; r.isError || !strings.Contains(r.text, "Group the changes by component.") {
+		t.Errorf("skill tool result = %+v", r)
+	}
+	bad := e.run("run", "/skill:nosuch do it")
+	if bad.code != 2 || !strings.Contains(bad.stderr, "nosuch") {
+		t.Errorf("an unavailable /skill: exit %d, stderr %q; want 2", bad.code, bad.stderr)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/mcp"
+	"github.com/aerie-run/aerie/runner/skills"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
@@ -18,9 +20,15 @@ import (
 type kit struct {
 	set    *extensions.Set
 	hooks  hooks.Loaded
-	engine *hooks.Engine
-	system string
-	tools  []tools.Tool
+	skills *skills.Set
+	mcp    mcp.Config
+	// servers are the session's MCP connections, started by startMCP.
+	servers *mcp.Manager
+	engine  *hooks.Engine
+	system  string
+	tools   []tools.Tool
+	// prompt is the user's prompt with the skills it names attached.
+	prompt string
 }
 
 // loadExtensions reads the layers' artifacts. A malformed artifact in a layer
@@ -47,11 +55,43 @@ func loadExtensions(opts Options, builtin []tools.Tool) (*kit, error) {
 	for _, p := range loaded.Problems {
 		opts.Logger.Warn("hook file skipped", "file", p.File, "field", p.Field, "reason", p.Reason)
 	}
-	k := &kit{set: set, hooks: loaded, system: set.Prompt.Text()}
+	k := &kit{set: set, hooks: loaded, system: set.Prompt.Text(), prompt: opts.Prompt}
+
+	ws := opts.Workspace
+	if ws == "" {
+		ws = opts.Dir
+	}
+	k.skills, err = skills.Discover(skills.Roots(opts.Layers, skills.Options{WorkDir: opts.Dir, Workspace: ws, Home: opts.UserHome}))
+	if err != nil {
+		return nil, &ConfigError{Err: fmt.Errorf("skills: %w", err)}
+	}
+	for _, p := range k.skills.Problems {
+		opts.Logger.Warn("skill skipped", "problem", fmt.Sprint(p))
+	}
+	if k.skills.Len() > 0 {
+		k.system += "\n\n" + k.skills.Catalog()
+	}
+	if opts.Prompt != "" {
+		atts, err := k.skills.Attach(opts.Prompt)
+		if err != nil {
+			return nil, &ConfigError{Err: fmt.Errorf("prompt: %w", err)}
+		}
+		k.prompt = skills.Message(opts.Prompt, atts)
+	}
+	k.mcp, err = mcp.Load(opts.Layers, set.Pins, mcp.LoadOptions{Dir: opts.Dir})
+	if err != nil {
+		return nil, &ConfigError{Err: fmt.Errorf("MCP servers: %w", err)}
+	}
+	for _, p := range k.mcp.Problems {
+		opts.Logger.Warn("MCP server declaration skipped", "problem", fmt.Sprint(p))
+	}
 
 	all := append([]tools.Tool(nil), builtin...)
 	for _, t := range set.Tools {
 		all = append(all, t)
+	}
+	if k.skills.Len() > 0 {
+		all = append(all, skills.NewTool(k.skills))
 	}
 	all = append(all, opts.Tools...)
 	for i, t := range all {
@@ -90,6 +130,37 @@ func applyToolset(ts *extensions.Toolsets, name string, all []tools.Tool, opts O
 		}
 	}
 	return out, nil
+}
+
+// startMCP connects the session's MCP servers and adds their tools. A
+// required server that cannot connect stops the launch; others are skipped
+// with a warning.
+func (k *kit) startMCP(ctx context.Context, opts Options) error {
+	if len(k.mcp.Servers) == 0 {
+		return nil
+	}
+	k.servers = mcp.New(k.mcp.Servers, mcp.Options{Commands: opts.Executor, Dir: opts.Dir, Logger: opts.Logger})
+	if err := k.servers.Start(ctx); err != nil {
+		_ = k.servers.Close()
+		k.servers = nil
+		return &ConfigError{Err: fmt.Errorf("MCP servers: %w", err)}
+	}
+	for _, t := range k.servers.Tools() {
+		k.tools = append(k.tools, t)
+	}
+	return nil
+}
+
+// closeMCP ends the MCP connections (stdio servers exit, or are torn down
+// with the session's other process groups).
+func (k *kit) closeMCP(opts Options) {
+	if k.servers == nil {
+		return
+	}
+	if err := k.servers.Close(); err != nil {
+		opts.Logger.Warn("close MCP servers", "err", err)
+	}
+	k.servers = nil
 }
 
 // startHooks makes the hook engine of the session and wraps the tools in it.
@@ -191,5 +262,7 @@ func (k *kit) report(opts Options) extensions.Report {
 		ws = opts.Dir
 	}
 	r.Artifacts = append(append([]extensions.Artifact(nil), r.Artifacts...), k.hooks.Artifacts(ws)...)
+	r.Artifacts = append(r.Artifacts, SkillArtifacts(k.skills)...)
+	r.Artifacts = append(r.Artifacts, MCPArtifacts(k.mcp)...)
 	return r
 }

@@ -161,6 +161,9 @@ type Options struct {
 	// Getenv reads AERIE_SYSTEM_PROMPT_FILE and AERIE_TOOL_DESCRIPTIONS_FILE;
 	// nil is an empty environment.
 	Getenv func(string) string
+	// UserHome is the user's home directory, whose .agents/skills and
+	// .claude/skills hold skills; empty skips them (as in a pod).
+	UserHome string
 	// Stop are the budgets checked before each model request.
 	Stop []agent.StopCondition
 	// MaxDuration is the wall-time budget; zero is none.
@@ -229,6 +232,10 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	if err := k.startMCP(ctx, opts); err != nil {
+		return Report{}, err
+	}
+	defer k.closeMCP(opts) // on the early returns; the end of the run closes first
 	sess, snap, err := openSession(ctx, st, opts)
 	if err != nil {
 		return Report{}, err
@@ -262,7 +269,7 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	}
 	k.sessionStart(ctx, source, opts)
 	var res agent.Result
-	if prompt, err := k.userPrompt(ctx, opts.Prompt, opts); err != nil {
+	if prompt, err := k.userPrompt(ctx, k.prompt, opts); err != nil {
 		res = agent.Result{Outcome: agent.Failed, Reason: err.Error(), Err: err}
 	} else {
 		var usage store.Usage
@@ -283,6 +290,7 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 		res = loop.Run(ctx, prompt)
 	}
 	k.sessionEnd(context.WithoutCancel(ctx), res.Outcome, opts)
+	k.closeMCP(opts)
 
 	rep := Report{Session: sess, Settings: settings, System: k.system, Tools: reg.Definitions(), Extensions: k.report(opts), Result: res, ExitCode: ExitCode(res)}
 	// Everything below must run after a cancel: the processes must end and

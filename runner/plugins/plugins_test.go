@@ -224,8 +224,8 @@ mcp_servers:
 		t.Errorf("review skills (-want +got):\n%s", diff)
 	}
 	wantServer := MCPServer{ID: "review-docs", Type: TransportStdio, Command: root + "/bin/server",
-		Args: []string{root + "/mcp/server.mjs", "${HOME}"},
-		Env:  map[string]string{"DATA": root + "/data", "AERIE_PLUGIN_ROOT": "mine", "OPENVAALA_PLUGIN_ROOT": root},
+		Args:                  []string{root + "/mcp/server.mjs", "${HOME}"},
+		Env:                   map[string]string{"DATA": root + "/data", "AERIE_PLUGIN_ROOT": "mine", "OPENVAALA_PLUGIN_ROOT": root},
 		StartupTimeoutSeconds: 30, ToolTimeoutSeconds: 300, Plugin: "review",
 		File: filepath.Join(root, ".aerie-plugin", "plugin.yaml")}
 	if diff := cmp.Diff([]MCPServer{wantServer}, set.MCPServers()); diff != "" {

@@ -105,6 +105,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newLogsCmd(a),
 		newLayerCmd(),
 		newRunnerCmd(a),
+		newPluginCmd(a),
 	)
 	return root
 }

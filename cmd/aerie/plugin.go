@@ -1,0 +1,250 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aerie-run/aerie/runner/config"
+	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/plugins"
+)
+
+func newPluginCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "plugin",
+		Short: "Install, list, enable, disable, update and uninstall plugins",
+		Long: `A plugin is a directory that bundles skills, hooks and MCP servers. Plugins
+live in the plugins/ directory of every extension layer; aerie plugin install
+puts them in $AERIE_HOME/plugins/<name> with an .aerie-install.yaml that
+records where they came from.
+
+Install, enable, disable, update and uninstall change only $AERIE_HOME/plugins.
+They do not need the configuration to load beforehand, so a plugin that keeps
+it from loading can be disabled, updated or uninstalled. After the change they
+load the plugins of every layer, and undo the change if that fails.
+
+Exit status: 0 on success, 1 on any failure.`,
+	}
+	cmd.AddCommand(newPluginInstallCmd(a), newPluginListCmd(a), newPluginEnableCmd(a, true), newPluginEnableCmd(a, false),
+		newPluginUninstallCmd(a), newPluginUpdateCmd(a))
+	return cmd
+}
+
+// pluginLayers discovers the layers of the current directory, as aerie run
+// would see them.
+func pluginLayers(a *app) ([]extensions.Layer, string, error) {
+	wd, err := a.workDir()
+	if err != nil {
+		return nil, "", fmt.Errorf("working directory: %w", err)
+	}
+	ws, err := extensions.FindWorkspace(wd)
+	if err != nil {
+		return nil, "", err
+	}
+	layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: wd, Workspace: ws, Home: config.Home(a.env)})
+	if err != nil {
+		return nil, "", err
+	}
+	return layers, wd, nil
+}
+
+// loadPlugins loads the plugins of every layer.
+func loadPlugins(a *app) (*plugins.Set, error) {
+	layers, wd, err := pluginLayers(a)
+	if err != nil {
+		return nil, err
+	}
+	return plugins.Load(layers, plugins.Options{WorkDir: wd})
+}
+
+func pluginManager(a *app) (*plugins.Manager, error) {
+	home := config.Home(a.env)
+	if home == "" {
+		return nil, errors.New("no home directory: set AERIE_HOME")
+	}
+	return &plugins.Manager{
+		Dir: filepath.Join(home, plugins.Dir),
+		Check: func() error {
+			_, err := loadPlugins(a)
+			return err
+		},
+	}, nil
+}
+
+func newPluginInstallCmd(a *app) *cobra.Command {
+	var o plugins.InstallOptions
+	cmd := &cobra.Command{
+		Use:   "install SOURCE",
+		Short: "Install a plugin from a local directory or a git URL",
+		Long: `Install a plugin from a local directory or a git URL into $AERIE_HOME/plugins.
+--path points at the plugin inside the source (default: its root); --ref picks
+a branch or tag to clone (default: the default branch). A source that is not a
+local directory, or any source with --ref, is cloned with git.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := pluginManager(a)
+			if err != nil {
+				return fmt.Errorf("plugin install: %w", err)
+			}
+			o.Source = args[0]
+			name, err := m.Install(cmd.Context(), o)
+			if err != nil {
+				return fmt.Errorf("plugin install: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Installed plugin %s in %s.\n", name, filepath.Join(m.Dir, name))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.Path, "path", "", "the plugin's directory inside the source")
+	cmd.Flags().StringVar(&o.Ref, "ref", "", "the branch or tag to install (git sources)")
+	return cmd
+}
+
+func newPluginListCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the plugins of every layer",
+		Long: `List one line per plugin: name, version, enabled or disabled, and source (the
+install source, or the plugin's directory). Plugins shadowed by a nearer
+layer's plugin of the same name and directories without a manifest are not
+listed. --json prints every plugin directory found, with its status and reason.
+Exit status 1 when a plugin keeps the configuration from loading (the list is
+printed first).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			set, loadErr := loadPlugins(a)
+			if set == nil {
+				return fmt.Errorf("plugin list: %w", loadErr)
+			}
+			var err error
+			if asJSON {
+				entries := set.Entries
+				if entries == nil {
+					entries = []plugins.Entry{}
+				}
+				err = writeJSON(cmd.OutOrStdout(), entries)
+			} else {
+				err = printPlugins(cmd.OutOrStdout(), set.Entries)
+			}
+			if loadErr != nil {
+				return fmt.Errorf("plugin list: %w", loadErr)
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printPlugins(w io.Writer, entries []plugins.Entry) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	n := 0
+	for _, e := range entries {
+		if e.Status == extensions.StatusShadowed || e.Manifest == "" {
+			continue
+		}
+		n++
+		version := e.Version
+		if version == "" {
+			version = "-"
+		}
+		state := "enabled"
+		if !e.Enabled {
+			state = "disabled"
+		}
+		source := e.Dir
+		if e.Install != nil {
+			source = e.Install.Source
+		}
+		note := ""
+		if e.Status == extensions.StatusSkipped {
+			note = "\tbroken: " + e.Reason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\n", e.Name, version, state, source, note)
+	}
+	if n == 0 {
+		fmt.Fprintln(tw, "No plugins.")
+	}
+	return tw.Flush()
+}
+
+func newPluginEnableCmd(a *app, enable bool) *cobra.Command {
+	use, short := "enable NAME", "Enable an installed plugin"
+	if !enable {
+		use, short = "disable NAME", "Disable an installed plugin"
+	}
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := pluginManager(a)
+			if err == nil {
+				err = m.SetEnabled(args[0], enable)
+			}
+			if err != nil {
+				return fmt.Errorf("plugin %s: %w", cmd.Name(), err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Plugin %s %sd.\n", args[0], cmd.Name())
+			return nil
+		},
+	}
+}
+
+func newPluginUninstallCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "uninstall NAME",
+		Short: "Remove an installed plugin",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := pluginManager(a)
+			if err == nil {
+				err = m.Uninstall(args[0])
+			}
+			if err != nil {
+				return fmt.Errorf("plugin uninstall: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Uninstalled plugin %s.\n", args[0])
+			return nil
+		},
+	}
+}
+
+func newPluginUpdateCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "update [NAME]",
+		Short: "Fetch installed plugins again from their sources",
+		Long:  `Update the named plugin, or every plugin installed with aerie plugin install.`,
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := pluginManager(a)
+			if err != nil {
+				return fmt.Errorf("plugin update: %w", err)
+			}
+			names := args
+			if len(names) == 0 {
+				if names, err = m.Installed(); err != nil {
+					return fmt.Errorf("plugin update: %w", err)
+				}
+			}
+			var errs []error
+			for _, n := range names {
+				if err := m.Update(cmd.Context(), n); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Updated plugin %s.\n", n)
+			}
+			if err := errors.Join(errs...); err != nil {
+				return fmt.Errorf("plugin update: %w", err)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,457 @@
+package plugins
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// InstallFile is the provenance record aerie plugin install writes into the
+// plugin's directory; aerie plugin update reads it.
+const InstallFile = ".aerie-install.yaml"
+
+// Install is what an install record says.
+type Install struct {
+	// Source is the local directory or git URL installed from.
+	Source string `yaml:"source" json:"source"`
+	// Ref is the branch or tag asked for (git sources only).
+	Ref string `yaml:"ref,omitempty" json:"ref,omitempty"`
+	// Path is the plugin's directory inside the source.
+	Path string `yaml:"path,omitempty" json:"path,omitempty"`
+	// Commit is the commit installed (git sources only).
+	Commit string `yaml:"commit,omitempty" json:"commit,omitempty"`
+	// InstalledAt is when the plugin was installed or last updated.
+	InstalledAt time.Time `yaml:"installed_at" json:"installed_at"`
+	// Enabled is false after aerie plugin disable.
+	Enabled bool `yaml:"enabled" json:"enabled"`
+}
+
+func readInstall(fsys fs.FS, rel string) (*Install, error) {
+	data, err := readLimited(fsys, path.Join(rel, InstallFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", InstallFile, err)
+	}
+	var in Install
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&in); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read %s in %s: %w; reinstall the plugin", InstallFile, rel, err)
+	}
+	return &in, nil
+}
+
+// writeInstall replaces dir's install record atomically.
+func writeInstall(dir string, in *Install) error {
+	data, err := yaml.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("encode install record: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".aerie-install-*.tmp")
+	if err != nil {
+		return fmt.Errorf("write install record: %w", err)
+	}
+	_, werr := tmp.Write(append([]byte("# Written by aerie plugin install; do not edit.\n"), data...))
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write install record: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, InstallFile)); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write install record: %w", err)
+	}
+	return nil
+}
+
+// Manager changes the installed plugins in one plugins directory
+// ($AERIE_HOME/plugins). Every change is staged, then Check runs — it loads
+// the full configuration — and a failing Check undoes the change.
+type Manager struct {
+	// Dir is the plugins directory.
+	Dir string
+	// Check loads the configuration after a change; nil accepts every
+	// change.
+	Check func() error
+	// Git is the git binary; "git" when empty.
+	Git string
+	// Now gives the install time; time.Now when nil.
+	Now func() time.Time
+}
+
+// InstallOptions say what to install.
+type InstallOptions struct {
+	// Source is a local directory or a git URL. A source that is not an
+	// existing directory, or any source with a Ref, is cloned with git.
+	Source string
+	// Path is the plugin's directory inside the source; its root when empty.
+	Path string
+	// Ref is a branch or tag to clone (git only); the default branch when
+	// empty.
+	Ref string
+}
+
+func (m *Manager) now() time.Time {
+	if m.Now != nil {
+		return m.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (m *Manager) check() error {
+	if m.Check == nil {
+		return nil
+	}
+	return m.Check()
+}
+
+// Install installs a plugin and returns its name.
+func (m *Manager) Install(ctx context.Context, o InstallOptions) (string, error) {
+	sub, err := subPath(o.Path)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(m.Dir, 0o755); err != nil {
+		return "", fmt.Errorf("install plugin: %w", err)
+	}
+	stage, rec, err := m.fetch(ctx, o.Source, sub, o.Ref)
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(stage)
+	mf, err := manifestOf(stage)
+	if err != nil {
+		return "", fmt.Errorf("install plugin: %w", err)
+	}
+	rec.Enabled = true
+	if err := writeInstall(stage, rec); err != nil {
+		return "", err
+	}
+	dest := filepath.Join(m.Dir, mf.Name)
+	if _, err := os.Lstat(dest); err == nil {
+		return "", fmt.Errorf("install plugin: %s is already installed in %s; uninstall it or use aerie plugin update", mf.Name, dest)
+	}
+	if err := os.Rename(stage, dest); err != nil {
+		return "", fmt.Errorf("install plugin: %w", err)
+	}
+	if err := m.check(); err != nil {
+		os.RemoveAll(dest)
+		return "", fmt.Errorf("install plugin %s: the configuration does not load with it, so it was removed: %w", mf.Name, err)
+	}
+	return mf.Name, nil
+}
+
+// SetEnabled enables or disables an installed plugin.
+func (m *Manager) SetEnabled(name string, enabled bool) error {
+	dir, rec, err := m.installed(name)
+	if err != nil {
+		return err
+	}
+	if rec.Enabled == enabled {
+		return nil
+	}
+	before := *rec
+	rec.Enabled = enabled
+	if err := writeInstall(dir, rec); err != nil {
+		return err
+	}
+	if err := m.check(); err != nil {
+		if rerr := writeInstall(dir, &before); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return fmt.Errorf("the configuration does not load with plugin %s %s, so the change was undone: %w", name, verb(enabled), err)
+	}
+	return nil
+}
+
+func verb(enabled bool) string {
+	if enabled {
+		return "enabled"
+	}
+	return "disabled"
+}
+
+// Uninstall removes an installed plugin.
+func (m *Manager) Uninstall(name string) error {
+	dir, _, err := m.installed(name)
+	if err != nil {
+		return err
+	}
+	trash, err := os.MkdirTemp(m.Dir, ".uninstall-")
+	if err != nil {
+		return fmt.Errorf("uninstall plugin: %w", err)
+	}
+	defer os.RemoveAll(trash)
+	moved := filepath.Join(trash, name)
+	if err := os.Rename(dir, moved); err != nil {
+		return fmt.Errorf("uninstall plugin: %w", err)
+	}
+	if err := m.check(); err != nil {
+		if rerr := os.Rename(moved, dir); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return fmt.Errorf("the configuration does not load without plugin %s, so it was kept: %w", name, err)
+	}
+	return nil
+}
+
+// Update fetches an installed plugin again from its recorded source and
+// replaces it, keeping its enabled state. A failing load restores the
+// previous copy.
+func (m *Manager) Update(ctx context.Context, name string) error {
+	dir, rec, err := m.installed(name)
+	if err != nil {
+		return err
+	}
+	stage, fresh, err := m.fetch(ctx, rec.Source, rec.Path, rec.Ref)
+	if err != nil {
+		return fmt.Errorf("update plugin %s: %w", name, err)
+	}
+	defer os.RemoveAll(stage)
+	mf, err := manifestOf(stage)
+	if err != nil {
+		return fmt.Errorf("update plugin %s: %w", name, err)
+	}
+	if mf.Name != name {
+		return fmt.Errorf("update plugin %s: the source now names the plugin %q", name, mf.Name)
+	}
+	fresh.Enabled = rec.Enabled
+	if err := writeInstall(stage, fresh); err != nil {
+		return err
+	}
+	trash, err := os.MkdirTemp(m.Dir, ".update-")
+	if err != nil {
+		return fmt.Errorf("update plugin %s: %w", name, err)
+	}
+	defer os.RemoveAll(trash)
+	old := filepath.Join(trash, name)
+	if err := os.Rename(dir, old); err != nil {
+		return fmt.Errorf("update plugin %s: %w", name, err)
+	}
+	if err := os.Rename(stage, dir); err != nil {
+		return errors.Join(fmt.Errorf("update plugin %s: %w", name, err), os.Rename(old, dir))
+	}
+	if err := m.check(); err != nil {
+		rerr := os.RemoveAll(dir)
+		if rerr == nil {
+			rerr = os.Rename(old, dir)
+		}
+		if rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return fmt.Errorf("the configuration does not load with the updated plugin %s, so the previous version was restored: %w", name, err)
+	}
+	return nil
+}
+
+// Installed lists the names of the plugins installed in m.Dir.
+func (m *Manager) Installed() ([]string, error) {
+	des, err := os.ReadDir(m.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list plugins: %w", err)
+	}
+	var out []string
+	for _, de := range des {
+		if strings.HasPrefix(de.Name(), ".") {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(m.Dir, de.Name(), InstallFile)); err == nil {
+			out = append(out, de.Name())
+		}
+	}
+	return out, nil
+}
+
+func (m *Manager) installed(name string) (string, *Install, error) {
+	if err := CheckName(name); err != nil {
+		return "", nil, fmt.Errorf("plugin %q: %w", name, err)
+	}
+	dir := filepath.Join(m.Dir, name)
+	if _, err := os.Lstat(dir); err != nil {
+		return "", nil, fmt.Errorf("plugin %s is not installed in %s", name, m.Dir)
+	}
+	rec, err := readInstall(os.DirFS(m.Dir), name)
+	if err != nil {
+		return "", nil, err
+	}
+	if rec == nil {
+		return "", nil, fmt.Errorf("plugin %s in %s was not installed with aerie plugin install (it has no %s); change or remove its directory yourself", name, dir, InstallFile)
+	}
+	return dir, rec, nil
+}
+
+func subPath(p string) (string, error) {
+	if p == "" || p == "." {
+		return "", nil
+	}
+	c, err := cleanRel(filepath.ToSlash(p))
+	if err != nil {
+		return "", fmt.Errorf("--path: %w", err)
+	}
+	return c, nil
+}
+
+// manifestOf reads the manifest of a staged plugin, by precedence.
+func manifestOf(dir string) (*Manifest, error) {
+	for _, mf := range ManifestFiles {
+		file := filepath.Join(dir, filepath.FromSlash(mf.Path))
+		data, err := os.ReadFile(file)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return ParseManifest(mf.Format, file, data)
+	}
+	return nil, errors.New("no plugin manifest (.aerie-plugin/plugin.yaml, .openvaala-plugin/plugin.yaml, .codex-plugin/plugin.json or .claude-plugin/plugin.json) in the source")
+}
+
+// fetch copies the plugin at sub of source into a new staging directory
+// inside m.Dir (a dot name, so discovery ignores it, and on the same file
+// system, so the final rename is atomic).
+func (m *Manager) fetch(ctx context.Context, source, sub, ref string) (string, *Install, error) {
+	if source == "" {
+		return "", nil, errors.New("install plugin: the source is empty")
+	}
+	rec := &Install{Source: source, Ref: ref, Path: sub, InstalledAt: m.now()}
+	stage, err := os.MkdirTemp(m.Dir, ".stage-")
+	if err != nil {
+		return "", nil, fmt.Errorf("install plugin: %w", err)
+	}
+	dest := filepath.Join(stage, "plugin")
+	fail := func(err error) (string, *Install, error) {
+		os.RemoveAll(stage)
+		return "", nil, err
+	}
+	if st, err := os.Stat(source); err == nil && st.IsDir() && ref == "" {
+		abs, err := filepath.Abs(source)
+		if err != nil {
+			return fail(fmt.Errorf("install plugin: %w", err))
+		}
+		rec.Source = abs
+		if err := copyTree(filepath.Join(abs, filepath.FromSlash(sub)), dest); err != nil {
+			return fail(fmt.Errorf("install plugin from %s: %w", abs, err))
+		}
+	} else {
+		clone := filepath.Join(stage, "clone")
+		args := []string{"clone", "--quiet", "--depth", "1"}
+		if ref != "" {
+			args = append(args, "--branch", ref)
+		}
+		args = append(args, "--", source, clone)
+		if out, err := m.git(ctx, "", args...); err != nil {
+			return fail(fmt.Errorf("install plugin: git clone %s: %w: %s", source, err, out))
+		}
+		commit, err := m.git(ctx, clone, "rev-parse", "HEAD")
+		if err != nil {
+			return fail(fmt.Errorf("install plugin: git rev-parse: %w: %s", err, commit))
+		}
+		rec.Commit = strings.TrimSpace(commit)
+		if err := copyTree(filepath.Join(clone, filepath.FromSlash(sub)), dest); err != nil {
+			return fail(fmt.Errorf("install plugin from %s: %w", source, err))
+		}
+	}
+	// Move the plugin out of the staging directory's scratch space so
+	// that the caller gets one directory to rename into place.
+	final, err := os.MkdirTemp(m.Dir, ".stage-")
+	if err != nil {
+		return fail(fmt.Errorf("install plugin: %w", err))
+	}
+	os.Remove(final)
+	if err := os.Rename(dest, final); err != nil {
+		return fail(fmt.Errorf("install plugin: %w", err))
+	}
+	os.RemoveAll(stage)
+	return final, rec, nil
+}
+
+func (m *Manager) git(ctx context.Context, dir string, args ...string) (string, error) {
+	bin := m.Git
+	if bin == "" {
+		bin = "git"
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	// No prompt for credentials: a command line must never hang.
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// copyTree copies the directory src to dst, which must not exist: regular
+// files with their permission bits, directories, and symbolic links as
+// links. .git and the source's own install record are left out.
+func copyTree(src, dst string) error {
+	st, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", src)
+	}
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		if d.Name() == ".git" || (rel == InstallFile) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		case info.Mode()&fs.ModeSymlink != 0:
+			link, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(link, target)
+		case info.Mode().IsRegular():
+			return copyFile(p, target, info.Mode().Perm())
+		default:
+			return nil // sockets, FIFOs and devices are not part of a plugin
+		}
+	})
+}
+
+func copyFile(src, dst string, perm fs.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	return errors.Join(err, out.Close())
+}

@@ -1,0 +1,332 @@
+package plugins
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/hooks"
+)
+
+// Dir is the directory of plugins in a layer.
+const Dir = "plugins"
+
+// TypePlugin is the extensions report type of a plugin.
+const TypePlugin extensions.Type = "plugin"
+
+// Options tune Load.
+type Options struct {
+	// WorkDir is the agent's working directory, which hook commands run in.
+	WorkDir string
+	// Disabled names plugins that are not used whatever layer holds them
+	// (plugins.disabled in the configuration).
+	Disabled []string
+}
+
+// Entry is one plugin directory found in a layer and what became of it.
+type Entry struct {
+	// Name is the directory's name.
+	Name  string           `json:"name"`
+	Layer extensions.Layer `json:"layer"`
+	// Dir is the plugin's absolute directory.
+	Dir string `json:"dir"`
+	// Manifest is the absolute path of the manifest used, if any.
+	Manifest    string `json:"manifest,omitempty"`
+	Format      Format `json:"format,omitempty"`
+	Version     string `json:"version,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Enabled is false when the plugin is disabled by the configuration
+	// or by its install record.
+	Enabled bool `json:"enabled"`
+	// Status is active, inactive (disabled), shadowed or skipped.
+	Status extensions.Status `json:"status"`
+	// Reason says why a plugin is not active.
+	Reason string `json:"reason,omitempty"`
+	// ShadowedBy is the directory of the nearer plugin of the same name.
+	ShadowedBy string `json:"shadowed_by,omitempty"`
+	// Install is the plugin's install record, if it has one.
+	Install *Install `json:"install,omitempty"`
+	// Err is the problem behind a skipped entry.
+	Err error `json:"-"`
+}
+
+// Set is the outcome of Load.
+type Set struct {
+	// Plugins are the enabled plugins, by name.
+	Plugins []Plugin
+	// Entries are every plugin directory found, layer by layer, nearest
+	// first, then by name.
+	Entries []Entry
+}
+
+// MCPServers returns every enabled plugin's servers, in plugin-name order.
+func (s *Set) MCPServers() []MCPServer {
+	var out []MCPServer
+	for _, p := range s.Plugins {
+		out = append(out, p.MCPServers...)
+	}
+	return out
+}
+
+// Hooks returns every enabled plugin's hooks, in plugin-name order: the
+// order they run in, after the layers' hooks.
+func (s *Set) Hooks() []hooks.Hook {
+	var out []hooks.Hook
+	for _, p := range s.Plugins {
+		out = append(out, p.Hooks...)
+	}
+	return out
+}
+
+// SkillRoots returns every enabled plugin's skill directories, in
+// plugin-name order.
+func (s *Set) SkillRoots() []SkillRoot {
+	var out []SkillRoot
+	for _, p := range s.Plugins {
+		out = append(out, p.Skills...)
+	}
+	return out
+}
+
+// Artifacts returns the entries as extensions report artifacts of type
+// "plugin".
+func (s *Set) Artifacts() []extensions.Artifact {
+	out := make([]extensions.Artifact, 0, len(s.Entries))
+	for _, e := range s.Entries {
+		p := e.Manifest
+		if p == "" {
+			p = e.Dir
+		}
+		a := extensions.Artifact{
+			Type: TypePlugin, Name: e.Name, Layer: e.Layer.Name, LayerKind: e.Layer.Kind,
+			Path: p, Status: e.Status, Reason: e.Reason, ShadowedBy: e.ShadowedBy, Err: e.Err,
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// Load finds the plugins of layers (nearest first) and loads the enabled
+// ones. The nearest plugin of a name wins; farther ones are shadowed. The
+// error joins every problem that stops the configuration from loading: a
+// broken manifest of an enabled plugin outside a project layer, and two
+// enabled plugins declaring the same MCP server id. The Set is complete
+// even then, for reports.
+func Load(layers []extensions.Layer, opts Options) (*Set, error) {
+	disabled := map[string]bool{}
+	for _, n := range opts.Disabled {
+		disabled[n] = true
+	}
+	set := &Set{}
+	var errs []error
+	winners := map[string]int{} // name → index in set.Entries
+	for _, layer := range layers {
+		if layer.Dir == "" {
+			continue // the bundled layer holds no plugins
+		}
+		fsys, err := layerFS(layer)
+		if err != nil {
+			continue // a layer directory that vanished holds nothing
+		}
+		dirents, err := fs.ReadDir(fsys, Dir)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				e := Entry{Name: Dir, Layer: layer, Dir: filepath.Join(layer.Dir, Dir), Status: extensions.StatusSkipped,
+					Reason: fmt.Sprintf("cannot read the plugins directory: %v", err), Err: err}
+				set.Entries = append(set.Entries, e)
+				if layer.Private() {
+					errs = append(errs, fmt.Errorf("read plugins: %w", err))
+				}
+			}
+			continue
+		}
+		for _, de := range dirents {
+			name := de.Name()
+			if strings.HasPrefix(name, ".") {
+				continue
+			}
+			e, p, err := loadOne(fsys, layer, name, disabled[name], opts)
+			if i, ok := winners[name]; ok && e.Status != extensions.StatusSkipped {
+				e.Status, e.ShadowedBy = extensions.StatusShadowed, set.Entries[i].Dir
+				e.Reason = "a nearer layer has a plugin of the same name"
+				set.Entries = append(set.Entries, e)
+				continue
+			}
+			if err != nil && layer.Private() && e.Enabled {
+				errs = append(errs, err)
+			}
+			if e.Status != extensions.StatusSkipped {
+				winners[name] = len(set.Entries)
+			}
+			set.Entries = append(set.Entries, e)
+			if p != nil {
+				set.Plugins = append(set.Plugins, *p)
+			}
+		}
+	}
+	sort.Slice(set.Plugins, func(i, j int) bool { return set.Plugins[i].Name < set.Plugins[j].Name })
+	errs = append(errs, checkMCPIDs(set.Plugins)...)
+	return set, errors.Join(errs...)
+}
+
+func checkMCPIDs(ps []Plugin) []error {
+	var errs []error
+	owner := map[string]string{}
+	for _, p := range ps {
+		for _, s := range p.MCPServers {
+			if prev, ok := owner[s.ID]; ok {
+				errs = append(errs, fmt.Errorf("plugins %s and %s both declare the MCP server %q; disable one of them", prev, p.Name, s.ID))
+				continue
+			}
+			owner[s.ID] = p.Name
+		}
+	}
+	return errs
+}
+
+// layerFS reads a project layer through an os.Root, so that a plugin that
+// is a symbolic link out of the repository is not read; other layers are
+// the user's own, and links in them are followed.
+func layerFS(layer extensions.Layer) (fs.FS, error) {
+	if layer.Kind == extensions.KindProject {
+		r, err := os.OpenRoot(layer.Dir)
+		if err != nil {
+			return nil, err
+		}
+		return r.FS(), nil
+	}
+	if _, err := os.Stat(layer.Dir); err != nil {
+		return nil, err
+	}
+	return os.DirFS(layer.Dir), nil
+}
+
+// loadOne reads the plugin directory name of layer. It returns the entry,
+// the plugin when it is enabled and loads, and the problem otherwise.
+func loadOne(fsys fs.FS, layer extensions.Layer, name string, disabled bool, opts Options) (Entry, *Plugin, error) {
+	rel := path.Join(Dir, name)
+	root := filepath.Join(layer.Dir, Dir, name)
+	e := Entry{Name: name, Layer: layer, Dir: root, Enabled: !disabled}
+	skip := func(err error) (Entry, *Plugin, error) {
+		e.Status, e.Reason, e.Err = extensions.StatusSkipped, err.Error(), err
+		if !e.Enabled {
+			// A disabled plugin never stops the configuration from
+			// loading: disabling is how a user gets past a broken one.
+			e.Status = extensions.StatusInactive
+			e.Reason = "disabled; " + e.Reason
+		}
+		return e, nil, err
+	}
+	st, err := fs.Stat(fsys, rel)
+	if err != nil {
+		return skip(fmt.Errorf("read plugin %s: %w", root, err))
+	}
+	if !st.IsDir() {
+		e.Status, e.Reason = extensions.StatusSkipped, "not a directory"
+		return e, nil, nil
+	}
+	if inst, err := readInstall(fsys, rel); err != nil {
+		return skip(err)
+	} else if inst != nil {
+		e.Install = inst
+		if !inst.Enabled {
+			e.Enabled = false
+		}
+	}
+	var mf *ManifestFile
+	for i := range ManifestFiles {
+		if _, err := fs.Stat(fsys, path.Join(rel, ManifestFiles[i].Path)); err == nil {
+			mf = &ManifestFiles[i]
+			break
+		}
+	}
+	if mf == nil {
+		e.Status, e.Reason = extensions.StatusSkipped, "no plugin manifest (.aerie-plugin/plugin.yaml, .openvaala-plugin/plugin.yaml, .codex-plugin/plugin.json or .claude-plugin/plugin.json)"
+		return e, nil, nil
+	}
+	e.Manifest, e.Format = filepath.Join(root, filepath.FromSlash(mf.Path)), mf.Format
+	data, err := readLimited(fsys, path.Join(rel, mf.Path))
+	if err != nil {
+		return skip(&ManifestError{File: e.Manifest, Reason: err.Error()})
+	}
+	m, err := ParseManifest(mf.Format, e.Manifest, data)
+	if err != nil {
+		return skip(err)
+	}
+	e.Version, e.Description = m.Version, m.Description
+	if m.Name != name {
+		return skip(&ManifestError{File: e.Manifest, Field: "name",
+			Reason: fmt.Sprintf("name %q must equal the plugin's directory name %q; rename one of them", m.Name, name)})
+	}
+	if !e.Enabled {
+		e.Status, e.Reason = extensions.StatusInactive, "disabled"
+		return e, nil, nil
+	}
+	p := &Plugin{Name: name, Version: m.Version, Description: m.Description, Root: root,
+		Format: m.Format, Manifest: e.Manifest, Layer: layer.Name, Install: e.Install}
+	for _, s := range m.Skills {
+		if st, err := fs.Stat(fsys, path.Join(rel, s)); err == nil && st.IsDir() {
+			p.Skills = append(p.Skills, SkillRoot{Dir: filepath.Join(root, filepath.FromSlash(s)), Namespace: name})
+		}
+	}
+	if m.Hooks != nil {
+		src := hooks.Source{Layer: layer, File: e.Manifest, Dir: root, Root: root, Confined: true,
+			Env: []string{RootEnv[0] + "=" + root, RootEnv[1] + "=" + root}}
+		hs, probs := hooks.DecodeYAMLEvents(m.Hooks, "hooks", src, opts.WorkDir)
+		if len(probs) > 0 {
+			var errs []error
+			for _, pr := range probs {
+				errs = append(errs, &ManifestError{File: e.Manifest, Field: pr.Field, Reason: pr.Reason})
+			}
+			return skip(errors.Join(errs...))
+		}
+		p.Hooks = hs
+	}
+	for _, s := range m.MCPServers {
+		p.MCPServers = append(p.MCPServers, s.place(name, e.Manifest, root))
+	}
+	e.Status = extensions.StatusActive
+	return e, p, nil
+}
+
+func readLimited(fsys fs.FS, name string) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if st.Size() > MaxManifestSize {
+		return nil, fmt.Errorf("larger than %d bytes", MaxManifestSize)
+	}
+	buf := make([]byte, 0, st.Size())
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if len(buf) > MaxManifestSize {
+			return nil, fmt.Errorf("larger than %d bytes", MaxManifestSize)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return buf, nil
+			}
+			return nil, err
+		}
+	}
+}

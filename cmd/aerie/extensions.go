@@ -15,6 +15,7 @@ import (
 	"github.com/aerie-run/aerie/runner/headless"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/mcp"
+	"github.com/aerie-run/aerie/runner/plugins"
 	"github.com/aerie-run/aerie/runner/skills"
 	"github.com/aerie-run/aerie/runner/tools"
 )
@@ -101,12 +102,20 @@ skipped (the report is printed first). Skipped project files do not fail it.`,
 			if a.env.UserHomeDir != nil {
 				userHome, _ = a.env.UserHomeDir()
 			}
-			skillSet, skillErr := skills.Discover(skills.Roots(layers, skills.Options{WorkDir: wd, Workspace: ws, Home: userHome}))
+			pluginSet, pluginErr := plugins.Load(layers, plugins.Options{WorkDir: wd})
+			var pluginRoots []skills.Root
+			if pluginSet != nil {
+				set.Report.Artifacts = append(set.Report.Artifacts, pluginSet.Artifacts()...)
+				for _, r := range pluginSet.SkillRoots() {
+					pluginRoots = append(pluginRoots, skills.Root{Name: "plugin " + r.Namespace, Dir: r.Dir, Namespace: r.Namespace})
+				}
+			}
+			skillSet, skillErr := skills.Discover(skills.Roots(layers, skills.Options{WorkDir: wd, Workspace: ws, Home: userHome, Plugins: pluginRoots}))
 			set.Report.Artifacts = append(set.Report.Artifacts, headless.SkillArtifacts(skillSet)...)
 			mcpCfg, mcpErr := mcp.Load(layers, set.Pins, mcp.LoadOptions{Dir: wd})
 			set.Report.Artifacts = append(set.Report.Artifacts, headless.MCPArtifacts(mcpCfg)...)
 			if hookErr == nil {
-				hookErr = errors.Join(skillErr, mcpErr)
+				hookErr = errors.Join(pluginErr, skillErr, mcpErr)
 			}
 			if asJSON {
 				err = writeJSON(cmd.OutOrStdout(), set.Report)

@@ -252,3 +252,40 @@ func TestRunSkills(t *testing.T) {
 		t.Errorf("an unavailable /skill: exit %d, stderr %q; want 2", bad.code, bad.stderr)
 	}
 }
+
+// TestRunPlugins installs a plugin and runs a session with its skill and
+// its hook.
+func TestRunPlugins(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, toolTurn(call("s", "skill", map[string]any{"name": "review:checklist"})), answer("reviewed"))
+	src := filepath.Join(t.TempDir(), "review")
+	writeFile(t, filepath.Join(src, ".aerie-plugin/plugin.yaml"), `name: review
+version: "1.0.0"
+description: Review helpers.
+hooks:
+  SessionStart:
+    - hooks:
+        - type: command
+          script: ./hooks/mark
+`, 0o644)
+	writeFile(t, filepath.Join(src, "hooks/mark"), "#!/bin/sh\necho \"$AERIE_PLUGIN_ROOT\" > plugin-hook-ran\n", 0o755)
+	writeFile(t, filepath.Join(src, "skills/checklist/SKILL.md"), "---\ndescription: The review checklist.\n---\nCheck the error paths.\n", 0o644)
+	if r := e.run("plugin", "install", src); r.code != 0 {
+		t.Fatalf("plugin install: exit %d\n%s", r.code, r.stderr)
+	}
+	out := e.run("run", "review the change")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	reqs := e.model.Requests()
+	if sys := systemPrompt(t, reqs[0]); !strings.Contains(sys, "review:checklist") {
+		t.Errorf("the plugin's skill is not in the catalog:\n%s", sys)
+	}
+	if r := toolResults(t, reqs[1])["s"]; r.isError || !strings.Contains(r.text, "Check the error paths.") {
+		t.Errorf("skill tool result = %+v", r)
+	}
+	b, err := os.ReadFile(filepath.Join(e.ws, "plugin-hook-ran"))
+	if err != nil || !strings.Contains(string(b), filepath.Join(e.home, "plugins", "review")) {
+		t.Errorf("the plugin's hook did not run with AERIE_PLUGIN_ROOT: %q, %v", b, err)
+	}
+}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/mcp"
+	"github.com/aerie-run/aerie/runner/plugins"
 	"github.com/aerie-run/aerie/runner/skills"
 	"github.com/aerie-run/aerie/runner/tools"
 )
@@ -18,10 +20,11 @@ import (
 // tools the model is offered (hooks wrapped around them), and the hook
 // engine for the lifecycle events.
 type kit struct {
-	set    *extensions.Set
-	hooks  hooks.Loaded
-	skills *skills.Set
-	mcp    mcp.Config
+	set     *extensions.Set
+	plugins *plugins.Set
+	hooks   hooks.Loaded
+	skills  *skills.Set
+	mcp     mcp.Config
 	// servers are the session's MCP connections, started by startMCP.
 	servers *mcp.Manager
 	engine  *hooks.Engine
@@ -57,11 +60,22 @@ func loadExtensions(opts Options, builtin []tools.Tool) (*kit, error) {
 	}
 	k := &kit{set: set, hooks: loaded, system: set.Prompt.Text(), prompt: opts.Prompt}
 
+	// Plugins add skills, hooks (after the layers') and MCP servers.
+	k.plugins, err = plugins.Load(opts.Layers, plugins.Options{WorkDir: opts.Dir})
+	if err != nil {
+		return nil, &ConfigError{Err: fmt.Errorf("plugins: %w", err)}
+	}
+	k.hooks.Hooks = append(k.hooks.Hooks, k.plugins.Hooks()...)
+	var pluginRoots []skills.Root
+	for _, r := range k.plugins.SkillRoots() {
+		pluginRoots = append(pluginRoots, skills.Root{Name: "plugin " + r.Namespace, Dir: r.Dir, Namespace: r.Namespace})
+	}
+
 	ws := opts.Workspace
 	if ws == "" {
 		ws = opts.Dir
 	}
-	k.skills, err = skills.Discover(skills.Roots(opts.Layers, skills.Options{WorkDir: opts.Dir, Workspace: ws, Home: opts.UserHome}))
+	k.skills, err = skills.Discover(skills.Roots(opts.Layers, skills.Options{WorkDir: opts.Dir, Workspace: ws, Home: opts.UserHome, Plugins: pluginRoots}))
 	if err != nil {
 		return nil, &ConfigError{Err: fmt.Errorf("skills: %w", err)}
 	}
@@ -81,6 +95,14 @@ func loadExtensions(opts Options, builtin []tools.Tool) (*kit, error) {
 	k.mcp, err = mcp.Load(opts.Layers, set.Pins, mcp.LoadOptions{Dir: opts.Dir})
 	if err != nil {
 		return nil, &ConfigError{Err: fmt.Errorf("MCP servers: %w", err)}
+	}
+	for _, p := range k.plugins.Plugins {
+		if len(p.MCPServers) == 0 {
+			continue
+		}
+		if err := k.mcp.AddPlugin(p.Name, p.Root, pluginServers(p)); err != nil {
+			return nil, &ConfigError{Err: fmt.Errorf("plugin %s: %w", p.Name, err)}
+		}
 	}
 	for _, p := range k.mcp.Problems {
 		opts.Logger.Warn("MCP server declaration skipped", "problem", fmt.Sprint(p))
@@ -130,6 +152,21 @@ func applyToolset(ts *extensions.Toolsets, name string, all []tools.Tool, opts O
 		}
 	}
 	return out, nil
+}
+
+// pluginServers are a plugin's MCP servers as runner/mcp declares them.
+func pluginServers(p plugins.Plugin) []mcp.Server {
+	out := make([]mcp.Server, 0, len(p.MCPServers))
+	for _, s := range p.MCPServers {
+		out = append(out, mcp.Server{
+			ID: s.ID, Type: mcp.Type(s.Type), Command: s.Command, Args: s.Args, Env: s.Env,
+			URL: s.URL, Headers: s.Headers, Tools: s.Tools, Required: s.Required, Disabled: s.Disabled,
+			StartupTimeout: time.Duration(s.StartupTimeoutSeconds) * time.Second,
+			ToolTimeout:    time.Duration(s.ToolTimeoutSeconds) * time.Second,
+			File:           s.File, Plugin: p.Name, PluginRoot: p.Root,
+		})
+	}
+	return out
 }
 
 // startMCP connects the session's MCP servers and adds their tools. A
@@ -262,6 +299,7 @@ func (k *kit) report(opts Options) extensions.Report {
 		ws = opts.Dir
 	}
 	r.Artifacts = append(append([]extensions.Artifact(nil), r.Artifacts...), k.hooks.Artifacts(ws)...)
+	r.Artifacts = append(r.Artifacts, k.plugins.Artifacts()...)
 	r.Artifacts = append(r.Artifacts, SkillArtifacts(k.skills)...)
 	r.Artifacts = append(r.Artifacts, MCPArtifacts(k.mcp)...)
 	return r

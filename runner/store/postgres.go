@@ -459,12 +459,13 @@ func queryEntries(ctx context.Context, q pgQuerier, session uuid.UUID, capacity 
 	)
 	for rows.Next() {
 		// Kind and payload are taken as they came off the wire (text and
-		// json are the same in pgx's binary format), sparing a copy each.
+		// json are the same in pgx's binary format): the payload is copied
+		// once, into the string its decoded fields share.
 		if err := rows.Scan(&seq, nil, nil, &created, &compactedBy); err != nil {
 			return nil, pgError(err)
 		}
 		raw := rows.RawValues()
-		batch.add(seq, raw[1], raw[2], created.UTC(), compactedBy)
+		batch.add(seq, raw[1], string(raw[2]), created.UTC(), compactedBy)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, pgError(err)

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"fmt"
 	"runtime"
 	"sync"
@@ -63,19 +62,20 @@ type row struct {
 	seq, compactedBy int64
 	createdAt        time.Time
 	kind             EntryKind
-	payload          []byte
+	// payload is the row's own copy: decoded strings share its memory.
+	payload string
 }
 
 func newRowBatch(session uuid.UUID, capacity int64) *rowBatch {
 	return &rowBatch{session: session, rows: make([]row, 0, min(capacity, 1<<20))}
 }
 
-// add records a row. kind and payload may be reused by the caller
-// afterwards.
-func (b *rowBatch) add(seq int64, kind, payload []byte, createdAt time.Time, compactedBy int64) {
+// add records a row. kind may be reused by the caller afterwards; payload
+// is the batch's from then on.
+func (b *rowBatch) add(seq int64, kind []byte, payload string, createdAt time.Time, compactedBy int64) {
 	b.rows = append(b.rows, row{
 		seq: seq, compactedBy: compactedBy, createdAt: createdAt,
-		kind: internKind(kind), payload: bytes.Clone(payload),
+		kind: internKind(kind), payload: payload,
 	})
 }
 
@@ -96,7 +96,7 @@ func (b *rowBatch) decode() ([]Entry, error) {
 		decodeRange := func() {
 			for i := lo; i < hi; i++ {
 				r := b.rows[i]
-				p, err := DecodeEntry(b.session, r.seq, string(r.kind), r.payload)
+				p, err := decodeEntry(b.session, r.seq, r.kind, r.payload)
 				if err != nil {
 					errs[w] = err
 					return

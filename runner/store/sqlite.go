@@ -464,7 +464,10 @@ func querySQLiteEntries(ctx context.Context, q sqlQuerier, session uuid.UUID, ca
 	batch := newRowBatch(session, capacity)
 	var (
 		seq, created, compactedBy int64
-		kind, payload             sql.RawBytes // copied by batch.add
+		kind                      sql.RawBytes
+		// The driver reads TEXT as a string, which a *string takes without
+		// a copy.
+		payload string
 	)
 	for rows.Next() {
 		if err := rows.Scan(&seq, &kind, &payload, &created, &compactedBy); err != nil {

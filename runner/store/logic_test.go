@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -186,5 +187,45 @@ func TestInternKindDoesNotAllocate(t *testing.T) {
 	}
 	if got := internKind([]byte("new_kind")); got != "new_kind" {
 		t.Errorf("internKind of an unknown kind = %q", got)
+	}
+}
+
+func TestRowBatchSortsBySeq(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		seqs []int64
+	}{
+		{name: "empty"},
+		{name: "in order", seqs: []int64{1, 2, 3, 5, 8}},
+		{name: "dense", seqs: []int64{3, 1, 2, 6, 4, 5}},
+		{name: "gaps", seqs: []int64{40, 7, 12, 9, 30}},
+		{name: "sparse", seqs: []int64{1 << 40, 3, 1 << 20, 2}},
+		{name: "repeated", seqs: []int64{5, 3, 5, 4, 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := newRowBatch(uuid.Nil, int64(len(tt.seqs)))
+			for i, seq := range tt.seqs {
+				// The payload tells rows with the same number apart.
+				b.add(seq, []byte("model_change"), fmt.Sprintf(`{"model":"m%d"}`, i), time.Time{}, 0)
+			}
+			b.sort()
+			var got, want []int64
+			payloads := map[string]bool{}
+			for _, r := range b.rows {
+				got = append(got, r.seq)
+				payloads[r.payload] = true
+			}
+			want = append(want, tt.seqs...)
+			slices.Sort(want)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("sorted numbers (-want +got):\n%s", diff)
+			}
+			if len(payloads) != len(tt.seqs) {
+				t.Errorf("sorting kept %d distinct rows of %d", len(payloads), len(tt.seqs))
+			}
+		})
 	}
 }

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -83,9 +85,11 @@ func (b *rowBatch) add(seq int64, kind []byte, payload string, createdAt time.Ti
 // goroutines: below it, starting them costs more than it saves.
 const parallelDecodeMin = 256
 
-// decode decodes every row. If rows are corrupt, the error is that of the
+// decode decodes every row into entries in sequence order, whatever the
+// order the rows were read in. If rows are corrupt, the error is that of the
 // one with the lowest sequence number, whatever the scheduling.
 func (b *rowBatch) decode() ([]Entry, error) {
+	b.sort()
 	entries := make([]Entry, len(b.rows))
 	workers := min(runtime.GOMAXPROCS(0), len(b.rows)/parallelDecodeMin+1)
 	chunk := (len(b.rows) + workers - 1) / max(workers, 1)
@@ -117,6 +121,38 @@ func (b *rowBatch) decode() ([]Entry, error) {
 		}
 	}
 	return entries, nil
+}
+
+// sort puts the rows in sequence order. They mostly come in order, and
+// then this only checks them.
+func (b *rowBatch) sort() {
+	bySeq := func(x, y row) int { return cmp.Compare(x.seq, y.seq) }
+	if slices.IsSortedFunc(b.rows, bySeq) {
+		return
+	}
+	// The sequence numbers of a session are unique and have few gaps:
+	// placing each row in a slot of its number sorts them in linear time.
+	lo, hi := b.rows[0].seq, b.rows[0].seq
+	for _, r := range b.rows {
+		lo, hi = min(lo, r.seq), max(hi, r.seq)
+	}
+	if span := hi - lo + 1; span <= 4*int64(len(b.rows)) {
+		slots := make([]int32, span) // index+1 of the row of each number
+		for i, r := range b.rows {
+			slots[r.seq-lo] = int32(i + 1)
+		}
+		sorted := make([]row, 0, len(b.rows))
+		for _, i := range slots {
+			if i != 0 {
+				sorted = append(sorted, b.rows[i-1])
+			}
+		}
+		if len(sorted) == len(b.rows) { // else numbers repeat: sort below
+			b.rows = sorted
+			return
+		}
+	}
+	slices.SortFunc(b.rows, bySeq)
 }
 
 // internKind returns the EntryKind for a stored kind without allocating for

@@ -444,6 +444,10 @@ func (p *Postgres) readOnly(ctx context.Context) (pgx.Tx, error) {
 
 const pgEntryColumns = "seq, kind, payload, created_at, coalesce(compacted_by, 0)"
 
+// pgActiveEntryColumns are the columns of entries known to be active: their
+// compacted_by is NULL, and queryEntries leaves it out.
+const pgActiveEntryColumns = "seq, kind, payload, created_at"
+
 // queryEntries reads and decodes entries of one session; capacity is a hint
 // of how many rows to expect. The entries come out in sequence order, so sql
 // needs no ORDER BY seq: sorting whole rows, payloads included, was the
@@ -461,11 +465,15 @@ func queryEntries(ctx context.Context, q pgQuerier, session uuid.UUID, capacity 
 		seq, compactedBy int64
 		created          time.Time
 	)
+	// Kind and payload are taken as they came off the wire (text and json
+	// are the same in pgx's binary format): the payload is copied once, into
+	// the string its decoded fields share.
+	dest := []any{&seq, nil, nil, &created, &compactedBy}
 	for rows.Next() {
-		// Kind and payload are taken as they came off the wire (text and
-		// json are the same in pgx's binary format): the payload is copied
-		// once, into the string its decoded fields share.
-		if err := rows.Scan(&seq, nil, nil, &created, &compactedBy); err != nil {
+		if len(rows.FieldDescriptions()) == 4 { // pgActiveEntryColumns
+			dest = dest[:4]
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, pgError(err)
 		}
 		raw := rows.RawValues()
@@ -500,7 +508,7 @@ func (p *Postgres) Load(ctx context.Context, tenant string, session uuid.UUID) (
 			return err
 		}
 		applyLatest(&snap, latest)
-		snap.Entries, err = queryEntries(ctx, tx, session, s.EntryCount, "SELECT "+pgEntryColumns+` FROM entries
+		snap.Entries, err = queryEntries(ctx, tx, session, s.EntryCount, "SELECT "+pgActiveEntryColumns+` FROM entries
 			WHERE session_id = $1 AND tenant = $2 AND seq >= $3 AND compacted_by IS NULL AND kind <> 'compaction'`,
 			session, tenant, snap.tailStart())
 		return err

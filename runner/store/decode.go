@@ -23,8 +23,12 @@ import (
 // the payload to encoding/json, which also makes the error of a corrupt
 // payload: errors are never the fast path's to make.
 //
-// Decoded strings share the payload's memory where they need no unescaping,
-// so the payload string must not be reused: callers pass a string they own.
+// A decoded string that needs no unescaping and is most of its payload (a
+// long text) shares the payload's memory rather than being copied, so the
+// payload string must not be reused: callers pass a string they own.
+// Shorter strings are copied, and the usual values of block types, tool
+// statuses and stop reasons are constants: a small string kept (a call id)
+// does not keep a large payload alive.
 
 // fastDecode decodes the payload s of kind. ok is false when the kind has
 // no fast decoder or s is outside what the fast decoder accepts.
@@ -38,7 +42,7 @@ func fastDecode(kind EntryKind, s string) (p Payload, ok bool) {
 			case 0:
 				return d.blocks(&m.Content)
 			default:
-				return d.str(&m.StopReason)
+				return d.strOf(&m.StopReason, stopReasons)
 			}
 		})
 		p = m
@@ -75,7 +79,7 @@ func fastDecode(kind EntryKind, s string) (p Payload, ok bool) {
 			case 0:
 				return d.str(&c.CallID)
 			case 1:
-				return d.str((*string)(&c.Status))
+				return d.strOf((*string)(&c.Status), toolStatuses)
 			case 2:
 				return d.int((*int64)(&c.Duration))
 			default:
@@ -167,6 +171,13 @@ var (
 	personaChangeFields   = []string{"persona"}
 	reasoningChangeFields = []string{"effort"}
 	blockFields           = []string{"type", "text", "signature", "id", "name", "input", "media_type", "data"}
+)
+
+// The usual values of a few fields, which decoding shares.
+var (
+	blockTypes   = []string{string(BlockText), string(BlockToolUse), string(BlockThinking), string(BlockImage)}
+	toolStatuses = []string{string(ToolOK), string(ToolError), string(ToolCancelled), string(ToolTimeout), string(ToolDenied)}
+	stopReasons  = []string{"tool_use", "end_turn", "max_tokens", "stop_sequence", "refusal", "context_window_exceeded"}
 )
 
 // payloadDecoder reads one JSON payload, s, from position i.
@@ -316,7 +327,7 @@ func (d *payloadDecoder) block(b *Block) bool {
 	return d.object(blockFields, func(f int) bool {
 		switch f {
 		case 0:
-			return d.str((*string)(&b.Type))
+			return d.strOf((*string)(&b.Type), blockTypes)
 		case 1:
 			return d.str(&b.Text)
 		case 2:
@@ -349,25 +360,47 @@ func (d *payloadDecoder) null() bool {
 }
 
 // str reads a string into *v.
-func (d *payloadDecoder) str(v *string) bool {
+func (d *payloadDecoder) str(v *string) bool { return d.strOf(v, nil) }
+
+// strOf reads a string into *v; if it is one of known, *v is that constant.
+func (d *payloadDecoder) strOf(v *string, known []string) bool {
 	if d.null() {
 		return true
 	}
-	if !d.take('"') {
+	s, shared, ok := d.quoted()
+	if !ok {
 		return false
 	}
+	for _, k := range known {
+		if s == k {
+			*v = k
+			return true
+		}
+	}
+	if shared && 2*len(s) < len(d.s) {
+		s = strings.Clone(s)
+	}
+	*v = s
+	return true
+}
+
+// quoted reads a string. shared says whether it is a slice of the payload
+// rather than a new string.
+func (d *payloadDecoder) quoted() (s string, shared, ok bool) {
+	if !d.take('"') {
+		return "", false, false
+	}
 	start := d.i
-	// The common case: ASCII without escapes, a slice of the payload.
+	// The common case: ASCII without escapes.
 	j := start
 	for j < len(d.s) && plainASCII[d.s[j]] {
 		j++
 	}
 	if j < len(d.s) && d.s[j] == '"' {
-		*v = d.s[start:j]
 		d.i = j + 1
-		return true
+		return d.s[start:j], true, true
 	}
-	return d.strSlow(v, start, j)
+	return d.quotedSlow(start, j)
 }
 
 // plainASCII marks the bytes a string holds as they are: printable ASCII
@@ -379,17 +412,16 @@ var plainASCII = func() (t [256]bool) {
 	return t
 }()
 
-// strSlow reads the rest of a string from j, the first byte that is not
+// quotedSlow reads the rest of a string from j, the first byte that is not
 // plain ASCII; the string started at start. It unescapes as encoding/json
 // does, and like it replaces invalid UTF-8 and unpaired surrogates with
 // U+FFFD.
-func (d *payloadDecoder) strSlow(v *string, start, j int) bool {
+func (d *payloadDecoder) quotedSlow(start, j int) (s string, shared, ok bool) {
 	// Valid UTF-8 without escapes is still a slice of the payload.
 	j = d.plain(j)
 	if j < len(d.s) && d.s[j] == '"' {
-		*v = d.s[start:j]
 		d.i = j + 1
-		return true
+		return d.s[start:j], true, true
 	}
 	// Find the closing quote, to allocate the result once: unescaping only
 	// shrinks a string, but for invalid UTF-8 (3 bytes for 1), which the
@@ -401,7 +433,7 @@ func (d *payloadDecoder) strSlow(v *string, start, j int) bool {
 		}
 	}
 	if end >= len(d.s) {
-		return false
+		return "", false, false
 	}
 	var b strings.Builder
 	b.Grow(end - start)
@@ -409,7 +441,7 @@ func (d *payloadDecoder) strSlow(v *string, start, j int) bool {
 	for j < end {
 		switch c := d.s[j]; {
 		case c < ' ':
-			return false
+			return "", false, false
 		case c == '\\':
 			switch e := d.s[j+1]; e {
 			case '"', '\\', '/':
@@ -427,7 +459,7 @@ func (d *payloadDecoder) strSlow(v *string, start, j int) bool {
 			case 'u':
 				r := hex4(d.s[j:])
 				if r < 0 {
-					return false
+					return "", false, false
 				}
 				j += 6
 				if utf16.IsSurrogate(r) {
@@ -441,7 +473,7 @@ func (d *payloadDecoder) strSlow(v *string, start, j int) bool {
 				b.WriteRune(r)
 				continue
 			default:
-				return false
+				return "", false, false
 			}
 			j += 2
 		case c >= utf8.RuneSelf:
@@ -457,9 +489,8 @@ func (d *payloadDecoder) strSlow(v *string, start, j int) bool {
 			j = k
 		}
 	}
-	*v = b.String()
 	d.i = end + 1
-	return true
+	return b.String(), false, true
 }
 
 // plain returns the index of the first byte from j on that is a quote, a
@@ -510,8 +541,8 @@ func (d *payloadDecoder) bytes(v *[]byte) bool {
 	if d.null() {
 		return true
 	}
-	var s string
-	if !d.str(&s) {
+	s, _, ok := d.quoted()
+	if !ok {
 		return false
 	}
 	b := make([]byte, base64.StdEncoding.DecodedLen(len(s)))

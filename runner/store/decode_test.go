@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
@@ -339,4 +340,38 @@ func BenchmarkDecodeEntry(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestFastDecodeCopiesShortStrings checks that a short string decoded from
+// a long payload is a copy: kept on its own (a call id in a map), it must not
+// keep the payload alive.
+func TestFastDecodeCopiesShortStrings(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("plain output without escapes ", 100)
+	data, err := EncodePayload(ToolResult{CallID: "call-1", Content: []Block{{Type: BlockText, Text: long}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := string(data)
+	p, ok := fastDecode(KindToolResult, payload)
+	if !ok {
+		t.Fatalf("fast decoder refused %s", payload)
+	}
+	r := p.(ToolResult)
+	within := func(s string) bool {
+		start := uintptr(unsafe.Pointer(unsafe.StringData(payload)))
+		at := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		return start <= at && at < start+uintptr(len(payload))
+	}
+	if within(r.CallID) {
+		t.Errorf("call id %q shares the payload's memory", r.CallID)
+	}
+	if within(string(r.Content[0].Type)) {
+		t.Errorf("block type %q shares the payload's memory", r.Content[0].Type)
+	}
+	// The text is most of the payload: sharing it saves a copy and pins
+	// little more than the text itself.
+	if !within(r.Content[0].Text) {
+		t.Errorf("the long text was copied")
+	}
 }

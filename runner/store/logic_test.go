@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"testing"
@@ -203,6 +204,7 @@ func TestRowBatchSortsBySeq(t *testing.T) {
 		{name: "gaps", seqs: []int64{40, 7, 12, 9, 30}},
 		{name: "sparse", seqs: []int64{1 << 40, 3, 1 << 20, 2}},
 		{name: "repeated", seqs: []int64{5, 3, 5, 4, 3}},
+		{name: "extremes", seqs: []int64{math.MaxInt64, 0, math.MinInt64, -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -64,7 +64,7 @@ type row struct {
 	seq, compactedBy int64
 	createdAt        time.Time
 	kind             EntryKind
-	// payload is the row's own copy: decoded strings share its memory.
+	// payload is the row's own copy: decoded strings may share its memory.
 	payload string
 }
 
@@ -136,8 +136,9 @@ func (b *rowBatch) sort() {
 	for _, r := range b.rows {
 		lo, hi = min(lo, r.seq), max(hi, r.seq)
 	}
-	if span := hi - lo + 1; span <= 4*int64(len(b.rows)) {
-		slots := make([]int32, span) // index+1 of the row of each number
+	// (hi-lo is negative if the numbers are too far apart for an int64.)
+	if span := hi - lo; span >= 0 && span < 4*int64(len(b.rows)) {
+		slots := make([]int32, span+1) // index+1 of the row of each number
 		for i, r := range b.rows {
 			slots[r.seq-lo] = int32(i + 1)
 		}

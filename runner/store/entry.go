@@ -390,9 +390,20 @@ func decodeAs[P Payload](data []byte) (Payload, error) {
 // *EntryError naming the session and sequence number; they match
 // ErrCorruptEntry.
 func DecodeEntry(session uuid.UUID, seq int64, kind string, payload []byte) (Payload, error) {
-	p, err := decodePayload(EntryKind(kind), payload)
+	return decodeEntry(session, seq, EntryKind(kind), string(payload))
+}
+
+// decodeEntry is DecodeEntry for a payload the caller hands over: decoded
+// strings may share its memory.
+func decodeEntry(session uuid.UUID, seq int64, kind EntryKind, payload string) (Payload, error) {
+	if p, ok := fastDecode(kind, payload); ok && p.validate() == nil {
+		return p, nil
+	}
+	// Whatever the fast decoder does not take, corrupt payloads included,
+	// encoding/json decodes, or rejects with its own error.
+	p, err := decodePayload(kind, []byte(payload))
 	if err != nil {
-		return nil, &EntryError{Session: session, Seq: seq, Kind: kind, Err: err}
+		return nil, &EntryError{Session: session, Seq: seq, Kind: string(kind), Err: err}
 	}
 	return p, nil
 }

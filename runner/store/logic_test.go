@@ -3,6 +3,9 @@ package store
 import (
 	"errors"
 	"fmt"
+	"math"
+	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -186,5 +189,111 @@ func TestInternKindDoesNotAllocate(t *testing.T) {
 	}
 	if got := internKind([]byte("new_kind")); got != "new_kind" {
 		t.Errorf("internKind of an unknown kind = %q", got)
+	}
+}
+
+func TestRowBatchSortsBySeq(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		seqs []int64
+	}{
+		{name: "empty"},
+		{name: "in order", seqs: []int64{1, 2, 3, 5, 8}},
+		{name: "dense", seqs: []int64{3, 1, 2, 6, 4, 5}},
+		{name: "gaps", seqs: []int64{40, 7, 12, 9, 30}},
+		{name: "sparse", seqs: []int64{1 << 40, 3, 1 << 20, 2}},
+		{name: "repeated", seqs: []int64{5, 3, 5, 4, 3}},
+		{name: "extremes", seqs: []int64{math.MaxInt64, 0, math.MinInt64, -1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := newRowBatch(uuid.Nil, int64(len(tt.seqs)))
+			for i, seq := range tt.seqs {
+				// The payload tells rows with the same number apart.
+				b.add(seq, []byte("model_change"), fmt.Sprintf(`{"model":"m%d"}`, i), time.Time{}, 0)
+			}
+			b.sort()
+			var got, want []int64
+			payloads := map[string]bool{}
+			for _, r := range b.rows {
+				got = append(got, r.seq)
+				payloads[r.payload] = true
+			}
+			want = append(want, tt.seqs...)
+			slices.Sort(want)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("sorted numbers (-want +got):\n%s", diff)
+			}
+			if len(payloads) != len(tt.seqs) {
+				t.Errorf("sorting kept %d distinct rows of %d", len(payloads), len(tt.seqs))
+			}
+		})
+	}
+}
+
+// TestRowBatch decodes batches of rows read out of order, split between
+// decoding goroutines, with and without corrupt rows, on one core and on
+// several.
+func TestRowBatch(t *testing.T) {
+	session := uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
+	const n = 5*parallelDecodeMin + 17
+	// A fixed shuffle: runs of descending numbers among ascending ones.
+	seqs := make([]int64, 0, n)
+	for i := int64(1); i <= n; i += 10 {
+		for j := min(i+9, n); j >= i; j-- {
+			seqs = append(seqs, j)
+		}
+	}
+	payload := func(seq int64) string { return fmt.Sprintf(`{"model":"m%d"}`, seq) }
+	tests := []struct {
+		name    string
+		corrupt []int64 // rows whose payload is corrupt
+		procs   int
+	}{
+		{name: "whole", procs: 2},
+		{name: "whole on one core", procs: 1},
+		{name: "corrupt", corrupt: []int64{n - 3, 2*parallelDecodeMin + 5, 700, n}, procs: 2},
+		{name: "corrupt on one core", corrupt: []int64{n - 3, 2*parallelDecodeMin + 5, 700, n}, procs: 1},
+		{name: "corrupt first", corrupt: []int64{1}, procs: 2},
+		{name: "corrupt last", corrupt: []int64{n}, procs: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tt.procs))
+			b := newRowBatch(session, n)
+			for _, seq := range seqs {
+				p := payload(seq)
+				if slices.Contains(tt.corrupt, seq) {
+					p = `{"model":`
+				}
+				b.add(seq, []byte("model_change"), p, time.Unix(seq, 0), 0)
+			}
+			entries, err := b.decode()
+			if len(tt.corrupt) > 0 {
+				var entryErr *EntryError
+				if !errors.As(err, &entryErr) || !errors.Is(err, ErrCorruptEntry) {
+					t.Fatalf("decode = %v, want a corrupt entry error", err)
+				}
+				if want := slices.Min(tt.corrupt); entryErr.Seq != want || entryErr.Session != session {
+					t.Errorf("error names session %s entry %d, want %s entry %d", entryErr.Session, entryErr.Seq, session, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) != n {
+				t.Fatalf("decoded %d entries, want %d", len(entries), n)
+			}
+			for i, e := range entries {
+				seq := int64(i + 1)
+				want := Entry{Seq: seq, Payload: ModelChange{Model: fmt.Sprintf("m%d", seq)}, CreatedAt: time.Unix(seq, 0)}
+				if diff := cmp.Diff(want, e); diff != "" {
+					t.Fatalf("entry %d (-want +got):\n%s", i, diff)
+				}
+			}
+		})
 	}
 }

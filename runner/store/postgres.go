@@ -444,8 +444,16 @@ func (p *Postgres) readOnly(ctx context.Context) (pgx.Tx, error) {
 
 const pgEntryColumns = "seq, kind, payload, created_at, coalesce(compacted_by, 0)"
 
+// pgActiveEntryColumns are the columns of entries known to be active: their
+// compacted_by is NULL, and queryEntries leaves it out.
+const pgActiveEntryColumns = "seq, kind, payload, created_at"
+
 // queryEntries reads and decodes entries of one session; capacity is a hint
-// of how many rows to expect.
+// of how many rows to expect. The entries come out in sequence order, so sql
+// needs no ORDER BY seq: sorting whole rows, payloads included, was the
+// largest part of the server's work for a long session, while the rows
+// come mostly in order (the order they are stored in) and the client puts
+// them in order in linear time.
 func queryEntries(ctx context.Context, q pgQuerier, session uuid.UUID, capacity int64, sql string, args ...any) ([]Entry, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
@@ -457,14 +465,19 @@ func queryEntries(ctx context.Context, q pgQuerier, session uuid.UUID, capacity 
 		seq, compactedBy int64
 		created          time.Time
 	)
+	// Kind and payload are taken as they came off the wire (text and json
+	// are the same in pgx's binary format): the payload is copied once, into
+	// the string its decoded fields share.
+	dest := []any{&seq, nil, nil, &created, &compactedBy}
 	for rows.Next() {
-		// Kind and payload are taken as they came off the wire (text and
-		// json are the same in pgx's binary format), sparing a copy each.
-		if err := rows.Scan(&seq, nil, nil, &created, &compactedBy); err != nil {
+		if len(rows.FieldDescriptions()) == 4 { // pgActiveEntryColumns
+			dest = dest[:4]
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, pgError(err)
 		}
 		raw := rows.RawValues()
-		batch.add(seq, raw[1], raw[2], created.UTC(), compactedBy)
+		batch.add(seq, raw[1], string(raw[2]), created.UTC(), compactedBy)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, pgError(err)
@@ -495,9 +508,9 @@ func (p *Postgres) Load(ctx context.Context, tenant string, session uuid.UUID) (
 			return err
 		}
 		applyLatest(&snap, latest)
-		snap.Entries, err = queryEntries(ctx, tx, session, s.EntryCount, "SELECT "+pgEntryColumns+` FROM entries
-			WHERE session_id = $1 AND tenant = $2 AND seq >= $3 AND compacted_by IS NULL AND kind <> 'compaction'
-			ORDER BY seq`, session, tenant, snap.tailStart())
+		snap.Entries, err = queryEntries(ctx, tx, session, s.EntryCount, "SELECT "+pgActiveEntryColumns+` FROM entries
+			WHERE session_id = $1 AND tenant = $2 AND seq >= $3 AND compacted_by IS NULL AND kind <> 'compaction'`,
+			session, tenant, snap.tailStart())
 		return err
 	})
 	if err != nil {
@@ -517,7 +530,7 @@ func (p *Postgres) Entries(ctx context.Context, tenant string, session uuid.UUID
 			return err
 		}
 		entries, err = queryEntries(ctx, tx, session, s.EntryCount, "SELECT "+pgEntryColumns+` FROM entries
-			WHERE session_id = $1 AND tenant = $2 ORDER BY seq`, session, tenant)
+			WHERE session_id = $1 AND tenant = $2`, session, tenant)
 		return err
 	})
 	if err != nil {
@@ -541,8 +554,8 @@ func (p *Postgres) Fork(ctx context.Context, tenant string, source uuid.UUID, op
 			return err
 		}
 		tools, err := queryEntries(ctx, tx, source, 0, "SELECT "+pgEntryColumns+` FROM entries
-			WHERE session_id = $1 AND tenant = $2 AND kind IN ('tool_call', 'tool_completion') AND seq <= $3
-			ORDER BY seq`, source, tenant, at)
+			WHERE session_id = $1 AND tenant = $2 AND kind IN ('tool_call', 'tool_completion') AND seq <= $3`,
+			source, tenant, at)
 		if err != nil {
 			return err
 		}

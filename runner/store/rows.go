@@ -1,9 +1,10 @@
 package store
 
 import (
-	"bytes"
+	"cmp"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,19 +64,20 @@ type row struct {
 	seq, compactedBy int64
 	createdAt        time.Time
 	kind             EntryKind
-	payload          []byte
+	// payload is the row's own copy: decoded strings may share its memory.
+	payload string
 }
 
 func newRowBatch(session uuid.UUID, capacity int64) *rowBatch {
 	return &rowBatch{session: session, rows: make([]row, 0, min(capacity, 1<<20))}
 }
 
-// add records a row. kind and payload may be reused by the caller
-// afterwards.
-func (b *rowBatch) add(seq int64, kind, payload []byte, createdAt time.Time, compactedBy int64) {
+// add records a row. kind may be reused by the caller afterwards; payload
+// is the batch's from then on.
+func (b *rowBatch) add(seq int64, kind []byte, payload string, createdAt time.Time, compactedBy int64) {
 	b.rows = append(b.rows, row{
 		seq: seq, compactedBy: compactedBy, createdAt: createdAt,
-		kind: internKind(kind), payload: bytes.Clone(payload),
+		kind: internKind(kind), payload: payload,
 	})
 }
 
@@ -83,9 +85,11 @@ func (b *rowBatch) add(seq int64, kind, payload []byte, createdAt time.Time, com
 // goroutines: below it, starting them costs more than it saves.
 const parallelDecodeMin = 256
 
-// decode decodes every row. If rows are corrupt, the error is that of the
+// decode decodes every row into entries in sequence order, whatever the
+// order the rows were read in. If rows are corrupt, the error is that of the
 // one with the lowest sequence number, whatever the scheduling.
 func (b *rowBatch) decode() ([]Entry, error) {
+	b.sort()
 	entries := make([]Entry, len(b.rows))
 	workers := min(runtime.GOMAXPROCS(0), len(b.rows)/parallelDecodeMin+1)
 	chunk := (len(b.rows) + workers - 1) / max(workers, 1)
@@ -96,7 +100,7 @@ func (b *rowBatch) decode() ([]Entry, error) {
 		decodeRange := func() {
 			for i := lo; i < hi; i++ {
 				r := b.rows[i]
-				p, err := DecodeEntry(b.session, r.seq, string(r.kind), r.payload)
+				p, err := decodeEntry(b.session, r.seq, r.kind, r.payload)
 				if err != nil {
 					errs[w] = err
 					return
@@ -117,6 +121,39 @@ func (b *rowBatch) decode() ([]Entry, error) {
 		}
 	}
 	return entries, nil
+}
+
+// sort puts the rows in sequence order. They mostly come in order, and
+// then this only checks them.
+func (b *rowBatch) sort() {
+	bySeq := func(x, y row) int { return cmp.Compare(x.seq, y.seq) }
+	if slices.IsSortedFunc(b.rows, bySeq) {
+		return
+	}
+	// The sequence numbers of a session are unique and have few gaps:
+	// placing each row in a slot of its number sorts them in linear time.
+	lo, hi := b.rows[0].seq, b.rows[0].seq
+	for _, r := range b.rows {
+		lo, hi = min(lo, r.seq), max(hi, r.seq)
+	}
+	// (hi-lo is negative if the numbers are too far apart for an int64.)
+	if span := hi - lo; span >= 0 && span < 4*int64(len(b.rows)) {
+		slots := make([]int32, span+1) // index+1 of the row of each number
+		for i, r := range b.rows {
+			slots[r.seq-lo] = int32(i + 1)
+		}
+		sorted := make([]row, 0, len(b.rows))
+		for _, i := range slots {
+			if i != 0 {
+				sorted = append(sorted, b.rows[i-1])
+			}
+		}
+		if len(sorted) == len(b.rows) { // else numbers repeat: sort below
+			b.rows = sorted
+			return
+		}
+	}
+	slices.SortFunc(b.rows, bySeq)
 }
 
 // internKind returns the EntryKind for a stored kind without allocating for

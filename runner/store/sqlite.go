@@ -453,6 +453,11 @@ func (s *SQLite) Append(ctx context.Context, tenant string, session uuid.UUID, e
 
 const sqliteEntryColumns = "seq, kind, payload, created_at, coalesce(compacted_by, 0)"
 
+// sqliteActiveEntryColumns are the columns of entries known to be active:
+// their compacted_by is NULL, and querySQLiteEntries leaves it out (every
+// column read costs the driver several calls into SQLite per row).
+const sqliteActiveEntryColumns = "seq, kind, payload, created_at"
+
 // querySQLiteEntries reads and decodes entries of one session; capacity is
 // a hint of how many rows to expect.
 func querySQLiteEntries(ctx context.Context, q sqlQuerier, session uuid.UUID, capacity int64, query string, args ...any) ([]Entry, error) {
@@ -464,10 +469,21 @@ func querySQLiteEntries(ctx context.Context, q sqlQuerier, session uuid.UUID, ca
 	batch := newRowBatch(session, capacity)
 	var (
 		seq, created, compactedBy int64
-		kind, payload             sql.RawBytes // copied by batch.add
+		kind                      sql.RawBytes
+		// The driver reads TEXT as a string, which a *string takes without
+		// a copy.
+		payload string
 	)
+	dest := []any{&seq, &kind, &payload, &created, &compactedBy}
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, sqliteError(err)
+	}
+	if len(cols) == 4 { // sqliteActiveEntryColumns
+		dest = dest[:4]
+	}
 	for rows.Next() {
-		if err := rows.Scan(&seq, &kind, &payload, &created, &compactedBy); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return nil, sqliteError(err)
 		}
 		batch.add(seq, kind, payload, fromMicro(created), compactedBy)
@@ -509,7 +525,7 @@ func (s *SQLite) Load(ctx context.Context, tenant string, session uuid.UUID) (Sn
 			return err
 		}
 		applyLatest(&snap, latest)
-		snap.Entries, err = querySQLiteEntries(ctx, tx, session, sess.EntryCount, "SELECT "+sqliteEntryColumns+` FROM entries
+		snap.Entries, err = querySQLiteEntries(ctx, tx, session, sess.EntryCount, "SELECT "+sqliteActiveEntryColumns+` FROM entries
 			WHERE session_id = ? AND tenant = ? AND seq >= ? AND compacted_by IS NULL AND kind <> 'compaction'
 			ORDER BY seq`, session, tenant, snap.tailStart())
 		return err

@@ -33,15 +33,7 @@ import (
 var testReaper *process.Reaper
 
 func TestMain(m *testing.M) {
-	r, stop, err := process.Subreap()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testReaper = r
-	code := m.Run()
-	stop()
-	os.Exit(code)
+	RunSubreaped(m, &testReaper)
 }
 
 // tagEnv is set in every container of the pod runner tests to the test's

@@ -3,7 +3,6 @@ package executor
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/process"
 )
 
@@ -24,15 +24,7 @@ import (
 var testReaper *process.Reaper
 
 func TestMain(m *testing.M) {
-	r, stop, err := process.Subreap()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testReaper = r
-	code := m.Run()
-	stop()
-	os.Exit(code)
+	testenv.RunSubreaped(m, &testReaper)
 }
 
 // newLocal returns a Local on a fresh workspace, closed at the end of the

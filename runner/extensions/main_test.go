@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/process"
 )
@@ -20,15 +21,7 @@ import (
 var testReaper *process.Reaper
 
 func TestMain(m *testing.M) {
-	r, stop, err := process.Subreap()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testReaper = r
-	code := m.Run()
-	stop()
-	os.Exit(code)
+	testenv.RunSubreaped(m, &testReaper)
 }
 
 // newExecutor returns a Local executor on workspace, closed at the end of

@@ -2,8 +2,6 @@ package headless
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/aerie-run/aerie/hack/testenv"
@@ -17,15 +15,7 @@ import (
 var reaper *process.Reaper
 
 func TestMain(m *testing.M) {
-	r, stop, err := process.Subreap()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	reaper = r
-	code := m.Run()
-	stop()
-	os.Exit(code)
+	testenv.RunSubreaped(m, &reaper)
 }
 
 // TestRunOnPostgres runs and resumes a session journaled to PostgreSQL, as

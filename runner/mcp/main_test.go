@@ -13,6 +13,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/process"
 )
 
@@ -30,15 +31,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(serverEnv); mode != "" {
 		os.Exit(serve(mode))
 	}
-	r, stop, err := process.Subreap()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testReaper = r
-	code := m.Run()
-	stop()
-	os.Exit(code)
+	testenv.RunSubreaped(m, &testReaper)
 }
 
 // serve runs the test server over stdio in the given mode.

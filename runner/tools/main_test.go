@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/process"
 )
@@ -21,15 +21,7 @@ import (
 var testReaper *process.Reaper
 
 func TestMain(m *testing.M) {
-	r, stop, err := process.Subreap()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testReaper = r
-	code := m.Run()
-	stop()
-	os.Exit(code)
+	testenv.RunSubreaped(m, &testReaper)
 }
 
 // newWorkspace returns a Local executor on a fresh workspace and the

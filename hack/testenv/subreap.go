@@ -1,0 +1,29 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/aerie-run/aerie/runner/process"
+)
+
+// RunSubreaped runs m's tests with the test binary as a child subreaper, as
+// aerie's executor is, and exits with their status. Orphans of the process
+// groups the tests tear down come back to the test binary and are reaped, so
+// a process a test checks for in /proc is really gone, not a zombie of init's.
+// The Reaper is stored in *reaper before the tests run, for executors that
+// must leave the exit status of their own children alone.
+//
+//	func TestMain(m *testing.M) { testenv.RunSubreaped(m, &testReaper) }
+func RunSubreaped(m *testing.M, reaper **process.Reaper) {
+	r, stop, err := process.Subreap()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*reaper = r
+	code := m.Run()
+	stop()
+	os.Exit(code)
+}

@@ -147,7 +147,7 @@ func (cp *ControlPlane) Kubectl(ctx context.Context, args ...string) (string, er
 	cmd := exec.CommandContext(ctx, cp.KubectlPath, append([]string{"--kubeconfig", cp.Kubeconfig}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	if err := runCmd(cmd); err != nil {
 		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -293,9 +294,10 @@ func (p *Postgres) initdb() error {
 	// and initdb fails if it cannot resolve its own working directory.
 	cmd.Dir = p.baseDir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: p.cred}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("initdb: %w\n%s", err, out)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := runCmd(cmd); err != nil {
+		return fmt.Errorf("initdb: %w\n%s", err, out.String())
 	}
 	return nil
 }
@@ -434,8 +436,11 @@ func (p *Postgres) readLog(offset int64) string {
 // reports the directory of libpq's version, which need not be installed.
 func findServerBinDir() (string, bool) {
 	var candidates []string
-	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
-		candidates = append(candidates, strings.TrimSpace(string(out)))
+	var out bytes.Buffer
+	pgConfig := exec.Command("pg_config", "--bindir")
+	pgConfig.Stdout = &out
+	if err := runCmd(pgConfig); err == nil {
+		candidates = append(candidates, strings.TrimSpace(out.String()))
 	}
 	versioned, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	slices.SortFunc(versioned, func(a, b string) int {

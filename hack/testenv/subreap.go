@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/aerie-run/aerie/runner/process"
@@ -23,7 +24,25 @@ func RunSubreaped(m *testing.M, reaper **process.Reaper) {
 		os.Exit(1)
 	}
 	*reaper = r
+	subreaper = r
 	code := m.Run()
 	stop()
 	os.Exit(code)
+}
+
+// subreaper is the Reaper of a test binary that RunSubreaped made a child
+// subreaper. The commands this package runs to their end (kubectl, initdb)
+// must then be started through it, or a reaping pass could take their exit
+// status before their Wait does.
+var subreaper *process.Reaper
+
+// runCmd runs cmd to its end, through the subreaper when there is one.
+func runCmd(cmd *exec.Cmd) error {
+	if subreaper == nil {
+		return cmd.Run()
+	}
+	if _, err := subreaper.Start(cmd, process.NewID()); err != nil {
+		return err
+	}
+	return subreaper.Wait(cmd)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -38,30 +39,48 @@ import (
 var (
 	controlPlaneOnce sync.Once
 	controlPlane     *testenv.ControlPlane
+	controlPlaneErr  error
+	// stopControlPlane stops the shared control plane; TestMain calls it
+	// after the tests, so that no kube-apiserver or etcd outlives them.
+	stopControlPlane = func() error { return nil }
 )
 
-// sharedControlPlane starts the control plane on first use. It is stopped
-// when the test binary exits (with the process: envtest's processes are
-// its children).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := stopControlPlane(); err != nil {
+		fmt.Fprintf(os.Stderr, "stop control plane: %v\n", err)
+	}
+	os.Exit(code)
+}
+
+// sharedControlPlane starts the control plane on first use; it lives as
+// long as the package's tests.
 func sharedControlPlane(t *testing.T) *testenv.ControlPlane {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs the envtest binaries")
+	}
 	controlPlaneOnce.Do(func() {
-		// StartControlPlane stops the plane in the cleanup of the test it
-		// is given; this one lives as long as the package's tests.
-		controlPlane = testenv.StartControlPlane(&processTB{TB: t})
+		dir, err := os.MkdirTemp("", "aerie-controllers-")
+		if err != nil {
+			controlPlaneErr = err
+			return
+		}
+		var stop func() error
+		controlPlane, stop, controlPlaneErr = testenv.NewControlPlane(dir)
+		if controlPlaneErr == nil {
+			stopControlPlane = func() error {
+				err := stop()
+				os.RemoveAll(dir)
+				return err
+			}
+		}
 	})
-	if controlPlane == nil {
-		t.Fatal("the control plane did not start (see the first test's failure)")
+	if controlPlaneErr != nil {
+		t.Fatal(controlPlaneErr)
 	}
 	return controlPlane
 }
-
-// processTB hands StartControlPlane a TB whose cleanups never run: the
-// shared control plane outlives the test that started it. Failures still
-// go to that test.
-type processTB struct{ testing.TB }
-
-func (processTB) Cleanup(func()) {}
 
 // env is one test's namespaces and controller.
 type env struct {

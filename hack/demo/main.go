@@ -113,9 +113,7 @@ func run(ctx context.Context, o options) (code int, err error) {
 
 	dir := o.dir
 	if dir == "" {
-		// A short path: under the pod runner's path map, sockets live below
-		// it and a socket path is limited to 108 bytes.
-		if dir, err = os.MkdirTemp("", "aerie-demo-"); err != nil {
+		if dir, err = os.MkdirTemp(scratchBase(), "aerie-demo-"); err != nil {
 			return 1, err
 		}
 		if !o.keep {
@@ -208,8 +206,12 @@ func run(ctx context.Context, o options) (code int, err error) {
 	waitCtx, cancelWait := context.WithTimeout(ctx, o.timeout)
 	defer cancelWait()
 	final, pod, err := follow(waitCtx, st, cp, session)
-	if err != nil {
+	if final == nil {
 		return 1, err
+	}
+	if err != nil {
+		// Show what there is, then fail.
+		fmt.Printf("\n%v\n", err)
 	}
 
 	printStatus(final)
@@ -220,6 +222,9 @@ func run(ctx context.Context, o options) (code int, err error) {
 		printWorkspace(runner.VolumePath(pod, "workspace"))
 	}
 	if final.Status.Phase != aeriev1.PhaseSucceeded {
+		if pod != nil {
+			printPod(pod)
+		}
 		code = 1
 		if r := final.Status.Result; r != nil && r.ExitCode != nil && *r.ExitCode != 0 {
 			code = int(*r.ExitCode)
@@ -249,6 +254,23 @@ Files: %s (the store, the pods' volumes and logs, demo.log)
 	}
 	st.printf("stopping the pod runner, the controller and the control plane")
 	return code, nil
+}
+
+// scratchBase is where the demo makes its directory: a short path, since
+// under the pod runner's path map the pods' sockets live below it and a
+// socket's path is limited to 108 bytes; and not below /tmp, since runner
+// pods mount volumes at /tmp, which in a container's mount namespace would
+// hide the pod runner's own volume directories.
+func scratchBase() string {
+	for _, base := range []string{os.Getenv("TMPDIR"), "/var/tmp"} {
+		if base == "" || base == "/tmp" || strings.HasPrefix(base, "/tmp/") {
+			continue
+		}
+		if fi, err := os.Stat(base); err == nil && fi.IsDir() {
+			return base
+		}
+	}
+	return os.TempDir()
 }
 
 // prepareDatabase returns the session store's DSN: dsn itself, or a SQLite
@@ -414,60 +436,70 @@ func sessionManifest(ctx context.Context, cp *testenv.ControlPlane, path string)
 }
 
 // follow prints the session's phase changes, the events of the session
-// and its pod, and the agent's own events from its log, until the session
-// finishes. It returns the finished session and its runner pod.
+// and its pods, and the agent's own events from its log, until the session
+// finishes. It returns the finished session and the last state seen of its
+// runner pod (whose volumes outlive it on the pod runner).
 func follow(ctx context.Context, st stepper, cp *testenv.ControlPlane, s *aeriev1.AgentSession) (*aeriev1.AgentSession, *corev1.Pod, error) {
 	var (
-		phase   aeriev1.AgentSessionPhase
-		pod     *corev1.Pod
-		seen    = map[types.UID]bool{}
-		logDone chan struct{}
+		phase    aeriev1.AgentSessionPhase
+		pods     = map[string]*corev1.Pod{}
+		seen     = map[string]bool{}
+		streamed = map[string]chan struct{}{}
 	)
 	defer func() {
-		if logDone != nil {
-			// The log ends with the container; give it a moment to drain.
+		// A log ends with its container; give the last ones a moment to
+		// drain.
+		deadline := time.After(5 * time.Second)
+		for _, done := range streamed {
 			select {
-			case <-logDone:
-			case <-time.After(5 * time.Second):
+			case <-done:
+			case <-deadline:
+				return
 			}
 		}
 	}()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	var last *aeriev1.AgentSession
 	for {
 		var cur aeriev1.AgentSession
 		if err := cp.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, &cur); err != nil {
+			if ctx.Err() != nil && last != nil {
+				return last, pods[last.Status.PodName], fmt.Errorf("the session did not finish in time (phase %s): %w", phase, ctx.Err())
+			}
 			return nil, nil, fmt.Errorf("get the AgentSession: %w", err)
 		}
+		last = &cur
 		printEvents(ctx, st, cp, seen)
 		if cur.Status.Phase != phase {
 			phase = cur.Status.Phase
 			st.printf("phase %s", phase)
 		}
-		if pod == nil && cur.Status.PodName != "" {
+		if name := cur.Status.PodName; name != "" {
 			var p corev1.Pod
-			err := cp.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: cur.Status.PodName}, &p)
+			err := cp.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &p)
 			switch {
 			case err == nil:
-				pod = &p
+				pods[name] = &p
 			case !apierrors.IsNotFound(err):
 				return nil, nil, fmt.Errorf("get the runner pod: %w", err)
 			}
-		}
-		if pod != nil && logDone == nil && agentStarted(ctx, cp, pod) {
-			logDone = make(chan struct{})
-			go func() {
-				defer close(logDone)
-				streamAgentLog(ctx, cp, pod)
-			}()
+			if p := pods[name]; p != nil && streamed[name] == nil && agentStarted(p) {
+				done := make(chan struct{})
+				streamed[name] = done
+				go func() {
+					defer close(done)
+					streamAgentLog(ctx, cp, p)
+				}()
+			}
 		}
 		if phase.Finished() {
 			printEvents(ctx, st, cp, seen)
-			return &cur, pod, nil
+			return &cur, pods[cur.Status.PodName], nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("wait for the session (phase %s): %w", phase, ctx.Err())
+			return &cur, pods[cur.Status.PodName], fmt.Errorf("the session did not finish in time (phase %s): %w", phase, ctx.Err())
 		case <-tick.C:
 		}
 	}
@@ -475,11 +507,7 @@ func follow(ctx context.Context, st stepper, cp *testenv.ControlPlane, s *aeriev
 
 // agentStarted reports whether the pod's agent container has started, so
 // that its log can be followed.
-func agentStarted(ctx context.Context, cp *testenv.ControlPlane, pod *corev1.Pod) bool {
-	var p corev1.Pod
-	if err := cp.Client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, &p); err != nil {
-		return false
-	}
+func agentStarted(p *corev1.Pod) bool {
 	for _, c := range p.Status.ContainerStatuses {
 		if c.Name == controllers.ContainerAgent && (c.State.Running != nil || c.State.Terminated != nil) {
 			return true
@@ -488,20 +516,41 @@ func agentStarted(ctx context.Context, cp *testenv.ControlPlane, pod *corev1.Pod
 	return false
 }
 
+// printPod prints the containers' states of a runner pod that did not
+// succeed: what the pod runner saw of them.
+func printPod(p *corev1.Pod) {
+	fmt.Printf("\n── Runner pod %s/%s: %s %s\n", p.Namespace, p.Name, p.Status.Phase, p.Status.Message)
+	for _, c := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		switch st := c.State; {
+		case st.Terminated != nil:
+			fmt.Printf("%-10s terminated: exit %d, %s: %s\n", c.Name, st.Terminated.ExitCode, st.Terminated.Reason, preview(st.Terminated.Message, 600))
+		case st.Running != nil:
+			fmt.Printf("%-10s running\n", c.Name)
+		case st.Waiting != nil:
+			fmt.Printf("%-10s waiting: %s: %s\n", c.Name, st.Waiting.Reason, preview(st.Waiting.Message, 600))
+		}
+	}
+}
+
 // printEvents prints the Kubernetes events of the session's namespace not
 // printed yet: the controller's and the pod runner's.
-func printEvents(ctx context.Context, st stepper, cp *testenv.ControlPlane, seen map[types.UID]bool) {
+func printEvents(ctx context.Context, st stepper, cp *testenv.ControlPlane, seen map[string]bool) {
 	var list corev1.EventList
 	if err := cp.Client.List(ctx, &list); err != nil {
 		return
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return eventTime(list.Items[i]).Before(eventTime(list.Items[j])) })
 	for _, e := range list.Items {
-		if seen[e.UID] || (e.Namespace != sessionNamespace && e.InvolvedObject.Namespace != sessionNamespace) {
+		if e.Namespace != sessionNamespace && e.InvolvedObject.Namespace != sessionNamespace {
 			continue
 		}
-		seen[e.UID] = true
-		st.printf("event %s/%s: %s: %s", strings.ToLower(e.InvolvedObject.Kind), e.InvolvedObject.Name, e.Reason, e.Message)
+		// By what it says: a repeated event is news only once.
+		line := fmt.Sprintf("event %s/%s: %s: %s", strings.ToLower(e.InvolvedObject.Kind), e.InvolvedObject.Name, e.Reason, e.Message)
+		if seen[line] {
+			continue
+		}
+		seen[line] = true
+		st.printf("%s", line)
 	}
 }
 

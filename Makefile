@@ -92,7 +92,8 @@ docker-push: ## Push the controller and runner images.
 .PHONY: demo
 demo: ## Run aerie's main job locally: control plane, controller, pod runner and a sample session (KEEP=1 keeps it up).
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/aerie
-	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go run ./hack/demo -aerie bin/aerie
+	go build -o bin/aerie-demo ./hack/demo
+	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" bin/aerie-demo -aerie bin/aerie
 
 ##@ Deployment
 

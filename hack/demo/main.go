@@ -609,7 +609,7 @@ func describeEvent(e agent.Event) string {
 		}
 		return fmt.Sprintf("  %s %s (%s) %s", mark, e.Tool, e.Duration.Round(time.Millisecond), preview(e.Text, 120))
 	case agent.EventHook:
-		return fmt.Sprintf("  hook %s %s", e.Status, preview(e.Reason, 120))
+		return strings.TrimSpace(fmt.Sprintf("  hook %s %s", e.Status, preview(e.Reason, 120)))
 	case agent.EventWarning:
 		return "! " + e.Reason
 	case agent.EventSessionEnd:

@@ -90,9 +90,10 @@ docker-push: ## Push the controller and runner images.
 	docker push $(RUNNER_IMG)
 
 .PHONY: demo
-demo: ## Run aerie's main job on its embedded defaults.
-	@echo "make demo arrives with the controller: it will start a local control plane, the controller and a sample session." >&2
-	@exit 1
+demo: ## Run aerie's main job locally: control plane, controller, pod runner and a sample session (KEEP=1 keeps it up).
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/aerie
+	go build -o bin/aerie-demo ./hack/demo
+	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" bin/aerie-demo -aerie bin/aerie
 
 ##@ Deployment
 

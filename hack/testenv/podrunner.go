@@ -47,7 +47,11 @@ const nodeIP = "127.0.0.1"
 // ignored: a container needs a command.
 //
 // Like a kubelet it runs init containers one by one and then the containers
-// together; restarts them as restartPolicy says; writes the pod's phase,
+// together; runs sidecars (init containers with restartPolicy Always) from
+// their turn on beside the rest, counts them started once running, restarts
+// them whenever they exit, and stops them, last and in reverse order, once
+// the containers are done, the pod's phase following the containers alone;
+// restarts the others as restartPolicy says; writes the pod's phase,
 // conditions and container states (exit codes, termination messages) back
 // through the API; honours activeDeadlineSeconds and, on deletion, the
 // grace period (SIGTERM to each container's group, SIGKILL after the grace)
@@ -62,8 +66,7 @@ const nodeIP = "127.0.0.1"
 // certificate and no authentication: whoever can reach the machine's
 // loopback can read the logs of the runner's pods.
 //
-// Not done: probes, lifecycle hooks, sidecar (restartable init) containers,
-// resource limits, exec/attach/port-forward, pod IPs and networking,
+// Not done: probes, lifecycle hooks, resource limits, exec/attach/port-forward, pod IPs and networking,
 // service environment variables, /etc/hosts and /etc/resolv.conf,
 // service-account tokens, image pull secrets, node heartbeats and leases,
 // and updates of ConfigMap and Secret volumes after the pod started.

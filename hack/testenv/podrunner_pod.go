@@ -53,8 +53,11 @@ type podWorker struct {
 
 // containerState is what the worker knows of one container.
 type containerState struct {
-	spec     *corev1.Container
-	init     bool
+	spec *corev1.Container
+	init bool
+	// sidecar: an init container with restartPolicy Always, which runs
+	// beside the containers until they are done.
+	sidecar  bool
 	restarts int32
 	run      *containerRun // the current or the last start; nil before the first
 	// state is the state to report; zero before the first start, when
@@ -81,7 +84,9 @@ func newPodWorker(r *PodRunner, pod *corev1.Pod) *podWorker {
 		logs:      make(map[string][]*containerLog),
 	}
 	for i := range pod.Spec.InitContainers {
-		w.init = append(w.init, &containerState{spec: &pod.Spec.InitContainers[i], init: true})
+		c := &pod.Spec.InitContainers[i]
+		sidecar := c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+		w.init = append(w.init, &containerState{spec: c, init: true, sidecar: sidecar})
 	}
 	for i := range pod.Spec.Containers {
 		w.main = append(w.main, &containerState{spec: &pod.Spec.Containers[i]})
@@ -188,6 +193,7 @@ func (w *podWorker) sync(ctx context.Context) (next time.Time, stop bool) {
 	}
 	if !w.terminal {
 		next = earliest(next, w.advance(ctx))
+		w.stopSidecarsWhenDone(ctx)
 		w.settlePhase()
 	}
 	if err := w.writeStatus(ctx); err != nil {
@@ -296,12 +302,17 @@ func (w *podWorker) anyRunning() bool {
 
 // terminate stops every running container: SIGTERM to its group, grace,
 // SIGKILL, and waits until each has been recorded as exited. Nothing starts
-// afterwards.
+// afterwards. As the kubelet does, the sidecars are stopped last, once the
+// other containers have exited, one by one in the reverse order of the
+// spec, with what is left of the grace period (at least
+// minSidecarGrace each): a container may need its sidecars (the agent its
+// executor) until its very end.
 func (w *podWorker) terminate(ctx context.Context, grace time.Duration) {
 	w.terminating = true
+	deadline := time.Now().Add(grace)
 	var wg sync.WaitGroup
 	for _, c := range w.containers() {
-		if !c.running() {
+		if !c.running() || c.sidecar {
 			continue
 		}
 		run := c.run
@@ -311,6 +322,23 @@ func (w *podWorker) terminate(ctx context.Context, grace time.Duration) {
 		})
 	}
 	wg.Wait()
+	w.stopSidecars(ctx, deadline)
+}
+
+// minSidecarGrace is the least grace a sidecar gets when the pod's grace
+// period was spent on the other containers: the kubelet's minimum.
+const minSidecarGrace = 2 * time.Second
+
+// stopSidecars stops the running sidecars in the reverse order of the
+// spec, each with the grace left until deadline.
+func (w *podWorker) stopSidecars(ctx context.Context, deadline time.Time) {
+	for _, c := range slices.Backward(w.init) {
+		if !c.sidecar || !c.running() {
+			continue
+		}
+		c.run.teardown(ctx, max(time.Until(deadline), minSidecarGrace), w.r.log)
+		<-c.run.exited
+	}
 }
 
 // fail makes the pod Failed for good.
@@ -340,7 +368,7 @@ func (w *podWorker) collectExits() {
 // restartPolicy says so.
 func (w *podWorker) recordTermination(c *containerState, term *corev1.ContainerStateTerminated) {
 	c.exitCode = term.ExitCode
-	if w.terminating || !shouldRestart(w.pod.Spec.RestartPolicy, c.init, term.ExitCode) {
+	if w.terminating || !shouldRestart(c, w.pod.Spec.RestartPolicy, term.ExitCode) {
 		c.state = corev1.ContainerState{Terminated: term}
 		c.done = true
 		return
@@ -354,9 +382,11 @@ func (w *podWorker) recordTermination(c *containerState, term *corev1.ContainerS
 	}}
 }
 
-func shouldRestart(policy corev1.RestartPolicy, init bool, exitCode int32) bool {
+func shouldRestart(c *containerState, policy corev1.RestartPolicy, exitCode int32) bool {
 	switch {
-	case init:
+	case c.sidecar:
+		return true
+	case c.init:
 		return exitCode != 0 && policy != corev1.RestartPolicyNever
 	case policy == corev1.RestartPolicyAlways:
 		return true
@@ -386,6 +416,11 @@ func (w *podWorker) advance(ctx context.Context) time.Time {
 	for w.nextInit < len(w.init) {
 		c := w.init[w.nextInit]
 		switch {
+		case c.sidecar && c.running():
+			// Started: a sidecar without a startup probe lets the next
+			// container start as soon as it runs.
+			w.nextInit++
+			continue
 		case c.running():
 			return time.Time{}
 		case c.done && c.exitCode == 0:
@@ -402,7 +437,10 @@ func (w *podWorker) advance(ctx context.Context) time.Time {
 		}
 	}
 	var next time.Time
-	for _, c := range w.main {
+	for _, c := range slices.Concat(w.init[:w.nextInit], w.main) {
+		if c.init && !c.sidecar {
+			continue
+		}
 		switch {
 		case c.running() || c.done:
 			continue
@@ -415,6 +453,23 @@ func (w *podWorker) advance(ctx context.Context) time.Time {
 		}
 	}
 	return next
+}
+
+// stopSidecarsWhenDone stops the sidecars once every container has
+// terminated for good, as the kubelet does: the pod's phase then follows
+// the containers alone.
+func (w *podWorker) stopSidecarsWhenDone(ctx context.Context) {
+	if w.terminal || w.nextInit < len(w.init) {
+		return
+	}
+	if !slices.ContainsFunc(w.init, func(c *containerState) bool { return c.sidecar && c.running() }) {
+		return
+	}
+	if slices.ContainsFunc(w.main, func(c *containerState) bool { return !c.done }) {
+		return
+	}
+	w.terminate(ctx, specGrace(w.pod))
+	w.collectExits()
 }
 
 // settlePhase makes the pod Succeeded or Failed once every container has

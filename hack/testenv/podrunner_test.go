@@ -277,6 +277,7 @@ func TestPodRunner(t *testing.T) {
 	t.Run("StartErrors", func(t *testing.T) { t.Parallel(); testStartErrors(t, e) })
 	t.Run("Projected", func(t *testing.T) { t.Parallel(); testProjected(t, e) })
 	t.Run("RunnerRestart", func(t *testing.T) { t.Parallel(); testRunnerRestart(t, e) })
+	t.Run("Sidecars", func(t *testing.T) { t.Parallel(); testSidecars(t, e) })
 }
 
 func nodeReady(node *corev1.Node) corev1.ConditionStatus {
@@ -943,4 +944,130 @@ func testRunnerRestart(t *testing.T, e *podRunnerEnv) {
 		t.Fatal(err)
 	}
 	waitGone(t, e, ns, done.Name)
+}
+
+// testSidecars runs pods with a sidecar (an init container with
+// restartPolicy Always) and checks the kubelet's way: the sidecar starts
+// before the containers that follow it, is restarted when it exits, keeps
+// running while the containers run, is stopped after they have exited,
+// and the pod's phase follows the containers alone; on deletion the
+// sidecar gets its SIGTERM after the containers have exited.
+func testSidecars(t *testing.T, e *podRunnerEnv) {
+	ns := e.cp.Namespace(t)
+	workspace := []corev1.VolumeMount{{Name: "workspace", MountPath: "/workspace"}}
+	always := corev1.ContainerRestartPolicyAlways
+	withVolume := func(c corev1.Container) corev1.Container {
+		c.VolumeMounts = workspace
+		c.Env = append(c.Env, corev1.EnvVar{Name: tagEnv, Value: ns})
+		return c
+	}
+	sidecarPod := func(name, sidecarScript, mainScript string) *corev1.Pod {
+		side := withVolume(sh("side", sidecarScript))
+		side.RestartPolicy = &always
+		pod := newPod(ns, name, withVolume(sh("main", mainScript)))
+		pod.Spec.InitContainers = []corev1.Container{
+			withVolume(sh("setup", "echo setup >> /workspace/order")),
+			side,
+			withVolume(sh("after", "echo after >> /workspace/order")),
+		}
+		pod.Spec.TerminationGracePeriodSeconds = ptr(int64(3))
+		pod.Spec.Volumes = []corev1.Volume{{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		return pod
+	}
+
+	t.Run("Completes", func(t *testing.T) {
+		// The sidecar fails at its first start, and is restarted all the
+		// same, though the pod's restartPolicy is Never.
+		pod := sidecarPod("sidecar-completes", `
+if [ ! -e /workspace/crashed ]; then touch /workspace/crashed; exit 1; fi
+trap 'echo TERM >> /workspace/side-signals; exit 0' TERM
+echo side >> /workspace/order
+while :; do sleep 0.05; done`, `
+while [ ! -e /workspace/release ]; do sleep 0.02; done
+echo main >> /workspace/order
+# The sidecar still runs when the container ends.
+[ ! -e /workspace/side-signals ] || exit 9
+cat /workspace/order > /dev/termination-log`)
+		e.create(t, pod)
+		got := e.waitPod(t, ns, pod.Name, "running with its sidecar", func(p *corev1.Pod) bool {
+			if !running(p) {
+				return false
+			}
+			for _, s := range p.Status.InitContainerStatuses {
+				if s.Name == "side" {
+					return s.State.Running != nil && s.RestartCount == 1
+				}
+			}
+			return false
+		})
+		if s := containerStatus(t, got, "side"); s.Started == nil || !*s.Started || !s.Ready {
+			t.Errorf("running sidecar: started %v, ready %v; want both", s.Started, s.Ready)
+		}
+		if c := condition(got, corev1.PodInitialized); c != corev1.ConditionTrue {
+			t.Errorf("Initialized = %q with the sidecar running, want True", c)
+		}
+		if c := condition(got, corev1.PodReady); c != corev1.ConditionTrue {
+			t.Errorf("Ready = %q, want True", c)
+		}
+		ws := e.runner.VolumePath(got, "workspace")
+		waitFile(t, filepath.Join(ws, "order"))
+		if err := os.WriteFile(filepath.Join(ws, "release"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+
+		got = e.waitPod(t, ns, pod.Name, "finished", finished)
+		if got.Status.Phase != corev1.PodSucceeded {
+			t.Errorf("phase = %s, want Succeeded: the containers exited 0", got.Status.Phase)
+		}
+		main := terminated(t, got, "main")
+		if main.ExitCode != 0 {
+			t.Errorf("main: exit %d, want 0 (9: the sidecar was stopped before it)", main.ExitCode)
+		}
+		// The sidecar's first start ran before "after": but its first start
+		// exited at once, and the second may have written after "after".
+		lines := strings.Fields(main.Message)
+		if len(lines) != 4 || lines[0] != "setup" || lines[3] != "main" || !slices.Contains(lines, "after") || !slices.Contains(lines, "side") {
+			t.Errorf("order = %q, want setup, side and after (in either order), main", lines)
+		}
+		side := terminated(t, got, "side")
+		if side.ExitCode != 0 {
+			t.Errorf("sidecar: exit %d, want 0 (its TERM trap)", side.ExitCode)
+		}
+		if side.FinishedAt.Before(&main.FinishedAt) {
+			t.Errorf("sidecar stopped at %v, before main finished at %v", side.FinishedAt, main.FinishedAt)
+		}
+		if s := containerStatus(t, got, "side"); s.RestartCount != 1 || s.LastTerminationState.Terminated == nil || s.LastTerminationState.Terminated.ExitCode != 1 {
+			t.Errorf("sidecar: restarts %d, last state %+v; want 1 restart after exit 1", s.RestartCount, s.LastTerminationState)
+		}
+		if signals, err := os.ReadFile(filepath.Join(ws, "side-signals")); err != nil || string(signals) != "TERM\n" {
+			t.Errorf("sidecar's signals = %q, %v; want one TERM", signals, err)
+		}
+		noProcessLeft(t, ns)
+	})
+
+	t.Run("Deleted", func(t *testing.T) {
+		// The container takes a second to exit on SIGTERM: the sidecar
+		// must get its SIGTERM only after that.
+		pod := sidecarPod("sidecar-deleted", `
+trap 'echo side >> /workspace/stopped; exit 0' TERM
+touch /workspace/side-up
+while :; do sleep 0.05; done`, `
+trap 'sleep 1; [ -e /workspace/stopped ] && echo side-first >> /workspace/stopped; echo main >> /workspace/stopped; exit 143' TERM
+touch /workspace/main-up
+while :; do sleep 0.05; done`)
+		e.create(t, pod)
+		got := e.waitPod(t, ns, pod.Name, "running", running)
+		ws := e.runner.VolumePath(got, "workspace")
+		waitFile(t, filepath.Join(ws, "side-up"))
+		waitFile(t, filepath.Join(ws, "main-up"))
+		if err := e.cs.CoreV1().Pods(ns).Delete(t.Context(), pod.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, e, ns, pod.Name)
+		stopped, err := os.ReadFile(filepath.Join(ws, "stopped"))
+		if err != nil || string(stopped) != "main\nside\n" {
+			t.Errorf("order of the stops = %q, %v; want main, then side", stopped, err)
+		}
+		noProcessLeft(t, ns)
+	})
 }

@@ -511,21 +511,25 @@ func TestDownwardValues(t *testing.T) {
 func TestShouldRestart(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		policy corev1.RestartPolicy
-		init   bool
-		code   int32
-		want   bool
+		policy        corev1.RestartPolicy
+		init, sidecar bool
+		code          int32
+		want          bool
 	}{
-		{corev1.RestartPolicyNever, false, 1, false},
-		{corev1.RestartPolicyNever, true, 1, false},
-		{corev1.RestartPolicyOnFailure, false, 0, false},
-		{corev1.RestartPolicyOnFailure, false, 2, true},
-		{corev1.RestartPolicyAlways, false, 0, true},
-		{corev1.RestartPolicyAlways, true, 0, false},
-		{corev1.RestartPolicyAlways, true, 1, true},
+		{corev1.RestartPolicyNever, false, false, 1, false},
+		{corev1.RestartPolicyNever, true, false, 1, false},
+		{corev1.RestartPolicyOnFailure, false, false, 0, false},
+		{corev1.RestartPolicyOnFailure, false, false, 2, true},
+		{corev1.RestartPolicyAlways, false, false, 0, true},
+		{corev1.RestartPolicyAlways, true, false, 0, false},
+		{corev1.RestartPolicyAlways, true, false, 1, true},
+		// A sidecar restarts whatever the pod's policy and its exit.
+		{corev1.RestartPolicyNever, true, true, 0, true},
+		{corev1.RestartPolicyNever, true, true, 1, true},
 	} {
-		if got := shouldRestart(tc.policy, tc.init, tc.code); got != tc.want {
-			t.Errorf("shouldRestart(%s, init=%v, %d) = %v", tc.policy, tc.init, tc.code, got)
+		c := &containerState{init: tc.init, sidecar: tc.sidecar}
+		if got := shouldRestart(c, tc.policy, tc.code); got != tc.want {
+			t.Errorf("shouldRestart(%s, init=%v, sidecar=%v, %d) = %v", tc.policy, tc.init, tc.sidecar, tc.code, got)
 		}
 	}
 }

@@ -522,7 +522,12 @@ func (w *podWorker) follow(run *containerRun, spec launchSpec, outR, errR *os.Fi
 	default:
 		run.exitCode = int32(st.Code)
 	}
-	run.message = terminationMessage(run.termFile, run.policy, run.exitCode, run.log.path)
+	// Read from another goroutine, on another thread: this one may be in
+	// the container's mount namespace, where a volume mounted at, say, /tmp
+	// hides the runner's files.
+	message := make(chan string)
+	go func() { message <- terminationMessage(run.termFile, run.policy, run.exitCode, run.log.path) }()
+	run.message = <-message
 	log.Debug("container exited", "exitCode", run.exitCode)
 	close(run.exited)
 	w.wakeUp()

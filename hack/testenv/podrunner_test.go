@@ -1086,7 +1086,9 @@ while :; do sleep 0.05; done`)
 // still be the pod's volume.
 func testMountOverTmp(t *testing.T, e *podRunnerEnv) {
 	ns := e.cp.Namespace(t)
+	// "aerie" is a Commands entry: its copy lies below the runner's Dir too.
 	c := sh("main", `echo tmp > /tmp/mark && echo data > /run/pod-data/mark && cat /run/pod-data/mark /tmp/mark > /dev/termination-log`)
+	c.Command[0] = "aerie"
 	c.VolumeMounts = []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, {Name: "data", MountPath: "/run/pod-data"}}
 	pod := newPod(ns, "over-tmp", c)
 	pod.Spec.Volumes = []corev1.Volume{

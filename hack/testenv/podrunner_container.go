@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -458,6 +459,19 @@ func (w *podWorker) follow(run *containerRun, spec launchSpec, outR, errR *os.Fi
 	runtime.LockOSThread()
 	log := w.r.log.With("pod", w.namespace+"/"+w.name, "container", run.cmd.Args[0])
 	if w.r.mode == MountNamespace {
+		// A command below a mount path (the runner's Dir, with the
+		// Commands copies, under a volume mounted at /tmp) would be hidden
+		// in the namespace: it is opened before and executed by its
+		// descriptor, which the child inherits up to its exec.
+		if hiddenBy(run.cmd.Path, spec.mounts) {
+			fd, err := unix.Open(run.cmd.Path, unix.O_PATH|unix.O_CLOEXEC, 0)
+			if err != nil {
+				started <- fmt.Errorf("open command %s: %w", run.cmd.Path, err)
+				return
+			}
+			defer unix.Close(fd)
+			run.cmd.Path = fmt.Sprintf("/proc/self/fd/%d", fd)
+		}
 		if err := enterMountNamespace(spec.hostname, spec.mounts); err != nil {
 			started <- err
 			return
@@ -522,7 +536,12 @@ func (w *podWorker) follow(run *containerRun, spec launchSpec, outR, errR *os.Fi
 	default:
 		run.exitCode = int32(st.Code)
 	}
-	run.message = terminationMessage(run.termFile, run.policy, run.exitCode, run.log.path)
+	// Read from another goroutine, on another thread: this one may be in
+	// the container's mount namespace, where a volume mounted at, say, /tmp
+	// hides the runner's files.
+	message := make(chan string)
+	go func() { message <- terminationMessage(run.termFile, run.policy, run.exitCode, run.log.path) }()
+	run.message = <-message
 	log.Debug("container exited", "exitCode", run.exitCode)
 	close(run.exited)
 	w.wakeUp()
@@ -568,4 +587,15 @@ func readTail(path string, n int64) ([]byte, error) {
 		}
 	}
 	return io.ReadAll(io.LimitReader(f, n))
+}
+
+// hiddenBy says whether a mount's target is path or one of its parents.
+func hiddenBy(path string, mounts []mount) bool {
+	for _, m := range mounts {
+		t := filepath.Clean(m.Target)
+		if path == t || strings.HasPrefix(path, t+"/") {
+			return true
+		}
+	}
+	return false
 }

@@ -195,11 +195,32 @@ func enterMountNamespace(hostname string, mounts []mount) error {
 	slices.SortStableFunc(sorted, func(a, b mount) int {
 		return strings.Count(filepath.Clean(a.Target), "/") - strings.Count(filepath.Clean(b.Target), "/")
 	})
-	for _, m := range sorted {
+	// Every source is opened before anything is mounted: a mount at, say,
+	// /tmp would otherwise hide the sources that lie below it (the
+	// runner's Dir is often there). The mounts then name the sources by
+	// their descriptors.
+	sources := make([]int, len(sorted))
+	for i, m := range sorted {
+		fd, err := unix.Open(m.Source, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			for _, fd := range sources[:i] {
+				unix.Close(fd)
+			}
+			return fmt.Errorf("open mount source %s: %w", m.Source, err)
+		}
+		sources[i] = fd
+	}
+	defer func() {
+		for _, fd := range sources {
+			unix.Close(fd)
+		}
+	}()
+	for i, m := range sorted {
 		if err := makeMountPoint(m); err != nil {
 			return err
 		}
-		if err := unix.Mount(m.Source, m.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		src := fmt.Sprintf("/proc/self/fd/%d", sources[i])
+		if err := unix.Mount(src, m.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("bind-mount %s at %s: %w", m.Source, m.Target, err)
 		}
 	}

@@ -278,6 +278,7 @@ func TestPodRunner(t *testing.T) {
 	t.Run("Projected", func(t *testing.T) { t.Parallel(); testProjected(t, e) })
 	t.Run("RunnerRestart", func(t *testing.T) { t.Parallel(); testRunnerRestart(t, e) })
 	t.Run("Sidecars", func(t *testing.T) { t.Parallel(); testSidecars(t, e) })
+	t.Run("MountOverTmp", func(t *testing.T) { t.Parallel(); testMountOverTmp(t, e) })
 }
 
 func nodeReady(node *corev1.Node) corev1.ConditionStatus {
@@ -1070,4 +1071,34 @@ while :; do sleep 0.05; done`)
 		}
 		noProcessLeft(t, ns)
 	})
+}
+
+// testMountOverTmp mounts a volume at /tmp, where the runner's Dir and so
+// every volume's source lie, beside volumes mounted deeper: each must
+// still be the pod's volume.
+func testMountOverTmp(t *testing.T, e *podRunnerEnv) {
+	ns := e.cp.Namespace(t)
+	// "aerie" is a Commands entry: its copy lies below the runner's Dir too.
+	c := sh("main", `echo tmp > /tmp/mark && echo data > /run/pod-data/mark && cat /run/pod-data/mark /tmp/mark > /dev/termination-log`)
+	c.Command[0] = "aerie"
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, {Name: "data", MountPath: "/run/pod-data"}}
+	pod := newPod(ns, "over-tmp", c)
+	pod.Spec.Volumes = []corev1.Volume{
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	e.create(t, pod)
+	got := e.waitPod(t, ns, pod.Name, "finished", finished)
+	if got.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("phase = %s, want Succeeded; main: %+v", got.Status.Phase, containerStatus(t, got, "main").State)
+	}
+	if m := terminated(t, got, "main").Message; m != "data\ntmp\n" {
+		t.Errorf("termination message = %q, want data, tmp", m)
+	}
+	for vol, want := range map[string]string{"tmp": "tmp\n", "data": "data\n"} {
+		if b, err := os.ReadFile(filepath.Join(e.runner.VolumePath(got, vol), "mark")); err != nil || string(b) != want {
+			t.Errorf("volume %s holds %q, %v; want %q", vol, b, err, want)
+		}
+	}
+	noProcessLeft(t, ns)
 }

@@ -1,0 +1,326 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	aeriev1alpha1 "github.com/aerie-run/aerie/api/v1alpha1"
+	"github.com/aerie-run/aerie/hack/testenv"
+	"github.com/aerie-run/aerie/runner/store"
+)
+
+// e2eAPIKey and the database DSN are the secrets the end-to-end tests
+// look for where they must not be.
+const e2eAPIKey = "sk-ant-e2e-secret-7f3a"
+
+// e2e is a whole installation without a cluster: a control plane of its
+// own (its pod runner binds every pod, so it shares the plane with no
+// other test), the controller, the pod runner running the aerie binary
+// built from this tree, and PostgreSQL.
+type e2e struct {
+	t        *testing.T
+	cp       *testenv.ControlPlane
+	runner   *testenv.PodRunner
+	ns       string
+	dsn      string
+	platform string
+}
+
+func startE2E(t *testing.T) *e2e {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: builds aerie and starts a control plane and PostgreSQL")
+	}
+	bin := filepath.Join(t.TempDir(), "aerie")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/aerie")
+	build.Dir = testenv.RepoRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/aerie: %v\n%s", err, out)
+	}
+	cp := testenv.StartControlPlane(t)
+	pg := testenv.StartPostgres(t)
+	e := &e2e{
+		t:        t,
+		cp:       cp,
+		runner:   testenv.StartPodRunner(t, cp, testenv.PodRunnerOptions{Commands: map[string]string{"aerie": bin}}),
+		ns:       cp.Namespace(t),
+		platform: cp.Namespace(t),
+		dsn:      pg.NewDatabase(t),
+	}
+	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: DefaultDatabaseSecret, Namespace: e.ns}, StringData: map[string]string{DefaultDatabaseKey: e.dsn}})
+	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "model-credentials", Namespace: e.ns}, StringData: map[string]string{"anthropic-api-key": e2eAPIKey}})
+
+	opts := CacheOptions()
+	opts.DefaultNamespaces = map[string]cache.Config{e.ns: {}}
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
+		Scheme:                 cp.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  opts,
+	})
+	if err != nil {
+		t.Fatalf("create manager: %v", err)
+	}
+	cfg := DefaultConfig(e.platform, "ghcr.io/aerie-run/aerie:e2e")
+	// The pod runner maps the command name to the built binary.
+	cfg.RunnerCommand = "aerie"
+	cfg.TerminationGrace = 10 * time.Second
+	r := &AgentSessionReconciler{
+		Client:   mgr.GetClient(),
+		Reader:   mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("aerie-controller"),
+		Config:   cfg,
+	}
+	if err := r.SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	t.Cleanup(func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		})
+	})
+	return e
+}
+
+func (e *e2e) create(obj client.Object) {
+	e.t.Helper()
+	if err := e.cp.Client.Create(e.t.Context(), obj); err != nil {
+		e.t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// session creates an AgentSession that talks to model.
+func (e *e2e) session(t *testing.T, name string, model *testenv.ModelServer) *aeriev1alpha1.AgentSession {
+	t.Helper()
+	s := &aeriev1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: aeriev1alpha1.AgentSessionSpec{
+			Prompt: "Fix the failing tests.",
+			Model: aeriev1alpha1.ModelSpec{
+				Provider: aeriev1alpha1.ProviderAnthropic, Name: "claude-sonnet-4-5", BaseURL: model.URL(),
+				APIKeySecretRef: &aeriev1alpha1.KeyReference{Name: "model-credentials", Key: "anthropic-api-key"},
+			},
+		},
+	}
+	if err := e.cp.Client.Create(t.Context(), s); err != nil {
+		t.Fatalf("create session %s: %v", name, err)
+	}
+	return s
+}
+
+// waitSession polls the session until done holds, for at most two minutes.
+func (e *e2e) waitSession(t *testing.T, name, what string, done func(*aeriev1alpha1.AgentSession) bool) *aeriev1alpha1.AgentSession {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var s aeriev1alpha1.AgentSession
+		if err := e.cp.Client.Get(t.Context(), types.NamespacedName{Namespace: e.ns, Name: name}, &s); err != nil {
+			t.Fatalf("get session %s: %v", name, err)
+		}
+		if done(&s) {
+			return &s
+		}
+		if time.Now().After(deadline) {
+			b, _ := json.MarshalIndent(s.Status, "", "  ")
+			t.Fatalf("session %s not %s after 2m; status:\n%s", name, what, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pod returns the session's runner pod of attempt 1.
+func (e *e2e) pod(t *testing.T, session string) *corev1.Pod {
+	t.Helper()
+	var p corev1.Pod
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := e.cp.Client.Get(t.Context(), types.NamespacedName{Namespace: e.ns, Name: childName(session, 1)}, &p)
+		if err == nil && p.Spec.NodeName != "" {
+			return &p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no bound runner pod for %s: %v", session, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func waitForFile(t *testing.T, path string) []byte {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 && bytes.HasSuffix(b, []byte("\n")) {
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within 2m", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func bashTurn(id, command string) testenv.Turn {
+	args, err := json.Marshal(map[string]string{"command": command})
+	if err != nil {
+		panic(err)
+	}
+	return testenv.Turn{
+		ToolCalls: []testenv.ToolCall{{ID: id, Name: "bash", Arguments: string(args)}},
+		Usage:     testenv.TokenUsage{InputTokens: 100, OutputTokens: 10},
+	}
+}
+
+// TestEndToEnd runs AgentSessions through the controller, runner pods
+// with the agent and its workspace sidecar, the fake model and
+// PostgreSQL.
+func TestEndToEnd(t *testing.T) {
+	e := startE2E(t)
+
+	t.Run("Succeeds", func(t *testing.T) {
+		t.Parallel()
+		model := testenv.StartModelServer(t,
+			bashTurn("c1", "id -u > uid.txt; env | sort > env.txt; echo ran"),
+			testenv.Turn{Text: "Done: the tool ran.", Usage: testenv.TokenUsage{InputTokens: 100, OutputTokens: 5}})
+		start := time.Now()
+		e.session(t, "succeeds", model)
+		pod := e.pod(t, "succeeds")
+		s := e.waitSession(t, "succeeds", "finished", func(s *aeriev1alpha1.AgentSession) bool { return s.Status.Phase.Finished() })
+		t.Logf("session ran end to end in %s", time.Since(start).Round(time.Millisecond))
+		if s.Status.Phase != aeriev1alpha1.PhaseSucceeded {
+			b, _ := json.MarshalIndent(s.Status, "", "  ")
+			t.Fatalf("phase %s, want Succeeded; status:\n%s", s.Status.Phase, b)
+		}
+		if u := s.Status.Usage; u == nil || u.InputTokens != 200 || u.OutputTokens != 15 || u.ToolCalls != 1 {
+			t.Errorf("usage %+v, want 200 in, 15 out, 1 tool call", u)
+		}
+
+		// The tool ran in the workspace container, as its user, without the
+		// agent's secrets.
+		ws := e.runner.VolumePath(pod, volumeWorkspace)
+		if b, err := os.ReadFile(filepath.Join(ws, "uid.txt")); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(DefaultWorkspaceUser) {
+			t.Errorf("uid.txt = %q, %v; want the workspace user %d", b, err, DefaultWorkspaceUser)
+		}
+		env, err := os.ReadFile(filepath.Join(ws, "env.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, secret := range []string{e2eAPIKey, e.dsn} {
+			if bytes.Contains(env, []byte(secret)) {
+				t.Errorf("the tool's environment holds a secret %q:\n%s", secret, env)
+			}
+			for _, req := range model.Requests() {
+				if bytes.Contains(req.Body, []byte(secret)) {
+					t.Errorf("a secret reached the model: %q", secret)
+				}
+			}
+		}
+
+		// The runner pod ended as the kubelet ends it: the agent exited 0,
+		// the workspace sidecar was stopped after it.
+		var final corev1.Pod
+		if err := e.cp.Client.Get(t.Context(), client.ObjectKeyFromObject(pod), &final); err == nil {
+			if final.Status.Phase != corev1.PodSucceeded {
+				t.Errorf("runner pod phase %s, want Succeeded", final.Status.Phase)
+			}
+			for _, cs := range final.Status.InitContainerStatuses {
+				if cs.Name == ContainerWorkspace && cs.State.Terminated == nil {
+					t.Errorf("workspace sidecar not terminated at the end: %+v", cs.State)
+				}
+			}
+		}
+
+		// The journal is in PostgreSQL, under the namespace.
+		st, err := store.Open(t.Context(), e.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		id := uuid.MustParse(s.Status.SessionID)
+		entries, err := st.Entries(t.Context(), e.ns, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tools int
+		for _, en := range entries {
+			if _, ok := en.Payload.(store.ToolResult); ok {
+				tools++
+			}
+		}
+		if len(entries) < 4 || tools != 1 {
+			t.Errorf("%d entries with %d tool results stored, want at least 4 with 1", len(entries), tools)
+		}
+		sess, err := st.Session(t.Context(), e.ns, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sess.State != store.StateCompleted {
+			t.Errorf("stored session state %s, want completed", sess.State)
+		}
+	})
+
+	t.Run("CancelMidTool", func(t *testing.T) {
+		t.Parallel()
+		model := testenv.StartModelServer(t, bashTurn("c1", "sleep 300 & echo $! > sleep.pid; wait"))
+		e.session(t, "cancelled", model)
+		pod := e.pod(t, "cancelled")
+		pidText := waitForFile(t, filepath.Join(e.runner.VolumePath(pod, volumeWorkspace), "sleep.pid"))
+		pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
+		if err != nil {
+			t.Fatalf("sleep.pid: %v", err)
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			t.Fatalf("the tool's sleep (pid %d) is not running: %v", pid, err)
+		}
+		start := time.Now()
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`))
+		s := &aeriev1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "cancelled"}}
+		if err := e.cp.Client.Patch(t.Context(), s, patch); err != nil {
+			t.Fatal(err)
+		}
+		s = e.waitSession(t, "cancelled", "finished", func(s *aeriev1alpha1.AgentSession) bool { return s.Status.Phase.Finished() })
+		t.Logf("cancelled in %s", time.Since(start).Round(time.Millisecond))
+		if s.Status.Phase != aeriev1alpha1.PhaseCancelled {
+			t.Errorf("phase %s, want Cancelled", s.Status.Phase)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			// A zombie is gone but for its parent's wait.
+			if err != nil || strings.Contains(string(stat), ") Z ") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the tool's sleep (pid %d) still runs 30s after the cancellation", pid)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}

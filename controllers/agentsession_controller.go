@@ -322,8 +322,12 @@ func (r *AgentSessionReconciler) reconcileDeadline(ctx context.Context, sc *scop
 		}
 	}
 	msg := fmt.Sprintf("the session's maxDuration of %s passed", s.Spec.Budget.MaxDuration.Duration)
-	if res.State == podPending {
+	switch c := meta.FindStatusCondition(s.Status.Conditions, aeriev1alpha1.ConditionPodReady); {
+	case res.State == podPending:
 		msg += " before the runner started: " + res.Message
+	case sc.pod == nil && c != nil && c.Reason == aeriev1alpha1.ReasonPending && c.Message != "":
+		// The cache lost sight of the pod; what was last seen of it stands.
+		msg += " before the runner started: " + c.Message
 	}
 	finish(s, sc.now, aeriev1alpha1.OutcomeTimedOut, aeriev1alpha1.ReasonDeadlineExceeded, msg, nil, nil)
 	return ctrl.Result{}, nil

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -296,7 +297,13 @@ func (p *Postgres) initdb() error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: p.cred}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := runCmd(cmd); err != nil {
+	// On a thread of its own for Pdeathsig's sake, as the server.
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		done <- runCmd(cmd)
+	}()
+	if err := <-done; err != nil {
 		return fmt.Errorf("initdb: %w\n%s", err, out.String())
 	}
 	return nil
@@ -339,18 +346,27 @@ func (p *Postgres) startLocked() error {
 	cmd.Dir = p.baseDir
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	// Pdeathsig is delivered when the thread that started the child exits.
-	// Go threads only exit with a goroutine that locked its thread, which
-	// test code starting a server does not do.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: p.cred}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", cmd.Path, err)
-	}
 	pm := &postmaster{cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
 	go func() {
+		// Pdeathsig is delivered when the thread that forked the child
+		// exits, and Go retires the threads of goroutines that end locked
+		// to them (the pod runner's, which enter mount namespaces): any
+		// thread may go. This goroutine keeps the forking thread for the
+		// server's whole life.
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		pm.err = cmd.Wait()
 		close(pm.done)
 	}()
+	if err := <-started; err != nil {
+		return fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
 
 	if err := waitReady(pm, p.dsn); err != nil {
 		_ = cmd.Process.Kill()

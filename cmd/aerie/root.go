@@ -104,6 +104,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newCancelCmd(a),
 		newLogsCmd(a),
 		newLayerCmd(),
+		newMCPCmd(a),
 		newRunnerCmd(a),
 		newPluginCmd(a),
 	)

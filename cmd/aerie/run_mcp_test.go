@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,10 +86,22 @@ func TestRunPublishedMCPServer(t *testing.T) {
 		t.Errorf("get-sum result = %+v", r)
 	}
 
+	list := e.run("mcp", "list", "--json")
+	var listed mcpListJSON
+	if err := json.Unmarshal([]byte(list.stdout), &listed); err != nil {
+		t.Fatalf("mcp list --json: %v\n%s\n%s", err, list.stdout, list.stderr)
+	}
+	if list.code != 0 || len(listed.Servers) != 1 || listed.Servers[0].State != "connected" || !strings.Contains(strings.Join(listed.Servers[0].Tools, ","), "mcp__everything__echo") {
+		t.Errorf("mcp list: exit %d, %+v", list.code, listed.Servers)
+	}
+
 	// A required server that cannot start stops the launch.
 	writeFile(t, filepath.Join(e.home, "mcp_servers/everything.yaml"), "id: everything\ntype: stdio\ncommand: "+filepath.Join(e.home, "no-such-server")+"\nrequired: true\n", 0o644)
 	bad := e.run("run", "use the server")
 	if bad.code != 2 || !strings.Contains(bad.stderr, "everything") {
 		t.Errorf("a required server that cannot start: exit %d, stderr %q; want 2", bad.code, bad.stderr)
+	}
+	if list := e.run("mcp", "list"); list.code != 1 || !strings.Contains(list.stdout, "failed") {
+		t.Errorf("mcp list of a failing required server: exit %d\n%s", list.code, list.stdout)
 	}
 }

@@ -100,7 +100,7 @@ func loadExtensions(opts Options, builtin []tools.Tool) (*kit, error) {
 		if len(p.MCPServers) == 0 {
 			continue
 		}
-		if err := k.mcp.AddPlugin(p.Name, p.Root, pluginServers(p)); err != nil {
+		if err := k.mcp.AddPlugin(p.Name, p.Root, PluginServers(p)); err != nil {
 			return nil, &ConfigError{Err: fmt.Errorf("plugin %s: %w", p.Name, err)}
 		}
 	}
@@ -154,8 +154,8 @@ func applyToolset(ts *extensions.Toolsets, name string, all []tools.Tool, opts O
 	return out, nil
 }
 
-// pluginServers are a plugin's MCP servers as runner/mcp declares them.
-func pluginServers(p plugins.Plugin) []mcp.Server {
+// PluginServers are a plugin's MCP servers as runner/mcp declares them.
+func PluginServers(p plugins.Plugin) []mcp.Server {
 	out := make([]mcp.Server, 0, len(p.MCPServers))
 	for _, s := range p.MCPServers {
 		out = append(out, mcp.Server{

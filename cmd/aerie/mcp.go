@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aerie-run/aerie/runner/config"
+	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/headless"
+	"github.com/aerie-run/aerie/runner/mcp"
+	"github.com/aerie-run/aerie/runner/plugins"
+	"github.com/aerie-run/aerie/runner/process"
+)
+
+func newMCPCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Inspect the MCP servers a session started here would use",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newMCPListCmd(a))
+	return cmd
+}
+
+// mcpListJSON is aerie mcp list --json.
+type mcpListJSON struct {
+	Servers      []mcp.ServerStatus `json:"servers"`
+	Declarations []mcp.File         `json:"declarations"`
+}
+
+func newMCPListCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "Connect to each MCP server, as a session would, and show its state and tools",
+		Long: `List reads the MCP server declarations a session started in the current
+directory would use (mcp_servers/*.yaml in the layers, and enabled plugins),
+connects to each one as the session would — stdio servers are started in a
+process group of their own and ended afterwards — and shows its state, its
+tools (as the model calls them) and, for one that failed, why.
+
+Exit status: 0 when every required server connected; 1 otherwise.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			wd, err := a.workDir()
+			if err != nil {
+				return err
+			}
+			ws, err := extensions.FindWorkspace(wd)
+			if err != nil {
+				return err
+			}
+			layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: wd, Workspace: ws, Home: config.Home(a.env)})
+			if err != nil {
+				return err
+			}
+			set, err := extensions.Load(extensions.Source{Layers: layers, Workspace: ws, WorkDir: wd, Getenv: a.env.Getenv}, extensions.Options{Builtins: builtinToolNames()})
+			if err != nil {
+				return err
+			}
+			cfg, err := mcp.Load(layers, set.Pins, mcp.LoadOptions{Dir: wd})
+			if err != nil {
+				return err
+			}
+			if ps, err := plugins.Load(layers, plugins.Options{WorkDir: wd}); err == nil {
+				for _, p := range ps.Plugins {
+					if err := cfg.AddPlugin(p.Name, p.Root, headless.PluginServers(p)); err != nil {
+						return fmt.Errorf("plugin %s: %w", p.Name, err)
+					}
+				}
+			}
+			statuses, startErr := connectAll(ctx, ws, wd, cfg)
+			if asJSON {
+				if err := writeJSON(cmd.OutOrStdout(), mcpListJSON{Servers: statuses, Declarations: cfg.Files}); err != nil {
+					return err
+				}
+			} else {
+				printMCP(cmd, statuses, cfg)
+			}
+			return startErr
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	return cmd
+}
+
+// connectAll connects the servers through a local executor and closes
+// them again, returning their states.
+func connectAll(ctx context.Context, ws, wd string, cfg mcp.Config) ([]mcp.ServerStatus, error) {
+	if len(cfg.Servers) == 0 {
+		return []mcp.ServerStatus{}, nil
+	}
+	reaper, stop, err := process.Subreap()
+	if err == nil {
+		defer stop()
+	}
+	exe, err := executor.NewLocal(ws, executor.Options{Reaper: reaper})
+	if err != nil {
+		return nil, err
+	}
+	defer exe.Close(context.WithoutCancel(ctx))
+	m := mcp.New(cfg.Servers, mcp.Options{Commands: exe, Dir: wd, Logger: slog.New(slog.DiscardHandler)})
+	startErr := m.Start(ctx)
+	statuses := m.Status()
+	_ = m.Close()
+	return statuses, startErr
+}
+
+func printMCP(cmd *cobra.Command, statuses []mcp.ServerStatus, cfg mcp.Config) {
+	w := cmd.OutOrStdout()
+	if len(statuses) == 0 {
+		fmt.Fprintln(w, "No MCP servers are declared here.")
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTYPE\tSTATE\tTOOLS")
+	for _, s := range statuses {
+		state := string(s.State)
+		if s.Required {
+			state += " (required)"
+		}
+		tools := strings.Join(s.Tools, ", ")
+		if s.Error != "" {
+			tools = s.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, s.Type, state, dash(tools))
+	}
+	tw.Flush()
+	for _, f := range cfg.Files {
+		if f.Status != mcp.StatusActive {
+			fmt.Fprintf(w, "%s %s: %s %s\n", f.Status, f.Path, f.ID, f.Reason)
+		}
+	}
+}

@@ -69,6 +69,9 @@ type Config struct {
 	MaxDuration time.Duration
 	// MaxOutputTokens caps each response; zero is the provider's default.
 	MaxOutputTokens int64
+	// BeforeRequest, when set, runs before every model request; an error
+	// fails the run (a required MCP server that cannot be reconnected).
+	BeforeRequest func(ctx context.Context) error
 	// OnStop, when set, may keep the loop going after the model ends its
 	// turn (see StopHook). It is asked at most MaxStopContinues times.
 	OnStop StopHook
@@ -152,6 +155,14 @@ func (l *Loop) Run(ctx context.Context, prompt string) Result {
 		}
 		if r, ok := l.checkStop(); ok {
 			return l.end(ctx, r)
+		}
+		if l.cfg.BeforeRequest != nil {
+			if err := l.cfg.BeforeRequest(ctx); err != nil {
+				if ctx.Err() != nil {
+					return l.end(ctx, stopped(ctx))
+				}
+				return l.end(ctx, Result{Outcome: Failed, Reason: err.Error(), Err: err})
+			}
 		}
 		resp, err := l.request(ctx)
 		if err != nil {

@@ -224,3 +224,24 @@ func TestLoopModelErrors(t *testing.T) {
 		t.Errorf("exhausted script: %+v", r)
 	}
 }
+
+func TestLoopBeforeRequest(t *testing.T) {
+	t.Parallel()
+	lost := errors.New("a required MCP server cannot connect")
+	calls := 0
+	l := New(Config{
+		Model: provider.NewScripted("s", []provider.Response{echoTurn("x"), textTurn("done")}),
+		Tools: registry(t, echo{}),
+		BeforeRequest: func(context.Context) error {
+			calls++
+			if calls == 2 {
+				return lost
+			}
+			return nil
+		},
+	}, nil, store.Usage{})
+	r := l.Run(t.Context(), "go")
+	if r.Outcome != Failed || !errors.Is(r.Err, lost) || r.Turns != 1 {
+		t.Errorf("result %+v, want failed after 1 turn with the check's error", r)
+	}
+}

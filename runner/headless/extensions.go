@@ -188,6 +188,14 @@ func (k *kit) startMCP(ctx context.Context, opts Options) error {
 	return nil
 }
 
+// ensureMCP reconnects the servers that were lost, before a turn.
+func (k *kit) ensureMCP(ctx context.Context) error {
+	if k.servers == nil {
+		return nil
+	}
+	return k.servers.Ensure(ctx)
+}
+
 // closeMCP ends the MCP connections (stdio servers exit, or are torn down
 // with the session's other process groups).
 func (k *kit) closeMCP(opts Options) {

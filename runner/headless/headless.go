@@ -284,8 +284,11 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 			Stop:        opts.Stop,
 			MaxDuration: opts.MaxDuration,
 			OnStop:      k.onStop(opts),
-			Observe:     opts.Observe,
-			Logger:      opts.Logger.With("session", sess.ID.String()),
+			// A required MCP server lost mid-session is reconnected before
+			// the next turn, or the turn fails.
+			BeforeRequest: k.ensureMCP,
+			Observe:       opts.Observe,
+			Logger:        opts.Logger.With("session", sess.ID.String()),
 		}, agent.History(snap), usage)
 		res = loop.Run(ctx, prompt)
 	}

@@ -289,3 +289,25 @@ hooks:
 		t.Errorf("the plugin's hook did not run with AERIE_PLUGIN_ROOT: %q, %v", b, err)
 	}
 }
+
+// TestRunPluginsDisabled leaves out the plugins the configuration disables.
+func TestRunPluginsDisabled(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, answer("ok"))
+	writeFile(t, filepath.Join(e.home, "plugins/review/.aerie-plugin/plugin.yaml"), "name: review\n", 0o644)
+	writeFile(t, filepath.Join(e.home, "plugins/review/skills/checklist/SKILL.md"), "---\ndescription: The review checklist.\n---\nCheck.\n", 0o644)
+	writeFile(t, filepath.Join(e.home, "config.toml"), "[plugins]\ndisabled = [\"review\"]\n", 0o644)
+	out := e.run("run", "review")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	if sys := systemPrompt(t, e.model.Requests()[0]); strings.Contains(sys, "review:checklist") {
+		t.Errorf("a disabled plugin's skill was offered:\n%s", sys)
+	}
+	// A malformed global file is a warning, and its values are dropped.
+	writeFile(t, filepath.Join(e.home, "config.toml"), "[plugins]\ndisabled = \"review\"\n", 0o644)
+	e.model.Add(answer("ok"))
+	if out := e.run("run", "review"); out.code != 0 || !strings.Contains(out.stderr, "plugins.disabled") {
+		t.Errorf("a malformed plugins.disabled is not reported: %s", out.stderr)
+	}
+}

@@ -28,6 +28,16 @@ type Config struct {
 
 	// ToolResults controls how large tool outputs reach the model.
 	ToolResults ToolResults
+
+	// Plugins is the [plugins] table.
+	Plugins Plugins
+}
+
+// Plugins is the [plugins] table.
+type Plugins struct {
+	// Disabled names plugins that are not used, whatever layer holds them
+	// (disabled = ["name", ...]). A project file replaces the global list.
+	Disabled []string
 }
 
 // ToolResults is the [tool_results] table.

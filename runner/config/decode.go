@@ -15,8 +15,9 @@ import (
 // layer is what one file sets. Nil means "not set here", so that a project
 // file overrides only the keys it names.
 type layer struct {
-	DatabaseURL *string
-	ToolResults toolResultsLayer
+	DatabaseURL     *string
+	ToolResults     toolResultsLayer
+	PluginsDisabled *[]string
 }
 
 type toolResultsLayer struct {
@@ -36,6 +37,7 @@ func (l layer) apply(c Config) Config {
 	set(&t.MaxLines, l.ToolResults.MaxLines)
 	set(&t.HeadBytes, l.ToolResults.HeadBytes)
 	set(&t.TailBytes, l.ToolResults.TailBytes)
+	set(&c.Plugins.Disabled, l.PluginsDisabled)
 	return c
 }
 
@@ -86,6 +88,27 @@ func parse(path string, doc []byte) (layer, error) {
 			if *f.dst, err = getInt(*tr, f.key); err != nil {
 				return layer{}, fail("tool_results."+f.key, err)
 			}
+		}
+	}
+	pl, err := get[map[string]any](root, "plugins")
+	if err != nil {
+		return layer{}, fail("plugins", err)
+	}
+	if pl != nil {
+		list, err := get[[]any](*pl, "disabled")
+		if err != nil {
+			return layer{}, fail("plugins.disabled", err)
+		}
+		if list != nil {
+			names := make([]string, 0, len(*list))
+			for i, v := range *list {
+				name, ok := v.(string)
+				if !ok {
+					return layer{}, fail("plugins.disabled", fmt.Errorf("item %d: want a string, got %s", i, kindOf(v)))
+				}
+				names = append(names, name)
+			}
+			l.PluginsDisabled = &names
 		}
 	}
 	return l, nil

@@ -61,7 +61,7 @@ func loadExtensions(opts Options, builtin []tools.Tool) (*kit, error) {
 	k := &kit{set: set, hooks: loaded, system: set.Prompt.Text(), prompt: opts.Prompt}
 
 	// Plugins add skills, hooks (after the layers') and MCP servers.
-	k.plugins, err = plugins.Load(opts.Layers, plugins.Options{WorkDir: opts.Dir})
+	k.plugins, err = plugins.Load(opts.Layers, plugins.Options{WorkDir: opts.Dir, Disabled: opts.DisabledPlugins})
 	if err != nil {
 		return nil, &ConfigError{Err: fmt.Errorf("plugins: %w", err)}
 	}

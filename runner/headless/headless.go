@@ -161,6 +161,8 @@ type Options struct {
 	// Getenv reads AERIE_SYSTEM_PROMPT_FILE and AERIE_TOOL_DESCRIPTIONS_FILE;
 	// nil is an empty environment.
 	Getenv func(string) string
+	// DisabledPlugins names plugins not to use (plugins.disabled).
+	DisabledPlugins []string
 	// UserHome is the user's home directory, whose .agents/skills and
 	// .claude/skills hold skills; empty skips them (as in a pod).
 	UserHome string

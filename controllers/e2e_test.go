@@ -45,6 +45,8 @@ type e2e struct {
 	ns       string
 	dsn      string
 	platform string
+	// bin is the aerie binary built from this tree.
+	bin string
 }
 
 func startE2E(t *testing.T) *e2e {
@@ -67,6 +69,7 @@ func startE2E(t *testing.T) *e2e {
 		ns:       cp.Namespace(t),
 		platform: cp.Namespace(t),
 		dsn:      pg.NewDatabase(t),
+		bin:      bin,
 	}
 	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: DefaultDatabaseSecret, Namespace: e.ns}, StringData: map[string]string{DefaultDatabaseKey: e.dsn}})
 	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "model-credentials", Namespace: e.ns}, StringData: map[string]string{"anthropic-api-key": e2eAPIKey}})
@@ -283,6 +286,54 @@ func TestEndToEnd(t *testing.T) {
 		}
 		if sess.State != store.StateCompleted {
 			t.Errorf("stored session state %s, want completed", sess.State)
+		}
+	})
+
+	t.Run("SubmitWaitFollow", func(t *testing.T) {
+		t.Parallel()
+		model := testenv.StartModelServer(t,
+			bashTurn("c1", "echo submitted"),
+			testenv.Turn{Text: "Done.", Usage: testenv.TokenUsage{InputTokens: 100, OutputTokens: 5}})
+		manifest := filepath.Join(t.TempDir(), "session.yaml")
+		if err := os.WriteFile(manifest, []byte(`apiVersion: aerie.run/v1alpha1
+kind: AgentSession
+metadata:
+  name: submitted
+spec:
+  prompt: Say it.
+  model:
+    provider: anthropic
+    name: claude-sonnet-4-5
+    baseURL: `+model.URL()+`
+    apiKeySecretRef: {name: model-credentials, key: anthropic-api-key}
+`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(e.bin, "submit", "-f", manifest, "--wait", "--follow", "--timeout", "2m", "--kubeconfig", e.cp.Kubeconfig, "-n", e.ns)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("aerie submit --wait --follow: %v\n%s\n%s", err, stdout.String(), stderr.String())
+		}
+		var types []string
+		var last struct {
+			Type  string
+			Phase string
+			Event *struct{ Type string }
+		}
+		for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+			if err := json.Unmarshal([]byte(line), &last); err != nil {
+				t.Fatalf("a line that is not JSON: %q", line)
+			}
+			if last.Event != nil {
+				types = append(types, last.Event.Type)
+			}
+		}
+		if last.Type != "finished" || last.Phase != string(aeriev1alpha1.PhaseSucceeded) {
+			t.Errorf("last record %+v, want finished and Succeeded", last)
+		}
+		if !strings.Contains(strings.Join(types, ","), "tool_result") {
+			t.Errorf("--follow streamed the events %v, want the runner's tool_result among them", types)
 		}
 	})
 

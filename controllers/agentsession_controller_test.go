@@ -414,11 +414,13 @@ func testSucceeded(t *testing.T) {
 		t.Error("no completion time")
 	}
 	e.waitFor("metrics", func() error {
-		if got := testutil.ToFloat64(mustCounter(e.metrics, "aerie_sessions_total", "phase", "Succeeded")); got != 1 {
-			return fmt.Errorf("aerie_sessions_total{phase=Succeeded} = %v", got)
+		// The series appear once the reconcile that wrote the status has
+		// recorded them; until then there is nothing to read.
+		if got, err := counterValue(e.metrics, "aerie_sessions_total", "phase", "Succeeded"); err != nil || got != 1 {
+			return fmt.Errorf("aerie_sessions_total{phase=Succeeded} = %v, %v", got, err)
 		}
-		if got := testutil.ToFloat64(mustCounter(e.metrics, "aerie_tokens_total", "kind", "input")); got != 1000 {
-			return fmt.Errorf("aerie_tokens_total{kind=input} = %v", got)
+		if got, err := counterValue(e.metrics, "aerie_tokens_total", "kind", "input"); err != nil || got != 1000 {
+			return fmt.Errorf("aerie_tokens_total{kind=input} = %v, %v", got, err)
 		}
 		return nil
 	})
@@ -440,6 +442,19 @@ func testSucceeded(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// counterValue reads one series of a counter in reg, or says it is not
+// recorded yet.
+func counterValue(reg *prometheus.Registry, name, label, value string) (float64, error) {
+	c := mustCounter(reg, name, label, value)
+	ch := make(chan prometheus.Metric, 16)
+	c.Collect(ch)
+	close(ch)
+	if len(ch) != 1 {
+		return 0, fmt.Errorf("%d series of %s{%s=%q}", len(ch), name, label, value)
+	}
+	return testutil.ToFloat64(c), nil
 }
 
 // mustCounter finds a counter's child in reg by metric name and one label.

@@ -335,6 +335,16 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("PodDeletedResumes", func(t *testing.T) {
+		t.Parallel()
+		testPodDeletedResumes(t, e, "resumed", false)
+	})
+
+	t.Run("PodDeletedMidTool", func(t *testing.T) {
+		t.Parallel()
+		testPodDeletedResumes(t, e, "resumed-mid-tool", true)
+	})
+
 	t.Run("SubmitWaitFollow", func(t *testing.T) {
 		t.Parallel()
 		model := testenv.StartModelServer(t,

@@ -335,6 +335,11 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	// Alone, before the parallel cases: it runs 20 pods at once.
+	t.Run("ControllerRestart", func(t *testing.T) {
+		testControllerRestart(t, e)
+	})
+
 	t.Run("PodDeletedResumes", func(t *testing.T) {
 		t.Parallel()
 		testPodDeletedResumes(t, e, "resumed", false)

@@ -350,6 +350,11 @@ func TestEndToEnd(t *testing.T) {
 		testPodDeletedResumes(t, e, "resumed-mid-tool", true)
 	})
 
+	t.Run("PlatformLayer", func(t *testing.T) {
+		t.Parallel()
+		testPlatformLayer(t, e)
+	})
+
 	t.Run("SubmitWaitFollow", func(t *testing.T) {
 		t.Parallel()
 		model := testenv.StartModelServer(t,

@@ -26,10 +26,11 @@ import (
 // their 2×n processes on a small machine.
 const restartSessions = 20
 
-// testControllerRestart stops the controller while its sessions' runners
-// wait for the model, starts a new one with the same configuration, and
-// lets the model answer: every session finishes in the pod it had, no pod
-// is created twice, and none is left without its session or running.
+// testControllerRestart stops the controller twice: while it is creating
+// its sessions' runner pods, and once every runner waits for the model;
+// each time a new one starts with the same configuration. Then the model
+// answers: every session finishes in the pod it had, no pod is created
+// twice, and none is left without its session or running.
 func testControllerRestart(t *testing.T, e *e2e) {
 	ns := e.namespace(t)
 	e = e.in(ns)
@@ -56,6 +57,17 @@ func testControllerRestart(t *testing.T, e *e2e) {
 		names[i] = fmt.Sprintf("restart-%02d", i)
 		e.session(t, names[i], model)
 	}
+	// Half the pods are there: the controller stops with work in its
+	// queue, perhaps between creating a pod and recording it.
+	for deadline := time.Now().Add(2 * time.Minute); len(pods.created()) < restartSessions/2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d runner pods created within 2m", len(pods.created()), restartSessions)
+		}
+	}
+	stop()
+	t.Logf("the first controller stopped with %d of %d runner pods created", len(pods.created()), restartSessions)
+	stop = e.startController(t, ns, e.platform)
+
 	// Every runner is up and waits for its first answer.
 	timeout := time.After(3 * time.Minute)
 	for i := range restartSessions {
@@ -65,7 +77,6 @@ func testControllerRestart(t *testing.T, e *e2e) {
 			t.Fatalf("%d of %d runners asked the model for a turn within 3m", i, restartSessions)
 		}
 	}
-
 	stop()
 	e.startController(t, ns, e.platform)
 	unblock()

@@ -39,7 +39,6 @@ const e2eAPIKey = "sk-ant-e2e-secret-7f3a"
 // other test), the controller, the pod runner running the aerie binary
 // built from this tree, and PostgreSQL.
 type e2e struct {
-	t      *testing.T
 	cp     *testenv.ControlPlane
 	runner *testenv.PodRunner
 	// ns is the namespace of the sessions, platform the controller's
@@ -65,7 +64,6 @@ func startE2E(t *testing.T) *e2e {
 	cp := testenv.StartControlPlane(t)
 	pg := testenv.StartPostgres(t)
 	e := &e2e{
-		t:      t,
 		cp:     cp,
 		runner: testenv.StartPodRunner(t, cp, testenv.PodRunnerOptions{Commands: map[string]string{"aerie": bin}}),
 		dsn:    pg.NewDatabase(t),

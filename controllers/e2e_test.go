@@ -39,12 +39,13 @@ const e2eAPIKey = "sk-ant-e2e-secret-7f3a"
 // other test), the controller, the pod runner running the aerie binary
 // built from this tree, and PostgreSQL.
 type e2e struct {
-	t        *testing.T
-	cp       *testenv.ControlPlane
-	runner   *testenv.PodRunner
+	cp     *testenv.ControlPlane
+	runner *testenv.PodRunner
+	// ns is the namespace of the sessions, platform the controller's
+	// namespace: the shared controller's, or (in) another's.
 	ns       string
-	dsn      string
 	platform string
+	dsn      string
 	// bin is the aerie binary built from this tree.
 	bin string
 }
@@ -63,21 +64,52 @@ func startE2E(t *testing.T) *e2e {
 	cp := testenv.StartControlPlane(t)
 	pg := testenv.StartPostgres(t)
 	e := &e2e{
-		t:        t,
-		cp:       cp,
-		runner:   testenv.StartPodRunner(t, cp, testenv.PodRunnerOptions{Commands: map[string]string{"aerie": bin}}),
-		ns:       cp.Namespace(t),
-		platform: cp.Namespace(t),
-		dsn:      pg.NewDatabase(t),
-		bin:      bin,
+		cp:     cp,
+		runner: testenv.StartPodRunner(t, cp, testenv.PodRunnerOptions{Commands: map[string]string{"aerie": bin}}),
+		dsn:    pg.NewDatabase(t),
+		bin:    bin,
 	}
-	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: DefaultDatabaseSecret, Namespace: e.ns}, StringData: map[string]string{DefaultDatabaseKey: e.dsn}})
-	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "model-credentials", Namespace: e.ns}, StringData: map[string]string{"anthropic-api-key": e2eAPIKey}})
+	e.ns, e.platform = e.namespace(t), cp.Namespace(t)
+	e.startController(t, e.ns, e.platform)
+	return e
+}
 
+// namespace creates a namespace for sessions, with the Secrets they need
+// (the store's DSN, the model's API key) and Pod Security admission
+// enforcing the restricted profile, so that every runner pod the tests
+// run was admitted under it.
+func (e *e2e) namespace(t *testing.T) string {
+	t.Helper()
+	ns := e.cp.Namespace(t)
+	var obj corev1.Namespace
+	if err := e.cp.Client.Get(t.Context(), types.NamespacedName{Name: ns}, &obj); err != nil {
+		t.Fatal(err)
+	}
+	obj.Labels = map[string]string{"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}
+	if err := e.cp.Client.Update(t.Context(), &obj); err != nil {
+		t.Fatalf("label namespace %s restricted: %v", ns, err)
+	}
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: DefaultDatabaseSecret, Namespace: ns}, StringData: map[string]string{DefaultDatabaseKey: e.dsn}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "model-credentials", Namespace: ns}, StringData: map[string]string{"anthropic-api-key": e2eAPIKey}},
+	} {
+		if err := e.cp.Client.Create(t.Context(), s); err != nil {
+			t.Fatalf("create Secret %s/%s: %v", ns, s.Name, err)
+		}
+	}
+	return ns
+}
+
+// startController runs a controller manager for the sessions of ns, with
+// its platform layers in platform, until stop (or the end of t). stop
+// cancels the manager's context and waits for it to return, as a
+// controller's process ends; calling it again does nothing.
+func (e *e2e) startController(t *testing.T, ns, platform string) (stop func()) {
+	t.Helper()
 	opts := CacheOptions()
-	opts.DefaultNamespaces = map[string]cache.Config{e.ns: {}}
-	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
-		Scheme:                 cp.Scheme,
+	opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
+	mgr, err := ctrl.NewManager(e.cp.Config, ctrl.Options{
+		Scheme:                 e.cp.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  opts,
@@ -85,7 +117,7 @@ func startE2E(t *testing.T) *e2e {
 	if err != nil {
 		t.Fatalf("create manager: %v", err)
 	}
-	cfg := DefaultConfig(e.platform, "ghcr.io/aerie-run/aerie:e2e")
+	cfg := DefaultConfig(platform, "ghcr.io/aerie-run/aerie:e2e")
 	// The pod runner maps the command name to the built binary.
 	cfg.RunnerCommand = "aerie"
 	cfg.TerminationGrace = 10 * time.Second
@@ -102,22 +134,23 @@ func startE2E(t *testing.T) *e2e {
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	var once sync.Once
-	t.Cleanup(func() {
+	stop = func() {
 		once.Do(func() {
 			cancel()
 			if err := <-done; err != nil {
 				t.Errorf("manager: %v", err)
 			}
 		})
-	})
-	return e
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
-func (e *e2e) create(obj client.Object) {
-	e.t.Helper()
-	if err := e.cp.Client.Create(e.t.Context(), obj); err != nil {
-		e.t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
-	}
+// in is e for the sessions of namespace ns.
+func (e *e2e) in(ns string) *e2e {
+	c := *e
+	c.ns = ns
+	return &c
 }
 
 // session creates an AgentSession that talks to model.
@@ -159,18 +192,24 @@ func (e *e2e) waitSession(t *testing.T, name, what string, done func(*aeriev1alp
 	}
 }
 
-// pod returns the session's runner pod of attempt 1.
+// pod returns the session's runner pod of attempt 1 once it is bound.
 func (e *e2e) pod(t *testing.T, session string) *corev1.Pod {
+	t.Helper()
+	return e.podN(t, session, 1)
+}
+
+// podN returns the session's runner pod of attempt n once it is bound.
+func (e *e2e) podN(t *testing.T, session string, n int32) *corev1.Pod {
 	t.Helper()
 	var p corev1.Pod
 	deadline := time.Now().Add(time.Minute)
 	for {
-		err := e.cp.Client.Get(t.Context(), types.NamespacedName{Namespace: e.ns, Name: childName(session, 1)}, &p)
+		err := e.cp.Client.Get(t.Context(), types.NamespacedName{Namespace: e.ns, Name: childName(session, n)}, &p)
 		if err == nil && p.Spec.NodeName != "" {
 			return &p
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no bound runner pod for %s: %v", session, err)
+			t.Fatalf("no bound runner pod of attempt %d for %s: %v", n, session, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -191,12 +230,17 @@ func waitForFile(t *testing.T, path string) []byte {
 }
 
 func bashTurn(id, command string) testenv.Turn {
-	args, err := json.Marshal(map[string]string{"command": command})
+	return callTurn(id, "bash", map[string]any{"command": command})
+}
+
+// callTurn is a model turn that calls tool with args.
+func callTurn(id, tool string, args map[string]any) testenv.Turn {
+	b, err := json.Marshal(args)
 	if err != nil {
 		panic(err)
 	}
 	return testenv.Turn{
-		ToolCalls: []testenv.ToolCall{{ID: id, Name: "bash", Arguments: string(args)}},
+		ToolCalls: []testenv.ToolCall{{ID: id, Name: tool, Arguments: string(b)}},
 		Usage:     testenv.TokenUsage{InputTokens: 100, OutputTokens: 10},
 	}
 }
@@ -287,6 +331,26 @@ func TestEndToEnd(t *testing.T) {
 		if sess.State != store.StateCompleted {
 			t.Errorf("stored session state %s, want completed", sess.State)
 		}
+	})
+
+	// Alone, before the parallel cases: it runs 20 pods at once.
+	t.Run("ControllerRestart", func(t *testing.T) {
+		testControllerRestart(t, e)
+	})
+
+	t.Run("PodDeletedResumes", func(t *testing.T) {
+		t.Parallel()
+		testPodDeletedResumes(t, e, "resumed", false)
+	})
+
+	t.Run("PodDeletedMidTool", func(t *testing.T) {
+		t.Parallel()
+		testPodDeletedResumes(t, e, "resumed-mid-tool", true)
+	})
+
+	t.Run("PlatformLayer", func(t *testing.T) {
+		t.Parallel()
+		testPlatformLayer(t, e)
 	})
 
 	t.Run("SubmitWaitFollow", func(t *testing.T) {

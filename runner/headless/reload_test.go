@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/executor"
@@ -21,6 +24,13 @@ import (
 // model's turns, and returns the run's report, its events and the
 // requests the model received.
 func reloadRun(t *testing.T, extra []tools.Tool, home string, turns ...testenv.Turn) (Report, []agent.Event, []testenv.ModelRequest) {
+	t.Helper()
+	rep, events, reqs, _ := runIn(t, extra, home, turns...)
+	return rep, events, reqs
+}
+
+// runIn is reloadRun, also returning the run's options.
+func runIn(t *testing.T, extra []tools.Tool, home string, turns ...testenv.Turn) (Report, []agent.Event, []testenv.ModelRequest, Options) {
 	t.Helper()
 	ws := t.TempDir()
 	st, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "sessions.db"))
@@ -39,7 +49,7 @@ func reloadRun(t *testing.T, extra []tools.Tool, home string, turns ...testenv.T
 	}
 	model := testenv.StartModelServer(t, turns...)
 	var events []agent.Event
-	rep, err := Run(t.Context(), st, Options{
+	opts := Options{
 		Tenant:   ws,
 		Dir:      ws,
 		Prompt:   "go",
@@ -52,14 +62,15 @@ func reloadRun(t *testing.T, extra []tools.Tool, home string, turns ...testenv.T
 		Executor: exe,
 		Tools:    extra,
 		Observe:  func(e agent.Event) { events = append(events, e) },
-	})
+	}
+	rep, err := Run(t.Context(), st, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.Result.Outcome != agent.Completed {
 		t.Fatalf("outcome %s: %s", rep.Result.Outcome, rep.Result.Reason)
 	}
-	return rep, events, model.Requests()
+	return rep, events, model.Requests(), opts
 }
 
 func manageCall(id string, args map[string]any) testenv.ToolCall {
@@ -207,5 +218,47 @@ func TestNoUserLayer(t *testing.T) {
 	_, _, reqs := reloadRun(t, nil, "", testenv.Turn{Text: "done"})
 	if _, tools0, _ := decodeReq(t, reqs[0]); strings.Contains(strings.Join(tools0, ","), "extension_manage") {
 		t.Errorf("offered %v", tools0)
+	}
+}
+
+// TestRunReportIsTheLoaders checks that a run reports exactly what
+// LoadExtensions — the loader aerie extensions calls — reports for the
+// same sources.
+func TestRunReportIsTheLoaders(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	for name, content := range map[string]string{
+		"APPEND_SYSTEM.md": "Be brief.\n",
+		"tools/wc.toml":    "name = \"wc\"\ndescription = \"Counts.\"\ncommand = [\"/usr/bin/wc\"]\n",
+		"tools/mine.toml":  "name = \"mine\"\ndescription = \"Mine.\"\ncommand = [\"/bin/true\"]\n",
+		"tools/mine.toml" + extensions.ProvenanceSuffix: string(extensions.AgentSidecar("op", []byte("x"), "next_turn")),
+		"hooks.toml":            "[[hooks.Stop]]\n[[hooks.Stop.hooks]]\ncommand = \"true\"\n",
+		"skills/notes/SKILL.md": "---\ndescription: Notes.\n---\nx\n",
+		"skills/notes/SKILL.md" + extensions.ProvenanceSuffix: string(extensions.AgentSidecar("op", []byte("---\ndescription: Notes.\n---\nx\n"), "next_turn")),
+	} {
+		p := filepath.Join(home, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, _, _, opts := runIn(t, nil, home, testenv.Turn{Text: "done"})
+	x, err := LoadExtensions(LoadOptions{Layers: opts.Layers, Workspace: opts.Workspace, Dir: opts.Dir, Persona: opts.System})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(x.Report(), rep.Extensions, cmpopts.IgnoreUnexported(extensions.Artifact{}), cmpopts.IgnoreFields(extensions.Artifact{}, "Err")); diff != "" {
+		t.Errorf("the run's report differs from the loader's (-loader +run):\n%s", diff)
+	}
+	var skill *extensions.Artifact
+	for i, a := range rep.Extensions.Artifacts {
+		if a.Type == TypeSkill {
+			skill = &rep.Extensions.Artifacts[i]
+		}
+	}
+	if skill == nil || skill.Provenance == nil || skill.Provenance.State != extensions.ProvenanceAgent || skill.Provenance.DigestMismatch {
+		t.Errorf("the home skill's provenance: %+v", skill)
 	}
 }

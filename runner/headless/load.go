@@ -152,15 +152,17 @@ func withSkillProvenance(layers []extensions.Layer, arts []extensions.Artifact) 
 }
 
 // BuiltinToolNames are the names of the built-in tools, which custom
-// tools cannot take: the tools every session has, and extension_manage,
-// which a session with a user layer has.
+// tools cannot take: the tools every session has, the skill tool of a
+// session with skills, and extension_manage of a session with a user
+// layer — a custom tool must not take a name that appears with a skill or
+// a reload.
 func BuiltinToolNames() []string {
 	ts := tools.Builtin(nil, nil, nil)
-	names := make([]string, 0, len(ts)+1)
+	names := make([]string, 0, len(ts)+2)
 	for _, t := range ts {
 		names = append(names, t.Name())
 	}
-	return append(names, userlayer.ToolName)
+	return append(names, skills.ToolName, userlayer.ToolName)
 }
 
 // PluginServers are a plugin's MCP servers as runner/mcp declares them.

@@ -33,7 +33,7 @@ type fixture struct {
 
 // newFixture writes files (paths from a directory holding ws/ and home/)
 // and discovers the layers of a session in ws.
-func newFixture(t *testing.T, files map[string]string) fixture {
+func newFixture(t testing.TB, files map[string]string) fixture {
 	t.Helper()
 	dir := t.TempDir()
 	f := fixture{ws: filepath.Join(dir, "ws"), home: filepath.Join(dir, "home")}
@@ -52,7 +52,7 @@ func newFixture(t *testing.T, files map[string]string) fixture {
 	return f
 }
 
-func writeFiles(t *testing.T, dir string, files map[string]string) {
+func writeFiles(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
 	for name, content := range files {
 		p := filepath.Join(dir, name)

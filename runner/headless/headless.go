@@ -151,7 +151,9 @@ type Options struct {
 	System string
 	// Layers are the extension layers, nearest first: custom tools,
 	// prompts, tool descriptions, toolsets, trust pins and hooks are read
-	// from them.
+	// from them. When one is the $AERIE_HOME layer, the model is offered
+	// extension_manage, which writes there; its changes are loaded again
+	// at the next turn boundary.
 	Layers []extensions.Layer
 	// Workspace is the workspace root; empty means Dir.
 	Workspace string

@@ -13,27 +13,7 @@ import (
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/headless"
-	"github.com/aerie-run/aerie/runner/hooks"
-	"github.com/aerie-run/aerie/runner/mcp"
-	"github.com/aerie-run/aerie/runner/plugins"
-	"github.com/aerie-run/aerie/runner/skills"
-	"github.com/aerie-run/aerie/runner/tools"
 )
-
-// builtinToolNames are the names custom tools cannot take. The tools are
-// built without an executor only to ask their names.
-func builtinToolNames() []string {
-	ts := []tools.Tool{
-		tools.NewBash(nil, nil), tools.NewProcess(nil),
-		tools.NewReadFile(nil), tools.NewWriteFile(nil), tools.NewEditFile(nil), tools.NewApplyPatch(nil, nil),
-		tools.NewListDirectory(nil), tools.NewTree(nil), tools.NewGrep(nil), tools.NewFindFiles(nil),
-	}
-	names := make([]string, len(ts))
-	for i, t := range ts {
-		names[i] = t.Name()
-	}
-	return names
-}
 
 func newExtensionsCmd(a *app) *cobra.Command {
 	var (
@@ -84,51 +64,35 @@ skipped (the report is printed first). Skipped project files do not fail it.`,
 			} else if ws, err = filepath.Abs(ws); err != nil {
 				return fmt.Errorf("extensions: --workspace: %w", err)
 			}
-			home := config.Home(a.env)
-			layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: wd, Workspace: ws, Home: home})
-			if err != nil {
-				return fmt.Errorf("extensions: %w", err)
-			}
-			set, err := extensions.Load(extensions.Source{Layers: layers, Workspace: ws, WorkDir: wd, Getenv: a.env.Getenv},
-				extensions.Options{Builtins: builtinToolNames()})
-			if err != nil {
-				return fmt.Errorf("extensions: %w", err)
-			}
-			// Hooks live in their own package; their files join the report
-			// with the pins that would trust them.
-			loaded, hookErr := hooks.Load(layers, set.Pins, hooks.LoadOptions{Dir: wd})
-			set.Report.Artifacts = append(set.Report.Artifacts, loaded.Artifacts(ws)...)
-			userHome := ""
-			if a.env.UserHomeDir != nil {
-				userHome, _ = a.env.UserHomeDir()
-			}
-			pluginSet, pluginErr := plugins.Load(layers, plugins.Options{WorkDir: wd})
-			var pluginRoots []skills.Root
-			if pluginSet != nil {
-				set.Report.Artifacts = append(set.Report.Artifacts, pluginSet.Artifacts()...)
-				for _, r := range pluginSet.SkillRoots() {
-					pluginRoots = append(pluginRoots, skills.Root{Name: "plugin " + r.Namespace, Dir: r.Dir, Namespace: r.Namespace})
-				}
-			}
-			skillSet, skillErr := skills.Discover(skills.Roots(layers, skills.Options{WorkDir: wd, Workspace: ws, Home: userHome, Plugins: pluginRoots}))
-			set.Report.Artifacts = append(set.Report.Artifacts, headless.SkillArtifacts(skillSet)...)
-			mcpCfg, mcpErr := mcp.Load(layers, set.Pins, mcp.LoadOptions{Dir: wd})
-			set.Report.Artifacts = append(set.Report.Artifacts, headless.MCPArtifacts(mcpCfg)...)
-			if hookErr == nil {
-				hookErr = errors.Join(pluginErr, skillErr, mcpErr)
-			}
-			if asJSON {
-				err = writeJSON(cmd.OutOrStdout(), set.Report)
+			// The same loader as a run's, from the same sources, so that
+			// the report shows exactly what a session started here loads.
+			var disabled []string
+			if loaded, err := a.loadConfig(cmd, wd, ws); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v; reporting every plugin as enabled\n", err)
 			} else {
-				err = printExtensions(cmd.OutOrStdout(), set.Report, config.Home(a.env))
+				disabled = loaded.Config.Plugins.Disabled
+			}
+			src, err := a.extensionSource(wd, ws, disabled)
+			if err != nil {
+				return fmt.Errorf("extensions: %w", err)
+			}
+			x, err := headless.LoadExtensions(src)
+			if err != nil {
+				return err
+			}
+			report := x.Report()
+			if asJSON {
+				err = writeJSON(cmd.OutOrStdout(), report)
+			} else {
+				err = printExtensions(cmd.OutOrStdout(), report, config.Home(a.env))
 			}
 			if err != nil {
 				return err
 			}
-			if hookErr != nil {
-				return fmt.Errorf("extensions: %w", hookErr)
+			if len(x.Errs) > 0 {
+				return fmt.Errorf("extensions: %w", errors.Join(x.Errs...))
 			}
-			if problems := set.Report.Problems(); len(problems) > 0 {
+			if problems := report.Problems(); len(problems) > 0 {
 				return fmt.Errorf("extensions: %d artifact(s) in layers you control were skipped:\n  %s",
 					len(problems), joinLines(problems))
 			}

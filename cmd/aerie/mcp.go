@@ -61,7 +61,7 @@ Exit status: 0 when every required server connected; 1 otherwise.`,
 			if err != nil {
 				return err
 			}
-			set, err := extensions.Load(extensions.Source{Layers: layers, Workspace: ws, WorkDir: wd, Getenv: a.env.Getenv}, extensions.Options{Builtins: builtinToolNames()})
+			set, err := extensions.Load(extensions.Source{Layers: layers, Workspace: ws, WorkDir: wd, Getenv: a.env.Getenv}, extensions.Options{Builtins: headless.BuiltinToolNames()})
 			if err != nil {
 				return err
 			}

@@ -126,14 +126,20 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 		return configErr(err)
 	}
 	home := config.Home(a.env)
-	layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: dir, Workspace: workspace, Home: home})
-	if err != nil {
-		return configErr(err)
+	// The user layer, where extension_manage writes, is there from the
+	// first run on.
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return configErr(fmt.Errorf("make $AERIE_HOME: %w", err))
 	}
 	loaded, err := a.loadConfig(cmd, dir, workspace)
 	if err != nil {
 		return configErr(err)
 	}
+	src, err := a.extensionSource(dir, workspace, loaded.Config.Plugins.Disabled)
+	if err != nil {
+		return configErr(err)
+	}
+	layers := src.Layers
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 	if f.rawDir == "" && f.atifOutput != "" {
@@ -178,22 +184,21 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 
 	observe, flush := a.observer(cmd, f)
 	opts := headless.Options{
-		Tenant:    dir,
-		Dir:       dir,
-		Prompt:    prompt,
-		Settings:  store.Settings{Provider: f.provider, Model: f.model},
-		NewModel:  a.modelFactory(f, layers, logger),
-		Label:     f.label,
-		Resume:    f.resume,
-		ForkFrom:  f.forkFrom,
-		System:    headless.DefaultSystemPrompt(dir),
-		Layers:    layers,
-		Workspace: workspace,
-		Toolset:   f.toolset,
-		Getenv:    a.env.Getenv,
-		UserHome:  userHome(a.env),
-		// plugins.disabled of the configuration.
-		DisabledPlugins: loaded.Config.Plugins.Disabled,
+		Tenant:          dir,
+		Dir:             dir,
+		Prompt:          prompt,
+		Settings:        store.Settings{Provider: f.provider, Model: f.model},
+		NewModel:        a.modelFactory(f, layers, logger),
+		Label:           f.label,
+		Resume:          f.resume,
+		ForkFrom:        f.forkFrom,
+		System:          src.Persona,
+		Layers:          src.Layers,
+		Workspace:       src.Workspace,
+		Toolset:         f.toolset,
+		Getenv:          src.Getenv,
+		UserHome:        src.UserHome,
+		DisabledPlugins: src.DisabledPlugins,
 		MaxDuration:     f.maxDuration,
 		Executor:        exe,
 		Capper:          capper,
@@ -320,6 +325,20 @@ func (a *app) prompt(cmd *cobra.Command, args []string, f runFlags) (string, err
 		return "", errors.New("no prompt: give the task as an argument or on standard input")
 	}
 	return p, nil
+}
+
+// extensionSource is where a session started in dir takes its extensions
+// from: aerie run and aerie extensions both load from it, so that the
+// report never disagrees with a run.
+func (a *app) extensionSource(dir, workspace string, disabledPlugins []string) (headless.LoadOptions, error) {
+	layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: dir, Workspace: workspace, Home: config.Home(a.env)})
+	if err != nil {
+		return headless.LoadOptions{}, err
+	}
+	return headless.LoadOptions{
+		Layers: layers, Workspace: workspace, Dir: dir, Getenv: a.env.Getenv, UserHome: userHome(a.env),
+		DisabledPlugins: disabledPlugins, Persona: headless.DefaultSystemPrompt(dir),
+	}, nil
 }
 
 // workspaceRoot is the workspace boundary: --workspace, which must contain

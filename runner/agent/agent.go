@@ -107,6 +107,16 @@ func New(cfg Config, history []provider.Message, usage store.Usage) *Loop {
 	return &Loop{cfg: cfg, messages: append([]provider.Message(nil), history...), usage: usage}
 }
 
+// SetSystem replaces the system prompt from the next model request on, and
+// SetTools the tools offered and run. Call them only between turns — from
+// Config.BeforeRequest, or while Run is not running — so that a turn never
+// changes under the model: a session's reload coordinator swaps its
+// extensions there.
+func (l *Loop) SetSystem(system string) { l.cfg.System = system }
+
+// SetTools: see SetSystem.
+func (l *Loop) SetTools(t Tools) { l.cfg.Tools = t }
+
 // Messages returns the conversation so far, without the system prompt.
 func (l *Loop) Messages() []provider.Message { return append([]provider.Message(nil), l.messages...) }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"sync"
@@ -243,5 +245,52 @@ func TestLoopBeforeRequest(t *testing.T) {
 	r := l.Run(t.Context(), "go")
 	if r.Outcome != Failed || !errors.Is(r.Err, lost) || r.Turns != 1 {
 		t.Errorf("result %+v, want failed after 1 turn with the check's error", r)
+	}
+}
+
+// requests records the requests a model is sent.
+type requests struct {
+	Model
+	got []provider.Request
+}
+
+func (r *requests) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Part, error] {
+	r.got = append(r.got, req)
+	return r.Model.Stream(ctx, req)
+}
+
+// TestLoopSwapAtTurnBoundary swaps the system prompt and the tools from
+// BeforeRequest: the next request carries the new ones, and the turn in
+// progress kept the old.
+func TestLoopSwapAtTurnBoundary(t *testing.T) {
+	t.Parallel()
+	model := &requests{Model: provider.NewScripted("s", []provider.Response{echoTurn("x"), textTurn("done")})}
+	empty, err := tools.NewRegistry(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l *Loop
+	calls := 0
+	l = New(Config{
+		Model:  model,
+		Tools:  registry(t, echo{}),
+		System: "old",
+		BeforeRequest: func(context.Context) error {
+			if calls++; calls == 2 {
+				l.SetSystem("new")
+				l.SetTools(empty)
+			}
+			return nil
+		},
+	}, nil, store.Usage{})
+	if r := l.Run(t.Context(), "go"); r.Outcome != Completed {
+		t.Fatalf("result %+v", r)
+	}
+	var got []string
+	for _, req := range model.got {
+		got = append(got, fmt.Sprintf("%s %d", req.Messages[0].Text(), len(req.Tools)))
+	}
+	if diff := cmp.Diff([]string{"old 1", "new 0"}, got); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 }

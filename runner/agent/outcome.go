@@ -78,7 +78,12 @@ const (
 	EventWarning          EventType = "warning"
 	// EventHook reports what lifecycle hooks decided: Status is
 	// "<event>:<decision>", Reason their reason, Text the context they added.
-	EventHook       EventType = "hook"
+	EventHook EventType = "hook"
+	// EventReload reports the session's extensions re-discovered at a turn
+	// boundary after extension_manage changed them: Status is "reloaded"
+	// or "failed", Text a line per changed artifact with its state, Reason
+	// the failure.
+	EventReload     EventType = "extensions_reload"
 	EventEnd        EventType = "end"
 	EventSessionEnd EventType = "session_end"
 )

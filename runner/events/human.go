@@ -47,6 +47,15 @@ func (h *Human) Observe(e agent.Event) {
 		h.linef("  %s %s (%s) %s", mark, e.Tool, e.Duration.Round(time.Millisecond), preview(e.Text))
 	case agent.EventWarning:
 		h.linef("! %s", e.Reason)
+	case agent.EventReload:
+		line := "↻ extensions " + e.Status
+		if e.Reason != "" {
+			line += ": " + e.Reason
+		}
+		h.linef("%s", line)
+		for l := range strings.Lines(e.Text) {
+			h.linef("  %s", strings.TrimRight(l, "\n"))
+		}
 	case agent.EventSessionEnd:
 		line := fmt.Sprintf("● %s after %d turns", e.Outcome, e.Turn)
 		if e.Usage != nil {

@@ -93,3 +93,16 @@ func TestHuman(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", buf.String(), want)
 	}
 }
+
+func TestHumanReload(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	h := NewHuman(&buf)
+	h.Observe(agent.Event{Type: agent.EventReload, Status: "reloaded", Text: "/h/SYSTEM.md: active\n/h/tools/x.toml: inactive (untrusted): no pin"})
+	h.Observe(agent.Event{Type: agent.EventReload, Status: "failed", Reason: "hooks: bad", Text: "/h/hooks.toml"})
+	want := "↻ extensions reloaded\n  /h/SYSTEM.md: active\n  /h/tools/x.toml: inactive (untrusted): no pin\n" +
+		"↻ extensions failed: hooks: bad\n  /h/hooks.toml\n"
+	if buf.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", buf.String(), want)
+	}
+}

@@ -116,8 +116,9 @@
 //
 // # Provenance
 //
-// extension_manage writes a JSON sidecar beside each artifact it manages,
-// named after it with ProvenanceSuffix (tools/notes.toml.provenance.json):
+// extension_manage (runner/extensions/userlayer) writes a JSON sidecar
+// beside each artifact it manages, named after it with ProvenanceSuffix
+// (tools/notes.toml.provenance.json):
 //
 //	{"origin": "agent", "operation_id": "…", "digest": "sha256:…", "activation_boundary": "next_turn"}
 //

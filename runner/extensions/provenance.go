@@ -146,3 +146,19 @@ func ReadProvenance(l Layer, path string) Provenance {
 	}
 	return readProvenance(f, strings.TrimPrefix(name, "./"), data)
 }
+
+// Digest returns the digest of an artifact's bytes as the report, trust
+// checks and sidecars write it: "sha256:<64 lowercase hex digits>".
+func Digest(b []byte) string { return digest(b) }
+
+// AgentSidecar returns the sidecar extension_manage writes beside an
+// artifact it wrote on the agent's behalf: origin agent, the operation's
+// id, the digest of content and where the change takes effect.
+// ParseProvenance reads it back.
+func AgentSidecar(operationID string, content []byte, boundary string) []byte {
+	b, err := json.Marshal(sidecar{Origin: OriginAgent, OperationID: operationID, Digest: digest(content), ActivationBoundary: boundary})
+	if err != nil {
+		panic(fmt.Sprintf("encode provenance sidecar: %v", err)) // four strings always encode
+	}
+	return append(b, '\n')
+}

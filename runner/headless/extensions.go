@@ -4,128 +4,184 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
-	"time"
 
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/extensions/userlayer"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/mcp"
-	"github.com/aerie-run/aerie/runner/plugins"
 	"github.com/aerie-run/aerie/runner/skills"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
 // kit is what the extensions contribute to a run: the system prompt, the
 // tools the model is offered (hooks wrapped around them), and the hook
-// engine for the lifecycle events.
+// engine for the lifecycle events. Its reload swaps them all at a turn
+// boundary after extension_manage changed the user layer.
 type kit struct {
-	set     *extensions.Set
-	plugins *plugins.Set
-	hooks   hooks.Loaded
-	skills  *skills.Set
-	mcp     mcp.Config
-	// servers are the session's MCP connections, started by startMCP.
+	load LoadOptions
+	// builtin are the built-in tools, extension_manage among them when
+	// the session has a user layer (then manager is set).
+	builtin []tools.Tool
+	manager *userlayer.Manager
+	// servers are the session's MCP connections, started by startMCP;
+	// a reload keeps them.
 	servers *mcp.Manager
-	engine  *hooks.Engine
-	system  string
-	tools   []tools.Tool
+	session string
+
+	// What the model sees, swapped whole by a reload.
+	ext    *Extensions
+	engine *hooks.Engine
+	reg    *tools.Registry
+	// system is the composed prompt with the skills catalog; startContext
+	// is what SessionStart hooks added to it, kept across reloads.
+	system, startContext string
+
 	// prompt is the user's prompt with the skills it names attached.
 	prompt string
 }
 
-// loadExtensions reads the layers' artifacts. A malformed artifact in a layer
+// newKit loads the layers' artifacts. A malformed artifact in a layer
 // whoever runs the session controls stops the launch; one in the workspace
 // is skipped with its reason in the report.
-func loadExtensions(opts Options, builtin []tools.Tool) (*kit, error) {
-	names := make([]string, len(builtin))
-	for i, t := range builtin {
-		names[i] = t.Name()
+func newKit(opts Options, builtin []tools.Tool) (*kit, error) {
+	lo := LoadOptions{
+		Layers: opts.Layers, Workspace: opts.Workspace, Dir: opts.Dir, Getenv: opts.Getenv,
+		UserHome: opts.UserHome, DisabledPlugins: opts.DisabledPlugins, Persona: opts.System, Commands: opts.Executor,
 	}
-	set, err := extensions.Load(extensions.Source{
-		Layers: opts.Layers, Workspace: opts.Workspace, WorkDir: opts.Dir, Getenv: opts.Getenv,
-	}, extensions.Options{Builtins: names, Persona: opts.System, Commands: opts.Executor})
+	x, err := LoadExtensions(lo)
+	if err == nil {
+		err = x.Err()
+	}
 	if err != nil {
-		return nil, &ConfigError{Err: fmt.Errorf("extensions: %w", err)}
+		return nil, &ConfigError{Err: err}
 	}
-	if probs := set.Report.Problems(); len(probs) > 0 {
-		return nil, &ConfigError{Err: fmt.Errorf("extensions: %w (aerie extensions shows the report)", errors.Join(probs...))}
+	warnProblems(opts.Logger, x)
+	k := &kit{load: lo, ext: x, builtin: slices.Clip(builtin), prompt: opts.Prompt}
+	m, err := userlayer.New(userlayer.Options{Layers: opts.Layers, Workspace: lo.workspace(), WorkDir: opts.Dir, Builtins: BuiltinToolNames()})
+	switch {
+	case err == nil:
+		k.manager = m
+		k.builtin = append(k.builtin, userlayer.NewTool(m))
+		m.Reloaded(x.Report(), nil)
+	case !errors.Is(err, userlayer.ErrNoUserLayer):
+		opts.Logger.Warn("extension_manage is not offered", "err", err)
 	}
-	loaded, err := hooks.Load(opts.Layers, set.Pins, hooks.LoadOptions{Dir: opts.Dir})
-	if err != nil {
-		return nil, &ConfigError{Err: fmt.Errorf("hooks: %w", err)}
-	}
-	for _, p := range loaded.Problems {
-		opts.Logger.Warn("hook file skipped", "file", p.File, "field", p.Field, "reason", p.Reason)
-	}
-	k := &kit{set: set, hooks: loaded, system: set.Prompt.Text(), prompt: opts.Prompt}
-
-	// Plugins add skills, hooks (after the layers') and MCP servers.
-	k.plugins, err = plugins.Load(opts.Layers, plugins.Options{WorkDir: opts.Dir, Disabled: opts.DisabledPlugins})
-	if err != nil {
-		return nil, &ConfigError{Err: fmt.Errorf("plugins: %w", err)}
-	}
-	k.hooks.Hooks = append(k.hooks.Hooks, k.plugins.Hooks()...)
-	var pluginRoots []skills.Root
-	for _, r := range k.plugins.SkillRoots() {
-		pluginRoots = append(pluginRoots, skills.Root{Name: "plugin " + r.Namespace, Dir: r.Dir, Namespace: r.Namespace})
-	}
-
-	ws := opts.Workspace
-	if ws == "" {
-		ws = opts.Dir
-	}
-	k.skills, err = skills.Discover(skills.Roots(opts.Layers, skills.Options{WorkDir: opts.Dir, Workspace: ws, Home: opts.UserHome, Plugins: pluginRoots}))
-	if err != nil {
-		return nil, &ConfigError{Err: fmt.Errorf("skills: %w", err)}
-	}
-	for _, p := range k.skills.Problems {
-		opts.Logger.Warn("skill skipped", "problem", fmt.Sprint(p))
-	}
-	if k.skills.Len() > 0 {
-		k.system += "\n\n" + k.skills.Catalog()
+	// An unknown toolset stops the launch before anything starts.
+	if _, err := k.offered(x, opts); err != nil {
+		return nil, err
 	}
 	if opts.Prompt != "" {
-		atts, err := k.skills.Attach(opts.Prompt)
+		atts, err := x.Skills.Attach(opts.Prompt)
 		if err != nil {
 			return nil, &ConfigError{Err: fmt.Errorf("prompt: %w", err)}
 		}
 		k.prompt = skills.Message(opts.Prompt, atts)
 	}
-	k.mcp, err = mcp.Load(opts.Layers, set.Pins, mcp.LoadOptions{Dir: opts.Dir})
-	if err != nil {
-		return nil, &ConfigError{Err: fmt.Errorf("MCP servers: %w", err)}
-	}
-	for _, p := range k.plugins.Plugins {
-		if len(p.MCPServers) == 0 {
-			continue
-		}
-		if err := k.mcp.AddPlugin(p.Name, p.Root, PluginServers(p)); err != nil {
-			return nil, &ConfigError{Err: fmt.Errorf("plugin %s: %w", p.Name, err)}
-		}
-	}
-	for _, p := range k.mcp.Problems {
-		opts.Logger.Warn("MCP server declaration skipped", "problem", fmt.Sprint(p))
-	}
+	return k, nil
+}
 
-	all := append([]tools.Tool(nil), builtin...)
-	for _, t := range set.Tools {
+// warnProblems logs what the loaders skipped in the workspace.
+func warnProblems(log *slog.Logger, x *Extensions) {
+	for _, p := range x.Hooks.Problems {
+		log.Warn("hook file skipped", "file", p.File, "field", p.Field, "reason", p.Reason)
+	}
+	for _, p := range x.Skills.Problems {
+		log.Warn("skill skipped", "problem", fmt.Sprint(p))
+	}
+	for _, p := range x.MCP.Problems {
+		log.Warn("MCP server declaration skipped", "problem", fmt.Sprint(p))
+	}
+}
+
+// offered returns the tools x offers besides the MCP servers': the
+// built-ins, the custom tools, the skill tool and the caller's, with
+// their descriptions overridden and the toolset applied.
+func (k *kit) offered(x *Extensions, opts Options) ([]tools.Tool, error) {
+	all := append([]tools.Tool(nil), k.builtin...)
+	for _, t := range x.Set.Tools {
 		all = append(all, t)
 	}
-	if k.skills.Len() > 0 {
-		all = append(all, skills.NewTool(k.skills))
+	if x.Skills.Len() > 0 {
+		all = append(all, skills.NewTool(x.Skills))
 	}
 	all = append(all, opts.Tools...)
 	for i, t := range all {
-		all[i] = set.Descriptions.Apply(t)
+		all[i] = x.Set.Descriptions.Apply(t)
 	}
 	if opts.Toolset != "" {
-		if all, err = applyToolset(set.Toolsets, opts.Toolset, all, opts); err != nil {
+		var err error
+		if all, err = applyToolset(x.Set.Toolsets, opts.Toolset, all, opts); err != nil {
 			return nil, err
 		}
 	}
-	k.tools = all
-	return k, nil
+	return all, nil
+}
+
+// loadout is what one load of the extensions gives the model.
+type loadout struct {
+	ext    *Extensions
+	engine *hooks.Engine
+	reg    *tools.Registry
+	system string
+}
+
+// build makes the loadout of x: the hook engine, the tools wrapped in it
+// (the MCP servers' after the toolset's), and the system prompt with the
+// skills catalog. It changes nothing in k.
+func (k *kit) build(x *Extensions, opts Options) (loadout, error) {
+	all, err := k.offered(x, opts)
+	if err != nil {
+		return loadout{}, err
+	}
+	if k.servers != nil {
+		for _, t := range k.servers.Tools() {
+			all = append(all, t)
+		}
+	}
+	engine := hooks.New(opts.Executor, x.Hooks.Hooks, hooks.Options{
+		SessionID: k.session,
+		Dir:       opts.Dir,
+		Observe: func(_ context.Context, v hooks.Verdict) {
+			emitHook(opts.Observe, v)
+		},
+		Logger: opts.Logger,
+	})
+	reg, err := registry(opts, hooks.WrapAll(all, engine))
+	if err != nil {
+		return loadout{}, &ConfigError{Err: err}
+	}
+	system := x.Set.Prompt.Text()
+	if x.Skills.Len() > 0 {
+		system += "\n\n" + x.Skills.Catalog()
+	}
+	return loadout{ext: x, engine: engine, reg: reg, system: system}, nil
+}
+
+func (k *kit) use(l loadout) {
+	k.ext, k.engine, k.reg, k.system = l.ext, l.engine, l.reg, l.system
+}
+
+// start makes the session's hook engine and tools.
+func (k *kit) start(opts Options, session string) error {
+	k.session = session
+	l, err := k.build(k.ext, opts)
+	if err != nil {
+		return err
+	}
+	k.use(l)
+	return nil
+}
+
+// systemPrompt is the prompt the model is given now.
+func (k *kit) systemPrompt() string {
+	if k.startContext == "" {
+		return k.system
+	}
+	return k.system + "\n\n" + k.startContext
 }
 
 // applyToolset keeps the tools of the named toolset.
@@ -154,36 +210,18 @@ func applyToolset(ts *extensions.Toolsets, name string, all []tools.Tool, opts O
 	return out, nil
 }
 
-// PluginServers are a plugin's MCP servers as runner/mcp declares them.
-func PluginServers(p plugins.Plugin) []mcp.Server {
-	out := make([]mcp.Server, 0, len(p.MCPServers))
-	for _, s := range p.MCPServers {
-		out = append(out, mcp.Server{
-			ID: s.ID, Type: mcp.Type(s.Type), Command: s.Command, Args: s.Args, Env: s.Env,
-			URL: s.URL, Headers: s.Headers, Tools: s.Tools, Required: s.Required, Disabled: s.Disabled,
-			StartupTimeout: time.Duration(s.StartupTimeoutSeconds) * time.Second,
-			ToolTimeout:    time.Duration(s.ToolTimeoutSeconds) * time.Second,
-			File:           s.File, Plugin: p.Name, PluginRoot: p.Root,
-		})
-	}
-	return out
-}
-
-// startMCP connects the session's MCP servers and adds their tools. A
-// required server that cannot connect stops the launch; others are skipped
-// with a warning.
+// startMCP connects the session's MCP servers, whose tools build adds. A
+// required server that cannot connect stops the launch; others are
+// skipped with a warning.
 func (k *kit) startMCP(ctx context.Context, opts Options) error {
-	if len(k.mcp.Servers) == 0 {
+	if len(k.ext.MCP.Servers) == 0 {
 		return nil
 	}
-	k.servers = mcp.New(k.mcp.Servers, mcp.Options{Commands: opts.Executor, Dir: opts.Dir, Logger: opts.Logger})
+	k.servers = mcp.New(k.ext.MCP.Servers, mcp.Options{Commands: opts.Executor, Dir: opts.Dir, Logger: opts.Logger})
 	if err := k.servers.Start(ctx); err != nil {
 		_ = k.servers.Close()
 		k.servers = nil
 		return &ConfigError{Err: fmt.Errorf("MCP servers: %w", err)}
-	}
-	for _, t := range k.servers.Tools() {
-		k.tools = append(k.tools, t)
 	}
 	return nil
 }
@@ -206,19 +244,6 @@ func (k *kit) closeMCP(opts Options) {
 		opts.Logger.Warn("close MCP servers", "err", err)
 	}
 	k.servers = nil
-}
-
-// startHooks makes the hook engine of the session and wraps the tools in it.
-func (k *kit) startHooks(opts Options, session string) {
-	k.engine = hooks.New(opts.Executor, k.hooks.Hooks, hooks.Options{
-		SessionID: session,
-		Dir:       opts.Dir,
-		Observe: func(_ context.Context, v hooks.Verdict) {
-			emitHook(opts.Observe, v)
-		},
-		Logger: opts.Logger,
-	})
-	k.tools = hooks.WrapAll(k.tools, k.engine)
 }
 
 // emitHook reports a hook verdict as an event: what the hooks decided and
@@ -246,9 +271,7 @@ func (k *kit) sessionStart(ctx context.Context, source string, opts Options) {
 		opts.Logger.Warn("SessionStart hooks", "err", err)
 		return
 	}
-	if v.Context != "" {
-		k.system += "\n\n" + v.Context
-	}
+	k.startContext = v.Context
 }
 
 // userPrompt runs the UserPromptSubmit hooks: a block stops the run with the
@@ -297,18 +320,4 @@ func (k *kit) sessionEnd(ctx context.Context, outcome agent.Outcome, opts Option
 	if _, err := k.engine.SessionEnd(ctx, string(outcome)); err != nil {
 		opts.Logger.Warn("SessionEnd hooks", "err", err)
 	}
-}
-
-// report is the extensions report with the hook files in it.
-func (k *kit) report(opts Options) extensions.Report {
-	r := k.set.Report
-	ws := opts.Workspace
-	if ws == "" {
-		ws = opts.Dir
-	}
-	r.Artifacts = append(append([]extensions.Artifact(nil), r.Artifacts...), k.hooks.Artifacts(ws)...)
-	r.Artifacts = append(r.Artifacts, k.plugins.Artifacts()...)
-	r.Artifacts = append(r.Artifacts, SkillArtifacts(k.skills)...)
-	r.Artifacts = append(r.Artifacts, MCPArtifacts(k.mcp)...)
-	return r
 }

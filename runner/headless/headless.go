@@ -151,7 +151,9 @@ type Options struct {
 	System string
 	// Layers are the extension layers, nearest first: custom tools,
 	// prompts, tool descriptions, toolsets, trust pins and hooks are read
-	// from them.
+	// from them. When one is the $AERIE_HOME layer, the model is offered
+	// extension_manage, which writes there; its changes are loaded again
+	// at the next turn boundary.
 	Layers []extensions.Layer
 	// Workspace is the workspace root; empty means Dir.
 	Workspace string
@@ -230,7 +232,7 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 		return Report{}, configErrorf("no prompt: give the task as an argument or on standard input")
 	}
 	bg := tools.NewBackground(opts.Executor)
-	k, err := loadExtensions(opts, tools.Builtin(opts.Executor, opts.Executor, bg))
+	k, err := newKit(opts, tools.Builtin(opts.Executor, opts.Executor, bg))
 	if err != nil {
 		return Report{}, err
 	}
@@ -257,11 +259,9 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	for _, c := range changes {
 		w.Append(c)
 	}
-	k.startHooks(opts, sess.ID.String())
-	reg, err := registry(opts, k.tools)
-	if err != nil {
+	if err := k.start(opts, sess.ID.String()); err != nil {
 		_ = w.Close(context.WithoutCancel(ctx))
-		return Report{}, &ConfigError{Err: err}
+		return Report{}, err
 	}
 	emit(opts.Observe, agent.Event{Type: agent.EventSessionStart, Session: sess.ID.String(), Provider: settings.Provider, Model: settings.Model})
 
@@ -278,17 +278,19 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 		if snap.Usage != nil {
 			usage = *snap.Usage
 		}
-		loop := agent.New(agent.Config{
+		var loop *agent.Loop
+		loop = agent.New(agent.Config{
 			Model:       model,
-			Tools:       reg,
+			Tools:       k.reg,
 			Journal:     w,
-			System:      k.system,
+			System:      k.systemPrompt(),
 			Stop:        opts.Stop,
 			MaxDuration: opts.MaxDuration,
 			OnStop:      k.onStop(opts),
-			// A required MCP server lost mid-session is reconnected before
-			// the next turn, or the turn fails.
-			BeforeRequest: k.ensureMCP,
+			// At each turn boundary a required MCP server lost mid-session
+			// is reconnected (or the turn fails), and what extension_manage
+			// changed takes effect.
+			BeforeRequest: k.turnBoundary(opts, func() *agent.Loop { return loop }),
 			Observe:       opts.Observe,
 			Logger:        opts.Logger.With("session", sess.ID.String()),
 		}, agent.History(snap), usage)
@@ -297,7 +299,7 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	k.sessionEnd(context.WithoutCancel(ctx), res.Outcome, opts)
 	k.closeMCP(opts)
 
-	rep := Report{Session: sess, Settings: settings, System: k.system, Tools: reg.Definitions(), Extensions: k.report(opts), Result: res, ExitCode: ExitCode(res)}
+	rep := Report{Session: sess, Settings: settings, System: k.systemPrompt(), Tools: k.reg.Definitions(), Extensions: k.report(), Result: res, ExitCode: ExitCode(res)}
 	// Everything below must run after a cancel: the processes must end and
 	// the journal must drain whatever stopped the loop.
 	cleanup := context.WithoutCancel(ctx)

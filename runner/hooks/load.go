@@ -195,7 +195,7 @@ func (ld *layerLoad) use(src Source, f Format, hooks []Hook, probs []Problem) {
 		ld.skip(src, f, probs)
 		return
 	}
-	if ld.l.NeedsTrust() {
+	if ld.needsTrust(src.File) {
 		ok, reason := false, "no trust pins"
 		if ld.trust != nil {
 			ok, reason = ld.trust.Trusted(ld.l, src.File, Executables(hooks))
@@ -209,6 +209,17 @@ func (ld *layerLoad) use(src Source, f Format, hooks []Hook, probs []Problem) {
 	}
 	ld.out.Hooks = append(ld.out.Hooks, hooks...)
 	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusActive, Hooks: len(hooks), Executables: Executables(hooks)})
+}
+
+// needsTrust reports whether the hook file at path runs only with a trust
+// pin: every file of the workspace, and a file in $AERIE_HOME that the
+// agent wrote through extension_manage (or whose provenance sidecar is
+// malformed) — the manager never grants trust.
+func (ld *layerLoad) needsTrust(path string) bool {
+	if ld.l.NeedsTrust() {
+		return true
+	}
+	return ld.l.Kind == extensions.KindHome && extensions.ReadProvenance(ld.l, path).State != extensions.ProvenanceLegacy
 }
 
 func (ld *layerLoad) skip(src Source, f Format, probs []Problem) {

@@ -340,3 +340,54 @@ func TestCorpus(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadAgentAuthoredHome checks that a home hook file extension_manage
+// wrote (agent provenance) runs only when pinned, while a person's runs
+// without a pin and a malformed sidecar fails closed.
+func TestLoadAgentAuthoredHome(t *testing.T) {
+	t.Parallel()
+	content := tomlFile(t, spec{Event: Stop, Command: "true"})
+	for _, tc := range []struct {
+		name    string
+		sidecar string // "" for none
+		pinned  bool
+		want    Status
+	}{
+		{name: "legacy", want: StatusActive},
+		{name: "agent unpinned", sidecar: string(extensions.AgentSidecar("op-1", []byte(content), "next_turn")), want: StatusUntrusted},
+		{name: "agent pinned", sidecar: string(extensions.AgentSidecar("op-1", []byte(content), "next_turn")), pinned: true, want: StatusActive},
+		{name: "malformed sidecar", sidecar: "{", pinned: true, want: StatusUntrusted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			files := map[string]string{"hooks.toml": content}
+			if tc.sidecar != "" {
+				files["hooks.toml"+extensions.ProvenanceSuffix] = tc.sidecar
+			}
+			home := layer(t, "home", extensions.KindHome, files)
+			file := filepath.Join(home.Dir, "hooks.toml")
+			var trust Trust = extensions.NewPins(t.TempDir())
+			if tc.pinned {
+				pin, err := extensions.ComputePin("", home, file, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				trust = extensions.NewPins(t.TempDir(), pin)
+			}
+			got, err := Load([]extensions.Layer{home}, trust, LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Files) != 1 || got.Files[0].Status != tc.want {
+				t.Fatalf("files %+v, want %s", got.Files, tc.want)
+			}
+			arts := got.Artifacts("")
+			if p := arts[0].Provenance; p == nil || (tc.sidecar == "") != (p.State == extensions.ProvenanceLegacy) {
+				t.Errorf("provenance %+v", p)
+			}
+			if tc.want == StatusUntrusted && (arts[0].Status != extensions.StatusInactive || arts[0].Trust != extensions.Untrusted) {
+				t.Errorf("report %+v", arts[0])
+			}
+		})
+	}
+}

@@ -27,10 +27,15 @@ func (l Loaded) Artifacts(workspace string) []extensions.Artifact {
 			Path:      f.Path,
 			Reason:    f.Reason,
 		}
+		if f.Layer.Kind == extensions.KindHome {
+			// Files extension_manage wrote carry their provenance.
+			p := extensions.ReadProvenance(f.Layer, f.Path)
+			a.Provenance, a.ActivationBoundary = &p, p.ActivationBoundary
+		}
 		switch f.Status {
 		case StatusActive:
 			a.Status = extensions.StatusActive
-			if f.Layer.NeedsTrust() {
+			if f.Layer.NeedsTrust() || a.Provenance != nil && a.Provenance.State != extensions.ProvenanceLegacy {
 				a.Trust = extensions.Trusted
 			}
 		case StatusShadowed:

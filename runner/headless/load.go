@@ -1,0 +1,181 @@
+package headless
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/extensions/userlayer"
+	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/mcp"
+	"github.com/aerie-run/aerie/runner/plugins"
+	"github.com/aerie-run/aerie/runner/skills"
+	"github.com/aerie-run/aerie/runner/tools"
+)
+
+// LoadOptions say where a session's extensions come from.
+type LoadOptions struct {
+	// Layers are the extension layers, nearest first.
+	Layers []extensions.Layer
+	// Workspace is the workspace root; empty means Dir.
+	Workspace string
+	// Dir is the agent's working directory.
+	Dir string
+	// Getenv reads AERIE_SYSTEM_PROMPT_FILE and
+	// AERIE_TOOL_DESCRIPTIONS_FILE; nil is an empty environment.
+	Getenv func(string) string
+	// UserHome is the user's home directory, whose .agents/skills and
+	// .claude/skills hold skills; empty skips them.
+	UserHome string
+	// DisabledPlugins names plugins not to use (plugins.disabled).
+	DisabledPlugins []string
+	// Persona is the persona's base prompt, which a SYSTEM.md replaces.
+	Persona string
+	// Commands runs custom tools; nil loads them for the report only.
+	Commands extensions.Commands
+}
+
+func (o LoadOptions) workspace() string {
+	if o.Workspace != "" {
+		return o.Workspace
+	}
+	return o.Dir
+}
+
+// Extensions is everything the layers hold for a session: custom tools,
+// prompts, descriptions and toolsets, hooks, plugins, skills and MCP
+// server declarations.
+type Extensions struct {
+	Set     *extensions.Set
+	Hooks   hooks.Loaded
+	Plugins *plugins.Set
+	Skills  *skills.Set
+	MCP     mcp.Config
+	// Errs are the loaders' problems in layers whoever runs the session
+	// controls (besides Set.Report.Problems): a run does not start with
+	// them.
+	Errs []error
+
+	workspace string
+}
+
+// LoadExtensions loads a session's extensions. A run, its reloads and
+// `aerie extensions` all call it, so that the report never disagrees with
+// what a run loads. Its error means the options are unusable (the working
+// directory is outside the workspace); problems with artifacts are in the
+// report, and those that stop a run in Err.
+func LoadExtensions(o LoadOptions) (*Extensions, error) {
+	ws := o.workspace()
+	set, err := extensions.Load(extensions.Source{
+		Layers: o.Layers, Workspace: o.Workspace, WorkDir: o.Dir, Getenv: o.Getenv,
+	}, extensions.Options{Builtins: BuiltinToolNames(), Persona: o.Persona, Commands: o.Commands})
+	if err != nil {
+		return nil, fmt.Errorf("extensions: %w", err)
+	}
+	x := &Extensions{Set: set, workspace: ws}
+	x.Hooks, err = hooks.Load(o.Layers, set.Pins, hooks.LoadOptions{Dir: o.Dir})
+	x.fail("hooks", err)
+
+	// Plugins add skills, hooks (after the layers') and MCP servers.
+	x.Plugins, err = plugins.Load(o.Layers, plugins.Options{WorkDir: o.Dir, Disabled: o.DisabledPlugins})
+	x.fail("plugins", err)
+	var pluginRoots []skills.Root
+	if x.Plugins != nil {
+		x.Hooks.Hooks = append(x.Hooks.Hooks, x.Plugins.Hooks()...)
+		for _, r := range x.Plugins.SkillRoots() {
+			pluginRoots = append(pluginRoots, skills.Root{Name: "plugin " + r.Namespace, Dir: r.Dir, Namespace: r.Namespace})
+		}
+	}
+	x.Skills, err = skills.Discover(skills.Roots(o.Layers, skills.Options{WorkDir: o.Dir, Workspace: ws, Home: o.UserHome, Plugins: pluginRoots}))
+	x.fail("skills", err)
+	x.MCP, err = mcp.Load(o.Layers, set.Pins, mcp.LoadOptions{Dir: o.Dir})
+	x.fail("MCP servers", err)
+	if x.Plugins != nil {
+		for _, p := range x.Plugins.Plugins {
+			if len(p.MCPServers) == 0 {
+				continue
+			}
+			x.fail("plugin "+p.Name, x.MCP.AddPlugin(p.Name, p.Root, PluginServers(p)))
+		}
+	}
+	return x, nil
+}
+
+func (x *Extensions) fail(what string, err error) {
+	if err != nil {
+		x.Errs = append(x.Errs, fmt.Errorf("%s: %w", what, err))
+	}
+}
+
+// Err is every problem that stops a run: artifacts skipped in layers
+// whoever runs the session controls, and the loaders' errors.
+func (x *Extensions) Err() error {
+	var errs []error
+	if probs := x.Set.Report.Problems(); len(probs) > 0 {
+		errs = append(errs, fmt.Errorf("extensions: %w (aerie extensions shows the report)", errors.Join(probs...)))
+	}
+	return errors.Join(append(errs, x.Errs...)...)
+}
+
+// Report is the extensions report: every artifact of every loader, with
+// its layer, status, trust, provenance and reason.
+func (x *Extensions) Report() extensions.Report {
+	r := x.Set.Report
+	r.Artifacts = append(append([]extensions.Artifact(nil), r.Artifacts...), x.Hooks.Artifacts(x.workspace)...)
+	if x.Plugins != nil {
+		r.Artifacts = append(r.Artifacts, x.Plugins.Artifacts()...)
+	}
+	r.Artifacts = append(r.Artifacts, SkillArtifacts(x.Skills)...)
+	r.Artifacts = append(r.Artifacts, MCPArtifacts(x.MCP)...)
+	r.Artifacts = withSkillProvenance(r.Layers, r.Artifacts)
+	return r
+}
+
+// withSkillProvenance adds to the skills of the $AERIE_HOME layer what
+// their sidecars say: extension_manage writes skills there.
+func withSkillProvenance(layers []extensions.Layer, arts []extensions.Artifact) []extensions.Artifact {
+	for _, l := range layers {
+		if l.Kind != extensions.KindHome || l.Dir == "" {
+			continue
+		}
+		for i := range arts {
+			a := &arts[i]
+			if a.Type != TypeSkill || a.Layer != l.Name || a.Provenance != nil {
+				continue
+			}
+			p := extensions.ReadProvenance(l, a.Path+"/"+userlayer.SkillFile)
+			a.LayerKind, a.Provenance, a.ActivationBoundary = l.Kind, &p, p.ActivationBoundary
+		}
+	}
+	return arts
+}
+
+// BuiltinToolNames are the names of the built-in tools, which custom
+// tools cannot take: the tools every session has, the skill tool of a
+// session with skills, and extension_manage of a session with a user
+// layer — a custom tool must not take a name that appears with a skill or
+// a reload.
+func BuiltinToolNames() []string {
+	ts := tools.Builtin(nil, nil, nil)
+	names := make([]string, 0, len(ts)+2)
+	for _, t := range ts {
+		names = append(names, t.Name())
+	}
+	return append(names, skills.ToolName, userlayer.ToolName)
+}
+
+// PluginServers are a plugin's MCP servers as runner/mcp declares them.
+func PluginServers(p plugins.Plugin) []mcp.Server {
+	out := make([]mcp.Server, 0, len(p.MCPServers))
+	for _, s := range p.MCPServers {
+		out = append(out, mcp.Server{
+			ID: s.ID, Type: mcp.Type(s.Type), Command: s.Command, Args: s.Args, Env: s.Env,
+			URL: s.URL, Headers: s.Headers, Tools: s.Tools, Required: s.Required, Disabled: s.Disabled,
+			StartupTimeout: time.Duration(s.StartupTimeoutSeconds) * time.Second,
+			ToolTimeout:    time.Duration(s.ToolTimeoutSeconds) * time.Second,
+			File:           s.File, Plugin: p.Name, PluginRoot: p.Root,
+		})
+	}
+	return out
+}

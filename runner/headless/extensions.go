@@ -1,6 +1,7 @@
 package headless
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,7 +52,7 @@ func loadExtensions(opts Options, builtin []tools.Tool) (*kit, error) {
 	if probs := set.Report.Problems(); len(probs) > 0 {
 		return nil, &ConfigError{Err: fmt.Errorf("extensions: %w (aerie extensions shows the report)", errors.Join(probs...))}
 	}
-	loaded, err := hooks.Load(opts.Layers, set.Pins, hooks.LoadOptions{Dir: opts.Dir})
+	loaded, err := hooks.Load(opts.Layers, set.Pins, hooks.LoadOptions{Dir: opts.Dir, Workspace: cmp.Or(opts.Workspace, opts.Dir)})
 	if err != nil {
 		return nil, &ConfigError{Err: fmt.Errorf("hooks: %w", err)}
 	}

@@ -89,6 +89,9 @@ skipped (the report is printed first). Skipped project files do not fail it.`,
 			if err != nil {
 				return fmt.Errorf("extensions: %w", err)
 			}
+			// Each layer with the digest of what it holds, as a session
+			// records it; one that cannot be digested is shown without.
+			layers, _, _ = extensions.WithDigests(ws, layers)
 			set, err := extensions.Load(extensions.Source{Layers: layers, Workspace: ws, WorkDir: wd, Getenv: a.env.Getenv},
 				extensions.Options{Builtins: builtinToolNames()})
 			if err != nil {

@@ -45,7 +45,7 @@ func loadExtensions(opts Options, builtin []tools.Tool) (*kit, error) {
 	}
 	set, err := extensions.Load(extensions.Source{
 		Layers: opts.Layers, Workspace: opts.Workspace, WorkDir: opts.Dir, Getenv: opts.Getenv,
-	}, extensions.Options{Builtins: names, Persona: opts.System, Commands: opts.Executor})
+	}, extensions.Options{Builtins: names, Persona: opts.System, Commands: opts.Executor, Pins: opts.Pins})
 	if err != nil {
 		return nil, &ConfigError{Err: fmt.Errorf("extensions: %w", err)}
 	}

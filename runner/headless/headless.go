@@ -155,6 +155,9 @@ type Options struct {
 	Layers []extensions.Layer
 	// Workspace is the workspace root; empty means Dir.
 	Workspace string
+	// Pins are trust pins the session's submitter gives besides the
+	// layers' trust.toml files (an AgentSession's spec.trust.pinsFrom).
+	Pins []extensions.Pin
 	// Toolset names the toolset (toolsets.toml) that selects the tools
 	// offered; empty offers the persona's toolset, or every tool.
 	Toolset string

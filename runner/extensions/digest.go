@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -132,31 +134,74 @@ func (d *digester) walk(name string, depth int) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case fi.IsDir():
-		names, more, err := readNames(f)
+	if !fi.IsDir() {
+		return d.add(name, fi)
+	}
+	return d.walkDir(name, f, depth)
+}
+
+// walkDir adds the files of the open directory dir. The entries' types
+// and sizes come from the listing and an lstat beside it; only links are
+// opened, through the root, to learn what they lead to.
+func (d *digester) walkDir(name string, dir *os.File, depth int) error {
+	var entries []fs.DirEntry
+	for {
+		des, err := dir.ReadDir(1024)
+		entries = append(entries, des...)
+		if len(entries) > MaxDirEntries {
+			return fmt.Errorf("%s: over %d entries", name, MaxDirEntries)
+		}
+		if errors.Is(err, io.EOF) || (err == nil && len(des) == 0) {
+			break
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		if more {
-			return fmt.Errorf("%s: over %d entries", name, MaxDirEntries)
-		}
-		for _, n := range names {
-			if err := d.walk(path.Join(name, n), depth+1); err != nil {
+	}
+	for _, de := range entries {
+		p := path.Join(name, de.Name())
+		switch t := de.Type(); {
+		case t.IsDir():
+			sub, err := d.files.open(p)
+			if err != nil {
+				return explainRootErr(err)
+			}
+			err = d.walkDir(p, sub, depth+1)
+			sub.Close()
+			if err != nil {
+				return err
+			}
+		case t.IsRegular():
+			fi, err := de.Info()
+			if err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			if err := d.add(p, fi); err != nil {
+				return err
+			}
+		case t&fs.ModeSymlink != 0:
+			if err := d.walk(p, depth+1); err != nil {
 				return err
 			}
 		}
-	case fi.Mode().IsRegular():
-		if len(d.found) == MaxDigestFiles {
-			return fmt.Errorf("%w: over %d files", ErrTooLarge, MaxDigestFiles)
-		}
-		if d.bytes += fi.Size(); d.bytes > MaxDigestBytes {
-			return fmt.Errorf("%w: over %s of files", ErrTooLarge, byteSize(MaxDigestBytes))
-		}
-		d.found = append(d.found, digestFile{path: name, exec: fi.Mode()&0o111 != 0})
+		// Sockets, FIFOs and devices hold no content: left out, as a
+		// ConfigMap cannot hold them.
 	}
-	// Sockets, FIFOs and devices hold no content: left out, as a
-	// ConfigMap cannot hold them.
+	return nil
+}
+
+// add adds the regular file name, within the bounds.
+func (d *digester) add(name string, fi fs.FileInfo) error {
+	if !fi.Mode().IsRegular() {
+		return nil
+	}
+	if len(d.found) == MaxDigestFiles {
+		return fmt.Errorf("%w: over %d files", ErrTooLarge, MaxDigestFiles)
+	}
+	if d.bytes += fi.Size(); d.bytes > MaxDigestBytes {
+		return fmt.Errorf("%w: over %s of files", ErrTooLarge, byteSize(MaxDigestBytes))
+	}
+	d.found = append(d.found, digestFile{path: name, exec: fi.Mode()&0o111 != 0})
 	return nil
 }
 

@@ -236,7 +236,7 @@ func (r *AgentSessionReconciler) reconcileRun(ctx context.Context, sc *scope) (c
 // says why the previous attempt's pod was lost, for a retry.
 func (r *AgentSessionReconciler) startAttempt(ctx context.Context, sc *scope, n int32, lost string) (ctrl.Result, error) {
 	s := sc.session
-	res := &resolver{reader: r.Reader, apply: applyConfigMap(r.Client), cfg: r.Config}
+	res := &resolver{reader: r.Reader, apply: applyConfigMap(r.Client), own: ownConfigMap(r.Client), cfg: r.Config}
 	a, err := res.resolve(ctx, s, n, sc.now.Time)
 	if isReferenceError(err) {
 		setCondition(s, aeriev1alpha1.ConditionAccepted, metav1.ConditionFalse, aeriev1alpha1.ReasonInvalidReference, err.Error())

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -741,7 +742,7 @@ func testLayers(t *testing.T) {
 			Annotations: map[string]string{runconfig.ExecutablesAnnotation: `["tools/bin/check.sh"]`}},
 		Data: map[string]string{"skills__review__SKILL.md": "---\nname: review\n---\n", "tools__bin__check.sh": "#!/bin/sh\necho ok\n"},
 	})
-	e.session("layers", func(s *aeriev1alpha1.AgentSession) {
+	s1 := e.session("layers", func(s *aeriev1alpha1.AgentSession) {
 		s.Spec.Extensions = []aeriev1alpha1.ExtensionLayer{{Name: "go", ConfigMap: &aeriev1alpha1.ConfigMapLayer{Name: "go-tools"}}}
 	})
 	pod := e.pod("layers", 1)
@@ -785,11 +786,49 @@ func testLayers(t *testing.T) {
 		t.Errorf("mirror items (-want +got):\n%s", diff)
 	}
 
-	// A second session uses the same mirror.
-	e.session("layers-2")
+	// The runner is told where each layer comes from, for its record.
+	var sources []string
+	for _, l := range rc.Layers {
+		sources = append(sources, l.Source)
+	}
+	if diff := cmp.Diff([]string{"configmap/go-tools", "configmap/team", "configmap/" + m.Name + " from configmap/" + e.platform + "/platform"}, sources); diff != "" {
+		t.Errorf("layer sources (-want +got):\n%s", diff)
+	}
+
+	// A second session uses the same mirror. Each session that mounts
+	// it owns it — not as its controller, and without blocking its own
+	// deletion — so that Kubernetes' garbage collector deletes the mirror
+	// when the last of them is deleted. envtest runs no garbage
+	// collector: the owner references are what is checked here.
+	s2 := e.session("layers-2")
 	e.pod("layers-2", 1)
 	if err := e.c.List(e.ctx(), &mirrors, client.InNamespace(e.ns), client.HasLabels{LabelPlatformLayer}); err != nil || len(mirrors.Items) != 1 {
-		t.Errorf("%d mirrors after a second session, want 1: %v", len(mirrors.Items), err)
+		t.Fatalf("%d mirrors after a second session, want 1: %v", len(mirrors.Items), err)
+	}
+	owner := func(s *aeriev1alpha1.AgentSession) metav1.OwnerReference {
+		return metav1.OwnerReference{APIVersion: "aerie.run/v1alpha1", Kind: "AgentSession", Name: s.Name, UID: s.UID}
+	}
+	// The order of owner references means nothing (and server-side apply
+	// does not keep it).
+	byName := cmpopts.SortSlices(func(a, b metav1.OwnerReference) bool { return a.Name < b.Name })
+	if diff := cmp.Diff([]metav1.OwnerReference{owner(s1), owner(s2)}, mirrors.Items[0].OwnerReferences, byName); diff != "" {
+		t.Errorf("mirror owners (-want +got):\n%s", diff)
+	}
+	if !*mirrors.Items[0].Immutable || mirrors.Items[0].Data["tools__bin__check.sh"] == "" {
+		t.Errorf("the mirror changed when an owner was added: %+v", mirrors.Items[0])
+	}
+
+	// A retry of the first session applies the mirror again: its owners
+	// stay as they are.
+	e.setPod(pod, corev1.PodFailed, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}})
+	e.waitStatus("layers", "attempt 2", func(st aeriev1alpha1.AgentSessionStatus) bool { return st.Attempts == 2 })
+	e.pod("layers", 2)
+	var again corev1.ConfigMap
+	if err := e.c.Get(e.ctx(), client.ObjectKeyFromObject(&mirrors.Items[0]), &again); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]metav1.OwnerReference{owner(s1), owner(s2)}, again.OwnerReferences, byName); diff != "" {
+		t.Errorf("mirror owners after a retry (-want +got):\n%s", diff)
 	}
 }
 

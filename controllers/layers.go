@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"path"
 	"sort"
 	"strings"
 
@@ -33,6 +34,7 @@ func configMapLayer(name, kind string, cm *corev1.ConfigMap) (resolvedLayer, err
 		Name:   name,
 		Kind:   kind,
 		Digest: runconfig.LayerDigest(files),
+		Origin: "configmap/" + cm.Name,
 		Source: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name},
 			Items:                items,
@@ -63,9 +65,14 @@ func volumeLayer(l aeriev1alpha1.ExtensionLayer) resolvedLayer {
 	case l.PersistentVolumeClaim != nil:
 		r.Source = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: l.PersistentVolumeClaim.ClaimName, ReadOnly: true}}
 		r.SubPath = l.PersistentVolumeClaim.SubPath
+		r.Origin = path.Join("pvc", l.PersistentVolumeClaim.ClaimName, r.SubPath)
 	case l.Image != nil:
 		r.Source = corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: l.Image.Reference, PullPolicy: l.Image.PullPolicy}}
 		r.SubPath = l.Image.SubPath
+		r.Origin = "image/" + l.Image.Reference
+		if r.SubPath != "" {
+			r.Origin += "/" + r.SubPath
+		}
 		if _, digest, ok := strings.Cut(l.Image.Reference, "@"); ok && strings.HasPrefix(digest, "sha256:") {
 			r.Digest = digest
 		}
@@ -93,7 +100,9 @@ func mirrorName(source, digest string) string {
 }
 
 // desiredMirror is the immutable copy of platform layer src in namespace:
-// its files and the annotations that give their paths and modes.
+// its files and the annotations that give their paths and modes. Its owners
+// are the sessions that mount it (mirrorOwner), added one by one, so that
+// it is garbage-collected with the last of them.
 func desiredMirror(src *corev1.ConfigMap, namespace, digest string) *corev1.ConfigMap {
 	annotations := map[string]string{}
 	for _, k := range []string{runconfig.PathsAnnotation, runconfig.ExecutablesAnnotation} {
@@ -117,6 +126,18 @@ func desiredMirror(src *corev1.ConfigMap, namespace, digest string) *corev1.Conf
 		Immutable:  ptr.To(true),
 		Data:       src.Data,
 		BinaryData: src.BinaryData,
+	}
+}
+
+// mirrorOwner is a session's owner reference on a mirror it mounts: not
+// the controller (the mirror is shared), and not blocking the session's
+// deletion.
+func mirrorOwner(s *aeriev1alpha1.AgentSession) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion: aeriev1alpha1.GroupVersion.String(),
+		Kind:       "AgentSession",
+		Name:       s.Name,
+		UID:        s.UID,
 	}
 }
 

@@ -97,6 +97,9 @@ type resolvedLayer struct {
 	Source corev1.VolumeSource
 	// SubPath is the directory of the volume that is the layer.
 	SubPath string
+	// Origin names what holds the layer, for the runner's record:
+	// runconfig.Layer's Source.
+	Origin string
 }
 
 // attempt is what the children of one attempt are built from, besides
@@ -165,7 +168,7 @@ func runnerConfig(s *aeriev1alpha1.AgentSession, a attempt) runconfig.Config {
 		c.Executor.WorkingDir = w.WorkingDir
 	}
 	for i, l := range a.Layers {
-		c.Layers = append(c.Layers, runconfig.Layer{Name: l.Name, Kind: l.Kind, Dir: runconfig.LayerDir(i), Digest: l.Digest})
+		c.Layers = append(c.Layers, runconfig.Layer{Name: l.Name, Kind: l.Kind, Dir: runconfig.LayerDir(i), Digest: l.Digest, Source: l.Origin})
 	}
 	if t := s.Spec.Trust; t != nil {
 		for _, src := range t.Sources {
@@ -272,6 +275,13 @@ func desiredPod(cfg Config, s *aeriev1alpha1.AgentSession, a attempt) *corev1.Po
 
 	socketMount := corev1.VolumeMount{Name: volumeSocket, MountPath: runconfig.SocketDir}
 	workspaceMount := corev1.VolumeMount{Name: volumeWorkspace, MountPath: runconfig.DefaultWorkspace, SubPath: workspaceSubPath}
+	// The agent reads the project's layers and AGENTS.md itself, through
+	// an os.Root at the workspace (a link planted there cannot lead it to
+	// its own secrets), and never writes: the tools do, in the workspace
+	// container. Read-only, at the same path, so that a project tool's
+	// path means the same file in both containers.
+	agentWorkspaceMount := workspaceMount
+	agentWorkspaceMount.ReadOnly = true
 
 	agent := corev1.Container{
 		Name:            ContainerAgent,
@@ -284,6 +294,7 @@ func desiredPod(cfg Config, s *aeriev1alpha1.AgentSession, a attempt) *corev1.Po
 			readOnly(volumeConfig, runconfig.Dir),
 			socketMount,
 			{Name: volumeAgentTmp, MountPath: tmpDir},
+			agentWorkspaceMount,
 		}, layerMounts...),
 		TerminationMessagePath: runconfig.DefaultTerminationLog,
 		// A runner that died before writing its report leaves the tail

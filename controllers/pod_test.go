@@ -203,6 +203,24 @@ func TestDesiredPodProperties(t *testing.T) {
 			t.Errorf("%s layer mounts (-want +got):\n%s", c, diff)
 		}
 	}
+	// The workspace: read-write for the tools, read-only for the agent,
+	// at the same path and sub-path, so that a path names one file in both.
+	pvc := fullSession()
+	pvc.Spec.Workspace = &aeriev1alpha1.WorkspaceSpec{PersistentVolumeClaim: &aeriev1alpha1.PVCWorkspace{ClaimName: "repos", SubPath: "service"}}
+	for name, p := range map[string]*corev1.Pod{"git": pod, "pvc": desiredPod(testConfig(), pvc, fullAttempt(t))} {
+		mounts := map[string]corev1.VolumeMount{}
+		for _, c := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
+			for _, m := range c.VolumeMounts {
+				if m.Name == volumeWorkspace {
+					mounts[c.Name] = m
+				}
+			}
+		}
+		ws, agent := mounts[ContainerWorkspace], mounts[ContainerAgent]
+		if ws.ReadOnly || !agent.ReadOnly || agent.MountPath != runconfig.DefaultWorkspace || ws.MountPath != agent.MountPath || ws.SubPath != agent.SubPath {
+			t.Errorf("%s: workspace mounts: workspace container %+v, agent %+v", name, ws, agent)
+		}
+	}
 	if got := *pod.Spec.ActiveDeadlineSeconds; got != int64((25*time.Minute+DefaultTerminationGrace+deadlineSlack)/time.Second) {
 		t.Errorf("activeDeadlineSeconds = %d", got)
 	}

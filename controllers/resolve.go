@@ -2,13 +2,16 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,7 +40,9 @@ type resolver struct {
 	reader client.Reader
 	// apply writes a platform layer's mirror (server-side apply).
 	apply func(ctx context.Context, cm *corev1.ConfigMap) error
-	cfg   Config
+	// own adds an owner reference to a mirror, keeping the others.
+	own func(ctx context.Context, cm *corev1.ConfigMap, owner metav1.OwnerReference) error
+	cfg Config
 }
 
 // resolve gathers attempt n of session s at now.
@@ -257,10 +262,19 @@ func (r *resolver) layers(ctx context.Context, s *aeriev1alpha1.AgentSession) ([
 		if err := r.apply(ctx, mirror); err != nil {
 			return nil, fmt.Errorf("mirror platform layer %s into namespace %s: %w", src.Name, s.Namespace, err)
 		}
+		// Every session that mounts the mirror owns it, so that
+		// Kubernetes' garbage collector deletes it once the last of them
+		// is gone, and not before.
+		if !slices.ContainsFunc(mirror.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == s.UID }) {
+			if err := r.own(ctx, mirror, mirrorOwner(s)); err != nil {
+				return nil, fmt.Errorf("own platform layer mirror %s/%s: %w", mirror.Namespace, mirror.Name, err)
+			}
+		}
 		rl, err := configMapLayer(src.Name, runconfig.LayerPlatform, mirror)
 		if err != nil {
 			return nil, fmt.Errorf("platform layer mirror %s: %w", mirror.Name, err)
 		}
+		rl.Origin += " from configmap/" + src.Namespace + "/" + src.Name
 		out = append(out, rl)
 	}
 	return out, nil
@@ -292,7 +306,9 @@ func (r *resolver) trustPins(ctx context.Context, s *aeriev1alpha1.AgentSession)
 	return pins, nil
 }
 
-// applyConfigMap applies cm with server-side apply as the controller.
+// applyConfigMap applies cm with server-side apply as the controller, and
+// sets cm's owner references to those the ConfigMap has, which others
+// may have added.
 func applyConfigMap(c client.Client) func(ctx context.Context, cm *corev1.ConfigMap) error {
 	return func(ctx context.Context, cm *corev1.ConfigMap) error {
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
@@ -301,7 +317,28 @@ func applyConfigMap(c client.Client) func(ctx context.Context, cm *corev1.Config
 		}
 		// Status and creationTimestamp are not the applier's to set.
 		delete(u["metadata"].(map[string]any), "creationTimestamp")
-		return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner(fieldOwner), client.ForceOwnership)
+		obj := &unstructured.Unstructured{Object: u}
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+			return err
+		}
+		cm.OwnerReferences = obj.GetOwnerReferences()
+		return nil
+	}
+}
+
+// ownConfigMap adds an owner reference to a ConfigMap with a strategic
+// merge patch, which merges owner references by UID: the other sessions'
+// stay, and adding one that is there already changes nothing. (A
+// server-side apply by the one field manager would drop the references it
+// applied before and does not apply again.)
+func ownConfigMap(c client.Client) func(ctx context.Context, cm *corev1.ConfigMap, owner metav1.OwnerReference) error {
+	return func(ctx context.Context, cm *corev1.ConfigMap, owner metav1.OwnerReference) error {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{owner}}})
+		if err != nil {
+			return fmt.Errorf("encode owner reference: %w", err)
+		}
+		target := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm.Name, Namespace: cm.Namespace}}
+		return c.Patch(ctx, target, client.RawPatch(types.StrategicMergePatchType, patch), client.FieldOwner(fieldOwner))
 	}
 }
 

@@ -47,7 +47,8 @@ type AgentSessionSpec struct {
 	Toolset string `json:"toolset,omitempty"`
 
 	// persona names the persona whose base system prompt (and default toolset) the agent
-	// uses. Empty means the default persona.
+	// uses: a personas/<name>.toml file (prompt, optional toolset) in the extension layers,
+	// the nearest valid one winning. Empty means the default persona.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9_.-]*$`
@@ -580,7 +581,8 @@ type AgentSessionStatus struct {
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 
-	// usage is the session's model and tool usage, as the runner last reported it.
+	// usage is the session's model and tool usage, all attempts together, as the runner
+	// last reported it.
 	// +optional
 	Usage *Usage `json:"usage,omitempty"`
 

@@ -76,6 +76,9 @@ skipped (the report is printed first). Skipped project files do not fail it.`,
 			if err != nil {
 				return fmt.Errorf("extensions: %w", err)
 			}
+			// Each layer with the digest of what it holds, as a session
+			// records it; one that cannot be digested is shown without.
+			src.Layers, _, _ = extensions.WithDigests(ws, src.Layers)
 			x, err := headless.LoadExtensions(src)
 			if err != nil {
 				return err

@@ -494,8 +494,8 @@ func TestRunResumeAndFork(t *testing.T) {
 		t.Errorf("the resumed request sent %q, want %q", strings.Join(texts, "|"), want)
 	}
 	es := e.entries(id)
-	if len(es) != 8 || es[len(es)-1].Seq != 8 {
-		t.Errorf("the resumed session has %d entries, want 8 (two runs of user, assistant, usage, checkpoint)", len(es))
+	if len(es) != 10 || es[len(es)-1].Seq != 10 || es[0].Kind() != store.KindLayers || es[5].Kind() != store.KindLayers {
+		t.Errorf("the resumed session has %d entries, want 10 (two runs of layers, user, assistant, usage, checkpoint)", len(es))
 	}
 
 	fork := e.run("run", "--fork-from", id, "--model", "claude-opus-4-1", "third task")
@@ -527,7 +527,7 @@ func TestRunResumeAndFork(t *testing.T) {
 	if snap.Settings.Model != "claude-opus-4-1" || snap.Settings.Provider != "anthropic" {
 		t.Errorf("the fork's settings = %+v, want the model change recorded", snap.Settings)
 	}
-	if len(e.entries(id)) != 8 {
+	if len(e.entries(id)) != 10 {
 		t.Error("the fork changed its source")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -106,10 +107,6 @@ func (a *app) runAttempt(ctx context.Context, cmd *cobra.Command, f runnerFlags,
 	}
 	rep.SessionID = cfg.Session.ID
 	logger = logger.With("session", cfg.Session.ID, "agentSession", cfg.AgentSession, "attempt", cfg.Session.Attempt)
-	layers := podLayers(cfg)
-	for _, l := range layers {
-		logger.Info("layer", "name", l.Name, "kind", l.Kind, "dir", l.Dir, "digest", l.Digest)
-	}
 	dsn := a.getenv(runconfig.DatabaseURLEnv)
 	if dsn == "" {
 		return rep, configErr(fmt.Errorf("no session store: $%s is empty (the controller's --database-secret)", runconfig.DatabaseURLEnv))
@@ -143,7 +140,16 @@ func (a *app) runAttempt(ctx context.Context, cmd *cobra.Command, f runnerFlags,
 	if err != nil {
 		return rep, err
 	}
-	var toolCalls int64
+	for _, l := range opts.Layers {
+		logger.Info("layer", "name", l.Name, "kind", l.Kind, "dir", l.Dir, "source", l.Source, "digest", l.Digest, "ignorePins", l.IgnorePins)
+	}
+	// The report's usage is the session's, all attempts: the tokens come
+	// from the usage snapshot the loop resumes with, the tool calls are
+	// counted in what the session continues from.
+	toolCalls, err := priorToolCalls(ctx, st, cfg.Namespace, opts)
+	if err != nil {
+		logger.Warn("count the session's earlier tool calls; the report counts this attempt's only", "err", err)
+	}
 	jsonl := events.NewJSONL(cmd.OutOrStdout(), false)
 	opts.Observe = func(e agent.Event) {
 		if e.Type == agent.EventToolCall {
@@ -196,14 +202,88 @@ func (a *app) getenv(name string) string {
 	return a.env.Getenv(name)
 }
 
+// trustSources maps the layer kinds of a pod to the names
+// spec.trust.sources gives them.
+var trustSources = map[string]string{
+	runconfig.LayerSpec:      "Extensions",
+	runconfig.LayerNamespace: "Namespace",
+	runconfig.LayerPlatform:  "Platform",
+}
+
 // podLayers are the configuration's layers as the extension loaders take
-// them, nearest first.
+// them, nearest first. The trust.toml of a layer whose kind the trust
+// sources leave out is not honoured.
 func podLayers(cfg *runconfig.Config) []extensions.Layer {
 	out := make([]extensions.Layer, 0, len(cfg.Layers))
 	for _, l := range cfg.Layers {
-		out = append(out, extensions.Layer{Name: l.Name, Dir: l.Dir, Kind: extensions.Kind(l.Kind), Digest: l.Digest})
+		out = append(out, extensions.Layer{
+			Name: l.Name, Dir: l.Dir, Kind: extensions.Kind(l.Kind), Digest: l.Digest, Source: l.Source,
+			IgnorePins: !slices.Contains(cfg.Trust.Sources, trustSources[l.Kind]),
+		})
 	}
 	return out
+}
+
+// sessionPins parses the trust.toml documents the controller resolved from
+// spec.trust.pinsFrom. A malformed one stops the attempt: it is the
+// submitter's, and a pin silently dropped would leave a tool they meant
+// to trust unrunnable with no reason given.
+func sessionPins(cfg *runconfig.Config) ([]extensions.Pin, error) {
+	var pins []extensions.Pin
+	for i, doc := range cfg.Trust.Pins {
+		ps, err := extensions.ParseTrust(doc.Source, []byte(doc.TOML))
+		if err != nil {
+			return nil, fmt.Errorf("trust.pins[%d] (spec.trust.pinsFrom): %w", i, err)
+		}
+		pins = append(pins, ps...)
+	}
+	return pins, nil
+}
+
+// projectLayers are the workspace's .aerie/ (and .osprey/) directories
+// from the working directory up to the workspace root, nearest first. The
+// agent container mounts the workspace read-only and reads it only
+// through an os.Root, so a link planted in the repository cannot lead it
+// to its own secrets. A workspace it cannot read (a pod from a controller
+// that does not mount it) has none, with a warning.
+func projectLayers(workspace, dir string, logger *slog.Logger) []extensions.Layer {
+	layers, err := extensions.ProjectLayers(workspace, dir)
+	if err != nil {
+		logger.Warn("the workspace cannot be read here: its project layers are not used", "workspace", workspace, "err", err)
+		return nil
+	}
+	return layers
+}
+
+// priorToolCalls counts the tool calls stored in what the session
+// continues from: the session itself when it is resumed (a retry, or
+// spec.resumeFrom), the copied part of the source of a fork.
+func priorToolCalls(ctx context.Context, st store.Store, tenant string, opts headless.Options) (int64, error) {
+	ref, through := opts.Resume, int64(0)
+	if ref == "" {
+		ref, through = opts.ForkFrom, opts.ForkAt
+	}
+	if ref == "" {
+		return 0, nil
+	}
+	id, err := uuid.Parse(ref)
+	if err != nil {
+		return 0, fmt.Errorf("session %q: %w", ref, err)
+	}
+	es, err := st.Entries(ctx, tenant, id)
+	if err != nil {
+		return 0, fmt.Errorf("read session %s: %w", id, err)
+	}
+	var n int64
+	for _, e := range es {
+		if through > 0 && e.Seq > through {
+			break
+		}
+		if _, ok := e.Payload.(store.ToolCall); ok {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // dialExecutor waits (at most wait) for the workspace container to create
@@ -245,6 +325,10 @@ func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, d
 	if err != nil {
 		return headless.Options{}, &exitError{code: headless.ExitConfig, err: fmt.Errorf("session.id: %w", err)}
 	}
+	pins, err := sessionPins(cfg)
+	if err != nil {
+		return headless.Options{}, &exitError{code: headless.ExitConfig, err: err}
+	}
 	opts := headless.Options{
 		Tenant:    cfg.Namespace,
 		Dir:       dir,
@@ -254,13 +338,16 @@ func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, d
 		SessionID: id,
 		Label:     cfg.AgentSession,
 		System:    headless.DefaultSystemPrompt(dir),
-		// The mounted layers; the workspace is the executor's, which this
-		// container does not mount, so project files are not read here.
-		Layers:      podLayers(cfg),
-		Workspace:   cfg.Executor.Workspace,
-		Toolset:     cfg.Toolset,
-		MaxDuration: time.Duration(cfg.Budget.MaxDuration),
-		Executor:    exe,
+		// The workspace's project layers (the workspace is mounted
+		// read-only here), then the mounted ones.
+		Layers:        append(projectLayers(cfg.Executor.Workspace, dir, logger), podLayers(cfg)...),
+		Workspace:     cfg.Executor.Workspace,
+		Pins:          pins,
+		Toolset:       cfg.Toolset,
+		Persona:       cfg.Persona,
+		ContextWindow: cfg.Model.ContextWindow,
+		MaxDuration:   time.Duration(cfg.Budget.MaxDuration),
+		Executor:      exe,
 		// Preserve stays nil: nothing outlives the pod, so every process
 		// group is torn down at the end.
 		Logger: logger,

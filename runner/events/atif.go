@@ -212,6 +212,8 @@ type TrajectoryInput struct {
 //     is_copied_context, and extra.fork names the source.
 //   - A subagent outcome is a system step; a checkpoint annotates the latest
 //     step's extra.checkpoint.
+//   - The layers record of each run is no step: the trajectory's
+//     extra.extension_layers lists them, each with its seq.
 //
 // Entries of any other type, or without a payload, are listed in
 // extra.skipped_entries. Entries out of sequence order and an empty
@@ -259,6 +261,7 @@ type builder struct {
 	lastUsage               *store.Usage
 	lastOutcome             string
 	skipped                 []map[string]any
+	layers                  []map[string]any
 	fork                    *store.Fork
 }
 
@@ -399,6 +402,10 @@ func (b *builder) entry(e store.Entry) {
 		// extra.fork, and is no step of its own.
 	case store.SubagentOutcome:
 		b.subagent(e, p)
+	case store.Layers:
+		// No step: what the run was made with, for the trajectory's
+		// extra, one record per run.
+		b.layers = append(b.layers, map[string]any{"seq": e.Seq, "layers": p.Layers})
 	default:
 		kind := "none"
 		if e.Payload != nil {
@@ -660,6 +667,9 @@ func (b *builder) finish() *Trajectory {
 	}
 	if b.fork != nil {
 		extra["fork"] = map[string]any{"source_session_id": b.fork.Source.String(), "source_seq": b.fork.SourceSeq}
+	}
+	if len(b.layers) > 0 {
+		extra["extension_layers"] = b.layers
 	}
 	if len(b.skipped) > 0 {
 		extra["skipped_entries"] = b.skipped

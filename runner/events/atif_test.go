@@ -472,6 +472,25 @@ func TestOddEntries(t *testing.T) {
 			},
 		},
 		{
+			name: "layers records",
+			entries: func(s *stream) {
+				s.add(store.Layers{Layers: []store.Layer{{Name: "go", Kind: "spec", Source: "configmap/go-tools", Digest: "sha256:00"}}}, user("hi"),
+					store.Layers{Layers: []store.Layer{{Name: "bundled", Kind: "bundled"}}})
+			},
+			check: func(t *testing.T, tr *Trajectory) {
+				want := []map[string]any{
+					{"seq": int64(1), "layers": []store.Layer{{Name: "go", Kind: "spec", Source: "configmap/go-tools", Digest: "sha256:00"}}},
+					{"seq": int64(3), "layers": []store.Layer{{Name: "bundled", Kind: "bundled"}}},
+				}
+				if diff := cmp.Diff(want, tr.Extra["extension_layers"]); diff != "" {
+					t.Errorf("extension layers (-want +got):\n%s", diff)
+				}
+				if len(tr.Steps) != 2 || tr.Extra["skipped_entries"] != nil {
+					t.Errorf("steps = %+v, skipped = %v: want the system step and the user's, nothing skipped", tr.Steps, tr.Extra["skipped_entries"])
+				}
+			},
+		},
+		{
 			name: "result of a call never made",
 			entries: func(s *stream) {
 				s.add(user("hi"), result("ghost", "boo", true), store.ToolCompletion{CallID: "ghost", Status: store.ToolError})

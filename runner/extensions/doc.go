@@ -36,11 +36,22 @@
 //	                        invalid nearest file gives the bundled descriptions
 //	toolsets.toml           the nearest file; an invalid one is skipped without trying
 //	                        a farther one
-//	trust.toml              the union of the pinnable layers' files
+//	trust.toml              the union of the pinnable layers' files, and the
+//	                        session's own pins (Options.Pins)
+//	personas/<name>.toml    the first valid file (LoadPersona); its prompt is the
+//	                        persona prompt above, its toolset the default toolset
 //
 // A file is "there" when it exists at all, as a dangling link, a directory
 // or a FIFO included: such a file cannot be read, and counts as a read
 // failure rather than an absence.
+//
+// # Digests
+//
+// ContentDigest digests what a layer holds now — its files' paths,
+// executable bits and bytes, through the same os.Root the loaders read
+// with — in the encoding the controller uses for ConfigMap layers, so that
+// the layers a session used can be recorded and compared with what the
+// controller rendered.
 //
 // # Custom tools
 //
@@ -74,7 +85,10 @@
 // Custom tools (and hooks) of the workspace run only when pinned. Pins are
 // read only from layers the session's submitter controls (Layer.Pinnable:
 // $AERIE_HOME locally; spec, namespace and platform layers in a pod),
-// never from the workspace. The file is trust.toml:
+// never from the workspace; in a pod, only from the kinds of layers the
+// AgentSession's spec.trust.sources names (the others have
+// Layer.IgnorePins), and from the documents of spec.trust.pinsFrom, which
+// the runner passes as Options.Pins. The file is trust.toml:
 //
 //	# $AERIE_HOME/trust.toml
 //	[[pin]]

@@ -32,9 +32,17 @@ type Layer struct {
 	Dir string `json:"dir"`
 	// Kind is where the layer comes from.
 	Kind Kind `json:"kind"`
-	// Digest is the content digest the layer was mounted with ("sha256:…"),
-	// when known: platform layers are content-addressed.
+	// Digest is the content digest of the layer ("sha256:…"), when known:
+	// the controller's for a ConfigMap layer, ContentDigest's otherwise.
 	Digest string `json:"digest,omitempty"`
+	// Source says what holds the layer when its directory does not: the
+	// ConfigMap, volume or image mounted at Dir in a pod
+	// ("configmap/go-tools", "pvc/skills/team-a"). Empty for a local
+	// directory.
+	Source string `json:"source,omitempty"`
+	// IgnorePins turns the layer's trust.toml off: the session's trust
+	// sources (an AgentSession's spec.trust.sources) leave its kind out.
+	IgnorePins bool `json:"ignore_pins,omitempty"`
 }
 
 // Private reports whether the layer is controlled by whoever runs the
@@ -44,8 +52,12 @@ type Layer struct {
 func (l Layer) Private() bool { return l.Kind != KindProject }
 
 // Pinnable reports whether trust pins read from this layer are honoured:
-// only layers the submitter controls, never the workspace.
+// only layers the submitter controls, never the workspace, and not those
+// the session's trust sources leave out.
 func (l Layer) Pinnable() bool {
+	if l.IgnorePins {
+		return false
+	}
 	switch l.Kind {
 	case KindSpec, KindNamespace, KindPlatform, KindHome:
 		return true

@@ -177,6 +177,10 @@ type Options struct {
 	// Env is the custom tools' environment; empty means the executor's
 	// allow-listed, secret-free default.
 	Env []string
+	// Pins are trust pins the session's submitter gives besides the
+	// pinnable layers' trust.toml files (an AgentSession's
+	// spec.trust.pinsFrom): they are honoured with those.
+	Pins []Pin
 }
 
 // Set is a session's extensions, loaded.
@@ -216,6 +220,7 @@ func Load(src Source, opts Options) (*Set, error) {
 	add(layerArtifacts(v)...)
 	var arts []Artifact
 	s.Pins, arts = loadPins(v)
+	s.Pins.add(opts.Pins...)
 	add(arts...)
 	s.Tools, arts = loadTools(v, ToolOptions{Builtins: opts.Builtins, Pins: s.Pins, Commands: opts.Commands, Env: opts.Env})
 	add(arts...)

@@ -106,10 +106,15 @@ type Pins struct {
 // file. It is for callers that hold pins from elsewhere.
 func NewPins(workspace string, pins ...Pin) *Pins {
 	p := &Pins{workspace: workspace, byPath: map[string][]string{}}
+	p.add(pins...)
+	return p
+}
+
+// add adds pins while p is being built, before anyone reads it.
+func (p *Pins) add(pins ...Pin) {
 	for _, pin := range pins {
 		p.byPath[pin.Path] = append(p.byPath[pin.Path], strings.ToLower(pin.SHA256))
 	}
-	return p
 }
 
 // LoadPins reads trust.toml from every pinnable layer of src. A trust file
@@ -138,6 +143,13 @@ func loadPins(v *view) (*Pins, []Artifact) {
 		}
 		a := newArtifact(TypeTrust, lv, TrustFile)
 		a.Name = TrustFile
+		if lv.IgnorePins {
+			// The submitter's own choice, not a mistake: inactive, never
+			// a problem that stops the session.
+			a.Status, a.Reason = StatusInactive, fmt.Sprintf("not used: the session's trust sources leave out %s layers (spec.trust.sources)", lv.Kind)
+			arts = append(arts, a)
+			continue
+		}
 		if !lv.Pinnable() {
 			a.skip(errors.New("trust pins are honoured only from layers the session's submitter controls ($AERIE_HOME, spec, namespace and platform layers), never from the workspace"))
 			arts = append(arts, a)

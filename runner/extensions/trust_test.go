@@ -201,3 +201,48 @@ func TestReadProvenance(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSessionPins: a session's own pins (spec.trust.pinsFrom) trust a
+// project tool; the trust.toml of a layer whose kind the session's trust
+// sources leave out is not used, and is no problem either.
+func TestSessionPins(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	tree(t, ws, map[string]string{
+		".aerie/tools/a.toml": manifest("a", "./a.sh"),
+		".aerie/tools/a.sh":   "#!/bin/sh\necho a\n",
+		".aerie/tools/b.toml": manifest("b", "./b.sh"),
+		".aerie/tools/b.sh":   "#!/bin/sh\necho b\n",
+	})
+	proj := project(ws, ".aerie")
+	pinB := mustPin(t, ws, proj, filepath.Join(ws, ".aerie/tools/b.toml"), "./b.sh")
+	tree(t, ws, map[string]string{"ns/" + TrustFile: pinB.TOML()})
+	pinA := mustPin(t, ws, proj, filepath.Join(ws, ".aerie/tools/a.toml"), "./a.sh")
+	ns := Layer{Name: "team", Kind: KindNamespace, Dir: filepath.Join(ws, "ns")}
+
+	load := func(ns Layer, pins ...Pin) map[string]Artifact {
+		t.Helper()
+		set, err := Load(Source{Layers: []Layer{proj, ns}, Workspace: ws}, Options{Pins: pins})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := set.Report.Problems(); len(p) > 0 {
+			t.Errorf("problems: %v", p)
+		}
+		return byPath(set.Report.Artifacts)
+	}
+	arts := load(ns, pinA)
+	if a, b := arts[filepath.Join(ws, ".aerie/tools/a.toml")], arts[filepath.Join(ws, ".aerie/tools/b.toml")]; a.Trust != Trusted || b.Trust != Trusted {
+		t.Errorf("with the session's pin and the namespace's: a %s, b %s; want both trusted", a.Trust, b.Trust)
+	}
+
+	ns.IgnorePins = true
+	arts = load(ns, pinA)
+	if a, b := arts[filepath.Join(ws, ".aerie/tools/a.toml")], arts[filepath.Join(ws, ".aerie/tools/b.toml")]; a.Trust != Trusted || b.Trust != Untrusted {
+		t.Errorf("namespace pins ignored: a %s, b %s; want a trusted, b untrusted", a.Trust, b.Trust)
+	}
+	tr := arts[filepath.Join(ws, "ns", TrustFile)]
+	if tr.Status != StatusInactive || !strings.Contains(tr.Reason, "leave out namespace layers") {
+		t.Errorf("ignored trust.toml: %+v", tr)
+	}
+}

@@ -51,6 +51,7 @@ func newKit(opts Options, builtin []tools.Tool) (*kit, error) {
 	lo := LoadOptions{
 		Layers: opts.Layers, Workspace: opts.Workspace, Dir: opts.Dir, Getenv: opts.Getenv,
 		UserHome: opts.UserHome, DisabledPlugins: opts.DisabledPlugins, Persona: opts.System, Commands: opts.Executor,
+		Pins: opts.Pins,
 	}
 	x, err := LoadExtensions(lo)
 	if err == nil {

@@ -157,9 +157,23 @@ type Options struct {
 	Layers []extensions.Layer
 	// Workspace is the workspace root; empty means Dir.
 	Workspace string
+	// Pins are trust pins the session's submitter gives besides the
+	// layers' trust.toml files (an AgentSession's spec.trust.pinsFrom).
+	Pins []extensions.Pin
 	// Toolset names the toolset (toolsets.toml) that selects the tools
-	// offered; empty offers every tool.
+	// offered; empty offers the persona's toolset, or every tool.
 	Toolset string
+	// Persona names the persona (personas/<name>.toml in a layer) whose
+	// prompt replaces System and whose toolset applies when Toolset is
+	// empty; empty is the default persona, System itself. A resumed or
+	// forked session switches to it, the switch recorded.
+	Persona string
+	// ContextWindow is the model's context window in tokens as the
+	// session's submitter states it (an AgentSession's
+	// spec.model.contextWindow): it overrides aerie's table of known
+	// models. The window in force is in the Report, for automatic
+	// compaction, which is not built yet.
+	ContextWindow int64
 	// Getenv reads AERIE_SYSTEM_PROMPT_FILE and AERIE_TOOL_DESCRIPTIONS_FILE;
 	// nil is an empty environment.
 	Getenv func(string) string
@@ -200,6 +214,15 @@ type Report struct {
 	Settings store.Settings
 	// System is the system prompt the model was given.
 	System string
+	// Persona is the persona the run used.
+	Persona extensions.Persona
+	// Layers are the layers the run used, nearest first, each with the
+	// digest of what it held: the Layers entry journaled at the start.
+	Layers []extensions.Layer
+	// ContextWindow is the model's context window in tokens: Options'
+	// ContextWindow, else the known window of the model, else 0
+	// (unknown).
+	ContextWindow int64
 	// Extensions reports the artifacts found in the layers.
 	Extensions extensions.Report
 	// Tools are the tools the model was offered.
@@ -231,6 +254,11 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	if opts.Prompt == "" && opts.Resume == "" && opts.ForkFrom == "" {
 		return Report{}, configErrorf("no prompt: give the task as an argument or on standard input")
 	}
+	persona, personaArts, err := applyPersona(&opts)
+	if err != nil {
+		return Report{}, err
+	}
+	layers := recordedLayers(opts)
 	bg := tools.NewBackground(opts.Executor)
 	k, err := newKit(opts, tools.Builtin(opts.Executor, opts.Executor, bg))
 	if err != nil {
@@ -255,7 +283,12 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 		}
 	}
 
+	window := provider.ContextWindow(settings.Model, opts.ContextWindow)
+	opts.Logger.Info("session settings", "session", sess.ID.String(), "provider", settings.Provider, "model", settings.Model,
+		"persona", persona.Name, "toolset", opts.Toolset, "contextWindow", window)
+
 	w := journal.New(ctx, st, opts.Tenant, sess.ID, snap.LastSeq+1, opts.Journal)
+	w.Append(layersEntry(layers))
 	for _, c := range changes {
 		w.Append(c)
 	}
@@ -299,7 +332,11 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	k.sessionEnd(context.WithoutCancel(ctx), res.Outcome, opts)
 	k.closeMCP(opts)
 
-	rep := Report{Session: sess, Settings: settings, System: k.systemPrompt(), Tools: k.reg.Definitions(), Extensions: k.report(), Result: res, ExitCode: ExitCode(res)}
+	rep := Report{
+		Session: sess, Settings: settings, System: k.systemPrompt(), Persona: persona, Layers: layers, ContextWindow: window,
+		Tools: k.reg.Definitions(), Extensions: k.report(), Result: res, ExitCode: ExitCode(res),
+	}
+	rep.Extensions.Artifacts = append(rep.Extensions.Artifacts, personaArts...)
 	// Everything below must run after a cancel: the processes must end and
 	// the journal must drain whatever stopped the loop.
 	cleanup := context.WithoutCancel(ctx)
@@ -370,8 +407,8 @@ func openSession(ctx context.Context, st Store, opts Options) (store.Session, st
 }
 
 // settle returns the settings the run uses: the stored ones of a resumed or
-// forked session, overridden by those asked for, each override recorded as
-// a change entry.
+// forked session, overridden by those asked for (the persona always), each
+// override recorded as a change entry.
 func settle(sess store.Session, snap store.Snapshot, want store.Settings) (store.Settings, []store.Payload) {
 	have := snap.Settings
 	if have.Provider == "" && have.Model == "" {
@@ -385,6 +422,12 @@ func settle(sess store.Session, snap store.Snapshot, want store.Settings) (store
 	if want.Model != "" && want.Model != have.Model {
 		have.Model = want.Model
 		changes = append(changes, store.ModelChange{Model: want.Model})
+	}
+	// The persona is always the caller's: empty is the default persona,
+	// a choice like any other, not "keep the stored one".
+	if want.Persona != have.Persona {
+		have.Persona = want.Persona
+		changes = append(changes, store.PersonaChange{Persona: want.Persona})
 	}
 	return have, changes
 }

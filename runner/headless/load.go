@@ -34,6 +34,9 @@ type LoadOptions struct {
 	Persona string
 	// Commands runs custom tools; nil loads them for the report only.
 	Commands extensions.Commands
+	// Pins are trust pins the session's submitter gives besides the
+	// layers' trust.toml files (an AgentSession's spec.trust.pinsFrom).
+	Pins []extensions.Pin
 }
 
 func (o LoadOptions) workspace() string {
@@ -69,12 +72,12 @@ func LoadExtensions(o LoadOptions) (*Extensions, error) {
 	ws := o.workspace()
 	set, err := extensions.Load(extensions.Source{
 		Layers: o.Layers, Workspace: o.Workspace, WorkDir: o.Dir, Getenv: o.Getenv,
-	}, extensions.Options{Builtins: BuiltinToolNames(), Persona: o.Persona, Commands: o.Commands})
+	}, extensions.Options{Builtins: BuiltinToolNames(), Persona: o.Persona, Commands: o.Commands, Pins: o.Pins})
 	if err != nil {
 		return nil, fmt.Errorf("extensions: %w", err)
 	}
 	x := &Extensions{Set: set, workspace: ws}
-	x.Hooks, err = hooks.Load(o.Layers, set.Pins, hooks.LoadOptions{Dir: o.Dir})
+	x.Hooks, err = hooks.Load(o.Layers, set.Pins, hooks.LoadOptions{Dir: o.Dir, Workspace: ws})
 	x.fail("hooks", err)
 
 	// Plugins add skills, hooks (after the layers') and MCP servers.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/aerie-run/aerie/runner/extensions"
 )
@@ -30,6 +31,11 @@ type LoadOptions struct {
 	// Dir is the agent's working directory, where hook commands run:
 	// relative executables resolve against it for trust pins.
 	Dir string
+	// Workspace is the workspace root. A project layer is opened through
+	// an os.Root there, so that a layer directory swapped for a symbolic
+	// link out of the workspace is not read; empty opens the layer's
+	// directory as it is.
+	Workspace string
 	// Home expands ~/ in scripts and commands; the runner's home
 	// directory when empty.
 	Home string
@@ -89,7 +95,7 @@ func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Loaded, err
 		tomlFound bool
 	)
 	for _, l := range layers {
-		root, err := os.OpenRoot(l.Dir)
+		root, err := openLayer(l, opts.Workspace)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -254,10 +260,46 @@ func Executables(hooks []Hook) []string {
 	return out
 }
 
+// openLayer opens the layer's directory as a root: a project layer's
+// through the workspace's root when the workspace is known, so that only
+// a directory inside the workspace is ever opened.
+func openLayer(l extensions.Layer, workspace string) (*os.Root, error) {
+	if l.Kind != extensions.KindProject || workspace == "" {
+		return os.OpenRoot(l.Dir)
+	}
+	rel, ok := relLocal(workspace, l.Dir)
+	if !ok {
+		// The same directories, spelt through different links (/tmp and
+		// /private/tmp).
+		ws, err1 := filepath.EvalSymlinks(workspace)
+		dir, err2 := filepath.EvalSymlinks(l.Dir)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("project layer %s: %w", l.Dir, errors.Join(err1, err2))
+		}
+		if rel, ok = relLocal(ws, dir); !ok {
+			return nil, fmt.Errorf("project layer %s is outside the workspace %s", l.Dir, workspace)
+		}
+		workspace = ws
+	}
+	ws, err := os.OpenRoot(workspace)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.Close()
+	return ws.OpenRoot(rel)
+}
+
+// relLocal returns target's path from base when it is inside base.
+func relLocal(base, target string) (string, bool) {
+	rel, err := filepath.Rel(base, target)
+	return rel, err == nil && filepath.IsLocal(rel)
+}
+
 // readBounded reads the regular file name in root, refusing one larger
-// than MaxFileSize without reading it.
+// than MaxFileSize without reading it. O_NONBLOCK: a FIFO planted in place
+// of a hook file must not hang the load waiting for a writer.
 func readBounded(root *os.Root, name string) ([]byte, error) {
-	f, err := root.Open(name)
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -389,5 +390,59 @@ func TestLoadAgentAuthoredHome(t *testing.T) {
 				t.Errorf("report %+v", arts[0])
 			}
 		})
+	}
+}
+
+// TestLoadStaysInWorkspace plants what a repository (or a tool) could
+// leave in a project layer: a hook file that links to a secret outside
+// the workspace, one that links to the process's own environment, a FIFO
+// and a layer directory that is itself a link out. None is read; the load
+// does not hang; the report holds no digest of anything outside.
+func TestLoadStaysInWorkspace(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret.yaml")
+	writeFiles(t, outside, map[string]string{"secret.yaml": yamlFile(t, spec{Event: Stop, Command: "echo sk-ant-secret"}), ".aerie/hooks.toml": "x = 1\n"})
+	writeFiles(t, ws, map[string]string{"sub/.keep": ""})
+	for link, target := range map[string]string{
+		".aerie/hooks/secret.yaml":  secret,
+		".aerie/hooks/environ.yaml": "/proc/self/environ",
+		"sub/.aerie":                filepath.Join(outside, ".aerie"),
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, link)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(ws, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(filepath.Join(ws, ".aerie/hooks.toml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	proj := extensions.Layer{Name: ".aerie", Kind: extensions.KindProject, Dir: filepath.Join(ws, ".aerie")}
+	sub := extensions.Layer{Name: "sub/.aerie", Kind: extensions.KindProject, Dir: filepath.Join(ws, "sub/.aerie")}
+	trustAll := &pins{trusted: map[string]bool{
+		filepath.Join(ws, ".aerie/hooks/secret.yaml"): true, filepath.Join(ws, ".aerie/hooks/environ.yaml"): true,
+		filepath.Join(ws, "sub/.aerie/hooks.toml"): true,
+	}}
+	got, err := Load([]extensions.Layer{sub, proj}, trustAll, LoadOptions{Dir: ws, Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Hooks) != 0 {
+		t.Errorf("hooks loaded from outside the workspace: %v", hookIDs(got.Hooks))
+	}
+	want := []string{".aerie .aerie/hooks.toml skipped", ".aerie hooks/environ.yaml skipped", ".aerie hooks/secret.yaml skipped"}
+	if diff := cmp.Diff(want, fileStatuses(got.Files)); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+	if len(got.Problems) == 0 || !strings.Contains(got.Problems[0].File, "sub/.aerie") {
+		t.Errorf("the linked layer directory is not reported: %v", got.Problems)
+	}
+	for _, a := range got.Artifacts(ws) {
+		if a.Digest != "" {
+			t.Errorf("%s has a digest %s: something outside the workspace was read", a.Path, a.Digest)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package hooks
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"os"
 	"path/filepath"
 
 	"github.com/aerie-run/aerie/runner/extensions"
@@ -49,11 +48,30 @@ func (l Loaded) Artifacts(workspace string) []extensions.Artifact {
 		default:
 			a.Status = extensions.StatusSkipped
 		}
-		if b, err := os.ReadFile(f.Path); err == nil && len(b) <= MaxFileSize {
-			sum := sha256.Sum256(b)
-			a.Digest = "sha256:" + hex.EncodeToString(sum[:])
-		}
+		a.Digest = fileDigest(workspace, f)
 		arts = append(arts, a)
 	}
 	return arts
+}
+
+// fileDigest is the digest of a hook file, read as Load reads it: through
+// an os.Root (the workspace's for a project layer), bounded, without
+// blocking on a FIFO, and never through a link out of the layer. "" when
+// it cannot be read.
+func fileDigest(workspace string, f File) string {
+	rel, ok := relLocal(f.Layer.Dir, f.Path)
+	if !ok {
+		return ""
+	}
+	root, err := openLayer(f.Layer, workspace)
+	if err != nil {
+		return ""
+	}
+	defer root.Close()
+	b, err := readBounded(root, rel)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

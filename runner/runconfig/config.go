@@ -164,6 +164,10 @@ type Layer struct {
 	// Digest is the content digest ("sha256:<hex>") of a ConfigMap layer
 	// at the time the attempt was rendered; empty for volumes.
 	Digest string `json:"digest,omitempty"`
+	// Source names what holds the layer: "configmap/NAME" ("configmap/MIRROR
+	// from configmap/NAMESPACE/NAME" for a platform layer's mirror),
+	// "pvc/CLAIM[/SUBPATH]" or "image/REFERENCE[/SUBPATH]".
+	Source string `json:"source,omitempty"`
 }
 
 // Trust says whose trust pins the runner honours.

@@ -47,7 +47,9 @@ type Usage struct {
 	CacheReadTokens int64 `json:"cacheReadTokens,omitempty"`
 	// Requests counts the session's model requests (turns), all attempts.
 	Requests int64 `json:"requests,omitempty"`
-	// ToolCalls counts the tool calls of this attempt.
+	// ToolCalls counts the session's tool calls, all attempts: like the
+	// tokens, what the session has used so far, so that the status the
+	// controller derives from the last pod alone is the session's.
 	ToolCalls int64 `json:"toolCalls,omitempty"`
 }
 

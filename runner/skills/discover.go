@@ -70,7 +70,8 @@ type Options struct {
 // private skills directory — and the bundled built-ins), then the
 // plugins' skills, then the home directory's .agents/skills and
 // .claude/skills. Skills in private layers are strict (a malformed one is
-// an error); the workspace's are confined to the workspace.
+// an error); the workspace's, plugins in it included, are confined to the
+// workspace.
 func Roots(layers []extensions.Layer, opts Options) []Root {
 	var roots []Root
 	ws := opts.Workspace
@@ -93,7 +94,14 @@ func Roots(layers []extensions.Layer, opts Options) []Root {
 		}
 		roots = append(roots, r)
 	}
-	roots = append(roots, opts.Plugins...)
+	for _, p := range opts.Plugins {
+		// A plugin inside the workspace (a project layer's) is the
+		// repository's: its skills are confined like the project's.
+		if p.Confine == "" && ws != "" && within(ws, p.Dir) {
+			p.Confine = ws
+		}
+		roots = append(roots, p)
+	}
 	if opts.Home != "" {
 		for _, conv := range []string{".agents/skills", ".claude/skills"} {
 			roots = append(roots, Root{Name: "home " + conv, Dir: filepath.Join(opts.Home, conv)})

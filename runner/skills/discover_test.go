@@ -75,7 +75,8 @@ func TestRootsOrder(t *testing.T) {
 		{Name: "bundled", Dir: "/opt/aerie/bundled", Kind: extensions.KindBundled},
 	}
 	plugin := Root{Name: "plugin review", Dir: "/home/u/.aerie/plugins/review/skills", Namespace: "review"}
-	got := Roots(layers, Options{WorkDir: "/ws/sub", Workspace: "/ws", Home: "/home/u", Plugins: []Root{plugin}})
+	projectPlugin := Root{Name: "plugin lint", Dir: "/ws/.aerie/plugins/lint/skills", Namespace: "lint"}
+	got := Roots(layers, Options{WorkDir: "/ws/sub", Workspace: "/ws", Home: "/home/u", Plugins: []Root{plugin, projectPlugin}})
 	want := []Root{
 		{Name: "workdir .agents/skills", Dir: "/ws/sub/.agents/skills", Confine: "/ws"},
 		{Name: "workdir .claude/skills", Dir: "/ws/sub/.claude/skills", Confine: "/ws"},
@@ -85,6 +86,7 @@ func TestRootsOrder(t *testing.T) {
 		{Name: "home", Dir: "/home/u/.aerie/skills", Strict: true},
 		{Name: "bundled", Dir: "/opt/aerie/bundled/skills", Strict: true},
 		plugin,
+		{Name: "plugin lint", Dir: "/ws/.aerie/plugins/lint/skills", Namespace: "lint", Confine: "/ws"},
 		{Name: "home .agents/skills", Dir: "/home/u/.agents/skills"},
 		{Name: "home .claude/skills", Dir: "/home/u/.claude/skills"},
 	}
@@ -424,5 +426,28 @@ func TestDiscoverFIFO(t *testing.T) {
 	}
 	if r := NewTool(set).Run(t.Context(), []byte(`{"name":"ok","file":"pipe"}`)); !r.IsError || !strings.Contains(r.Content, "not a regular file") {
 		t.Errorf("%v %s", r.IsError, r.Content)
+	}
+}
+
+// TestDiscoverProjectPluginConfined: a plugin in a project layer belongs to
+// the repository, and a link in its skills that leads out of the
+// workspace is not followed.
+func TestDiscoverProjectPluginConfined(t *testing.T) {
+	t.Parallel()
+	outside := tree(t, map[string]string{"secret/SKILL.md": md("leaked", "outside the workspace")})
+	ws := tree(t, map[string]string{
+		".aerie/plugins/lint/skills/ok/SKILL.md": md("ok", "inside"),
+		".aerie/plugins/lint/skills/escape":      "-> " + filepath.Join(outside, "secret"),
+	})
+	plugin := Root{Name: "plugin lint", Dir: filepath.Join(ws, ".aerie/plugins/lint/skills"), Namespace: "lint"}
+	set, err := Discover(Roots(nil, Options{WorkDir: ws, Plugins: []Root{plugin}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"plugin lint (escape) skipped", "plugin lint lint:ok active"}, statuses(set.Entries)); diff != "" {
+		t.Errorf("entries (-want +got)\n%s", diff)
+	}
+	if _, ok := set.Lookup("lint:leaked"); ok {
+		t.Error("a skill outside the workspace was discovered")
 	}
 }

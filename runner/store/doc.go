@@ -42,8 +42,9 @@
 // Payload, one of the types of this package: messages (UserMessage,
 // AssistantMessage, ToolResult), ToolCall and ToolCompletion records,
 // ProviderChange, ModelChange, PersonaChange and ReasoningChange, Usage
-// snapshots, completion Checkpoints, Compaction checkpoints, Fork metadata
-// and SubagentOutcomes. Payloads are stored as JSON beside their EntryKind;
+// snapshots, completion Checkpoints, Compaction checkpoints, Fork metadata,
+// SubagentOutcomes and the Layers record of the extension layers each run
+// used. Payloads are stored as JSON beside their EntryKind;
 // DecodeEntry turns them back and reports unknown kinds or corrupt payloads
 // as an *EntryError naming the session and sequence number (ErrCorruptEntry),
 // which fails reading that session only.

@@ -31,6 +31,7 @@ const (
 	KindCompaction       EntryKind = "compaction"
 	KindFork             EntryKind = "fork"
 	KindSubagentOutcome  EntryKind = "subagent_outcome"
+	KindLayers           EntryKind = "layers"
 )
 
 // Payload is the typed content of an entry: one of the payload types of this
@@ -218,6 +219,29 @@ type Fork struct {
 	SourceSeq int64     `json:"source_seq"`
 }
 
+// Layers records the extension layers a run of the session used, nearest
+// first, as it started: each run (each attempt of a pod) appends one, so
+// the stream says what every part of the conversation was made with. It
+// plays no part in resuming.
+type Layers struct {
+	Layers []Layer `json:"layers"`
+}
+
+// Layer is one extension layer of a Layers record.
+type Layer struct {
+	// Name labels the layer in reports.
+	Name string `json:"name"`
+	// Kind is where it comes from: project, spec, namespace, platform,
+	// home or bundled.
+	Kind string `json:"kind"`
+	// Source says what holds it: a ConfigMap ("configmap/NAME"), a volume
+	// ("pvc/CLAIM", "image/REF"), or a directory.
+	Source string `json:"source,omitempty"`
+	// Digest is the content digest ("sha256:…") of what was read, when
+	// known.
+	Digest string `json:"digest,omitempty"`
+}
+
 // SubagentOutcome records the terminal outcome of a child session in its
 // parent's stream.
 type SubagentOutcome struct {
@@ -241,6 +265,7 @@ func (Checkpoint) EntryKind() EntryKind       { return KindCheckpoint }
 func (Compaction) EntryKind() EntryKind       { return KindCompaction }
 func (Fork) EntryKind() EntryKind             { return KindFork }
 func (SubagentOutcome) EntryKind() EntryKind  { return KindSubagentOutcome }
+func (Layers) EntryKind() EntryKind           { return KindLayers }
 
 func (m UserMessage) validate() error      { return validateBlocks(m.Content) }
 func (m AssistantMessage) validate() error { return validateBlocks(m.Content) }
@@ -314,6 +339,18 @@ func (f Fork) validate() error {
 	return nil
 }
 
+func (l Layers) validate() error {
+	for i, x := range l.Layers {
+		switch {
+		case x.Name == "":
+			return fmt.Errorf("layer %d has no name", i)
+		case x.Kind == "":
+			return fmt.Errorf("layer %d (%s) has no kind", i, x.Name)
+		}
+	}
+	return nil
+}
+
 func (o SubagentOutcome) validate() error {
 	switch {
 	case o.Session == uuid.Nil:
@@ -365,6 +402,8 @@ func decodePayload(kind EntryKind, data []byte) (Payload, error) {
 		return decodeAs[Fork](data)
 	case KindSubagentOutcome:
 		return decodeAs[SubagentOutcome](data)
+	case KindLayers:
+		return decodeAs[Layers](data)
 	}
 	return nil, errors.New("unknown entry kind")
 }

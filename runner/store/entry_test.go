@@ -37,6 +37,10 @@ func TestDecodeEntryRoundTrip(t *testing.T) {
 			Provenance: store.Provenance{Trigger: "overflow", PendingChildren: []uuid.UUID{child}}},
 		store.Fork{Source: child, SourceSeq: 9},
 		store.SubagentOutcome{Session: child, Outcome: "completed", Usage: &store.Usage{Requests: 1}},
+		store.Layers{Layers: []store.Layer{
+			{Name: ".aerie", Kind: "project", Source: "/workspace/.aerie", Digest: "sha256:ab"},
+			{Name: "go", Kind: "spec", Source: "configmap/go-tools"},
+		}},
 	}
 	for _, p := range payloads {
 		t.Run(string(p.EntryKind()), func(t *testing.T) {
@@ -74,6 +78,8 @@ func TestDecodeEntryRejects(t *testing.T) {
 		{"missing call id", "tool_call", `{"name":"bash"}`, "without call id"},
 		{"missing tool name", "tool_call", `{"call_id":"c"}`, "without tool name"},
 		{"missing status", "tool_completion", `{"call_id":"c"}`, "without status"},
+		{"layer without name", "layers", `{"layers":[{"kind":"spec"}]}`, "layer 0 has no name"},
+		{"layer without kind", "layers", `{"layers":[{"name":"a","kind":"spec"},{"name":"b"}]}`, "layer 1 (b) has no kind"},
 		{"untyped block", "user_message", `{"content":[{"text":"x"}]}`, "no type"},
 		{"compaction without cut", "compaction", `{"replacement":[]}`, "first kept"},
 		{"fork without source", "fork", `{"source_seq":1}`, "without source"},

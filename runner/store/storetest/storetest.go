@@ -288,6 +288,7 @@ func everyKind(s *stream, child uuid.UUID) []store.Entry {
 		s.add(store.UserMessage{Content: []store.Block{{Type: store.BlockImage, MediaType: "image/png", Data: []byte{0x89, 'P', 'N', 'G'}}}}),
 		s.add(store.SubagentOutcome{Session: child, Outcome: "completed", Summary: "found it", Usage: &store.Usage{InputTokens: 10}}),
 		s.add(store.Fork{Source: child, SourceSeq: 3}),
+		s.add(store.Layers{Layers: []store.Layer{{Name: "go", Kind: "spec", Source: "configmap/go-tools", Digest: "sha256:00ff"}, {Name: "bundled", Kind: "bundled"}}}),
 		s.add(store.Compaction{
 			Replacement: []store.Block{{Type: store.BlockText, Text: "summary"}},
 			FirstKept:   1,

@@ -1,0 +1,149 @@
+package extensions
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// PersonasDir holds a layer's personas, one personas/<name>.toml each:
+//
+//	# personas/reviewer.toml
+//	description = "Reviews a change without editing it."   # optional
+//	prompt = """You are a careful reviewer. …"""           # the base system prompt
+//	toolset = "readonly"                                   # optional default toolset
+//
+// A persona replaces the default persona's base prompt, which SYSTEM.md and
+// AERIE_SYSTEM_PROMPT_FILE replace in turn and APPEND_SYSTEM.md files and
+// project instructions extend, as they do the default. Its toolset applies
+// when the session names none (an AgentSession's spec.toolset wins).
+const PersonasDir = "personas"
+
+// DefaultPersona is the name of the built-in persona, also meant by an
+// empty name; a personas/default.toml in a layer replaces it.
+const DefaultPersona = "default"
+
+// PersonaNamePattern is what a persona's name may be: the pattern of an
+// AgentSession's spec.persona.
+var PersonaNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
+// TypePersona is the report's type for persona files.
+const TypePersona Type = "persona"
+
+// ErrUnknownPersona means a persona was asked for that no layer defines.
+var ErrUnknownPersona = errors.New("unknown persona")
+
+// Persona is a loaded persona.
+type Persona struct {
+	// Name is the persona's name.
+	Name string `json:"name"`
+	// Description says what the persona is for.
+	Description string `json:"description,omitempty"`
+	// Prompt is the persona's base system prompt.
+	Prompt string `json:"-"`
+	// Toolset is the toolset the persona selects, if any.
+	Toolset string `json:"toolset,omitempty"`
+	// Path is the file it was read from.
+	Path string `json:"path"`
+}
+
+// personaDoc is a persona file.
+type personaDoc struct {
+	Description string `toml:"description"`
+	Prompt      string `toml:"prompt"`
+	Toolset     string `toml:"toolset"`
+}
+
+// ParsePersona parses a persona file. path is used in errors only.
+// Unknown keys are errors.
+func ParsePersona(path string, doc []byte) (Persona, error) {
+	var d personaDoc
+	if err := decodeTOML(path, doc, &d); err != nil {
+		return Persona{}, err
+	}
+	switch {
+	case strings.TrimSpace(d.Prompt) == "":
+		return Persona{}, placed(path, doc, fieldErrorf("prompt", "missing: the persona's base system prompt"))
+	case d.Toolset != "" && strings.TrimSpace(d.Toolset) != d.Toolset:
+		return Persona{}, placed(path, doc, fieldErrorf("toolset", "%q has blank space around the name", d.Toolset))
+	}
+	return Persona{Description: d.Description, Prompt: text([]byte(d.Prompt)), Toolset: d.Toolset, Path: path}, nil
+}
+
+// LoadPersona finds the persona called name in src's layers: the first
+// valid personas/<name>.toml, nearest layer first. A file that cannot be
+// read or parsed is skipped with its reason — and in a layer the session's
+// submitter controls it is an error, as every problem there is. No file
+// at all is ErrUnknownPersona, except for the default persona (or an
+// empty name), which then is the zero Persona with Name "default": the
+// caller's built-in prompt stands.
+//
+// The artifacts list every file found, for the extensions report.
+func LoadPersona(src Source, name string) (Persona, []Artifact, error) {
+	if name == "" {
+		name = DefaultPersona
+	}
+	if !PersonaNamePattern.MatchString(name) {
+		return Persona{}, nil, fmt.Errorf("persona %q: want 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit", name)
+	}
+	v, err := src.open()
+	if err != nil {
+		return Persona{}, nil, err
+	}
+	defer v.close()
+	file := PersonasDir + "/" + name + ".toml"
+	var (
+		arts  []Artifact
+		found *Persona
+		errs  []error
+	)
+	for _, lv := range v.layers {
+		if lv.err != nil {
+			continue
+		}
+		if _, err := lv.files.lstat(file); absent(err) {
+			continue
+		}
+		a := newArtifact(TypePersona, lv, file)
+		a.Name = name
+		if found != nil {
+			a.Status, a.ShadowedBy, a.Reason = StatusShadowed, found.Path, "shadowed by "+found.Path
+			arts = append(arts, a)
+			continue
+		}
+		doc, err := lv.files.readFile(file, MaxArtifactBytes)
+		var p Persona
+		if err == nil {
+			a.Digest = digest(doc)
+			p, err = ParsePersona(a.Path, doc)
+		}
+		if err != nil {
+			err = fmt.Errorf("read persona: %w", explainRootErr(err))
+			a.skip(err)
+			if a.Problem() {
+				errs = append(errs, err)
+			}
+			arts = append(arts, a)
+			continue
+		}
+		p.Name = name
+		found = &p
+		a.Status = StatusActive
+		arts = append(arts, a)
+	}
+	if len(errs) > 0 {
+		return Persona{}, arts, fmt.Errorf("persona %q: %w", name, errors.Join(errs...))
+	}
+	if found != nil {
+		return *found, arts, nil
+	}
+	if name == DefaultPersona {
+		return Persona{Name: DefaultPersona}, arts, nil
+	}
+	where := fmt.Sprintf("%s in the layers %s", file, quoteList(layerNames(src.Layers)))
+	if len(arts) > 0 {
+		return Persona{}, arts, fmt.Errorf("persona %q: %w: no valid %s", name, ErrUnknownPersona, where)
+	}
+	return Persona{}, arts, fmt.Errorf("persona %q: %w: no %s", name, ErrUnknownPersona, where)
+}

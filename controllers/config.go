@@ -59,6 +59,9 @@ const (
 	DefaultTerminationGrace = 30 * time.Second
 	DefaultDatabaseSecret   = "aerie-database"
 	DefaultDatabaseKey      = "url"
+	// DefaultMaxConcurrentReconciles is how many AgentSessions the
+	// controller reconciles in parallel unless told otherwise.
+	DefaultMaxConcurrentReconciles = 4
 )
 
 // DefaultConfig returns a Config with every default filled in, for the

@@ -101,12 +101,18 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return r.finalize(ctx, s)
 	}
 	if controllerutil.AddFinalizer(s, Finalizer) {
-		// The update wakes another reconcile, which starts the session;
-		// a conflict means the cache was behind, and the next one retries.
-		if err := r.Client.Update(ctx, s); err != nil && !apierrors.IsConflict(err) {
+		// The session goes on in this pass, from the object the update
+		// returned: returning for another pass would put it back in the
+		// queue behind every other new session, and a burst of sessions
+		// would get all their finalizers before the first got its pod.
+		// A conflict means the cache was behind; the newer version's
+		// event brings the session back.
+		if err := r.Client.Update(ctx, s); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{}, nil
+			}
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
-		return ctrl.Result{}, nil
 	}
 
 	sc := &scope{session: s, before: s.DeepCopy(), now: metav1.NewTime(r.now())}
@@ -115,6 +121,8 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	defer func() {
 		if err != nil {
+			// An error requeues with backoff; a result beside it is ignored.
+			res = ctrl.Result{}
 			return
 		}
 		// A conflict means the session was read from a cache that had

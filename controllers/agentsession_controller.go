@@ -281,8 +281,11 @@ func (r *AgentSessionReconciler) startAttempt(ctx context.Context, sc *scope, n 
 	}
 	setCondition(s, aeriev1alpha1.ConditionAccepted, metav1.ConditionTrue, aeriev1alpha1.ReasonAccepted, "references resolved and the runner configuration rendered")
 	if n == 1 {
-		setCondition(s, aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, "runner pod "+pod.Name+" created")
-		setCondition(s, aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonPending, "runner pod "+pod.Name+" created")
+		// What the pod's own first event will show, so that reconcile
+		// has nothing to write.
+		msg := observePod(pod, false).Message
+		setCondition(s, aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, msg)
+		setCondition(s, aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonPending, msg)
 	} else {
 		setCondition(s, aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPodLost, lost)
 		setCondition(s, aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonRetrying,

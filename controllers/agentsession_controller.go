@@ -53,6 +53,10 @@ type AgentSessionReconciler struct {
 	Config   Config
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+
+	// secretKeys are the Secret keys found lately; SetupWithManager
+	// makes it.
+	secretKeys *presence
 }
 
 // CacheOptions restrict the manager's cache to what the controller made:
@@ -71,6 +75,7 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	if err := r.Config.Validate(); err != nil {
 		return fmt.Errorf("controller config: %w", err)
 	}
+	r.secretKeys = newPresence(secretCheckTTL)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&aeriev1alpha1.AgentSession{}).
 		Owns(&corev1.Pod{}).
@@ -244,7 +249,7 @@ func (r *AgentSessionReconciler) reconcileRun(ctx context.Context, sc *scope) (c
 // says why the previous attempt's pod was lost, for a retry.
 func (r *AgentSessionReconciler) startAttempt(ctx context.Context, sc *scope, n int32, lost string) (ctrl.Result, error) {
 	s := sc.session
-	res := &resolver{reader: r.Reader, apply: applyConfigMap(r.Client), cfg: r.Config}
+	res := &resolver{reader: r.Reader, apply: applyConfigMap(r.Client), cfg: r.Config, present: r.secretKeys, now: sc.now.Time}
 	a, err := res.resolve(ctx, s, n, sc.now.Time)
 	if isReferenceError(err) {
 		setCondition(s, aeriev1alpha1.ConditionAccepted, metav1.ConditionFalse, aeriev1alpha1.ReasonInvalidReference, err.Error())

@@ -39,6 +39,10 @@ type resolver struct {
 	// apply writes a platform layer's mirror (server-side apply).
 	apply func(ctx context.Context, cm *corev1.ConfigMap) error
 	cfg   Config
+	// present holds the Secret keys found lately; now is the time of
+	// the reconcile.
+	present *presence
+	now     time.Time
 }
 
 // resolve gathers attempt n of session s at now. The reads are independent
@@ -215,8 +219,15 @@ func (r *resolver) get(ctx context.Context, ns, name string, obj client.Object, 
 func (r *resolver) secrets(ctx context.Context, s *aeriev1alpha1.AgentSession) error {
 	check := func(field string, ref aeriev1alpha1.KeyReference) func() error {
 		return func() error {
-			_, err := r.secretKey(ctx, s.Namespace, field, ref)
-			return err
+			k := keyRef{namespace: s.Namespace, name: ref.Name, key: ref.Key}
+			if r.present.found(k, r.now) {
+				return nil
+			}
+			if _, err := r.secretKey(ctx, s.Namespace, field, ref); err != nil {
+				return err
+			}
+			r.present.remember(k, r.now)
+			return nil
 		}
 	}
 	checks := []func() error{}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -63,10 +64,15 @@ type AgentSessionReconciler struct {
 // the runner pods and ConfigMaps, by their managed-by label.
 func CacheOptions() cache.Options {
 	mine := labels.SelectorFromSet(labels.Set{labelManagedBy: managedBy})
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}:       {Label: mine},
-		&corev1.ConfigMap{}: {Label: mine},
-	}}
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:       {Label: mine},
+			&corev1.ConfigMap{}: {Label: mine},
+		},
+		// The controller never reads managed fields; without them every
+		// cached object is smaller, and so is each copy a read makes.
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
 }
 
 // SetupWithManager registers the reconciler: it watches AgentSessions and
@@ -79,7 +85,10 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&aeriev1alpha1.AgentSession{}).
 		Owns(&corev1.Pod{}).
-		Owns(&corev1.ConfigMap{}).
+		// Only their metadata: the controller never reads a runner
+		// ConfigMap back, and their content (the prompt among it) need
+		// not be decoded and held in memory.
+		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
 		WithOptions(opts).
 		Complete(r)
 }

@@ -58,7 +58,7 @@ type controller struct {
 func aerieController(bin string, extra []string) controller {
 	return controller{
 		name: "CreateToPod/controller=aerie/client-qps=unlimited",
-		about: fmt.Sprintf("aerie-controller: --max-concurrent-reconciles default (%d), client QPS unlimited (ctrl.GetConfig's -1), no leader election; extra flags %q",
+		about: fmt.Sprintf("aerie-controller: --max-concurrent-reconciles at its default (%d in this source tree), client QPS unlimited (ctrl.GetConfig's -1), no leader election; extra flags %q",
 			controllers.DefaultMaxConcurrentReconciles, extra),
 		command: func(string) []string {
 			return append([]string{bin,

@@ -202,7 +202,11 @@ func runOnce(ctx context.Context, ctl controller, l load, dir string, profile ti
 	if err != nil {
 		return summary{}, load, err
 	}
-	defer stopPlane()
+	defer func() {
+		if err := stopPlane(); err != nil {
+			fmt.Fprintf(os.Stderr, "loadbench: stop the control plane: %v\n", err)
+		}
+	}()
 
 	// The load's client: no client-side rate limit, for either kind.
 	cfg := rest.CopyConfig(cp.Config)

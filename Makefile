@@ -69,6 +69,13 @@ test: vet chart-tools ## Run every test (unit, envtest, PostgreSQL, SQLite, char
 bench: ## Run the benchmarks (needs the same dependencies as the tests).
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test $(BENCHFLAGS) ./...
 
+# Flags of hack/loadbench, e.g. LOADBENCHFLAGS='-runs 5 -controllers aerie,job-unlimited'.
+LOADBENCHFLAGS ?=
+
+.PHONY: bench-controller
+bench-controller: build ## Compare create → pod for 300 AgentSessions (aerie-controller) and 300 Jobs (kube-controller-manager; built the first time, several minutes).
+	KUBEBUILDER_ASSETS="$$(AERIE_ENVTEST_EXTRA=kube-controller-manager hack/envtest.sh)" go run ./hack/loadbench -aerie-controller bin/aerie-controller $(LOADBENCHFLAGS)
+
 ##@ Build
 
 .PHONY: build

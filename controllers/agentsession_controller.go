@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -53,16 +54,25 @@ type AgentSessionReconciler struct {
 	Config   Config
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+
+	// secretKeys are the Secret keys found lately; SetupWithManager
+	// makes it.
+	secretKeys *presence
 }
 
 // CacheOptions restrict the manager's cache to what the controller made:
 // the runner pods and ConfigMaps, by their managed-by label.
 func CacheOptions() cache.Options {
 	mine := labels.SelectorFromSet(labels.Set{labelManagedBy: managedBy})
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}:       {Label: mine},
-		&corev1.ConfigMap{}: {Label: mine},
-	}}
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:       {Label: mine},
+			&corev1.ConfigMap{}: {Label: mine},
+		},
+		// The controller never reads managed fields; without them every
+		// cached object is smaller, and so is each copy a read makes.
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
 }
 
 // SetupWithManager registers the reconciler: it watches AgentSessions and
@@ -71,10 +81,14 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	if err := r.Config.Validate(); err != nil {
 		return fmt.Errorf("controller config: %w", err)
 	}
+	r.secretKeys = newPresence(secretCheckTTL)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&aeriev1alpha1.AgentSession{}).
 		Owns(&corev1.Pod{}).
-		Owns(&corev1.ConfigMap{}).
+		// Only their metadata: the controller never reads a runner
+		// ConfigMap back, and their content (the prompt among it) need
+		// not be decoded and held in memory.
+		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -101,12 +115,18 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return r.finalize(ctx, s)
 	}
 	if controllerutil.AddFinalizer(s, Finalizer) {
-		// The update wakes another reconcile, which starts the session;
-		// a conflict means the cache was behind, and the next one retries.
-		if err := r.Client.Update(ctx, s); err != nil && !apierrors.IsConflict(err) {
+		// The session goes on in this pass, from the object the update
+		// returned: returning for another pass would put it back in the
+		// queue behind every other new session, and a burst of sessions
+		// would get all their finalizers before the first got its pod.
+		// A conflict means the cache was behind; the newer version's
+		// event brings the session back.
+		if err := r.Client.Update(ctx, s); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{}, nil
+			}
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
-		return ctrl.Result{}, nil
 	}
 
 	sc := &scope{session: s, before: s.DeepCopy(), now: metav1.NewTime(r.now())}
@@ -115,6 +135,8 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	defer func() {
 		if err != nil {
+			// An error requeues with backoff; a result beside it is ignored.
+			res = ctrl.Result{}
 			return
 		}
 		// A conflict means the session was read from a cache that had
@@ -236,7 +258,7 @@ func (r *AgentSessionReconciler) reconcileRun(ctx context.Context, sc *scope) (c
 // says why the previous attempt's pod was lost, for a retry.
 func (r *AgentSessionReconciler) startAttempt(ctx context.Context, sc *scope, n int32, lost string) (ctrl.Result, error) {
 	s := sc.session
-	res := &resolver{reader: r.Reader, apply: applyConfigMap(r.Client), own: ownConfigMap(r.Client), cfg: r.Config}
+	res := &resolver{reader: r.Reader, apply: applyConfigMap(r.Client), own: ownConfigMap(r.Client), cfg: r.Config, present: r.secretKeys, now: sc.now.Time}
 	a, err := res.resolve(ctx, s, n, sc.now.Time)
 	if isReferenceError(err) {
 		setCondition(s, aeriev1alpha1.ConditionAccepted, metav1.ConditionFalse, aeriev1alpha1.ReasonInvalidReference, err.Error())
@@ -273,8 +295,11 @@ func (r *AgentSessionReconciler) startAttempt(ctx context.Context, sc *scope, n 
 	}
 	setCondition(s, aeriev1alpha1.ConditionAccepted, metav1.ConditionTrue, aeriev1alpha1.ReasonAccepted, "references resolved and the runner configuration rendered")
 	if n == 1 {
-		setCondition(s, aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, "runner pod "+pod.Name+" created")
-		setCondition(s, aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonPending, "runner pod "+pod.Name+" created")
+		// What the pod's own first event will show, so that reconcile
+		// has nothing to write.
+		msg := observePod(pod, false).Message
+		setCondition(s, aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, msg)
+		setCondition(s, aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonPending, msg)
 	} else {
 		setCondition(s, aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPodLost, lost)
 		setCondition(s, aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonRetrying,

@@ -59,6 +59,13 @@ const (
 	DefaultTerminationGrace = 30 * time.Second
 	DefaultDatabaseSecret   = "aerie-database"
 	DefaultDatabaseKey      = "url"
+	// DefaultMaxConcurrentReconciles is how many AgentSessions the
+	// controller reconciles in parallel unless told otherwise. A reconcile
+	// spends its time waiting for the API server (starting a session is
+	// about five round trips in a row), so workers are cheap; 12 rather
+	// than 4 got a burst of 300 sessions to their pods sooner in each of
+	// three paired runs of hack/loadbench.
+	DefaultMaxConcurrentReconciles = 12
 )
 
 // DefaultConfig returns a Config with every default filled in, for the

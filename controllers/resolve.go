@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,35 +44,60 @@ type resolver struct {
 	// own adds an owner reference to a mirror, keeping the others.
 	own func(ctx context.Context, cm *corev1.ConfigMap, owner metav1.OwnerReference) error
 	cfg Config
+	// present holds the Secret keys found lately; now is the time of
+	// the reconcile.
+	present *presence
+	now     time.Time
 }
 
-// resolve gathers attempt n of session s at now.
+// resolve gathers attempt n of session s at now. The reads are independent
+// and each costs a round trip to the API server, so they run at once: a
+// session starts after the slowest of them rather than after their sum.
+// The first error in the order the spec lists the fields is the one
+// returned, as if they had been read one after the other.
 func (r *resolver) resolve(ctx context.Context, s *aeriev1alpha1.AgentSession, n int32, now time.Time) (attempt, error) {
 	a := attempt{Number: n}
-	var err error
-	if a.Prompt, err = r.prompt(ctx, s, n); err != nil {
+	err := all(
+		func() (err error) {
+			a.Prompt, err = r.prompt(ctx, s, n)
+			return err
+		},
+		func() error { return r.secrets(ctx, s) },
+		func() (err error) {
+			if n > 1 && s.Spec.ResumeFrom != "" && s.Status.SessionID != "" {
+				// Resolved by the first attempt: the session it resumed
+				// is the one to go on with, even if the AgentSession
+				// named is gone.
+				a.ResumeFrom = s.Status.SessionID
+				return nil
+			}
+			a.ResumeFrom, err = r.sessionRef(ctx, s.Namespace, "resumeFrom", s.Spec.ResumeFrom)
+			return err
+		},
+		func() (err error) {
+			f := s.Spec.ForkFrom
+			if f == nil {
+				return nil
+			}
+			if a.ForkFrom, err = r.sessionRef(ctx, s.Namespace, "forkFrom.session", f.Session); err != nil {
+				return err
+			}
+			if f.AtSequence != nil {
+				a.ForkAt = *f.AtSequence
+			}
+			return nil
+		},
+		func() (err error) {
+			a.Layers, err = r.layers(ctx, s)
+			return err
+		},
+		func() (err error) {
+			a.TrustPins, err = r.trustPins(ctx, s)
+			return err
+		},
+	)
+	if err != nil {
 		return a, err
-	}
-	if err := r.secrets(ctx, s); err != nil {
-		return a, err
-	}
-	switch {
-	case n > 1 && s.Spec.ResumeFrom != "" && s.Status.SessionID != "":
-		// Resolved by the first attempt: the session it resumed is the
-		// one to go on with, even if the AgentSession named is gone.
-		a.ResumeFrom = s.Status.SessionID
-	default:
-		if a.ResumeFrom, err = r.sessionRef(ctx, s.Namespace, "resumeFrom", s.Spec.ResumeFrom); err != nil {
-			return a, err
-		}
-	}
-	if f := s.Spec.ForkFrom; f != nil {
-		if a.ForkFrom, err = r.sessionRef(ctx, s.Namespace, "forkFrom.session", f.Session); err != nil {
-			return a, err
-		}
-		if f.AtSequence != nil {
-			a.ForkAt = *f.AtSequence
-		}
 	}
 	switch {
 	case n > 1 && s.Status.SessionID != "":
@@ -81,14 +107,25 @@ func (r *resolver) resolve(ctx context.Context, s *aeriev1alpha1.AgentSession, n
 	default:
 		a.SessionID = string(s.UID)
 	}
-	if a.Layers, err = r.layers(ctx, s); err != nil {
-		return a, err
-	}
-	if a.TrustPins, err = r.trustPins(ctx, s); err != nil {
-		return a, err
-	}
 	a.Remaining = remaining(s, now)
 	return a, nil
+}
+
+// all runs fs at once and returns the first error in their order, once
+// every one has returned. Each f writes only variables of its own.
+func all(fs ...func() error) error {
+	errs := make([]error, len(fs))
+	var wg sync.WaitGroup
+	for i, f := range fs {
+		wg.Go(func() { errs[i] = f() })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // remaining is what is left of the session's maxDuration at now (all
@@ -181,20 +218,30 @@ func (r *resolver) get(ctx context.Context, ns, name string, obj client.Object, 
 	return nil
 }
 
-// secrets checks that the Secrets the pod's environment references exist,
-// so that a missing one fails the session at once with its name instead of
-// leaving the pod waiting in CreateContainerConfigError.
+// secrets checks that the Secret keys the pod's environment references
+// exist, so that a missing one fails the session at once with its name
+// instead of leaving the pod waiting in CreateContainerConfigError.
 func (r *resolver) secrets(ctx context.Context, s *aeriev1alpha1.AgentSession) error {
-	if ref := s.Spec.Model.APIKeySecretRef; ref != nil {
-		if _, err := r.secretKey(ctx, s.Namespace, "model.apiKeySecretRef", *ref); err != nil {
-			return err
+	check := func(field string, ref aeriev1alpha1.KeyReference) func() error {
+		return func() error {
+			k := keyRef{namespace: s.Namespace, name: ref.Name, key: ref.Key}
+			if r.present.found(k, r.now) {
+				return nil
+			}
+			if _, err := r.secretKey(ctx, s.Namespace, field, ref); err != nil {
+				return err
+			}
+			r.present.remember(k, r.now)
+			return nil
 		}
 	}
-	db := aeriev1alpha1.KeyReference{Name: r.cfg.DatabaseSecret.Name, Key: r.cfg.DatabaseSecret.Key}
-	if _, err := r.secretKey(ctx, s.Namespace, "the session store's Secret (the controller's --database-secret)", db); err != nil {
-		return err
+	checks := []func() error{}
+	if ref := s.Spec.Model.APIKeySecretRef; ref != nil {
+		checks = append(checks, check("model.apiKeySecretRef", *ref))
 	}
-	return nil
+	db := aeriev1alpha1.KeyReference{Name: r.cfg.DatabaseSecret.Name, Key: r.cfg.DatabaseSecret.Key}
+	checks = append(checks, check("the session store's Secret (the controller's --database-secret)", db))
+	return all(checks...)
 }
 
 // sessionRef resolves a session reference: a UUID as is, or the name of an
@@ -217,28 +264,47 @@ func (r *resolver) sessionRef(ctx context.Context, ns, field, ref string) (strin
 }
 
 // layers are the attempt's layers, nearest first: spec.extensions, the
-// namespace's labelled ConfigMaps, then the platform's, mirrored.
+// namespace's labelled ConfigMaps, then the platform's, mirrored. The
+// ConfigMaps are read at once, then taken in that order.
 func (r *resolver) layers(ctx context.Context, s *aeriev1alpha1.AgentSession) ([]resolvedLayer, error) {
+	specCMs := make([]corev1.ConfigMap, len(s.Spec.Extensions))
+	var nsLayers, platform []corev1.ConfigMap
+	// The spec's references first: a missing one is the session's error
+	// even when a list fails too.
+	var reads []func() error
+	for i, l := range s.Spec.Extensions {
+		if l.ConfigMap == nil {
+			continue
+		}
+		reads = append(reads, func() error {
+			return r.get(ctx, s.Namespace, l.ConfigMap.Name, &specCMs[i], fmt.Sprintf("extensions[%d].configMap: ConfigMap", i))
+		})
+	}
+	reads = append(reads,
+		func() (err error) {
+			nsLayers, err = r.labelled(ctx, s.Namespace)
+			return err
+		},
+		func() (err error) {
+			platform, err = r.labelled(ctx, r.cfg.Namespace)
+			return err
+		},
+	)
+	if err := all(reads...); err != nil {
+		return nil, err
+	}
+
 	var out []resolvedLayer
 	for i, l := range s.Spec.Extensions {
 		if l.ConfigMap == nil {
 			out = append(out, volumeLayer(l))
 			continue
 		}
-		var cm corev1.ConfigMap
-		if err := r.get(ctx, s.Namespace, l.ConfigMap.Name, &cm, fmt.Sprintf("extensions[%d].configMap: ConfigMap", i)); err != nil {
-			return nil, err
-		}
-		rl, err := configMapLayer(specLayerName(l), runconfig.LayerSpec, &cm)
+		rl, err := configMapLayer(specLayerName(l), runconfig.LayerSpec, &specCMs[i])
 		if err != nil {
 			return nil, &referenceError{msg: fmt.Sprintf("extensions[%d]: %v", i, err)}
 		}
 		out = append(out, rl)
-	}
-
-	nsLayers, err := r.labelled(ctx, s.Namespace)
-	if err != nil {
-		return nil, err
 	}
 	for i := range nsLayers {
 		rl, err := configMapLayer(nsLayers[i].Name, runconfig.LayerNamespace, &nsLayers[i])
@@ -246,11 +312,6 @@ func (r *resolver) layers(ctx context.Context, s *aeriev1alpha1.AgentSession) ([
 			return nil, &referenceError{msg: "namespace " + err.Error()}
 		}
 		out = append(out, rl)
-	}
-
-	platform, err := r.labelled(ctx, r.cfg.Namespace)
-	if err != nil {
-		return nil, err
 	}
 	for i := range platform {
 		src := &platform[i]

@@ -33,6 +33,7 @@ var (
 type options struct {
 	metricsAddr  string
 	probeAddr    string
+	pprofAddr    string
 	leaderElect  bool
 	leaderElecNS string
 	logLevel     slog.Level
@@ -44,10 +45,11 @@ func main() {
 	var o options
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address Go's pprof endpoints (/debug/pprof/) bind to, for profiling; 0 disables them.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so that only one replica reconciles at a time.")
 	flag.StringVar(&o.leaderElecNS, "leader-election-namespace", "", "Namespace of the leader-election lease; defaults to the controller's namespace.")
 	flag.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "Log level: DEBUG, INFO, WARN or ERROR.")
-	flag.IntVar(&o.concurrency, "max-concurrent-reconciles", 4, "AgentSessions reconciled in parallel.")
+	flag.IntVar(&o.concurrency, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles, "AgentSessions reconciled in parallel.")
 	c := controllers.DefaultConfig(os.Getenv("POD_NAMESPACE"), "")
 	flag.StringVar(&c.Namespace, "namespace", c.Namespace, "The controller's namespace, where platform layers (ConfigMaps labelled aerie.run/layer) live; defaults to $POD_NAMESPACE.")
 	flag.StringVar(&c.RunnerImage, "runner-image", "", "Image of the runner pods' agent and workspace containers (required).")
@@ -89,6 +91,7 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "aerie-controller.aerie.run",
 		LeaderElectionNamespace: o.leaderElecNS,

@@ -164,8 +164,39 @@ func repoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
+// EnvtestBinary returns the path of a binary of the control plane's Kubernetes release,
+// looked up like the control plane's own: in KUBEBUILDER_ASSETS, then in the cache that
+// hack/envtest.sh fills. Commands beyond kube-apiserver, etcd and kubectl (such as
+// kube-controller-manager) are only there once `AERIE_ENVTEST_EXTRA=<name> hack/envtest.sh`
+// has built them; the error says so.
+func EnvtestBinary(name string) (string, error) {
+	dirs := envtestDirs()
+	for _, dir := range dirs {
+		if hasBinaries(dir, name) {
+			return filepath.Join(dir, name), nil
+		}
+	}
+	where := "KUBEBUILDER_ASSETS (unset) or the hack/envtest.sh cache (no user cache directory)"
+	if len(dirs) > 0 {
+		where = strings.Join(dirs, " or ")
+	}
+	return "", fmt.Errorf("%s %s not found in %s: build it with `AERIE_ENVTEST_EXTRA=%s hack/envtest.sh` (from source the first time: several minutes)",
+		name, KubernetesVersion, where, name)
+}
+
 // envtestAssets finds a directory holding kube-apiserver, etcd and kubectl.
 func envtestAssets() (string, bool) {
+	for _, dir := range envtestDirs() {
+		if hasBinaries(dir, "kube-apiserver", "etcd", "kubectl") {
+			return dir, true
+		}
+	}
+	return "", false
+}
+
+// envtestDirs are the directories that may hold the envtest binaries, in the order they are
+// tried: KUBEBUILDER_ASSETS, then the hack/envtest.sh cache.
+func envtestDirs() []string {
 	var candidates []string
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		candidates = append(candidates, dir)
@@ -180,12 +211,7 @@ func envtestAssets() (string, bool) {
 	if root != "" {
 		candidates = append(candidates, filepath.Join(root, "k8s", KubernetesVersion+"-"+runtime.GOOS+"-"+runtime.GOARCH))
 	}
-	for _, dir := range candidates {
-		if hasBinaries(dir, "kube-apiserver", "etcd", "kubectl") {
-			return dir, true
-		}
-	}
-	return "", false
+	return candidates
 }
 
 func hasBinaries(dir string, names ...string) bool {

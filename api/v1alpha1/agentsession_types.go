@@ -425,7 +425,9 @@ type Budget struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(oldSelf)",message="budget is immutable"
 	MaxDuration *metav1.Duration `json:"maxDuration,omitempty"`
 
-	// maxTurns bounds the number of model turns.
+	// maxTurns bounds the number of model turns of the session, all attempts together (like
+	// maxTokens, it counts the session's stored usage, so a session resumed with resumeFrom
+	// brings the turns it has already made).
 	// +optional
 	// +kubebuilder:default=100
 	// +kubebuilder:validation:Minimum=1
@@ -433,7 +435,8 @@ type Budget struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="budget is immutable"
 	MaxTurns *int32 `json:"maxTurns,omitempty"`
 
-	// maxTokens bounds the input plus output tokens of all model calls.
+	// maxTokens bounds the input plus output tokens of all model calls of the session, all
+	// attempts together.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="budget is immutable"

@@ -353,7 +353,9 @@ func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, d
 		Logger: logger,
 	}
 	if cfg.Budget.MaxTurns > 0 {
-		opts.Stop = append(opts.Stop, agent.MaxTurns(int(cfg.Budget.MaxTurns)))
+		// The budget is the session's, like its token budget: an
+		// attempt that resumes a lost one has only the turns left.
+		opts.Stop = append(opts.Stop, agent.MaxSessionTurns(int(cfg.Budget.MaxTurns)))
 	}
 	if cfg.Budget.MaxTokens > 0 {
 		opts.Stop = append(opts.Stop, agent.MaxTokens(cfg.Budget.MaxTokens))

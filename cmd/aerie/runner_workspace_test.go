@@ -284,3 +284,25 @@ func TestRunnerCumulativeUsage(t *testing.T) {
 		t.Errorf("fork: exit %d, usage %+v, want 3 tool calls and 5 requests", res.code, res.report.Usage)
 	}
 }
+
+// TestRunnerTurnBudgetAcrossAttempts checks that budget.maxTurns bounds
+// the session, not each attempt: attempt 2 of a session whose first
+// attempt made two model requests has one turn left of three.
+func TestRunnerTurnBudgetAcrossAttempts(t *testing.T) {
+	t.Parallel()
+	p := newPod(t, "",
+		toolTurn(call("a1", "bash", map[string]any{"command": "true"})), answer("first"),
+		toolTurn(call("b1", "bash", map[string]any{"command": "true"})), answer("never asked"))
+	cfg := p.config(func(c *runconfig.Config) { c.Budget.MaxTurns = 3 })
+	if res := p.run(t.Context(), cfg); res.code != 0 || res.report.Usage.Requests != 2 {
+		t.Fatalf("attempt 1: exit %d, usage %+v, want 0 after 2 requests", res.code, res.report.Usage)
+	}
+	cfg.Session.Attempt, cfg.Prompt = 2, "Go on."
+	res := p.run(t.Context(), cfg)
+	if res.code != headless.ExitBudget || res.report.Usage.Requests != 3 {
+		t.Errorf("attempt 2: exit %d, usage %+v, want exit %d after 3 requests in all", res.code, res.report.Usage, headless.ExitBudget)
+	}
+	if res.report.Outcome != runconfig.OutcomeBudgetExceeded {
+		t.Errorf("attempt 2: outcome %q, want %q", res.report.Outcome, runconfig.OutcomeBudgetExceeded)
+	}
+}

@@ -123,18 +123,23 @@ func TestLoopStopConditions(t *testing.T) {
 	tests := []struct {
 		name    string
 		stop    []StopCondition
+		prior   store.Usage
 		outcome Outcome
 		turns   int
 	}{
-		{"no budget", nil, Completed, 4},
-		{"turns", []StopCondition{MaxTurns(2)}, BudgetExceeded, 2},
-		{"tokens", []StopCondition{MaxTokens(24)}, BudgetExceeded, 2},
-		{"the first that fires", []StopCondition{MaxTurns(3), MaxTokens(1)}, BudgetExceeded, 1},
+		{"no budget", nil, store.Usage{}, Completed, 4},
+		{"session turns", []StopCondition{MaxSessionTurns(3)}, store.Usage{}, BudgetExceeded, 3},
+		// A resumed session with two requests behind it has one left.
+		{"session turns after a resume", []StopCondition{MaxSessionTurns(3)}, store.Usage{Requests: 2}, BudgetExceeded, 1},
+		{"session turns spent before", []StopCondition{MaxSessionTurns(3)}, store.Usage{Requests: 3}, BudgetExceeded, 0},
+		{"turns", []StopCondition{MaxTurns(2)}, store.Usage{}, BudgetExceeded, 2},
+		{"tokens", []StopCondition{MaxTokens(24)}, store.Usage{}, BudgetExceeded, 2},
+		{"the first that fires", []StopCondition{MaxTurns(3), MaxTokens(1)}, store.Usage{}, BudgetExceeded, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			l := New(Config{Model: provider.NewScripted("s", turns), Tools: registry(t, echo{}), Stop: tt.stop}, nil, store.Usage{})
+			l := New(Config{Model: provider.NewScripted("s", turns), Tools: registry(t, echo{}), Stop: tt.stop}, nil, tt.prior)
 			r := l.Run(t.Context(), "go")
 			if r.Outcome != tt.outcome || r.Turns != tt.turns {
 				t.Errorf("outcome %s after %d turns, want %s after %d", r.Outcome, r.Turns, tt.outcome, tt.turns)

@@ -50,6 +50,19 @@ func MaxTurns(n int) StopCondition {
 	}
 }
 
+// MaxSessionTurns stops a run once the session has made n model requests,
+// counting those of the runs before this one (its cumulative usage): the
+// budget of a session that several runs continue, such as the attempts of
+// an AgentSession whose runner pod was lost.
+func MaxSessionTurns(n int) StopCondition {
+	return func(s Status) (Outcome, string, bool) {
+		if s.Usage.Requests >= int64(n) {
+			return BudgetExceeded, fmt.Sprintf("the session's turn budget of %d is spent", n), true
+		}
+		return "", "", false
+	}
+}
+
 // MaxTokens stops a run once the session's input and output tokens together
 // reach n.
 func MaxTokens(n int64) StopCondition {

@@ -207,7 +207,7 @@ func readInstructions(v *view) ([]Fragment, bool, []Artifact) {
 		chosen := -1 // the file this directory contributes, in arts
 		for _, name := range instructionFiles {
 			rel := filepath.Join(dir, name)
-			if _, err := v.ws.Lstat(rel); absent(err) {
+			if _, err := v.ws.Lstat(filepath.ToSlash(rel)); absent(err) {
 				continue
 			}
 			a := Artifact{Type: TypeInstructions, Name: name, Layer: "workspace", LayerKind: KindProject, Path: filepath.Join(v.wsDir, rel)}
@@ -272,10 +272,10 @@ func dirsDown(rel string) []string {
 	return dirs
 }
 
-// readHead reads at most n bytes of the regular file name in root; more
+// readHead reads at most n bytes of the regular file name in dir; more
 // says the file is longer.
-func readHead(root *os.Root, name string, n int64) ([]byte, bool, error) {
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+func readHead(dir *Dir, name string, n int64) ([]byte, bool, error) {
+	f, err := dir.Open(filepath.ToSlash(name))
 	if err != nil {
 		return nil, false, err
 	}

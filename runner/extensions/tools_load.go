@@ -169,8 +169,7 @@ func loadTool(lv layerView, name string, sidecar bool, opts ToolOptions) (Artifa
 		return a, nil
 	}
 	if verdict.Pinned {
-		pins, l, path, exe := opts.Pins, lv.Layer, a.Path, t.argv[0]
-		t.verify = func() Verdict { return pins.Check(l, path, []string{exe}) }
+		t.verify = opts.Pins.Guard(lv.Layer, a.Path, []string{t.argv[0]}).Verify
 	}
 	a.Status = StatusActive
 	if m.Sandbox {

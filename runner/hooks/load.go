@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/aerie-run/aerie/runner/extensions"
@@ -89,7 +87,7 @@ func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Loaded, err
 		tomlFound bool
 	)
 	for _, l := range layers {
-		root, err := os.OpenRoot(l.Dir)
+		root, err := extensions.OpenDir(l.Dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -119,7 +117,7 @@ func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Loaded, err
 
 type layerLoad struct {
 	l     extensions.Layer
-	root  *os.Root
+	root  *extensions.Dir
 	trust Trust
 	opts  LoadOptions
 	out   *Loaded
@@ -146,7 +144,7 @@ func (ld *layerLoad) toml() bool {
 
 // shadowed records a farther hooks.toml.
 func (ld *layerLoad) shadowed() {
-	if _, err := ld.root.Stat("hooks.toml"); errors.Is(err, fs.ErrNotExist) {
+	if _, err := ld.root.Lstat("hooks.toml"); errors.Is(err, fs.ErrNotExist) {
 		return
 	}
 	ld.out.Files = append(ld.out.Files, File{
@@ -157,21 +155,16 @@ func (ld *layerLoad) shadowed() {
 
 // yamls loads the layer's hooks/*.yaml in file name order.
 func (ld *layerLoad) yamls() {
-	dir, err := ld.root.Open("hooks")
+	// The entries come sorted, and with their types, from the directory.
+	entries, _, err := ld.root.ReadDir("hooks", 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
-	}
-	var entries []fs.DirEntry
-	if err == nil {
-		entries, err = dir.ReadDir(-1)
-		dir.Close()
 	}
 	if err != nil {
 		src := Source{Layer: ld.l, File: ld.path("hooks")}
 		ld.skip(src, FormatYAML, []Problem{{Layer: ld.l.Name, File: src.File, Reason: fmt.Sprintf("cannot read the hooks directory: %v", unwrapPath(err))}})
 		return
 	}
-	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".yaml") || e.IsDir() {
 			continue // scripts and other files are not configuration
@@ -183,7 +176,7 @@ func (ld *layerLoad) yamls() {
 			ld.skip(src, FormatYAML, []Problem{{Layer: ld.l.Name, File: src.File, Reason: err.Error()}})
 			continue
 		}
-		hooks, probs := ParseYAML(data, src, ld.opts.Dir)
+		hooks, probs := parseYAML(data, src, ld.opts.Dir, ld.root)
 		ld.use(src, FormatYAML, hooks, probs)
 	}
 }
@@ -245,7 +238,7 @@ func Executables(hooks []Hook) []string {
 
 // readBounded reads the regular file name in root, refusing one larger
 // than MaxFileSize without reading it.
-func readBounded(root *os.Root, name string) ([]byte, error) {
+func readBounded(root *extensions.Dir, name string) ([]byte, error) {
 	f, err := root.Open(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -264,14 +257,14 @@ func readBounded(root *os.Root, name string) ([]byte, error) {
 	if fi.Size() > MaxFileSize {
 		return nil, fmt.Errorf("larger than %d bytes (%d); not read", MaxFileSize, fi.Size())
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
+	// The size the file had when checked: one that grows meanwhile is read
+	// as it was.
+	data := make([]byte, fi.Size())
+	n, err := io.ReadFull(f, data)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, fmt.Errorf("cannot read: %v", unwrapPath(err))
 	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("larger than %d bytes; not read", MaxFileSize)
-	}
-	return data, nil
+	return data[:n], nil
 }
 
 // unwrapPath drops the *PathError's operation and path, which the

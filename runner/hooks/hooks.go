@@ -190,6 +190,10 @@ type Source struct {
 	// Home expands a leading ~/ in scripts; the runner's home directory
 	// when empty.
 	Home string `json:"-"`
+
+	// guard checks the file's trust again before each run of its hooks;
+	// nil when it needs none (or Load's Trust cannot check again).
+	guard *extensions.Guard
 }
 
 // Problem is a reason a hook file, or part of one, was not used.

@@ -23,6 +23,14 @@ type Trust interface {
 	Trusted(l extensions.Layer, manifest string, executables []string) (ok bool, reason string)
 }
 
+// Guarder is a Trust that can check a file again before each run of its
+// hooks, as extensions.Pins does: a hook file or script changed after the
+// session loaded it then does not run on the trust its old bytes earned.
+// Load uses the Guard for the first check too.
+type Guarder interface {
+	Guard(l extensions.Layer, manifest string, executables []string) *extensions.Guard
+}
+
 // LoadOptions configure Load.
 type LoadOptions struct {
 	// Dir is the agent's working directory, where hook commands run:
@@ -190,8 +198,17 @@ func (ld *layerLoad) use(src Source, f Format, hooks []Hook, probs []Problem) {
 	}
 	if ld.l.NeedsTrust() {
 		ok, reason := false, "no trust pins"
-		if ld.trust != nil {
-			ok, reason = ld.trust.Trusted(ld.l, src.File, Executables(hooks))
+		switch t := ld.trust.(type) {
+		case nil:
+		case Guarder:
+			g := t.Guard(ld.l, src.File, Executables(hooks))
+			v := g.Verify()
+			ok, reason = v.Status == extensions.Trusted, v.Reason
+			for i := range hooks {
+				hooks[i].Source.guard = g
+			}
+		default:
+			ok, reason = t.Trusted(ld.l, src.File, Executables(hooks))
 		}
 		if !ok {
 			p := Problem{Layer: ld.l.Name, File: src.File, Reason: "untrusted: " + reason}

@@ -140,6 +140,10 @@ type Run struct {
 	// Truncated means the hook printed more than OutputLimit on standard
 	// output or standard error.
 	Truncated bool `json:"truncated,omitempty"`
+	// Skipped says why the hook did not run at all: its file or a script
+	// it runs changed since its trust was checked. A skipped hook decides
+	// nothing.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // Approval is how the approval policy decided a tool call a hook asked

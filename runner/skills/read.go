@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/aerie-run/aerie/runner/extensions"
 )
 
 // readResult is a file's contents, or why they could not be read.
@@ -25,6 +27,8 @@ type readResult struct {
 // descriptor and reads them with bare system calls: open, fstat, read,
 // close.
 type fileReader struct {
+	// confined, when set, is the directory, read beneath it.
+	confined *extensions.Dir
 	// fd is the directory, or -1 to open through root or dir.
 	fd int
 	// beneath resolves names only beneath fd, links included
@@ -38,6 +42,14 @@ type fileReader struct {
 // MaxFileSize without reading it. A missing file's error wraps
 // fs.ErrNotExist.
 func (r fileReader) read(name string) readResult {
+	if r.confined != nil {
+		f, err := r.confined.Open(name)
+		if err != nil {
+			return readResult{err: openError(err)}
+		}
+		defer f.Close()
+		return readFile(f)
+	}
 	if r.fd >= 0 {
 		fd, err := openAt(r.fd, name, r.beneath)
 		if err == nil {
@@ -125,7 +137,10 @@ func readFD(fd int) readResult {
 }
 
 // readFile reads the open file f, as readFD does.
-func readFile(f *os.File) readResult {
+func readFile(f interface {
+	io.Reader
+	Stat() (fs.FileInfo, error)
+}) readResult {
 	fi, err := f.Stat()
 	if err != nil {
 		return readResult{err: fmt.Errorf("cannot stat: %s", describe(err))}

@@ -233,9 +233,9 @@ type discovery struct {
 	// through them, a path resolves in one system call and a listing
 	// costs no lstat per entry.
 	inner, outerDir *extensions.Dir
-	dirs     int
-	items    []item
-	errs     []error
+	dirs            int
+	items           []item
+	errs            []error
 }
 
 // item is one finding, in the order found: a candidate skill, or a

@@ -29,6 +29,8 @@ func FuzzDecodeEntry(f *testing.F) {
 		{"compaction", `{"replacement":[{"type":"text","text":"s"}],"first_kept":4,"provenance":{"trigger":"auto","pending_children":["6ba7b810-9dad-11d1-80b4-00c04fd430c8"]}}`},
 		{"fork", `{"source":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","source_seq":7}`},
 		{"subagent_outcome", `{"session":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","outcome":"failed","usage":{"requests":2}}`},
+		{"hook_verdict", `{"event":"PreToolUse","call_id":"c1","tool":"bash","decision":"block","reason":"no","approval":{"allowed":false,"policy":"deny"},"updated_input":{"command":"ls"},"runs":[{"hook":"h#PreToolUse[0].hooks[0]","exit":2,"duration_ns":5,"skipped":"x"}]}`},
+		{"hook_verdict", `{"event":"Stop","runs":[{"exit":0}]}`},
 		{"user_message", `{"content":[{"type":"image","media_type":"image/png","data":"iVBORw=="}]}`},
 		{"user_message", `{"content":[{"type":"text","text":"\u0000\ud800"}]}`},
 		{"user_message", `null`},

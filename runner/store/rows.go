@@ -188,6 +188,8 @@ func internKind(b []byte) EntryKind {
 		return KindFork
 	case KindSubagentOutcome:
 		return KindSubagentOutcome
+	case KindHookVerdict:
+		return KindHookVerdict
 	}
 	return EntryKind(b)
 }

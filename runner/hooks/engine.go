@@ -245,15 +245,19 @@ func toolInput(in json.RawMessage) json.RawMessage {
 	return b
 }
 
+// toolUseID is the id of the tool call: WithToolUse's, or else the one
+// the tool registry passes on.
 func toolUseID(ctx context.Context) string {
-	id, _ := ctx.Value(toolUseKey).(string)
-	return id
+	if id, _ := ctx.Value(toolUseKey).(string); id != "" {
+		return id
+	}
+	return tools.CallID(ctx)
 }
 
 // fire runs the hooks of in's event that match target, in order, and
 // combines their answers (see Verdict).
 func (e *Engine) fire(ctx context.Context, in Input, target string) (Verdict, error) {
-	v := Verdict{Event: in.HookEventName, Tool: in.ToolName}
+	v := Verdict{Event: in.HookEventName, Tool: in.ToolName, ToolUseID: in.ToolUseID}
 	if e == nil {
 		return v, nil
 	}

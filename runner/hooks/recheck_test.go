@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/tools"
 )
 
 // TestTrustRecheckedBeforeEachRun: a pinned project hook whose file or
@@ -102,5 +103,44 @@ func TestTrustRecheckedBeforeEachRun(t *testing.T) {
 	defer mu.Unlock()
 	if len(observed) != 4 || len(observed[1].Runs) != 2 || observed[1].Runs[1].Skipped == "" {
 		t.Errorf("observed %d verdicts: %+v", len(observed), observed)
+	}
+}
+
+// TestToolUseIDFromRegistry: a wrapped tool run through the tool registry
+// gives its hooks the id of the model's call, and the verdict carries it.
+func TestToolUseIDFromRegistry(t *testing.T) {
+	t.Parallel()
+	ws := newWorkspace(t)
+	seen := filepath.Join(t.TempDir(), "event.json")
+	var (
+		mu  sync.Mutex
+		ids []string
+	)
+	e := ws.engine(t, map[string]string{"hooks/a.yaml": yamlFile(t, spec{Event: PreToolUse, Command: "cat > " + seen})}, Options{
+		Observe: func(_ context.Context, v Verdict) {
+			mu.Lock()
+			ids = append(ids, v.ToolUseID)
+			mu.Unlock()
+		},
+	})
+	reg, err := tools.NewRegistry(nil, Wrap(&echoTool{name: "echo"}, e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := reg.Run(t.Context(), "toolu_42", "echo", json.RawMessage(`{}`)); res.IsError {
+		t.Fatal(res.Content)
+	}
+	b, err := os.ReadFile(seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in Input
+	if err := json.Unmarshal(b, &in); err != nil || in.ToolUseID != "toolu_42" {
+		t.Errorf("event %s: tool_use_id %q, %v", b, in.ToolUseID, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ids) != 1 || ids[0] != "toolu_42" {
+		t.Errorf("verdict tool_use_id %q", ids)
 	}
 }

@@ -212,6 +212,8 @@ type TrajectoryInput struct {
 //     is_copied_context, and extra.fork names the source.
 //   - A subagent outcome is a system step; a checkpoint annotates the latest
 //     step's extra.checkpoint.
+//   - A hook verdict joins extra.hooks of the tool call it was about, or
+//     else of the latest step.
 //
 // Entries of any other type, or without a payload, are listed in
 // extra.skipped_entries. Entries out of sequence order and an empty

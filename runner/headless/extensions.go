@@ -10,6 +10,7 @@ import (
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/mcp"
 	"github.com/aerie-run/aerie/runner/plugins"
 	"github.com/aerie-run/aerie/runner/skills"
@@ -208,13 +209,17 @@ func (k *kit) closeMCP(opts Options) {
 	k.servers = nil
 }
 
-// startHooks makes the hook engine of the session and wraps the tools in it.
-func (k *kit) startHooks(opts Options, session string) {
+// startHooks makes the hook engine of the session and wraps the tools in
+// it. What the hooks decide is journaled by w.
+func (k *kit) startHooks(opts Options, session string, w *journal.Writer) {
 	k.engine = hooks.New(opts.Executor, k.hooks.Hooks, hooks.Options{
 		SessionID: session,
 		Dir:       opts.Dir,
 		Observe: func(_ context.Context, v hooks.Verdict) {
 			emitHook(opts.Observe, v)
+			if e, ok := hookEntry(v); ok {
+				w.Append(e)
+			}
 		},
 		Logger: opts.Logger,
 	})

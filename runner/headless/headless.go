@@ -257,7 +257,7 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	for _, c := range changes {
 		w.Append(c)
 	}
-	k.startHooks(opts, sess.ID.String())
+	k.startHooks(opts, sess.ID.String(), w)
 	reg, err := registry(opts, k.tools)
 	if err != nil {
 		_ = w.Close(context.WithoutCancel(ctx))

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/aerie-run/aerie/runner/extensions"
 )
@@ -89,32 +90,44 @@ type Loaded struct {
 // everything Load found. A project layer's file runs only when trust
 // accepts it; a nil trust accepts none.
 func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Loaded, error) {
+	// Every layer is read on its own, concurrently: its hooks/*.yaml and,
+	// whether it will be used or shadowed, its hooks.toml. Which
+	// hooks.toml wins needs them all, so the nearest one is parsed and
+	// checked afterwards, as the findings are merged in layer order.
+	found := make([]*layerLoad, len(layers))
+	sem := make(chan struct{}, loadConcurrency)
+	var wg sync.WaitGroup
+	for i, l := range layers {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ld := &layerLoad{l: l, trust: trust, opts: opts}
+			ld.read()
+			found[i] = ld
+		})
+	}
+	wg.Wait()
+
 	var (
 		out       Loaded
 		errs      []error
 		tomlFound bool
 	)
-	for _, l := range layers {
-		root, err := extensions.OpenDir(l.Dir)
-		if errors.Is(err, fs.ErrNotExist) {
+	for _, ld := range found {
+		if ld.missing {
 			continue
 		}
-		if err != nil {
-			p := Problem{Layer: l.Name, File: l.Dir, Reason: fmt.Sprintf("cannot open the layer: %v", unwrapPath(err))}
-			out.Problems = append(out.Problems, p)
-			if l.Private() {
-				errs = append(errs, p)
+		if ld.hasTOML {
+			if tomlFound {
+				ld.shadowed(&out)
+			} else {
+				tomlFound = true
+				ld.toml(&out)
 			}
-			continue
 		}
-		ld := &layerLoad{l: l, root: root, trust: trust, opts: opts, out: &out}
-		if tomlFound {
-			ld.shadowed()
-		} else {
-			tomlFound = ld.toml()
-		}
-		ld.yamls()
-		root.Close()
+		out.Hooks = append(out.Hooks, ld.out.Hooks...)
+		out.Files = append(out.Files, ld.out.Files...)
+		out.Problems = append(out.Problems, ld.out.Problems...)
 		errs = append(errs, ld.errs...)
 	}
 	if len(errs) > 0 {
@@ -123,39 +136,73 @@ func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Loaded, err
 	return out, nil
 }
 
+// loadConcurrency bounds the layers read at once. Reading is mostly
+// system calls, which overlap well even on few cores.
+const loadConcurrency = 8
+
+// layerLoad is what one layer holds: its hooks/*.yaml, loaded into out,
+// and its hooks.toml, read but parsed only when it is the nearest.
 type layerLoad struct {
 	l     extensions.Layer
 	root  *extensions.Dir
 	trust Trust
 	opts  LoadOptions
-	out   *Loaded
+	out   Loaded
 	errs  []error
+	// missing: the layer's directory does not exist.
+	missing bool
+	// hasTOML: there is a hooks.toml (it may not be readable: tomlErr).
+	hasTOML  bool
+	tomlData []byte
+	tomlErr  error
 }
 
 func (ld *layerLoad) path(rel string) string { return filepath.Join(ld.l.Dir, rel) }
 
-// toml loads the layer's hooks.toml and reports whether there is one.
-func (ld *layerLoad) toml() bool {
-	data, err := readBounded(ld.root, "hooks.toml")
+// read reads the layer: its hooks.toml's bytes and its YAML files' hooks.
+func (ld *layerLoad) read() {
+	root, err := extensions.OpenDir(ld.l.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false
-	}
-	src := Source{Layer: ld.l, File: ld.path("hooks.toml"), Dir: ld.l.Dir, Root: ld.l.Dir, Confined: ld.l.NeedsTrust(), Home: ld.opts.Home}
-	if err != nil {
-		ld.skip(src, FormatTOML, []Problem{{Layer: ld.l.Name, File: src.File, Reason: err.Error()}})
-		return true
-	}
-	hooks, probs := ParseTOML(data, src, ld.opts.Dir)
-	ld.use(src, FormatTOML, hooks, probs)
-	return true
-}
-
-// shadowed records a farther hooks.toml.
-func (ld *layerLoad) shadowed() {
-	if _, err := ld.root.Lstat("hooks.toml"); errors.Is(err, fs.ErrNotExist) {
+		ld.missing = true
 		return
 	}
-	ld.out.Files = append(ld.out.Files, File{
+	if err != nil {
+		p := Problem{Layer: ld.l.Name, File: ld.l.Dir, Reason: fmt.Sprintf("cannot open the layer: %v", unwrapPath(err))}
+		ld.out.Problems = append(ld.out.Problems, p)
+		if ld.l.Private() {
+			ld.errs = append(ld.errs, p)
+		}
+		return
+	}
+	defer root.Close()
+	ld.root = root
+	ld.tomlData, ld.tomlErr = readBounded(root, "hooks.toml")
+	ld.hasTOML = !errors.Is(ld.tomlErr, fs.ErrNotExist)
+	ld.yamls()
+	ld.root = nil
+}
+
+// toml loads the layer's hooks.toml, the nearest one, into out.
+func (ld *layerLoad) toml(out *Loaded) {
+	src := Source{Layer: ld.l, File: ld.path("hooks.toml"), Dir: ld.l.Dir, Root: ld.l.Dir, Confined: ld.l.NeedsTrust(), Home: ld.opts.Home}
+	// Its findings come before those of the layer's YAML files.
+	yamls, yamlErrs := ld.out, ld.errs
+	ld.out, ld.errs = Loaded{}, nil
+	if ld.tomlErr != nil {
+		ld.skip(src, FormatTOML, []Problem{{Layer: ld.l.Name, File: src.File, Reason: ld.tomlErr.Error()}})
+	} else {
+		hooks, probs := ParseTOML(ld.tomlData, src, ld.opts.Dir)
+		ld.use(src, FormatTOML, hooks, probs)
+	}
+	out.Hooks = append(out.Hooks, ld.out.Hooks...)
+	out.Files = append(out.Files, ld.out.Files...)
+	out.Problems = append(out.Problems, ld.out.Problems...)
+	ld.out, ld.errs = yamls, append(ld.errs, yamlErrs...)
+}
+
+// shadowed records a farther hooks.toml in out.
+func (ld *layerLoad) shadowed(out *Loaded) {
+	out.Files = append(out.Files, File{
 		Layer: ld.l, Path: ld.path("hooks.toml"), Format: FormatTOML, Status: StatusShadowed,
 		Reason: "a nearer layer's hooks.toml wins",
 	})

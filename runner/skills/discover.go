@@ -262,7 +262,7 @@ func (d *discovery) run() {
 		}
 		d.tree = os.DirFS(d.root.Dir)
 		d.outer, d.base = d.tree, "."
-		d.treeRead = fileReader{fd: -1, dir: d.root.Dir}
+		d.treeRead = fileReader{head: true, fd: -1, dir: d.root.Dir}
 		if fd, err := unix.Open(d.root.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
 			defer unix.Close(fd)
 			d.treeRead.fd = fd
@@ -298,7 +298,7 @@ func (d *discovery) run() {
 	}
 	defer inner.Close()
 	d.inner, d.outerDir, d.base, d.confined = inner, outer, filepath.ToSlash(rel), d.root.Confine
-	d.treeRead, d.outRead = fileReader{fd: -1, confined: inner}, fileReader{fd: -1, confined: outer}
+	d.treeRead, d.outRead = fileReader{head: true, fd: -1, confined: inner}, fileReader{head: true, fd: -1, confined: outer}
 	d.walk(".")
 }
 
@@ -350,7 +350,9 @@ func (d *discovery) walk(dir string) {
 	}
 	for _, e := range entries {
 		if e.Name() == "SKILL.md" {
-			d.skill(dir, d.treeRead.read(path.Join(dir, "SKILL.md")))
+			r := d.treeRead.read(path.Join(dir, "SKILL.md"))
+			d.skill(dir, r)
+			r.release()
 			return
 		}
 	}
@@ -371,6 +373,7 @@ func (d *discovery) walk(dir string) {
 			}
 			d.dirs++
 			d.skill(p, r)
+			r.release()
 		case e.Type()&fs.ModeSymlink != 0:
 			d.link(p)
 		}
@@ -396,6 +399,7 @@ func (d *discovery) link(p string) {
 		return
 	}
 	d.skill(p, r)
+	r.release()
 }
 
 // skill makes the skill in dir (a path in the tree) from its SKILL.md.

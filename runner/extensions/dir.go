@@ -345,6 +345,23 @@ func (f *File) Stat() (fs.FileInfo, error) {
 	return statInfo(path.Base(f.name), &st), nil
 }
 
+// typeSize is what Stat says of the file's type and size, without making
+// an fs.FileInfo.
+func (f *File) typeSize() (regular bool, size int64, err error) {
+	if f.os != nil {
+		fi, err := f.os.Stat()
+		if err != nil {
+			return false, 0, err
+		}
+		return fi.Mode().IsRegular(), fi.Size(), nil
+	}
+	var st unix.Stat_t
+	if err := ignoringEINTR0(func() error { return unix.Fstat(f.fd, &st) }); err != nil {
+		return false, 0, &fs.PathError{Op: "stat", Path: f.name, Err: err}
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFREG, st.Size, nil
+}
+
 // Read reads from the file; it returns io.EOF at the end.
 func (f *File) Read(p []byte) (int, error) {
 	if f.os != nil {
@@ -381,17 +398,17 @@ func (f *File) Close() error {
 // it. It reads the size the file had when it was checked: a file growing
 // meanwhile is read as it was, never past max.
 func (f *File) ReadBounded(max int64) ([]byte, error) {
-	fi, err := f.Stat()
+	regular, size, err := f.typeSize()
 	if err != nil {
 		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
+	if !regular {
 		return nil, ErrNotRegular
 	}
-	if fi.Size() > max {
-		return nil, fmt.Errorf("%w: %d bytes, over the %s limit", ErrTooLarge, fi.Size(), byteSize(max))
+	if size > max {
+		return nil, fmt.Errorf("%w: %d bytes, over the %s limit", ErrTooLarge, size, byteSize(max))
 	}
-	b := make([]byte, fi.Size())
+	b := make([]byte, size)
 	n, err := io.ReadFull(f, b)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return nil, err

@@ -95,13 +95,14 @@ func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Loaded, err
 	// hooks.toml wins needs them all, so the nearest one is parsed and
 	// checked afterwards, as the findings are merged in layer order.
 	found := make([]*layerLoad, len(layers))
+	res := new(regexps)
 	sem := make(chan struct{}, loadConcurrency)
 	var wg sync.WaitGroup
 	for i, l := range layers {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			ld := &layerLoad{l: l, trust: trust, opts: opts}
+			ld := &layerLoad{l: l, trust: trust, opts: opts, res: res}
 			ld.read()
 			found[i] = ld
 		})
@@ -149,6 +150,8 @@ type layerLoad struct {
 	opts  LoadOptions
 	out   Loaded
 	errs  []error
+	// res compiles the matchers of every layer.
+	res *regexps
 	// missing: the layer's directory does not exist.
 	missing bool
 	// hasTOML: there is a hooks.toml (it may not be readable: tomlErr).
@@ -231,7 +234,7 @@ func (ld *layerLoad) yamls() {
 			ld.skip(src, FormatYAML, []Problem{{Layer: ld.l.Name, File: src.File, Reason: err.Error()}})
 			continue
 		}
-		hooks, probs := parseYAML(data, src, ld.opts.Dir, ld.root)
+		hooks, probs := parseYAML(data, src, ld.opts.Dir, ld.root, ld.res)
 		ld.use(src, FormatYAML, hooks, probs)
 	}
 }

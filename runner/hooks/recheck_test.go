@@ -144,3 +144,23 @@ func TestToolUseIDFromRegistry(t *testing.T) {
 		t.Errorf("verdict tool_use_id %q", ids)
 	}
 }
+
+// TestRegexpsRemember: within one Load a pattern compiles once.
+func TestRegexpsRemember(t *testing.T) {
+	t.Parallel()
+	c := new(regexps)
+	a, err := c.compileYAML("mcp__.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.compileYAML("mcp__.*")
+	if err != nil || a.re != b.re || !b.Match("mcp__s__t") || b.Match("bash") {
+		t.Errorf("compiled again or wrongly: %p %p %v", a.re, b.re, err)
+	}
+	if _, err := c.compileYAML("("); err == nil || len(c.m) != 1 {
+		t.Errorf("invalid pattern: %v, %d kept", err, len(c.m))
+	}
+	if m, err := (*regexps)(nil).compileYAML("a.*"); err != nil || !m.Match("abc") {
+		t.Errorf("without a cache: %v", err)
+	}
+}

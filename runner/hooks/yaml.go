@@ -45,12 +45,13 @@ const nodeBudget = 100_000
 // aerie need not copy it to a cache first, and an edit takes effect at
 // the next run just the same.
 func ParseYAML(data []byte, src Source, workdir string) (hooks []Hook, probs []Problem) {
-	return parseYAML(data, src, workdir, nil)
+	return parseYAML(data, src, workdir, nil, nil)
 }
 
 // parseYAML is ParseYAML checking scripts through root, when it is the
-// open directory src.Root, rather than opening it for each script.
-func parseYAML(data []byte, src Source, workdir string, root *extensions.Dir) (hooks []Hook, probs []Problem) {
+// open directory src.Root, rather than opening it for each script, and
+// compiling matchers through res.
+func parseYAML(data []byte, src Source, workdir string, root *extensions.Dir, res *regexps) (hooks []Hook, probs []Problem) {
 	ps := &problems{src: src}
 	defer func() {
 		if r := recover(); r != nil {
@@ -71,7 +72,7 @@ func parseYAML(data []byte, src Source, workdir string, root *extensions.Dir) (h
 		ps.add("", "more than one YAML document; a hooks file holds one")
 		return nil, ps.list
 	}
-	y := &yamlParser{ps: ps, src: src, workdir: workdir, budget: nodeBudget}
+	y := &yamlParser{ps: ps, src: src, workdir: workdir, budget: nodeBudget, res: res}
 	if root != nil && root.Path() == src.Root {
 		y.root = root
 	}
@@ -132,6 +133,8 @@ type yamlParser struct {
 	spent   bool
 	// root, when set, is src.Root open.
 	root *extensions.Dir
+	// res compiles the matchers.
+	res *regexps
 }
 
 func (y *yamlParser) add(field string, n *yaml.Node, format string, args ...any) {
@@ -262,7 +265,7 @@ func (y *yamlParser) group(ev Event, field string, g *yaml.Node) []Hook {
 				return
 			}
 			var err error
-			if m, err = compileYAML(v.Value); err != nil {
+			if m, err = y.res.compileYAML(v.Value); err != nil {
 				y.add(f, v, "%v", err)
 			}
 		case "hooks":

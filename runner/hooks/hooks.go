@@ -23,6 +23,11 @@
 // through the executor, in process groups torn down on timeout, so a hook
 // never outlives its deadline and never sees the runner's secrets.
 //
+// A project layer's hook file runs only with a trust pin (see Load), and
+// its trust is checked again before each run when Load's Trust is a
+// Guarder: a file or script changed since loading is skipped, with the
+// reason in the verdict's Run.
+//
 // The agent loop uses the engine in two ways. Tools are wrapped with Wrap,
 // which fires PreToolUse and PostToolUse around every call; the loop
 // itself calls SessionStart, UserPromptSubmit, Stop, SubagentStart,

@@ -214,6 +214,8 @@ type TrajectoryInput struct {
 //     step's extra.checkpoint.
 //   - The layers record of each run is no step: the trajectory's
 //     extra.extension_layers lists them, each with its seq.
+//   - A hook verdict joins extra.hooks of the tool call it was about, or
+//     else of the latest step.
 //
 // Entries of any other type, or without a payload, are listed in
 // extra.skipped_entries. Entries out of sequence order and an empty
@@ -406,6 +408,8 @@ func (b *builder) entry(e store.Entry) {
 		// No step: what the run was made with, for the trajectory's
 		// extra, one record per run.
 		b.layers = append(b.layers, map[string]any{"seq": e.Seq, "layers": p.Layers})
+	case store.HookVerdict:
+		b.hookVerdict(e, p)
 	default:
 		kind := "none"
 		if e.Payload != nil {
@@ -500,6 +504,31 @@ func (b *builder) toolCompletion(c store.ToolCompletion) {
 	if c.Error != "" {
 		setExtra(&res.Extra, "error", c.Error)
 	}
+}
+
+// ATIFHook is a hook verdict in a trajectory: what lifecycle hooks decided,
+// with the sequence number of its entry.
+type ATIFHook struct {
+	Seq int64 `json:"seq"`
+	store.HookVerdict
+}
+
+// hookVerdict adds what the hooks decided to extra.hooks of what it was
+// about: the tool call of a tool event; otherwise the latest step, such as
+// the answer a Stop hook saw, or the system step for the hooks that ran
+// before the first message (SessionStart, UserPromptSubmit).
+func (b *builder) hookVerdict(e store.Entry, v store.HookVerdict) {
+	h := ATIFHook{Seq: e.Seq, HookVerdict: v}
+	if ref, ok := b.calls[v.CallID]; ok && v.CallID != "" {
+		calls := b.t.Steps[ref.step].ToolCalls
+		for i := range calls {
+			if calls[i].ToolCallID == v.CallID {
+				appendExtra(&calls[i].Extra, "hooks", h)
+				return
+			}
+		}
+	}
+	appendExtra(&b.t.Steps[len(b.t.Steps)-1].Extra, "hooks", h)
 }
 
 // result returns the observation result of a call, creating it in the
@@ -779,6 +808,12 @@ func timestamp(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
+}
+
+// appendExtra appends h to the list under key.
+func appendExtra(m *map[string]any, key string, h ATIFHook) {
+	list, _ := (*m)[key].([]ATIFHook)
+	setExtra(m, key, append(list, h))
 }
 
 func setExtra(m *map[string]any, key string, value any) {

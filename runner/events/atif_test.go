@@ -978,3 +978,38 @@ func BenchmarkWriteTrajectory(b *testing.B) {
 		}
 	}
 }
+
+// TestHookVerdicts: what the hooks decided joins the tool call it was
+// about, or else the latest step, in order, and the trajectory stays
+// valid ATIF.
+func TestHookVerdicts(t *testing.T) {
+	t.Parallel()
+	s := &stream{}
+	start := store.HookVerdict{Event: "SessionStart", Context: "branch main", Runs: []store.HookRun{{Hook: "h#SessionStart[0].hooks[0]"}}}
+	prompt := store.HookVerdict{Event: "UserPromptSubmit", Context: "ticket 12", Runs: []store.HookRun{{Hook: "h#UserPromptSubmit[0].hooks[0]"}}}
+	deny := store.HookVerdict{Event: "PreToolUse", CallID: "toolu_01", Tool: "bash", Decision: "block", Reason: "no rm",
+		Runs: []store.HookRun{{Hook: "g#PreToolUse[0].hooks[0]", Decision: "block", Reason: "no rm"}, {Hook: "t#PreToolUse[0].hooks[0]", Exit: -1, Skipped: "not run: modified since trust was checked"}}}
+	post := store.HookVerdict{Event: "PostToolUse", CallID: "toolu_01", Tool: "bash", Context: "logged", Runs: []store.HookRun{{Hook: "l#PostToolUse[0].hooks[0]"}}}
+	stop := store.HookVerdict{Event: "Stop", Decision: "block", Reason: "run the tests", Runs: []store.HookRun{{Hook: "s#Stop[0].hooks[0]", Exit: 2, Decision: "block", Reason: "run the tests"}}}
+	s.add(start, prompt, user("clean up"),
+		store.AssistantMessage{Content: []store.Block{use("toolu_01", "bash", `{"command":"rm -rf /"}`)}, StopReason: "tool_use"},
+		store.ToolCall{CallID: "toolu_01", Name: "bash"}, deny, post,
+		result("toolu_01", "bash: blocked by a PreToolUse hook: no rm", true),
+		store.ToolCompletion{CallID: "toolu_01", Status: store.ToolError},
+		store.AssistantMessage{Content: []store.Block{text("done")}, StopReason: "end_turn"}, stop)
+	in := realisticInput()
+	in.Entries = s.entries
+	tr, _ := build(t, in)
+	if diff := cmp.Diff([]ATIFHook{{Seq: 1, HookVerdict: start}, {Seq: 2, HookVerdict: prompt}}, tr.Steps[0].Extra["hooks"]); diff != "" {
+		t.Errorf("system step hooks (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]ATIFHook{{Seq: 6, HookVerdict: deny}, {Seq: 7, HookVerdict: post}}, tr.Steps[2].ToolCalls[0].Extra["hooks"]); diff != "" {
+		t.Errorf("tool call hooks (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]ATIFHook{{Seq: 11, HookVerdict: stop}}, tr.Steps[3].Extra["hooks"]); diff != "" {
+		t.Errorf("last step hooks (-want +got):\n%s", diff)
+	}
+	if tr.Extra["skipped_entries"] != nil {
+		t.Errorf("skipped entries %v", tr.Extra["skipped_entries"])
+	}
+}

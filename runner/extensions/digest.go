@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"slices"
 	"strings"
@@ -137,42 +136,32 @@ func (d *digester) walk(name string, depth int) error {
 	if !fi.IsDir() {
 		return d.add(name, fi)
 	}
-	return d.walkDir(name, f, depth)
+	return d.walkDir(name, depth)
 }
 
-// walkDir adds the files of the open directory dir. The entries' types
-// and sizes come from the listing and an lstat beside it; only links are
+// walkDir adds the files of the directory name. The entries' types come
+// from the listing and sizes from an lstat beside it; only links are
 // opened, through the root, to learn what they lead to.
-func (d *digester) walkDir(name string, dir *os.File, depth int) error {
-	var entries []fs.DirEntry
-	for {
-		des, err := dir.ReadDir(1024)
-		entries = append(entries, des...)
-		if len(entries) > MaxDirEntries {
-			return fmt.Errorf("%s: over %d entries", name, MaxDirEntries)
-		}
-		if errors.Is(err, io.EOF) || (err == nil && len(des) == 0) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
+func (d *digester) walkDir(name string, depth int) error {
+	entries, more, err := d.files.readEntries(name)
+	if err != nil {
+		return explainRootErr(err)
+	}
+	if more {
+		return fmt.Errorf("%s: over %d entries", name, MaxDirEntries)
 	}
 	for _, de := range entries {
 		p := path.Join(name, de.Name())
 		switch t := de.Type(); {
 		case t.IsDir():
-			sub, err := d.files.open(p)
-			if err != nil {
-				return explainRootErr(err)
+			if depth+1 > maxDigestDepth {
+				return fmt.Errorf("%s: more than %d directories deep", p, maxDigestDepth)
 			}
-			err = d.walkDir(p, sub, depth+1)
-			sub.Close()
-			if err != nil {
+			if err := d.walkDir(p, depth+1); err != nil {
 				return err
 			}
 		case t.IsRegular():
-			fi, err := de.Info()
+			fi, err := d.files.lstat(p)
 			if err != nil {
 				return fmt.Errorf("%s: %w", p, err)
 			}

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"syscall"
 )
 
 // ProjectDirs are the names of project layer directories, in the order
@@ -199,12 +200,12 @@ type view struct {
 	// wsDir is the absolute workspace root; ws is nil when it cannot be
 	// opened (then wsErr says why) or when there is none.
 	wsDir string
-	ws    *os.Root
+	ws    *Dir
 	wsErr error
 	// workRel is WorkDir relative to wsDir.
 	workRel string
 	layers  []layerView
-	closers []*os.Root
+	closers []*Dir
 }
 
 // layerView is one layer opened for reading. err, when set, is why the
@@ -233,8 +234,8 @@ func (s Source) open() (*view, error) {
 			return nil, fmt.Errorf("open extensions: working directory %w", err)
 		}
 		v.wsDir, v.workRel = dir, rel
-		if v.ws, err = os.OpenRoot(dir); err != nil {
-			v.wsErr = err
+		if v.ws, err = OpenDir(dir); err != nil {
+			v.ws, v.wsErr = nil, err
 		} else {
 			v.closers = append(v.closers, v.ws)
 		}
@@ -266,19 +267,17 @@ func (v *view) openLayer(l Layer) (files, error) {
 		if err != nil {
 			return nil, fmt.Errorf("project layer %w", err)
 		}
-		if fi, err := v.ws.Stat(rel); err != nil {
-			return nil, err
-		} else if !fi.IsDir() {
+		sub, err := v.ws.OpenDir(filepath.ToSlash(rel))
+		switch {
+		case errors.Is(err, syscall.ENOTDIR):
 			return nil, fmt.Errorf("%s is not a directory", l.Dir)
+		case err != nil:
+			return nil, err
 		}
-		rf := rootFiles{root: v.ws, dir: l.Dir, prefix: rel}
-		if sub, err := v.ws.OpenRoot(rel); err == nil {
-			rf.sub = sub
-			v.closers = append(v.closers, sub)
-		}
-		return rf, nil
+		v.closers = append(v.closers, sub)
+		return rootFiles{root: v.ws, sub: sub, dir: l.Dir, prefix: rel}, nil
 	default:
-		r, err := os.OpenRoot(l.Dir)
+		r, err := OpenDir(l.Dir)
 		if err != nil {
 			return nil, err
 		}

@@ -15,10 +15,13 @@
 // Every loader takes a Source (the layers plus the workspace) and works on
 // any list; hooks, skills, plugins and MCP servers take the same list.
 //
-// Project layers, AGENTS.md and CLAUDE.md are read through an os.Root at
-// the workspace, so that a symbolic link in the repository never makes the
-// runner read a file outside it; other layers through an os.Root at the
-// layer. The bundled layer is read in place from the binary (embed.FS) and
+// Project layers, AGENTS.md and CLAUDE.md are read through a Dir at the
+// workspace, so that a symbolic link in the repository never makes the
+// runner read a file outside it; other layers through a Dir at the layer.
+// A Dir resolves each path beneath its directory in one system call
+// (openat2 with RESOLVE_BENEATH) and leaves what that refuses to an
+// os.Root, which decides; hooks and skills read their layers through Dirs
+// too. The bundled layer is read in place from the binary (embed.FS) and
 // never written to disk, so it holds text artifacts only: an executable
 // artifact there would have no directory to run from, and is refused.
 //
@@ -105,8 +108,11 @@
 // hash, modified when pins for its path exist but none has its hash, and
 // untrusted otherwise. A trust file that cannot be read or parsed makes
 // every artifact that needs a pin untrusted (fail closed). Trust is
-// checked again before every call, so a script changed after loading does
-// not run.
+// checked again before every run of a pinned tool or hook (Guard), so a
+// manifest or script changed after loading does not run: the tool call
+// fails, the hook is skipped, each with the reason. The check stats the
+// files the pin covers and hashes them again only when one of them
+// changed.
 //
 // Workspace artifacts always need a pin. $AERIE_HOME artifacts need one
 // only when extension_manage wrote them (agent provenance); without a

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 )
@@ -62,24 +61,22 @@ type files interface {
 	// openBase opens, without following it out of the base, a file by its
 	// path from the base of the layer's trust pins: the workspace root
 	// for a project layer, the layer's directory for the others.
-	openBase(rel string) (*os.File, error)
+	openBase(rel string) (*File, error)
 }
 
-// rootFiles is a layer on disk read through an os.Root: the workspace's
-// for project layers (prefix is the layer's directory inside it), the
-// layer's own for the others.
+// rootFiles is a layer on disk read through a Dir: the workspace's for
+// project layers (prefix is the layer's directory inside it), the layer's
+// own for the others.
 //
-// A project layer also has sub, a root opened at the layer itself. Every
-// read tries it first: os.Root resolves a path one component at a time,
-// with a system call or two each, so a short path from the layer is much
-// cheaper than a long one from the workspace root. Only when sub refuses a
-// path as escaping it (a symbolic link to elsewhere in the workspace) is
-// the read repeated through the workspace root, which decides.
+// A project layer also has sub, a Dir opened at the layer itself. Every
+// read tries it first, since a path from the layer is shorter; only when
+// sub refuses a path as escaping it (a symbolic link to elsewhere in the
+// workspace) is the read repeated through the workspace, which decides.
 type rootFiles struct {
-	root   *os.Root
-	sub    *os.Root // nil: read through root only
-	dir    string   // absolute directory of the layer
-	prefix string   // the layer's directory relative to root, "." for itself
+	root   *Dir
+	sub    *Dir   // nil: read through root only
+	dir    string // absolute directory of the layer
+	prefix string // the layer's directory relative to root, "." for itself
 }
 
 func (r rootFiles) rel(name string) string {
@@ -88,14 +85,14 @@ func (r rootFiles) rel(name string) string {
 
 // open opens name (slash-separated, in the layer) for reading without
 // blocking on a FIFO.
-func (r rootFiles) open(name string) (*os.File, error) {
+func (r rootFiles) open(name string) (*File, error) {
 	if r.sub != nil {
-		f, err := r.sub.OpenFile(filepath.FromSlash(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		f, err := r.sub.Open(name)
 		if !escapes(err) {
 			return f, err
 		}
 	}
-	return r.root.OpenFile(r.rel(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	return r.root.Open(r.rel(name))
 }
 
 func (r rootFiles) readFile(name string, max int64) ([]byte, error) {
@@ -104,63 +101,69 @@ func (r rootFiles) readFile(name string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return readBounded(f, max)
+	return f.ReadBounded(max)
 }
 
-func (r rootFiles) openBase(rel string) (*os.File, error) {
+func (r rootFiles) openBase(rel string) (*File, error) {
 	if r.sub != nil {
 		if inner, ok := relInside(r.prefix, rel); ok {
-			f, err := r.sub.OpenFile(inner, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+			f, err := r.sub.Open(filepath.ToSlash(inner))
 			if !escapes(err) {
 				return f, err
 			}
 		}
 	}
-	return r.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	return r.root.Open(filepath.ToSlash(rel))
 }
 
 func (r rootFiles) lstat(name string) (fs.FileInfo, error) {
 	if r.sub != nil {
-		fi, err := r.sub.Lstat(filepath.FromSlash(name))
+		fi, err := r.sub.Lstat(name)
 		if !escapes(err) {
 			return fi, err
 		}
 	}
-	return r.root.Lstat(r.rel(name))
+	return r.root.Lstat(filepath.ToSlash(r.rel(name)))
 }
 
 func (r rootFiles) readDir(name string) ([]string, bool, error) {
-	f, err := r.open(name)
+	des, more, err := r.readEntries(name)
 	if err != nil {
 		return nil, false, err
 	}
-	defer f.Close()
-	return readNames(f)
+	names := make([]string, len(des))
+	for i, de := range des {
+		names[i] = de.Name()
+	}
+	return names, more, nil
 }
 
-// escapes reports whether err is os.Root refusing a path that leads out of
-// it.
+func (r rootFiles) readEntries(name string) ([]fs.DirEntry, bool, error) {
+	if r.sub != nil {
+		des, more, err := r.sub.ReadDir(name, MaxDirEntries)
+		if !escapes(err) {
+			return des, more, err
+		}
+	}
+	return r.root.ReadDir(filepath.ToSlash(r.rel(name)), MaxDirEntries)
+}
+
+// escapes reports whether err is a path leading out of a Dir or an
+// os.Root.
 func escapes(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
 }
 
-func (r rootFiles) path(name string) string {
-	return filepath.Join(r.dir, filepath.FromSlash(name))
+// close releases the directories.
+func (r rootFiles) close() {
+	if r.sub != nil {
+		r.sub.Close()
+	}
+	r.root.Close()
 }
 
-// readRoot reads the regular file name in root, at most max bytes.
-//
-// The file is opened with O_NONBLOCK so that a FIFO planted where a
-// manifest is expected returns at once instead of waiting for a writer;
-// the type is then checked on the open descriptor, so nothing can swap the
-// file between the check and the read.
-func readRoot(root *os.Root, name string, max int64) ([]byte, error) {
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readBounded(f, max)
+func (r rootFiles) path(name string) string {
+	return filepath.Join(r.dir, filepath.FromSlash(name))
 }
 
 // readBounded reads the regular file f, failing with ErrTooLarge beyond
@@ -185,29 +188,6 @@ func readBounded(f *os.File, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: over the %s limit", ErrTooLarge, byteSize(max))
 	}
 	return b, nil
-}
-
-// readNames reads the names of the open directory f, sorted, at most
-// MaxDirEntries.
-func readNames(f interface {
-	ReadDir(n int) ([]fs.DirEntry, error)
-}) ([]string, bool, error) {
-	var names []string
-	for len(names) < MaxDirEntries {
-		des, err := f.ReadDir(min(1024, MaxDirEntries-len(names)))
-		for _, de := range des {
-			names = append(names, de.Name())
-		}
-		if errors.Is(err, io.EOF) || (err == nil && len(des) == 0) {
-			slices.Sort(names)
-			return names, false, nil
-		}
-		if err != nil {
-			return nil, false, err
-		}
-	}
-	slices.Sort(names)
-	return names, true, nil
 }
 
 // fsFiles is a layer held in an fs.FS: the artifacts embedded in the
@@ -251,7 +231,7 @@ func (e fsFiles) readDir(name string) ([]string, bool, error) {
 
 func (e fsFiles) path(name string) string { return e.prefix + path.Clean(name) }
 
-func (e fsFiles) openBase(string) (*os.File, error) {
+func (e fsFiles) openBase(string) (*File, error) {
 	return nil, errors.New("the bundled layer is not on disk")
 }
 

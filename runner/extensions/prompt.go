@@ -131,19 +131,22 @@ func composePrompt(v *view, persona string) (Prompt, []Artifact) {
 		}
 		arts = append(arts, a)
 	}
-	for _, lv := range v.layers {
-		if lv.err != nil {
-			continue
-		}
-		if _, err := lv.files.lstat(SystemFile); absent(err) {
+	// Every layer's files are read at once; what they mean is decided in
+	// layer order.
+	files := eachLayer(v, func(lv layerView) [2]promptFile {
+		return [2]promptFile{readPromptFile(lv, SystemFile), readPromptFile(lv, AppendSystemFile)}
+	})
+	for i, lv := range v.layers {
+		f := files[i][0]
+		if !f.there {
 			continue
 		}
 		a := newArtifact(TypeSystemPrompt, lv, SystemFile)
 		a.Name = SystemFile
-		doc, err := lv.files.readFile(SystemFile, MaxArtifactBytes)
+		doc, err := f.doc, f.err
 		if err == nil {
 			a.Digest = digest(doc)
-			a.setProvenance(readProvenance(lv.files, SystemFile, doc))
+			a.setProvenance(f.prov)
 		}
 		switch {
 		case decider >= 0:
@@ -163,22 +166,19 @@ func composePrompt(v *view, persona string) (Prompt, []Artifact) {
 		arts = append(arts, a)
 	}
 
-	for _, lv := range v.layers {
-		if lv.err != nil {
-			continue
-		}
-		if _, err := lv.files.lstat(AppendSystemFile); absent(err) {
+	for i, lv := range v.layers {
+		f := files[i][1]
+		if !f.there {
 			continue
 		}
 		a := newArtifact(TypeAppendSystem, lv, AppendSystemFile)
 		a.Name = AppendSystemFile
-		doc, err := lv.files.readFile(AppendSystemFile, MaxArtifactBytes)
-		if err != nil {
-			a.skip(fmt.Errorf("read %s: %w", AppendSystemFile, explainRootErr(err)))
+		if f.err != nil {
+			a.skip(fmt.Errorf("read %s: %w", AppendSystemFile, explainRootErr(f.err)))
 		} else {
-			a.Status, a.Digest = StatusActive, digest(doc)
-			a.setProvenance(readProvenance(lv.files, AppendSystemFile, doc))
-			p.Appends = append(p.Appends, Fragment{Path: a.Path, Text: text(doc)})
+			a.Status, a.Digest = StatusActive, digest(f.doc)
+			a.setProvenance(f.prov)
+			p.Appends = append(p.Appends, Fragment{Path: a.Path, Text: text(f.doc)})
 		}
 		arts = append(arts, a)
 	}
@@ -187,6 +187,26 @@ func composePrompt(v *view, persona string) (Prompt, []Artifact) {
 	p.Instructions, p.Truncated = ins, truncated
 	arts = append(arts, insArts...)
 	return p, arts
+}
+
+// promptFile is a prompt file of one layer as read: there at all, its
+// bytes or why they cannot be read, and its provenance.
+type promptFile struct {
+	there bool
+	doc   []byte
+	err   error
+	prov  Provenance
+}
+
+func readPromptFile(lv layerView, name string) promptFile {
+	if _, err := lv.files.lstat(name); absent(err) {
+		return promptFile{}
+	}
+	f := promptFile{there: true}
+	if f.doc, f.err = lv.files.readFile(name, MaxArtifactBytes); f.err == nil {
+		f.prov = readProvenance(lv.files, name, f.doc)
+	}
+	return f
 }
 
 // readInstructions reads AGENTS.md (or CLAUDE.md where AGENTS.md is
@@ -207,7 +227,7 @@ func readInstructions(v *view) ([]Fragment, bool, []Artifact) {
 		chosen := -1 // the file this directory contributes, in arts
 		for _, name := range instructionFiles {
 			rel := filepath.Join(dir, name)
-			if _, err := v.ws.Lstat(rel); absent(err) {
+			if _, err := v.ws.Lstat(filepath.ToSlash(rel)); absent(err) {
 				continue
 			}
 			a := Artifact{Type: TypeInstructions, Name: name, Layer: "workspace", LayerKind: KindProject, Path: filepath.Join(v.wsDir, rel)}
@@ -272,10 +292,10 @@ func dirsDown(rel string) []string {
 	return dirs
 }
 
-// readHead reads at most n bytes of the regular file name in root; more
+// readHead reads at most n bytes of the regular file name in dir; more
 // says the file is longer.
-func readHead(root *os.Root, name string, n int64) ([]byte, bool, error) {
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+func readHead(dir *Dir, name string, n int64) ([]byte, bool, error) {
+	f, err := dir.Open(filepath.ToSlash(name))
 	if err != nil {
 		return nil, false, err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -133,7 +132,7 @@ func ReadProvenance(l Layer, path string) Provenance {
 	if !ok {
 		return Provenance{State: ProvenanceUnknown, Reason: fmt.Sprintf("%s is outside the layer %s", path, l.Dir)}
 	}
-	root, err := os.OpenRoot(l.Dir)
+	root, err := OpenDir(l.Dir)
 	if err != nil {
 		return Provenance{State: ProvenanceUnknown, Reason: sanitize(err.Error())}
 	}

@@ -222,14 +222,21 @@ func Load(src Source, opts Options) (*Set, error) {
 	s.Pins, arts = loadPins(v)
 	s.Pins.add(opts.Pins...)
 	add(arts...)
+	// The tools and the rest are independent: read them at once.
+	var promptArts, descArts, toolsetArts []Artifact
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Prompt, promptArts = composePrompt(v, opts.Persona)
+		s.Descriptions, descArts = loadDescriptions(v)
+		s.Toolsets, toolsetArts = loadToolsets(v)
+	}()
 	s.Tools, arts = loadTools(v, ToolOptions{Builtins: opts.Builtins, Pins: s.Pins, Commands: opts.Commands, Env: opts.Env})
+	<-done
 	add(arts...)
-	s.Prompt, arts = composePrompt(v, opts.Persona)
-	add(arts...)
-	s.Descriptions, arts = loadDescriptions(v)
-	add(arts...)
-	s.Toolsets, arts = loadToolsets(v)
-	add(arts...)
+	add(promptArts...)
+	add(descArts...)
+	add(toolsetArts...)
 	if s.Report.Artifacts == nil {
 		s.Report.Artifacts = []Artifact{}
 	}

@@ -44,6 +44,27 @@ func LoadTools(src Source, opts ToolOptions) ([]*Tool, []Artifact, error) {
 // overlap well even on few cores.
 const loadConcurrency = 8
 
+// eachLayer calls fn on every readable layer of v, at most
+// loadConcurrency at once, and returns the results in layer order (the
+// zero T for a layer that cannot be read).
+func eachLayer[T any](v *view, fn func(lv layerView) T) []T {
+	out := make([]T, len(v.layers))
+	sem := make(chan struct{}, loadConcurrency)
+	var wg sync.WaitGroup
+	for i, lv := range v.layers {
+		if lv.err != nil {
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i] = fn(lv)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
 // layerTools is what one layer's tools/ directory yielded, before
 // precedence is applied.
 type layerTools struct {
@@ -54,20 +75,7 @@ type layerTools struct {
 func loadTools(v *view, opts ToolOptions) ([]*Tool, []Artifact) {
 	// Every layer is read on its own (concurrently); precedence needs
 	// only names and statuses, and is applied afterwards in layer order.
-	perLayer := make([]layerTools, len(v.layers))
-	sem := make(chan struct{}, loadConcurrency)
-	var wg sync.WaitGroup
-	for i, lv := range v.layers {
-		if lv.err != nil {
-			continue
-		}
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			perLayer[i] = loadLayerTools(lv, opts)
-		})
-	}
-	wg.Wait()
+	perLayer := eachLayer(v, func(lv layerView) layerTools { return loadLayerTools(lv, opts) })
 
 	var (
 		out     []*Tool
@@ -169,8 +177,7 @@ func loadTool(lv layerView, name string, sidecar bool, opts ToolOptions) (Artifa
 		return a, nil
 	}
 	if verdict.Pinned {
-		pins, l, path, exe := opts.Pins, lv.Layer, a.Path, t.argv[0]
-		t.verify = func() Verdict { return pins.Check(l, path, []string{exe}) }
+		t.verify = opts.Pins.Guard(lv.Layer, a.Path, []string{t.argv[0]}).Verify
 	}
 	a.Status = StatusActive
 	if m.Sandbox {

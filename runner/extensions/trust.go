@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // TrustFile is the name of the pin file in a pinnable layer.
@@ -205,10 +207,17 @@ type loaded struct {
 	prov *Provenance // its provenance
 	// open opens a file by its path relative to the pin's base (the
 	// workspace for project layers, the layer for the others).
-	open func(rel string) (*os.File, error)
+	open func(rel string) (*File, error)
 }
 
 func (p *Pins) verdict(l Layer, manifest string, executables []string, pre *loaded) Verdict {
+	v, _ := p.verdictIDs(l, manifest, executables, pre)
+	return v
+}
+
+// verdictIDs is verdict with the files whose bytes the pin covers, as
+// they were when they were hashed: nil unless the verdict came from a pin.
+func (p *Pins) verdictIDs(l Layer, manifest string, executables []string, pre *loaded) (Verdict, []fileID) {
 	switch l.Kind {
 	case KindProject:
 		return p.check(l, manifest, executables, pre)
@@ -221,34 +230,35 @@ func (p *Pins) verdict(l Layer, manifest string, executables []string, pre *load
 		}
 		switch prov.State {
 		case ProvenanceLegacy:
-			return Verdict{Status: Trusted, Reason: "a user artifact without managed provenance"}
+			return Verdict{Status: Trusted, Reason: "a user artifact without managed provenance"}, nil
 		case ProvenanceUnknown:
-			return Verdict{Status: Untrusted, Reason: "its provenance sidecar is malformed: " + prov.Reason}
+			return Verdict{Status: Untrusted, Reason: "its provenance sidecar is malformed: " + prov.Reason}, nil
 		}
 		return p.check(l, manifest, executables, pre)
 	default:
-		return Verdict{Status: Trusted, Reason: fmt.Sprintf("the %s layer is controlled by the session's submitter", l.Kind)}
+		return Verdict{Status: Trusted, Reason: fmt.Sprintf("the %s layer is controlled by the session's submitter", l.Kind)}, nil
 	}
 }
 
-func (p *Pins) check(l Layer, manifest string, executables []string, pre *loaded) Verdict {
+func (p *Pins) check(l Layer, manifest string, executables []string, pre *loaded) (Verdict, []fileID) {
 	if p == nil {
-		return Verdict{Status: Untrusted, Reason: "no trust pins were loaded", Pinned: true}
+		return Verdict{Status: Untrusted, Reason: "no trust pins were loaded", Pinned: true}, nil
 	}
 	var (
 		pin Pin
+		ids []fileID
 		err error
 	)
 	if pre != nil {
 		var b pinBase
 		if b, err = newPinBase(p.workspace, l, manifest); err == nil {
-			pin, err = b.compute(pre.doc, executables, pre.open)
+			pin, ids, err = b.compute(pre.doc, executables, pre.open)
 		}
 	} else {
-		pin, err = ComputePin(p.workspace, l, manifest, executables)
+		pin, ids, err = computePin(p.workspace, l, manifest, executables)
 	}
 	if err != nil {
-		return Verdict{Status: Untrusted, Reason: sanitize(err.Error()), Pinned: true}
+		return Verdict{Status: Untrusted, Reason: sanitize(err.Error()), Pinned: true}, nil
 	}
 	v := Verdict{Pin: &pin, Pinned: true}
 	switch {
@@ -261,7 +271,7 @@ func (p *Pins) check(l Layer, manifest string, executables []string, pre *loaded
 	default:
 		v.Status, v.Reason = Modified, fmt.Sprintf("%s or an executable it runs changed since it was pinned; restore the pinned bytes, or review it and replace the pin", pin.Path)
 	}
-	return v
+	return v, ids
 }
 
 // ComputePin returns the pin of an executable artifact as its bytes are
@@ -274,22 +284,48 @@ func (p *Pins) check(l Layer, manifest string, executables []string, pre *loaded
 // part. Executables outside contribute their absolute path; bare names
 // contribute nothing. The encoding is in the package documentation.
 func ComputePin(workspace string, l Layer, manifest string, executables []string) (Pin, error) {
+	pin, _, err := computePin(workspace, l, manifest, executables)
+	return pin, err
+}
+
+func computePin(workspace string, l Layer, manifest string, executables []string) (Pin, []fileID, error) {
 	b, err := newPinBase(workspace, l, manifest)
 	if err != nil {
-		return Pin{}, err
+		return Pin{}, nil, err
 	}
-	root, err := os.OpenRoot(b.base)
+	files, err := b.open(l)
 	if err != nil {
-		return Pin{}, fmt.Errorf("compute trust pin: %w", err)
+		return Pin{}, nil, fmt.Errorf("compute trust pin: %w", err)
 	}
-	defer root.Close()
-	doc, err := readRoot(root, b.rel, MaxArtifactBytes)
+	defer files.close()
+	f, err := files.openBase(b.rel)
+	var (
+		doc []byte
+		id  fileID
+	)
+	if err == nil {
+		doc, id, err = readIdentified(f, b.manifest, MaxArtifactBytes)
+		f.Close()
+	}
 	if err != nil {
-		return Pin{}, fmt.Errorf("compute trust pin: manifest %s: %w", manifest, explainRootErr(err))
+		return Pin{}, nil, fmt.Errorf("compute trust pin: manifest %s: %w", manifest, explainRootErr(err))
 	}
-	return b.compute(doc, executables, func(rel string) (*os.File, error) {
-		return root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	})
+	pin, ids, err := b.compute(doc, executables, files.openBase)
+	if err != nil {
+		return Pin{}, nil, err
+	}
+	return pin, append([]fileID{id}, ids...), nil
+}
+
+// readIdentified reads the regular file f (at path) as ReadBounded does,
+// with its identity from before the read.
+func readIdentified(f *File, path string, max int64) ([]byte, fileID, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fileID{}, err
+	}
+	doc, err := f.ReadBounded(max)
+	return doc, identify(path, fi), err
 }
 
 // pinBase is where a manifest's pin is computed from.
@@ -325,13 +361,38 @@ func newPinBase(workspace string, l Layer, manifest string) (pinBase, error) {
 	return pinBase{base: base, lexical: lexical, rel: rel, manifest: manifest, prefix: prefix}, nil
 }
 
-// compute hashes the manifest doc and the executables, opened with open.
-func (b pinBase) compute(doc []byte, executables []string, open func(rel string) (*os.File, error)) (Pin, error) {
+// open opens the base for reading, and for a project layer the layer's
+// directory in it too: most of what a pin covers is in the layer, and a
+// path from there is shorter.
+func (b pinBase) open(l Layer) (rootFiles, error) {
+	root, err := OpenDir(b.base)
+	if err != nil {
+		return rootFiles{}, err
+	}
+	rf := rootFiles{root: root, dir: b.base, prefix: "."}
+	if l.Kind == KindProject && l.Dir != "" {
+		rel, ok := relInside(b.lexical, l.Dir)
+		if !ok {
+			rel, ok = relInside(b.base, l.Dir)
+		}
+		if ok && rel != "." {
+			if sub, err := root.OpenDir(filepath.ToSlash(rel)); err == nil {
+				rf.sub, rf.prefix = sub, rel
+			}
+		}
+	}
+	return rf, nil
+}
+
+// compute hashes the manifest doc and the executables, opened with open,
+// and returns the identities of the executables it read.
+func (b pinBase) compute(doc []byte, executables []string, open func(rel string) (*File, error)) (Pin, []fileID, error) {
 	pin := Pin{Path: b.prefix + filepath.ToSlash(b.rel)}
 	h := sha256.New()
 	io.WriteString(h, "aerie-trust-v1\x00")
 	fmt.Fprintf(h, "manifest\x00%s\x00%d\x00", filepath.ToSlash(b.rel), len(doc))
 	h.Write(doc)
+	var ids []fileID
 	for _, exe := range executables {
 		if exe == "" || !strings.ContainsRune(exe, '/') {
 			continue // resolved through PATH: no identity of its own
@@ -355,39 +416,42 @@ func (b pinBase) compute(doc []byte, executables []string, open func(rel string)
 		}
 		f, err := open(r)
 		if err == nil {
-			err = hashFile(h, f, "file", r, MaxExecutableBytes)
+			var id fileID
+			id, err = hashFile(h, f, abs, "file", r, MaxExecutableBytes)
+			ids = append(ids, id)
 			f.Close()
 		}
 		if err != nil {
-			return Pin{}, fmt.Errorf("compute trust pin: executable %s: %w", exe, explainRootErr(err))
+			return Pin{}, nil, fmt.Errorf("compute trust pin: executable %s: %w", exe, explainRootErr(err))
 		}
 	}
 	pin.SHA256 = hex.EncodeToString(h.Sum(nil))
-	return pin, nil
+	return pin, ids, nil
 }
 
-// hashFile adds kind, name, length and the bytes of the regular file f to
-// h, reading at most max bytes.
-func hashFile(h hash.Hash, f *os.File, kind, name string, max int64) error {
+// hashFile adds kind, name, length and the bytes of the regular file f
+// (at path) to h, reading at most max bytes, and returns its identity
+// from before the read.
+func hashFile(h hash.Hash, f *File, path, kind, name string, max int64) (fileID, error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return err
+		return fileID{}, err
 	}
 	if !fi.Mode().IsRegular() {
-		return ErrNotRegular
+		return fileID{}, ErrNotRegular
 	}
 	if fi.Size() > max {
-		return fmt.Errorf("%w: %d bytes, over the %s limit for pinned files", ErrTooLarge, fi.Size(), byteSize(max))
+		return fileID{}, fmt.Errorf("%w: %d bytes, over the %s limit for pinned files", ErrTooLarge, fi.Size(), byteSize(max))
 	}
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", kind, filepath.ToSlash(name), fi.Size())
-	n, err := io.Copy(h, io.LimitReader(f, fi.Size()))
+	n, err := io.CopyBuffer(h, io.LimitReader(f, fi.Size()), make([]byte, min(fi.Size()+1, 32<<10)))
 	if err != nil {
-		return err
+		return fileID{}, err
 	}
 	if n != fi.Size() {
-		return errors.New("the file changed while it was read")
+		return fileID{}, errors.New("the file changed while it was read")
 	}
-	return nil
+	return identify(path, fi), nil
 }
 
 // explainRootErr adds the fix to os.Root's escape error.
@@ -396,4 +460,28 @@ func explainRootErr(err error) error {
 		return fmt.Errorf("%w (a symbolic link leads outside; name the target by its absolute path instead)", err)
 	}
 	return err
+}
+
+// fileID is what identifies a file's bytes without reading them.
+type fileID struct {
+	// path is where the file was found, to stat it again.
+	path         string
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64 // nanoseconds
+}
+
+// identify returns the identity of the file at path that fi describes.
+func identify(path string, fi fs.FileInfo) fileID {
+	id := fileID{path: path, size: fi.Size()}
+	switch st := fi.Sys().(type) {
+	case *unix.Stat_t:
+		id.dev, id.ino, id.mtime, id.ctime = uint64(st.Dev), uint64(st.Ino), st.Mtim.Nano(), st.Ctim.Nano()
+	case *syscall.Stat_t:
+		id.dev, id.ino, id.mtime, id.ctime = uint64(st.Dev), uint64(st.Ino), st.Mtim.Nano(), st.Ctim.Nano()
+	default:
+		// Nothing to compare with: never taken as unchanged.
+		id.ctime = -1
+	}
+	return id
 }

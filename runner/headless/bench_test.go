@@ -1,19 +1,189 @@
 package headless
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/tools"
 )
 
-// BenchmarkLoadExtensions measures the shared loader, which a reload runs
+// BenchmarkLoadExtensions measures what a session does with its layers
+// before the first model request, through the calls a run makes: layer
+// discovery, then newKit — trust pins, custom tools (trust hashing
+// included), prompt composition, tool descriptions, toolsets, hooks,
+// plugins, skills and their catalog, MCP declarations.
+//
+// The tree is the one the performance target names: 20 layers (the .aerie
+// and .osprey directories of nine nested directories, $AERIE_HOME and the
+// bundled layer) holding 500 skills, 100 custom tools and 50 hook files,
+// with a SYSTEM.md and an APPEND_SYSTEM.md in every layer and an AGENTS.md
+// in every directory. Every project tool and hook file is pinned, so the
+// trust of each is computed.
+//
+//	go test -run '^$' -bench LoadExtensions -benchtime 20x -count 5 ./runner/headless/
+func BenchmarkLoadExtensions(b *testing.B) {
+	tr := benchTree(b)
+	exe, err := executor.NewLocal(tr.workDir, executor.Options{Reaper: reaper})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { exe.Close(context.Background()) })
+	builtin := tools.Builtin(exe, exe, tools.NewBackground(exe))
+	opts := Options{
+		Dir: tr.workDir, Workspace: tr.workspace, System: "persona", Prompt: "hello",
+		Executor: exe, Logger: slog.New(slog.DiscardHandler),
+	}
+	b.ReportAllocs()
+	cpu := cpuTime()
+	for b.Loop() {
+		layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: tr.workDir, Workspace: tr.workspace, Home: tr.home})
+		if err != nil {
+			b.Fatal(err)
+		}
+		opts.Layers = layers
+		k, err := newKit(opts, builtin)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(layers) != 20 || len(k.ext.Set.Tools) != 100 || k.ext.Skills.Len() != 500 || len(k.ext.Hooks.Files) != 50 || len(k.ext.Hooks.Problems) != 0 {
+			b.Fatalf("%d layers, %d tools, %d skills, %d hook files, hook problems %v", len(layers), len(k.ext.Set.Tools), k.ext.Skills.Len(), len(k.ext.Hooks.Files), k.ext.Hooks.Problems)
+		}
+	}
+	// Processor time, user and system, of every thread: on a shared
+	// machine the wall time also measures the wait for a processor.
+	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+}
+
+type benchLayout struct {
+	workspace, workDir, home string
+}
+
+// benchTree writes the tree BenchmarkLoadExtensions loads and the pins
+// of its project tools and hook files.
+func benchTree(b *testing.B) benchLayout {
+	b.Helper()
+	dir := b.TempDir()
+	ws, home := filepath.Join(dir, "ws"), filepath.Join(dir, "home")
+	files := map[string]string{}
+	agents := strings.Repeat("Keep functions short and tested.\n", 64)
+	body := strings.Repeat("Follow these steps carefully. ", 140)
+	skill := func(layer string, n int) {
+		name := fmt.Sprintf("skill-%s-%d", strings.NewReplacer("/", "-", ".", "").Replace(layer), n)
+		desc := "Use when " + strings.Repeat("working on things of kind "+name+", ", 5)
+		files[filepath.Join(layer, "skills", name, "SKILL.md")] = "---\nname: " + name + "\ndescription: " + desc + "\nlicense: MIT\n---\n" + body
+		files[filepath.Join(layer, "skills", name, "references", "guide.md")] = "guide"
+	}
+	guard := "#!/bin/sh\nexit 0\n"
+	var pinned []string // manifests (tools and hook files) to pin, with their scripts
+	level := ""
+	for i := range 9 {
+		if i > 0 {
+			level = filepath.Join(level, fmt.Sprintf("d%d", i))
+		}
+		files[filepath.Join("ws", level, "AGENTS.md")] = agents
+		for _, name := range extensions.ProjectDirs {
+			layer := filepath.Join("ws", level, name)
+			files[filepath.Join(layer, "SYSTEM.md")] = "system " + layer
+			files[filepath.Join(layer, "APPEND_SYSTEM.md")] = "append " + layer
+			if name == ".aerie" {
+				files[filepath.Join(layer, "toolsets.toml")] = "[toolsets.ro]\ntools = [\"read_file\"]\n"
+				files[filepath.Join(layer, "tool-descriptions.toml")] = "bash = \"Run it.\"\n"
+			}
+			// 5 tools, 25 skills and 2 YAML hook files per layer, and a
+			// hooks.toml in the .aerie of the four nearest levels.
+			for j := range 5 {
+				tool := fmt.Sprintf("t%d_%s_%d", i, strings.TrimPrefix(name, "."), j)
+				files[filepath.Join(layer, "tools", tool+".toml")] = fmt.Sprintf("name = %q\ndescription = \"Echo.\"\ncommand = [\"./%s.sh\"]\n[parameters.text]\ntype = \"string\"\n", tool, tool)
+				files[filepath.Join(layer, "tools", tool+".sh")] = "#!/bin/sh\ncat\n"
+				pinned = append(pinned, filepath.Join(layer, "tools", tool+".toml"))
+			}
+			for j := range 25 {
+				skill(layer, j)
+			}
+			files[filepath.Join(layer, "hooks", "guard.sh")] = guard
+			for j := range 2 {
+				hf := filepath.Join(layer, "hooks", fmt.Sprintf("h%d.yaml", j))
+				files[hf] = "hooks:\n  PreToolUse:\n    - matcher: Bash|Write\n      hooks:\n        - type: command\n          script: guard.sh\n          args: [--strict]\n          on_failure: block\n  PostToolUse:\n    - matcher: mcp__.*\n      hooks:\n        - type: command\n          command: logger -t aerie\n"
+				pinned = append(pinned, hf)
+			}
+			if i >= 5 && name == ".aerie" {
+				files[filepath.Join(layer, "hooks.toml")] = "[[hooks.PreToolUse]]\nmatcher = \"bash\"\n[[hooks.PreToolUse.hooks]]\ncommand = \"guard --strict\"\n"
+				pinned = append(pinned, filepath.Join(layer, "hooks.toml"))
+			}
+		}
+	}
+	// $AERIE_HOME: 10 tools, 50 skills, a hooks.toml and 9 YAML files,
+	// for 100 tools, 500 skills and 50 hook files in all.
+	for j := range 10 {
+		files[filepath.Join("home", "tools", fmt.Sprintf("h%d.toml", j))] = fmt.Sprintf("name = \"h%d\"\ndescription = \"Cat.\"\ncommand = [\"/bin/cat\"]\n", j)
+	}
+	for j := range 50 {
+		skill("home", j)
+	}
+	files["home/APPEND_SYSTEM.md"] = "home append"
+	files["home/hooks.toml"] = "[[hooks.PreToolUse]]\nmatcher = \"bash\"\n[[hooks.PreToolUse.hooks]]\ncommand = \"guard --strict\"\n[[hooks.Stop]]\n[[hooks.Stop.hooks]]\ncommand = \"make test\"\n"
+	for j := range 9 {
+		files[filepath.Join("home", "hooks", fmt.Sprintf("h%d.yaml", j))] = "hooks:\n  SessionStart:\n    - hooks:\n        - type: command\n          command: echo hi\n"
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		perm := os.FileMode(0o644)
+		if strings.HasPrefix(content, "#!") {
+			perm = 0o755
+		}
+		if err := os.WriteFile(p, []byte(content), perm); err != nil {
+			b.Fatal(err)
+		}
+	}
+	workDir := filepath.Join(ws, level)
+	var pins strings.Builder
+	for _, m := range pinned {
+		man := filepath.Join(dir, m)
+		var exes []string
+		switch {
+		case strings.HasSuffix(m, ".yaml"):
+			exes = []string{filepath.Join(filepath.Dir(man), "guard.sh")}
+		case strings.Contains(m, "/tools/"):
+			exes = []string{strings.TrimSuffix(man, ".toml") + ".sh"}
+		}
+		p, err := extensions.ComputePin(ws, extensions.Layer{Kind: extensions.KindProject}, man, exes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pins.WriteString(p.TOML())
+	}
+	if err := os.WriteFile(filepath.Join(home, extensions.TrustFile), []byte(pins.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return benchLayout{workspace: ws, workDir: workDir, home: home}
+}
+
+// cpuTime returns the processor time the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkReload measures the shared loader, which a reload runs
 // whole at the turn boundary after extension_manage changed something: a
 // workspace with a project layer, and a user layer of 50 tools, 50 skills,
 // a hooks file and prompts.
-func BenchmarkLoadExtensions(b *testing.B) {
+func BenchmarkReload(b *testing.B) {
 	ws, home := b.TempDir(), b.TempDir()
 	files := map[string]string{
 		filepath.Join(ws, ".aerie/APPEND_SYSTEM.md"): "Project append.\n",

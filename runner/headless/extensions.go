@@ -12,6 +12,7 @@ import (
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/extensions/userlayer"
 	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/mcp"
 	"github.com/aerie-run/aerie/runner/skills"
 	"github.com/aerie-run/aerie/runner/tools"
@@ -31,6 +32,8 @@ type kit struct {
 	// a reload keeps them.
 	servers *mcp.Manager
 	session string
+	// journal records what the hooks decide.
+	journal *journal.Writer
 
 	// What the model sees, swapped whole by a reload.
 	ext    *Extensions
@@ -148,6 +151,9 @@ func (k *kit) build(x *Extensions, opts Options) (loadout, error) {
 		Dir:       opts.Dir,
 		Observe: func(_ context.Context, v hooks.Verdict) {
 			emitHook(opts.Observe, v)
+			if e, ok := hookEntry(v); ok && k.journal != nil {
+				k.journal.Append(e)
+			}
 		},
 		Logger: opts.Logger,
 	})
@@ -167,8 +173,8 @@ func (k *kit) use(l loadout) {
 }
 
 // start makes the session's hook engine and tools.
-func (k *kit) start(opts Options, session string) error {
-	k.session = session
+func (k *kit) start(opts Options, session string, w *journal.Writer) error {
+	k.session, k.journal = session, w
 	l, err := k.build(k.ext, opts)
 	if err != nil {
 		return err

@@ -292,7 +292,7 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	for _, c := range changes {
 		w.Append(c)
 	}
-	if err := k.start(opts, sess.ID.String()); err != nil {
+	if err := k.start(opts, sess.ID.String(), w); err != nil {
 		_ = w.Close(context.WithoutCancel(ctx))
 		return Report{}, err
 	}

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
@@ -244,15 +245,19 @@ func toolInput(in json.RawMessage) json.RawMessage {
 	return b
 }
 
+// toolUseID is the id of the tool call: WithToolUse's, or else the one
+// the tool registry passes on.
 func toolUseID(ctx context.Context) string {
-	id, _ := ctx.Value(toolUseKey).(string)
-	return id
+	if id, _ := ctx.Value(toolUseKey).(string); id != "" {
+		return id
+	}
+	return tools.CallID(ctx)
 }
 
 // fire runs the hooks of in's event that match target, in order, and
 // combines their answers (see Verdict).
 func (e *Engine) fire(ctx context.Context, in Input, target string) (Verdict, error) {
-	v := Verdict{Event: in.HookEventName, Tool: in.ToolName}
+	v := Verdict{Event: in.HookEventName, Tool: in.ToolName, ToolUseID: in.ToolUseID}
 	if e == nil {
 		return v, nil
 	}
@@ -275,6 +280,16 @@ func (e *Engine) fire(ctx context.Context, in Input, target string) (Verdict, er
 		asked, askReasons []string
 	)
 	for _, h := range hooks {
+		if g := h.Source.guard; g != nil {
+			// The file, or a script it runs, may have changed since the
+			// session loaded it: it runs only as it was trusted.
+			if tv := g.Verify(); tv.Status != extensions.Trusted {
+				run := Run{Hook: h.ID, Exit: -1, Skipped: fmt.Sprintf("not run: %s since trust was checked: %s", tv.Status, tv.Reason)}
+				e.log.Warn("hook skipped", "hook", h.ID, "event", string(in.HookEventName), "tool", in.ToolName, "session", e.opts.SessionID, "reason", run.Skipped)
+				v.Runs = append(v.Runs, run)
+				continue
+			}
+		}
 		run, a, err := e.run(ctx, h, in)
 		if err != nil {
 			return v, fmt.Errorf("run %s hooks: %w", in.HookEventName, err)

@@ -23,6 +23,11 @@
 // through the executor, in process groups torn down on timeout, so a hook
 // never outlives its deadline and never sees the runner's secrets.
 //
+// A project layer's hook file runs only with a trust pin (see Load), and
+// its trust is checked again before each run when Load's Trust is a
+// Guarder: a file or script changed since loading is skipped, with the
+// reason in the verdict's Run.
+//
 // The agent loop uses the engine in two ways. Tools are wrapped with Wrap,
 // which fires PreToolUse and PostToolUse around every call; the loop
 // itself calls SessionStart, UserPromptSubmit, Stop, SubagentStart,
@@ -190,6 +195,10 @@ type Source struct {
 	// Home expands a leading ~/ in scripts; the runner's home directory
 	// when empty.
 	Home string `json:"-"`
+
+	// guard checks the file's trust again before each run of its hooks;
+	// nil when it needs none (or Load's Trust cannot check again).
+	guard *extensions.Guard
 }
 
 // Problem is a reason a hook file, or part of one, was not used.

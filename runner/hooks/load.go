@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"syscall"
+	"sync"
 
 	"github.com/aerie-run/aerie/runner/extensions"
 )
@@ -24,6 +22,14 @@ const MaxFileSize = 1 << 20
 // Trust pins (extensions.Pins) implement it.
 type Trust interface {
 	Trusted(l extensions.Layer, manifest string, executables []string) (ok bool, reason string)
+}
+
+// Guarder is a Trust that can check a file again before each run of its
+// hooks, as extensions.Pins does: a hook file or script changed after the
+// session loaded it then does not run on the trust its old bytes earned.
+// Load uses the Guard for the first check too.
+type Guarder interface {
+	Guard(l extensions.Layer, manifest string, executables []string) *extensions.Guard
 }
 
 // LoadOptions configure Load.
@@ -89,32 +95,45 @@ type Loaded struct {
 // everything Load found. A project layer's file runs only when trust
 // accepts it; a nil trust accepts none.
 func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Loaded, error) {
+	// Every layer is read on its own, concurrently: its hooks/*.yaml and,
+	// whether it will be used or shadowed, its hooks.toml. Which
+	// hooks.toml wins needs them all, so the nearest one is parsed and
+	// checked afterwards, as the findings are merged in layer order.
+	found := make([]*layerLoad, len(layers))
+	res := new(regexps)
+	sem := make(chan struct{}, loadConcurrency)
+	var wg sync.WaitGroup
+	for i, l := range layers {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ld := &layerLoad{l: l, trust: trust, opts: opts, res: res}
+			ld.read()
+			found[i] = ld
+		})
+	}
+	wg.Wait()
+
 	var (
 		out       Loaded
 		errs      []error
 		tomlFound bool
 	)
-	for _, l := range layers {
-		root, err := openLayer(l, opts.Workspace)
-		if errors.Is(err, fs.ErrNotExist) {
+	for _, ld := range found {
+		if ld.missing {
 			continue
 		}
-		if err != nil {
-			p := Problem{Layer: l.Name, File: l.Dir, Reason: fmt.Sprintf("cannot open the layer: %v", unwrapPath(err))}
-			out.Problems = append(out.Problems, p)
-			if l.Private() {
-				errs = append(errs, p)
+		if ld.hasTOML {
+			if tomlFound {
+				ld.shadowed(&out)
+			} else {
+				tomlFound = true
+				ld.toml(&out)
 			}
-			continue
 		}
-		ld := &layerLoad{l: l, root: root, trust: trust, opts: opts, out: &out}
-		if tomlFound {
-			ld.shadowed()
-		} else {
-			tomlFound = ld.toml()
-		}
-		ld.yamls()
-		root.Close()
+		out.Hooks = append(out.Hooks, ld.out.Hooks...)
+		out.Files = append(out.Files, ld.out.Files...)
+		out.Problems = append(out.Problems, ld.out.Problems...)
 		errs = append(errs, ld.errs...)
 	}
 	if len(errs) > 0 {
@@ -123,39 +142,75 @@ func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Loaded, err
 	return out, nil
 }
 
+// loadConcurrency bounds the layers read at once. Reading is mostly
+// system calls, which overlap well even on few cores.
+const loadConcurrency = 8
+
+// layerLoad is what one layer holds: its hooks/*.yaml, loaded into out,
+// and its hooks.toml, read but parsed only when it is the nearest.
 type layerLoad struct {
 	l     extensions.Layer
-	root  *os.Root
+	root  *extensions.Dir
 	trust Trust
 	opts  LoadOptions
-	out   *Loaded
+	out   Loaded
 	errs  []error
+	// res compiles the matchers of every layer.
+	res *regexps
+	// missing: the layer's directory does not exist.
+	missing bool
+	// hasTOML: there is a hooks.toml (it may not be readable: tomlErr).
+	hasTOML  bool
+	tomlData []byte
+	tomlErr  error
 }
 
 func (ld *layerLoad) path(rel string) string { return filepath.Join(ld.l.Dir, rel) }
 
-// toml loads the layer's hooks.toml and reports whether there is one.
-func (ld *layerLoad) toml() bool {
-	data, err := readBounded(ld.root, "hooks.toml")
+// read reads the layer: its hooks.toml's bytes and its YAML files' hooks.
+func (ld *layerLoad) read() {
+	root, err := openLayer(ld.l, ld.opts.Workspace)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false
-	}
-	src := Source{Layer: ld.l, File: ld.path("hooks.toml"), Dir: ld.l.Dir, Root: ld.l.Dir, Confined: ld.l.NeedsTrust(), Home: ld.opts.Home}
-	if err != nil {
-		ld.skip(src, FormatTOML, []Problem{{Layer: ld.l.Name, File: src.File, Reason: err.Error()}})
-		return true
-	}
-	hooks, probs := ParseTOML(data, src, ld.opts.Dir)
-	ld.use(src, FormatTOML, hooks, probs)
-	return true
-}
-
-// shadowed records a farther hooks.toml.
-func (ld *layerLoad) shadowed() {
-	if _, err := ld.root.Stat("hooks.toml"); errors.Is(err, fs.ErrNotExist) {
+		ld.missing = true
 		return
 	}
-	ld.out.Files = append(ld.out.Files, File{
+	if err != nil {
+		p := Problem{Layer: ld.l.Name, File: ld.l.Dir, Reason: fmt.Sprintf("cannot open the layer: %v", unwrapPath(err))}
+		ld.out.Problems = append(ld.out.Problems, p)
+		if ld.l.Private() {
+			ld.errs = append(ld.errs, p)
+		}
+		return
+	}
+	defer root.Close()
+	ld.root = root
+	ld.tomlData, ld.tomlErr = readBounded(root, "hooks.toml")
+	ld.hasTOML = !errors.Is(ld.tomlErr, fs.ErrNotExist)
+	ld.yamls()
+	ld.root = nil
+}
+
+// toml loads the layer's hooks.toml, the nearest one, into out.
+func (ld *layerLoad) toml(out *Loaded) {
+	src := Source{Layer: ld.l, File: ld.path("hooks.toml"), Dir: ld.l.Dir, Root: ld.l.Dir, Confined: ld.l.NeedsTrust(), Home: ld.opts.Home}
+	// Its findings come before those of the layer's YAML files.
+	yamls, yamlErrs := ld.out, ld.errs
+	ld.out, ld.errs = Loaded{}, nil
+	if ld.tomlErr != nil {
+		ld.skip(src, FormatTOML, []Problem{{Layer: ld.l.Name, File: src.File, Reason: ld.tomlErr.Error()}})
+	} else {
+		hooks, probs := ParseTOML(ld.tomlData, src, ld.opts.Dir)
+		ld.use(src, FormatTOML, hooks, probs)
+	}
+	out.Hooks = append(out.Hooks, ld.out.Hooks...)
+	out.Files = append(out.Files, ld.out.Files...)
+	out.Problems = append(out.Problems, ld.out.Problems...)
+	ld.out, ld.errs = yamls, append(ld.errs, yamlErrs...)
+}
+
+// shadowed records a farther hooks.toml in out.
+func (ld *layerLoad) shadowed(out *Loaded) {
+	out.Files = append(out.Files, File{
 		Layer: ld.l, Path: ld.path("hooks.toml"), Format: FormatTOML, Status: StatusShadowed,
 		Reason: "a nearer layer's hooks.toml wins",
 	})
@@ -163,21 +218,16 @@ func (ld *layerLoad) shadowed() {
 
 // yamls loads the layer's hooks/*.yaml in file name order.
 func (ld *layerLoad) yamls() {
-	dir, err := ld.root.Open("hooks")
+	// The entries come sorted, and with their types, from the directory.
+	entries, _, err := ld.root.ReadDir("hooks", 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
-	}
-	var entries []fs.DirEntry
-	if err == nil {
-		entries, err = dir.ReadDir(-1)
-		dir.Close()
 	}
 	if err != nil {
 		src := Source{Layer: ld.l, File: ld.path("hooks")}
 		ld.skip(src, FormatYAML, []Problem{{Layer: ld.l.Name, File: src.File, Reason: fmt.Sprintf("cannot read the hooks directory: %v", unwrapPath(err))}})
 		return
 	}
-	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".yaml") || e.IsDir() {
 			continue // scripts and other files are not configuration
@@ -189,7 +239,7 @@ func (ld *layerLoad) yamls() {
 			ld.skip(src, FormatYAML, []Problem{{Layer: ld.l.Name, File: src.File, Reason: err.Error()}})
 			continue
 		}
-		hooks, probs := ParseYAML(data, src, ld.opts.Dir)
+		hooks, probs := parseYAML(data, src, ld.opts.Dir, ld.root, ld.res)
 		ld.use(src, FormatYAML, hooks, probs)
 	}
 }
@@ -203,8 +253,17 @@ func (ld *layerLoad) use(src Source, f Format, hooks []Hook, probs []Problem) {
 	}
 	if ld.needsTrust(src.File) {
 		ok, reason := false, "no trust pins"
-		if ld.trust != nil {
-			ok, reason = ld.trust.Trusted(ld.l, src.File, Executables(hooks))
+		switch t := ld.trust.(type) {
+		case nil:
+		case Guarder:
+			g := t.Guard(ld.l, src.File, Executables(hooks))
+			v := g.Verify()
+			ok, reason = v.Status == extensions.Trusted, v.Reason
+			for i := range hooks {
+				hooks[i].Source.guard = g
+			}
+		default:
+			ok, reason = t.Trusted(ld.l, src.File, Executables(hooks))
 		}
 		if !ok {
 			p := Problem{Layer: ld.l.Name, File: src.File, Reason: "untrusted: " + reason}
@@ -263,9 +322,9 @@ func Executables(hooks []Hook) []string {
 // openLayer opens the layer's directory as a root: a project layer's
 // through the workspace's root when the workspace is known, so that only
 // a directory inside the workspace is ever opened.
-func openLayer(l extensions.Layer, workspace string) (*os.Root, error) {
+func openLayer(l extensions.Layer, workspace string) (*extensions.Dir, error) {
 	if l.Kind != extensions.KindProject || workspace == "" {
-		return os.OpenRoot(l.Dir)
+		return extensions.OpenDir(l.Dir)
 	}
 	rel, ok := relLocal(workspace, l.Dir)
 	if !ok {
@@ -281,12 +340,12 @@ func openLayer(l extensions.Layer, workspace string) (*os.Root, error) {
 		}
 		workspace = ws
 	}
-	ws, err := os.OpenRoot(workspace)
+	ws, err := extensions.OpenDir(workspace)
 	if err != nil {
 		return nil, err
 	}
 	defer ws.Close()
-	return ws.OpenRoot(rel)
+	return ws.OpenDir(rel)
 }
 
 // relLocal returns target's path from base when it is inside base.
@@ -296,10 +355,10 @@ func relLocal(base, target string) (string, bool) {
 }
 
 // readBounded reads the regular file name in root, refusing one larger
-// than MaxFileSize without reading it. O_NONBLOCK: a FIFO planted in place
-// of a hook file must not hang the load waiting for a writer.
-func readBounded(root *os.Root, name string) ([]byte, error) {
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+// than MaxFileSize without reading it. It does not block on a FIFO
+// planted in place of a hook file.
+func readBounded(root *extensions.Dir, name string) ([]byte, error) {
+	f, err := root.Open(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, err
@@ -317,14 +376,14 @@ func readBounded(root *os.Root, name string) ([]byte, error) {
 	if fi.Size() > MaxFileSize {
 		return nil, fmt.Errorf("larger than %d bytes (%d); not read", MaxFileSize, fi.Size())
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
+	// The size the file had when checked: one that grows meanwhile is read
+	// as it was.
+	data := make([]byte, fi.Size())
+	n, err := io.ReadFull(f, data)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, fmt.Errorf("cannot read: %v", unwrapPath(err))
 	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("larger than %d bytes; not read", MaxFileSize)
-	}
-	return data, nil
+	return data[:n], nil
 }
 
 // unwrapPath drops the *PathError's operation and path, which the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/aerie-run/aerie/runner/extensions"
 )
@@ -106,14 +107,15 @@ func TestLoadPrecedence(t *testing.T) {
 	if diff := cmp.Diff(wantFiles, fileStatuses(got.Files)); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
 	}
-	// Only project files are asked about, with their executables.
+	// Only project files are asked about, with their executables (layers
+	// are read concurrently, so in no particular order).
 	wantAsked := []trustCall{
 		{"near", filepath.Join(near.Dir, "hooks.toml"), []string{"/srv/ws/near.sh"}},
 		{"near", filepath.Join(near.Dir, "hooks/a.yaml"), nil},
 		{"near", filepath.Join(near.Dir, "hooks/b.yaml"), nil},
 		{"far", filepath.Join(far.Dir, "hooks/c.yaml"), nil},
 	}
-	if diff := cmp.Diff(wantAsked, trust.asked); diff != "" {
+	if diff := cmp.Diff(wantAsked, trust.asked, cmpopts.SortSlices(func(a, b trustCall) bool { return a.Manifest < b.Manifest })); diff != "" {
 		t.Errorf("trust calls (-want +got):\n%s", diff)
 	}
 	if len(got.Problems) != 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Matcher decides which names a hook group applies to. The zero Matcher
@@ -87,7 +88,10 @@ func compileTOML(pattern string) (Matcher, error) {
 // compileYAML compiles a YAML matcher: empty or * matches everything; a
 // pattern of letters, digits, _, - and | is a list of exact names;
 // anything else is an unanchored regular expression.
-func compileYAML(pattern string) (Matcher, error) {
+func compileYAML(pattern string) (Matcher, error) { return (*regexps)(nil).compileYAML(pattern) }
+
+// compileYAML is compileYAML through c.
+func (c *regexps) compileYAML(pattern string) (Matcher, error) {
 	if pattern == "" || pattern == "*" {
 		return Matcher{pattern: pattern}, nil
 	}
@@ -100,11 +104,44 @@ func compileYAML(pattern string) (Matcher, error) {
 		}
 		return Matcher{pattern: pattern, names: names, aliases: true}, nil
 	}
-	re, err := regexp.Compile(pattern)
+	re, err := c.compile(pattern)
 	if err != nil {
 		return Matcher{}, fmt.Errorf("invalid regular expression %q: %v", pattern, regexpReason(err))
 	}
 	return Matcher{pattern: pattern, re: re, aliases: true}, nil
+}
+
+// regexps remembers the regular expressions one Load compiled: the same
+// matcher ("mcp__.*", "Write|Edit") recurs across the files of every
+// layer, and a *regexp.Regexp is safe for concurrent use. A nil *regexps
+// remembers nothing.
+type regexps struct {
+	mu sync.Mutex
+	m  map[string]*regexp.Regexp
+}
+
+// compile is regexp.Compile, remembering what compiled.
+func (c *regexps) compile(expr string) (*regexp.Regexp, error) {
+	if c == nil {
+		return regexp.Compile(expr)
+	}
+	c.mu.Lock()
+	re, ok := c.m[expr]
+	c.mu.Unlock()
+	if ok {
+		return re, nil
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = make(map[string]*regexp.Regexp)
+	}
+	c.m[expr] = re
+	c.mu.Unlock()
+	return re, nil
 }
 
 func isNameList(p string) bool {

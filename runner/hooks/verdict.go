@@ -140,6 +140,10 @@ type Run struct {
 	// Truncated means the hook printed more than OutputLimit on standard
 	// output or standard error.
 	Truncated bool `json:"truncated,omitempty"`
+	// Skipped says why the hook did not run at all: its file or a script
+	// it runs changed since its trust was checked. A skipped hook decides
+	// nothing.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // Approval is how the approval policy decided a tool call a hook asked
@@ -189,8 +193,10 @@ func DenyApprovals(_ context.Context, req ApprovalRequest) Approval {
 //     stopReason.
 type Verdict struct {
 	Event Event `json:"event"`
-	// Tool is the tool of a tool event.
-	Tool string `json:"tool,omitempty"`
+	// Tool is the tool of a tool event, and ToolUseID the id of its call
+	// (tool_use_id), when known.
+	Tool      string `json:"tool,omitempty"`
+	ToolUseID string `json:"tool_use_id,omitempty"`
 	// Decision is the combined decision.
 	Decision Decision `json:"decision,omitempty"`
 	// Reason is the reason for a block: the denial the model sees, the

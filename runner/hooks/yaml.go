@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/aerie-run/aerie/runner/extensions"
 )
 
 // nodeBudget bounds the YAML nodes one file may expand to. Aliases let a
@@ -43,6 +45,13 @@ const nodeBudget = 100_000
 // aerie need not copy it to a cache first, and an edit takes effect at
 // the next run just the same.
 func ParseYAML(data []byte, src Source, workdir string) (hooks []Hook, probs []Problem) {
+	return parseYAML(data, src, workdir, nil, nil)
+}
+
+// parseYAML is ParseYAML checking scripts through root, when it is the
+// open directory src.Root, rather than opening it for each script, and
+// compiling matchers through res.
+func parseYAML(data []byte, src Source, workdir string, root *extensions.Dir, res *regexps) (hooks []Hook, probs []Problem) {
 	ps := &problems{src: src}
 	defer func() {
 		if r := recover(); r != nil {
@@ -63,7 +72,10 @@ func ParseYAML(data []byte, src Source, workdir string) (hooks []Hook, probs []P
 		ps.add("", "more than one YAML document; a hooks file holds one")
 		return nil, ps.list
 	}
-	y := &yamlParser{ps: ps, src: src, workdir: workdir, budget: nodeBudget}
+	y := &yamlParser{ps: ps, src: src, workdir: workdir, budget: nodeBudget, res: res}
+	if root != nil && root.Path() == src.Root {
+		y.root = root
+	}
 	top := y.deref(&doc)
 	if top != nil && top.Kind == yaml.DocumentNode && len(top.Content) == 1 {
 		top = y.deref(top.Content[0])
@@ -119,6 +131,10 @@ type yamlParser struct {
 	workdir string
 	budget  int
 	spent   bool
+	// root, when set, is src.Root open.
+	root *extensions.Dir
+	// res compiles the matchers.
+	res *regexps
 }
 
 func (y *yamlParser) add(field string, n *yaml.Node, format string, args ...any) {
@@ -249,7 +265,7 @@ func (y *yamlParser) group(ev Event, field string, g *yaml.Node) []Hook {
 				return
 			}
 			var err error
-			if m, err = compileYAML(v.Value); err != nil {
+			if m, err = y.res.compileYAML(v.Value); err != nil {
 				y.add(f, v, "%v", err)
 			}
 		case "hooks":
@@ -411,12 +427,15 @@ func (y *yamlParser) script(p string) (string, string) {
 		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 			return "", "must stay inside " + confinedTo(src)
 		}
-		root, err := os.OpenRoot(src.Root)
-		if err != nil {
-			return "", fmt.Sprintf("cannot open %s: %v", src.Root, err)
+		root := y.root
+		if root == nil {
+			var err error
+			if root, err = extensions.OpenDir(src.Root); err != nil {
+				return "", fmt.Sprintf("cannot open %s: %v", src.Root, err)
+			}
+			defer root.Close()
 		}
-		defer root.Close()
-		f, err := root.Open(rel)
+		f, err := root.Open(filepath.ToSlash(rel))
 		if err != nil {
 			return "", scriptOpenReason(p, err)
 		}
@@ -460,7 +479,10 @@ func scriptOpenReason(p string, err error) string {
 
 // checkScript checks that the open file is an executable regular file
 // starting with #!.
-func checkScript(p string, f *os.File) string {
+func checkScript(p string, f interface {
+	io.Reader
+	Stat() (fs.FileInfo, error)
+}) string {
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Sprintf("cannot stat script %s: %v", p, err)

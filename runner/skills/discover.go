@@ -236,9 +236,14 @@ type discovery struct {
 	outRead  fileReader
 	base     string
 	confined string
-	dirs     int
-	items    []item
-	errs     []error
+	// inner and outerDir are the tree and the confining directory of a
+	// confined root, where tree and outer are nil: listed and searched
+	// through them, a path resolves in one system call and a listing
+	// costs no lstat per entry.
+	inner, outerDir *extensions.Dir
+	dirs            int
+	items           []item
+	errs            []error
 }
 
 // item is one finding, in the order found: a candidate skill, or a
@@ -265,7 +270,7 @@ func (d *discovery) run() {
 		}
 		d.tree = os.DirFS(d.root.Dir)
 		d.outer, d.base = d.tree, "."
-		d.treeRead = fileReader{fd: -1, dir: d.root.Dir}
+		d.treeRead = fileReader{head: true, fd: -1, dir: d.root.Dir}
 		if fd, err := unix.Open(d.root.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
 			defer unix.Close(fd)
 			d.treeRead.fd = fd
@@ -279,7 +284,7 @@ func (d *discovery) run() {
 		d.problem(d.root.Dir, "is outside %s, which it must stay inside", d.root.Confine)
 		return
 	}
-	outer, err := os.OpenRoot(d.root.Confine)
+	outer, err := extensions.OpenDir(d.root.Confine)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
@@ -288,7 +293,7 @@ func (d *discovery) run() {
 		return
 	}
 	defer outer.Close()
-	inner, err := outer.OpenRoot(rel)
+	inner, err := outer.OpenDir(filepath.ToSlash(rel))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return
@@ -300,17 +305,39 @@ func (d *discovery) run() {
 		return
 	}
 	defer inner.Close()
-	d.tree, d.outer, d.base, d.confined = inner.FS(), outer.FS(), filepath.ToSlash(rel), d.root.Confine
-	d.treeRead, d.outRead = fileReader{fd: -1, root: inner}, fileReader{fd: -1, root: outer}
-	// The roots' own descriptors are not exposed; a directory opened
-	// through each is the same directory, verified the same way.
-	for _, fr := range []*fileReader{&d.treeRead, &d.outRead} {
-		if f, err := fr.root.Open("."); err == nil {
-			defer f.Close()
-			fr.fd, fr.beneath = int(f.Fd()), true
-		}
-	}
+	d.inner, d.outerDir, d.base, d.confined = inner, outer, filepath.ToSlash(rel), d.root.Confine
+	d.treeRead, d.outRead = fileReader{head: true, fd: -1, confined: inner}, fileReader{head: true, fd: -1, confined: outer}
 	d.walk(".")
+}
+
+// readDir lists the directory dir of the tree, sorted by name.
+func (d *discovery) readDir(dir string) ([]fs.DirEntry, error) {
+	if d.inner != nil {
+		entries, _, err := d.inner.ReadDir(dir, 0)
+		return entries, err
+	}
+	return fs.ReadDir(d.tree, dir)
+}
+
+// isDir reports whether the path p (from the confining directory, or the
+// root's directory) leads to a directory, following links.
+func (d *discovery) isDir(p string) (bool, error) {
+	if d.outerDir != nil {
+		sub, err := d.outerDir.OpenDir(p)
+		if errors.Is(err, syscall.ENOTDIR) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		sub.Close()
+		return true, nil
+	}
+	fi, err := fs.Stat(d.outer, p)
+	if err != nil {
+		return false, err
+	}
+	return fi.IsDir(), nil
 }
 
 // walk searches dir, which is a skill when it holds SKILL.md; otherwise
@@ -324,14 +351,16 @@ func (d *discovery) walk(dir string) {
 	if d.dirs > maxDirs {
 		return
 	}
-	entries, err := fs.ReadDir(d.tree, dir)
+	entries, err := d.readDir(dir)
 	if err != nil {
 		d.skipDir(dir, "cannot read the directory: %s", describe(err))
 		return
 	}
 	for _, e := range entries {
 		if e.Name() == "SKILL.md" {
-			d.skill(dir, d.treeRead.read(path.Join(dir, "SKILL.md")))
+			r := d.treeRead.read(path.Join(dir, "SKILL.md"))
+			d.skill(dir, r)
+			r.release()
 			return
 		}
 	}
@@ -352,6 +381,7 @@ func (d *discovery) walk(dir string) {
 			}
 			d.dirs++
 			d.skill(p, r)
+			r.release()
 		case e.Type()&fs.ModeSymlink != 0:
 			d.link(p)
 		}
@@ -363,12 +393,12 @@ func (d *discovery) walk(dir string) {
 // directory, so that it may lead anywhere inside it, but not out.
 func (d *discovery) link(p string) {
 	op := path.Join(d.base, p)
-	fi, err := fs.Stat(d.outer, op)
+	isDir, err := d.isDir(op)
 	if err != nil {
 		d.skipDir(p, "symbolic link not followed: %s", describe(err))
 		return
 	}
-	if !fi.IsDir() {
+	if !isDir {
 		return // a link to a file is not a skill
 	}
 	r := d.outRead.read(path.Join(op, "SKILL.md"))
@@ -377,6 +407,7 @@ func (d *discovery) link(p string) {
 		return
 	}
 	d.skill(p, r)
+	r.release()
 }
 
 // skill makes the skill in dir (a path in the tree) from its SKILL.md.

@@ -169,3 +169,32 @@ func FuzzParseSimple(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFrontmatterEnd checks that parsing the start of a file up to the
+// end frontmatterEnd finds gives exactly what parsing the whole file does,
+// wherever the start is cut: discovery reads no further.
+func FuzzFrontmatterEnd(f *testing.F) {
+	f.Add("---\nname: release-notes\ndescription: Use when drafting release notes.\n---\n# Body\n", 20)
+	f.Add("\xef\xbb\xbf---\r\nname: x\r\ndescription: y\r\n---\r\nbody", 30)
+	f.Add("---\nname: a\ndescription: b\n----\n---\n", 28)
+	f.Add("---\nname: a\ndescription: b\n---", 100)
+	f.Add("---\ndescription: |\n  ---\n---\n", 14)
+	f.Add("no frontmatter\n---\n", 5)
+	f.Fuzz(func(t *testing.T, in string, cut int) {
+		if cut < 0 || cut > len(in) {
+			return
+		}
+		end := frontmatterEnd([]byte(in[:cut]))
+		if end == 0 {
+			return
+		}
+		if end > cut || in[end-1] != '\n' {
+			t.Fatalf("end %d of %q cut at %d", end, in, cut)
+		}
+		head, headErr := ParseFrontmatter([]byte(in[:end]))
+		whole, wholeErr := ParseFrontmatter([]byte(in))
+		if head != whole || fmt.Sprint(headErr) != fmt.Sprint(wholeErr) {
+			t.Fatalf("%q: the start up to %d gives %+v %v, the whole %+v %v", in, end, head, headErr, whole, wholeErr)
+		}
+	})
+}

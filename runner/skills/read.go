@@ -1,21 +1,35 @@
 package skills
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/aerie-run/aerie/runner/extensions"
 )
 
 // readResult is a file's contents, or why they could not be read.
 type readResult struct {
 	data []byte
 	err  error
+	// pooled, when set, holds data and goes back to headPool on release.
+	pooled *[]byte
+}
+
+// release gives back the buffer of a result read for its frontmatter; its
+// data must not be used after.
+func (r readResult) release() {
+	if r.pooled != nil {
+		headPool.Put(r.pooled)
+	}
 }
 
 // fileReader reads the SKILL.md files below one directory. Discovery
@@ -25,6 +39,11 @@ type readResult struct {
 // descriptor and reads them with bare system calls: open, fstat, read,
 // close.
 type fileReader struct {
+	// head reads a SKILL.md only as far as its frontmatter, the rest when
+	// that is not enough (see readSized).
+	head bool
+	// confined, when set, is the directory, read beneath it.
+	confined *extensions.Dir
 	// fd is the directory, or -1 to open through root or dir.
 	fd int
 	// beneath resolves names only beneath fd, links included
@@ -38,10 +57,18 @@ type fileReader struct {
 // MaxFileSize without reading it. A missing file's error wraps
 // fs.ErrNotExist.
 func (r fileReader) read(name string) readResult {
+	if r.confined != nil {
+		f, err := r.confined.Open(name)
+		if err != nil {
+			return readResult{err: openError(err)}
+		}
+		defer f.Close()
+		return readFile(f, r.head)
+	}
 	if r.fd >= 0 {
 		fd, err := openAt(r.fd, name, r.beneath)
 		if err == nil {
-			return readFD(fd)
+			return readFD(fd, r.head)
 		}
 		if !errors.Is(err, errors.ErrUnsupported) {
 			return readResult{err: openError(err)}
@@ -62,7 +89,7 @@ func (r fileReader) read(name string) readResult {
 		return readResult{err: openError(err)}
 	}
 	defer f.Close()
-	return readFile(f)
+	return readFile(f, r.head)
 }
 
 // openFlags open a file for reading without blocking on a FIFO, waiting
@@ -91,8 +118,8 @@ func openAt(dirfd int, name string, beneath bool) (int, error) {
 	}
 }
 
-// readFD reads the open file fd and closes it.
-func readFD(fd int) readResult {
+// readFD reads the open file fd, as readFile does, and closes it.
+func readFD(fd int, head bool) readResult {
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -104,28 +131,33 @@ func readFD(fd int) readResult {
 	if st.Size > MaxFileSize {
 		return readResult{err: fmt.Errorf("larger than 1 MB (%d bytes); not read", st.Size)}
 	}
-	// One read of the size fstat gave: a file that grows meanwhile is
-	// read as it was.
-	buf := make([]byte, st.Size)
-	n := 0
-	for n < len(buf) {
-		m, err := unix.Read(fd, buf[n:])
-		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
-			continue
-		}
-		if err != nil {
-			return readResult{err: fmt.Errorf("cannot read: %v", err)}
-		}
-		if m == 0 {
-			break
-		}
-		n += m
-	}
-	return readResult{data: buf[:n]}
+	return readSized(fdReader(fd), st.Size, head)
 }
 
-// readFile reads the open file f, as readFD does.
-func readFile(f *os.File) readResult {
+// fdReader reads a descriptor with bare system calls.
+type fdReader int
+
+func (fd fdReader) Read(p []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(fd), p)
+		switch {
+		case errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN):
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(p) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+// readFile reads the open file f: a regular file of at most MaxFileSize,
+// as much as head asks (see readSized).
+func readFile(f interface {
+	io.Reader
+	Stat() (fs.FileInfo, error)
+}, head bool) readResult {
 	fi, err := f.Stat()
 	if err != nil {
 		return readResult{err: fmt.Errorf("cannot stat: %s", describe(err))}
@@ -136,12 +168,79 @@ func readFile(f *os.File) readResult {
 	if fi.Size() > MaxFileSize {
 		return readResult{err: fmt.Errorf("larger than 1 MB (%d bytes); not read", fi.Size())}
 	}
-	buf := make([]byte, fi.Size())
-	n, err := io.ReadFull(f, buf)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+	return readSized(f, fi.Size(), head)
+}
+
+// frontmatterHead is how much of a SKILL.md discovery reads first: the
+// frontmatter of nearly every skill fits in it, and the body, which only
+// the skill tool reads, is then left on disk.
+const frontmatterHead = 4 << 10
+
+var headPool = sync.Pool{New: func() any {
+	b := make([]byte, frontmatterHead)
+	return &b
+}}
+
+// readSized reads the size bytes the file had when it was checked (one
+// that grows meanwhile is read as it was). With head it reads at first
+// only frontmatterHead bytes, and stops there when they hold the whole
+// frontmatter: its data then ends with the closing "---" line, which
+// ParseFrontmatter reads exactly as the whole file, and must be released.
+func readSized(r io.Reader, size int64, head bool) readResult {
+	var (
+		data []byte
+		n    int
+	)
+	if head && size > frontmatterHead {
+		bp := headPool.Get().(*[]byte)
+		m, err := io.ReadFull(r, *bp)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+			headPool.Put(bp)
+			return readResult{err: fmt.Errorf("cannot read: %s", describe(err))}
+		}
+		if end := frontmatterEnd((*bp)[:m]); end > 0 {
+			return readResult{data: (*bp)[:end], pooled: bp}
+		}
+		data = make([]byte, size)
+		n = copy(data, (*bp)[:m])
+		headPool.Put(bp)
+		if m < frontmatterHead {
+			return readResult{data: data[:n]} // it shrank: that is all
+		}
+	} else {
+		data = make([]byte, size)
+	}
+	m, err := io.ReadFull(r, data[n:])
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return readResult{err: fmt.Errorf("cannot read: %s", describe(err))}
 	}
-	return readResult{data: buf[:n]}
+	return readResult{data: data[:n+m]}
+}
+
+// frontmatterEnd returns the length of the start of data up to and
+// including the newline of the line that closes its frontmatter, as
+// frontmatterBlock finds it; 0 when data does not hold a complete one.
+func frontmatterEnd(data []byte) int {
+	bom := 0
+	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+		bom = 3
+	}
+	d := data[bom:]
+	first, rest, ok := cutLine(d)
+	if !ok || !isFence(first) {
+		return 0
+	}
+	for off := len(d) - len(rest); off < len(d); {
+		line, _, hasNL := cutLine(d[off:])
+		if !hasNL {
+			return 0
+		}
+		off += len(line) + 1
+		if isFence(line) {
+			return bom + off
+		}
+	}
+	return 0
 }
 
 // openError describes a failed open, wrapping fs.ErrNotExist for a

@@ -144,6 +144,11 @@ func (s *Set) Catalog() string {
 	sorted := s.Skills()
 	slices.SortFunc(sorted, func(a, b Skill) int { return strings.Compare(a.Name, b.Name) })
 	var b strings.Builder
+	size := 512
+	for _, sk := range sorted {
+		size += len(sk.Name) + len(sk.Description) + 4
+	}
+	b.Grow(size)
 	b.WriteString("# Skills\n\n")
 	b.WriteString("Skills are instructions for particular kinds of tasks. When a task fits a skill's description, ")
 	b.WriteString("read the skill with the `" + ToolName + "` tool before you start, and follow it. ")
@@ -152,7 +157,14 @@ func (s *Set) Catalog() string {
 		b.WriteString("- ")
 		b.WriteString(sk.Name)
 		b.WriteString(": ")
-		b.WriteString(strings.Join(strings.Fields(sk.Description), " "))
+		first := true
+		for w := range strings.FieldsSeq(sk.Description) {
+			if !first {
+				b.WriteByte(' ')
+			}
+			b.WriteString(w)
+			first = false
+		}
 		b.WriteByte('\n')
 	}
 	return b.String()

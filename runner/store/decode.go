@@ -144,8 +144,8 @@ func fastDecode(kind EntryKind, s string) (p Payload, ok bool) {
 		ok = d.object(reasoningChangeFields, func(int) bool { return d.str(&c.Effort) })
 		p = c
 	default:
-		// Compactions, forks and subagent outcomes are a handful per
-		// session: encoding/json decodes them.
+		// Compactions, forks, subagent outcomes and hook verdicts are a
+		// handful per session: encoding/json decodes them.
 		return nil, false
 	}
 	d.space()

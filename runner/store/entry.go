@@ -32,6 +32,7 @@ const (
 	KindFork             EntryKind = "fork"
 	KindSubagentOutcome  EntryKind = "subagent_outcome"
 	KindLayers           EntryKind = "layers"
+	KindHookVerdict      EntryKind = "hook_verdict"
 )
 
 // Payload is the typed content of an entry: one of the payload types of this
@@ -251,6 +252,71 @@ type SubagentOutcome struct {
 	Usage   *Usage    `json:"usage,omitempty"`
 }
 
+// HookVerdict records what lifecycle hooks decided at one point of the
+// session — a tool call denied, allowed or rewritten, an "ask" the
+// approval policy settled, context added, a prompt blocked, a stop
+// refused — and every hook that ran or was skipped for it, so that the
+// transcript says why the session went the way it did. It is a record
+// only: resuming a session does not replay it (what the hooks added to
+// the conversation is in its messages already).
+type HookVerdict struct {
+	// Event is the hook event: PreToolUse, PostToolUse, SessionStart,
+	// UserPromptSubmit, Stop, SubagentStart, SubagentStop or SessionEnd.
+	Event string `json:"event"`
+	// CallID and Tool name the tool call of a tool event.
+	CallID string `json:"call_id,omitempty"`
+	Tool   string `json:"tool,omitempty"`
+	// Decision is "allow" or "block"; empty when the hooks decided
+	// neither.
+	Decision string `json:"decision,omitempty"`
+	// Reason is the reason for a block.
+	Reason string `json:"reason,omitempty"`
+	// Approval is how the approval policy decided a call a hook asked
+	// about.
+	Approval *HookApproval `json:"approval,omitempty"`
+	// UpdatedInput replaced the tool call's arguments.
+	UpdatedInput json.RawMessage `json:"updated_input,omitempty"`
+	// Context is what the hooks added for the model.
+	Context string `json:"context,omitempty"`
+	// SystemMessages are the hooks' messages for the user.
+	SystemMessages []string `json:"system_messages,omitempty"`
+	// Stop means a hook ended the turn (continue: false), with StopReason.
+	Stop       bool   `json:"stop,omitempty"`
+	StopReason string `json:"stop_reason,omitempty"`
+	// Runs are the hooks that ran or were skipped, in order.
+	Runs []HookRun `json:"runs,omitempty"`
+}
+
+// HookApproval is an approval policy's decision on a call a hook asked
+// about.
+type HookApproval struct {
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason,omitempty"`
+	Policy  string `json:"policy,omitempty"`
+}
+
+// HookRun is one hook of a HookVerdict.
+type HookRun struct {
+	// Hook identifies the hook: its file and its place in it.
+	Hook string `json:"hook"`
+	// Exit is the exit code, -1 for a hook killed, never started or
+	// skipped.
+	Exit     int           `json:"exit"`
+	Duration time.Duration `json:"duration_ns,omitempty"`
+	// Decision and Reason are what this hook answered.
+	Decision string `json:"decision,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	// Failed says why the hook failed (a timeout, an exit code other than
+	// 0 and 2, invalid output).
+	Failed string `json:"failed,omitempty"`
+	// Ignored says what of its answer had no effect.
+	Ignored string `json:"ignored,omitempty"`
+	// Skipped says why it did not run: its file or a script it runs
+	// changed since its trust was checked.
+	Skipped   string `json:"skipped,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
 func (UserMessage) EntryKind() EntryKind      { return KindUserMessage }
 func (AssistantMessage) EntryKind() EntryKind { return KindAssistantMessage }
 func (ToolResult) EntryKind() EntryKind       { return KindToolResult }
@@ -266,6 +332,7 @@ func (Compaction) EntryKind() EntryKind       { return KindCompaction }
 func (Fork) EntryKind() EntryKind             { return KindFork }
 func (SubagentOutcome) EntryKind() EntryKind  { return KindSubagentOutcome }
 func (Layers) EntryKind() EntryKind           { return KindLayers }
+func (HookVerdict) EntryKind() EntryKind      { return KindHookVerdict }
 
 func (m UserMessage) validate() error      { return validateBlocks(m.Content) }
 func (m AssistantMessage) validate() error { return validateBlocks(m.Content) }
@@ -361,6 +428,18 @@ func (o SubagentOutcome) validate() error {
 	return nil
 }
 
+func (v HookVerdict) validate() error {
+	if v.Event == "" {
+		return errors.New("hook verdict without event")
+	}
+	for i, r := range v.Runs {
+		if r.Hook == "" {
+			return fmt.Errorf("hook verdict run %d without hook", i)
+		}
+	}
+	return nil
+}
+
 func validateBlocks(blocks []Block) error {
 	for i, b := range blocks {
 		if b.Type == "" {
@@ -404,6 +483,8 @@ func decodePayload(kind EntryKind, data []byte) (Payload, error) {
 		return decodeAs[SubagentOutcome](data)
 	case KindLayers:
 		return decodeAs[Layers](data)
+	case KindHookVerdict:
+		return decodeAs[HookVerdict](data)
 	}
 	return nil, errors.New("unknown entry kind")
 }

@@ -41,6 +41,10 @@ func TestDecodeEntryRoundTrip(t *testing.T) {
 			{Name: ".aerie", Kind: "project", Source: "/workspace/.aerie", Digest: "sha256:ab"},
 			{Name: "go", Kind: "spec", Source: "configmap/go-tools"},
 		}},
+		store.HookVerdict{Event: "PreToolUse", CallID: "c", Tool: "bash", Decision: "block", Reason: "no",
+			Approval: &store.HookApproval{Reason: "nobody can approve", Policy: "deny"}, UpdatedInput: json.RawMessage(`{"a":2}`),
+			Context: "ctx", SystemMessages: []string{"m"}, Stop: true, StopReason: "s",
+			Runs: []store.HookRun{{Hook: "/h.yaml#PreToolUse[0].hooks[0]", Exit: 0, Duration: time.Second, Decision: "ask", Reason: "sure?"}, {Hook: "x", Exit: -1, Skipped: "modified"}}},
 	}
 	for _, p := range payloads {
 		t.Run(string(p.EntryKind()), func(t *testing.T) {
@@ -85,6 +89,8 @@ func TestDecodeEntryRejects(t *testing.T) {
 		{"fork without source", "fork", `{"source_seq":1}`, "without source"},
 		{"bad uuid", "fork", `{"source":"nope"}`, "decode payload"},
 		{"outcome without session", "subagent_outcome", `{"outcome":"done"}`, "without session"},
+		{"verdict without event", "hook_verdict", `{"decision":"block"}`, "without event"},
+		{"verdict run without hook", "hook_verdict", `{"event":"Stop","runs":[{"exit":0}]}`, "run 0 without hook"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -32,6 +32,8 @@ func FuzzDecodeEntry(f *testing.F) {
 		{"layers", `{"layers":[{"name":".aerie","kind":"project","source":"/w/.aerie","digest":"sha256:00"},{"name":"go","kind":"spec"}]}`},
 		{"layers", `{"layers":[{"name":"","kind":"spec"}]}`},
 		{"layers", `{"layers":null}`},
+		{"hook_verdict", `{"event":"PreToolUse","call_id":"c1","tool":"bash","decision":"block","reason":"no","approval":{"allowed":false,"policy":"deny"},"updated_input":{"command":"ls"},"runs":[{"hook":"h#PreToolUse[0].hooks[0]","exit":2,"duration_ns":5,"skipped":"x"}]}`},
+		{"hook_verdict", `{"event":"Stop","runs":[{"exit":0}]}`},
 		{"user_message", `{"content":[{"type":"image","media_type":"image/png","data":"iVBORw=="}]}`},
 		{"user_message", `{"content":[{"type":"text","text":"\u0000\ud800"}]}`},
 		{"user_message", `null`},

@@ -190,6 +190,8 @@ func internKind(b []byte) EntryKind {
 		return KindSubagentOutcome
 	case KindLayers:
 		return KindLayers
+	case KindHookVerdict:
+		return KindHookVerdict
 	}
 	return EntryKind(b)
 }

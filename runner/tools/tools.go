@@ -189,7 +189,25 @@ func (r *Registry) Run(ctx context.Context, id, name string, args json.RawMessag
 	if len(bytes.TrimSpace(args)) > 0 && !json.Valid(args) {
 		return errorf("%s: arguments are not valid JSON", name)
 	}
-	return t.Run(ctx, args)
+	return t.Run(WithCallID(ctx, id), args)
+}
+
+type callIDKey struct{}
+
+// WithCallID returns a context carrying the id of the model's tool call,
+// which a Tool's Run does not otherwise receive: Registry.Run sets it, and
+// decorators (hooks) read it with CallID.
+func WithCallID(ctx context.Context, id string) context.Context {
+	if id == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, callIDKey{}, id)
+}
+
+// CallID returns the tool call id ctx carries, "" if none.
+func CallID(ctx context.Context) string {
+	id, _ := ctx.Value(callIDKey{}).(string)
+	return id
 }
 
 // Builtin returns the built-in tools in the order they are offered to

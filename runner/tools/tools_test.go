@@ -101,3 +101,36 @@ func TestBuiltinDefinitions(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryPassesCallID: a tool (or a decorator around it) learns the
+// id of the model's call from its context.
+func TestRegistryPassesCallID(t *testing.T) {
+	t.Parallel()
+	var got []string
+	idTool := ctxTool{name: "id", run: func(ctx context.Context) Result {
+		got = append(got, CallID(ctx))
+		return Result{Content: "ok"}
+	}}
+	r, err := NewRegistry(nil, idTool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Run(context.Background(), "call-7", "id", nil)
+	r.Run(WithCallID(context.Background(), "outer"), "", "id", nil)
+	if diff := cmp.Diff([]string{"call-7", "outer"}, got); diff != "" {
+		t.Errorf("call ids (-want +got):\n%s", diff)
+	}
+	if id := CallID(context.Background()); id != "" {
+		t.Errorf("CallID of a bare context = %q", id)
+	}
+}
+
+type ctxTool struct {
+	name string
+	run  func(context.Context) Result
+}
+
+func (c ctxTool) Name() string                                      { return c.name }
+func (c ctxTool) Description() string                               { return "reads its context" }
+func (c ctxTool) Schema() json.RawMessage                           { return json.RawMessage(`{"type":"object"}`) }
+func (c ctxTool) Run(ctx context.Context, _ json.RawMessage) Result { return c.run(ctx) }

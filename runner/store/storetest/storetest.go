@@ -287,6 +287,8 @@ func everyKind(s *stream, child uuid.UUID) []store.Entry {
 		s.add(store.Checkpoint{Turn: 1, Outcome: "end_turn"}),
 		s.add(store.UserMessage{Content: []store.Block{{Type: store.BlockImage, MediaType: "image/png", Data: []byte{0x89, 'P', 'N', 'G'}}}}),
 		s.add(store.SubagentOutcome{Session: child, Outcome: "completed", Summary: "found it", Usage: &store.Usage{InputTokens: 10}}),
+		s.add(store.HookVerdict{Event: "PreToolUse", CallID: "call-1", Tool: "bash", Decision: "block", Reason: "denied",
+			Runs: []store.HookRun{{Hook: "/ws/.aerie/hooks/guard.yaml#PreToolUse[0].hooks[0]", Exit: 0, Duration: 3 * time.Millisecond, Decision: "block", Reason: "denied"}}}),
 		s.add(store.Fork{Source: child, SourceSeq: 3}),
 		s.add(store.Layers{Layers: []store.Layer{{Name: "go", Kind: "spec", Source: "configmap/go-tools", Digest: "sha256:00ff"}, {Name: "bundled", Kind: "bundled"}}}),
 		s.add(store.Compaction{

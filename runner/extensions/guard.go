@@ -1,0 +1,103 @@
+package extensions
+
+import (
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Guard checks an executable artifact's trust again right before each of
+// its runs, so that a manifest, hook file or script changed after the
+// session loaded it never runs on the trust its old bytes earned.
+//
+// Hashing everything a pin covers before every run would cost a read of
+// every file each time; a Guard reads them only when one of them may have
+// changed. After a verdict from the pins it keeps each file's identity —
+// device, inode, size, modification and status-change times — and the
+// next Verify compares them with a stat of each path: when all match, the
+// files hold the bytes that were hashed, and the verdict stands without a
+// read. The status-change time is what makes this safe: every write,
+// rename or permission change sets it to the current time, and unlike the
+// modification time no process can set it back. Any difference, or a file
+// gone, means hashing again.
+//
+// A file changed within the same tick of the kernel's clock as it was
+// hashed may keep its times (the "racy git" problem), so identities are
+// kept only for files whose last change is older than racyWindow before
+// the hashing began; a file changed more recently is hashed again at the
+// next run, until it is old enough.
+//
+// A Guard is safe for concurrent use.
+type Guard struct {
+	pins        *Pins
+	layer       Layer
+	manifest    string
+	executables []string
+
+	// window is racyWindow, but in tests.
+	window time.Duration
+
+	mu sync.Mutex
+	// ids are the files of the last trusted verdict from the pins; nil
+	// when there is none to stand on.
+	ids []fileID
+	// last is that verdict.
+	last Verdict
+}
+
+// Guard returns a Guard of the artifact whose manifest is at manifest (an
+// absolute path inside l), running executables: the arguments of
+// Trusted. Nothing is read until Verify.
+func (p *Pins) Guard(l Layer, manifest string, executables []string) *Guard {
+	return &Guard{pins: p, layer: l, manifest: manifest, executables: append([]string(nil), executables...), window: racyWindow}
+}
+
+// Verify returns the artifact's verdict as its files are now. Status
+// Trusted means it may run.
+func (g *Guard) Verify() Verdict {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ids != nil && unchanged(g.ids) {
+		return g.last
+	}
+	start := time.Now().UnixNano()
+	v, ids := g.pins.verdictIDs(g.layer, g.manifest, g.executables, nil)
+	g.ids, g.last = nil, Verdict{}
+	if v.Status == Trusted && v.Pinned && ids != nil && settled(ids, start-int64(g.window)) {
+		g.ids, g.last = ids, v
+	}
+	return v
+}
+
+// racyWindow is how long before a hash a file must have last changed for
+// its identity to vouch for its bytes: far more than the coarsest tick of
+// a kernel's file time stamps (10 ms).
+const racyWindow = time.Second
+
+// settled reports whether every file last changed before t.
+func settled(ids []fileID, t int64) bool {
+	for _, id := range ids {
+		if id.ctime < 0 || id.ctime > t {
+			return false
+		}
+	}
+	return true
+}
+
+// unchanged reports whether every file still has its identity. A path is
+// followed as a command would follow it: the same inode reached another
+// way holds the same bytes.
+func unchanged(ids []fileID) bool {
+	for _, id := range ids {
+		var st unix.Stat_t
+		if id.ctime < 0 || ignoringEINTR0(func() error { return unix.Stat(id.path, &st) }) != nil {
+			return false
+		}
+		if uint64(st.Dev) != id.dev || uint64(st.Ino) != id.ino || st.Size != id.size ||
+			st.Mtim.Nano() != id.mtime || st.Ctim.Nano() != id.ctime {
+			return false
+		}
+	}
+	return true
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -149,23 +150,27 @@ func procErr(name string, err error) error {
 }
 
 // bootID returns the kernel's boot id, "" when the kernel does not say.
-func bootID() string {
+// It is read once: it cannot change while this process runs, and every
+// command started reads it.
+var bootID = sync.OnceValue(func() string {
 	var buf [64]byte
 	b, err := readProcFile(procDir+"/sys/kernel/random/boot_id", buf[:0])
 	if err != nil {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
-}
+})
 
-// pidNamespace returns the PID namespace /proc shows, "" when unknown.
-func pidNamespace() string {
+// pidNamespace returns the PID namespace /proc shows, "" when unknown. A
+// process's own PID namespace never changes (setns affects only its
+// children), so it is read once.
+var pidNamespace = sync.OnceValue(func() string {
 	ns, err := os.Readlink(procDir + "/self/ns/pid")
 	if err != nil {
 		return ""
 	}
 	return ns
-}
+})
 
 // snapshot is every process visible in /proc at one moment (near enough:
 // /proc is read a file at a time).

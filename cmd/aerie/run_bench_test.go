@@ -170,25 +170,59 @@ func BenchmarkRunTenTurns(b *testing.B) {
 
 // BenchmarkRunTurnOverhead measures the time per turn of a 100-turn session
 // whose turns each run `true`: the loop, the journal, the tool and the
-// server's answer, which has no latency.
+// server's answer, which has no latency. The turn splits into the tool call
+// (tool_call to tool_result: starting bash, which runs `true`, and the
+// executor's work around it) and the rest of the loop (the request, the
+// server's answer, the journal at the turn's end, the events); bash-true-ms
+// is what `bash -c true` alone takes here, the floor under the tool call.
 func BenchmarkRunTurnOverhead(b *testing.B) {
 	r := newBenchRun(b)
-	var per []float64
+	var per, tool, loop []float64
 	for b.Loop() {
 		_, evs, _ := r.run(shellTurns(100), "a hundred commands")
-		var starts []time.Time
+		var start, call time.Time
+		var toolMS float64
 		for _, ev := range evs {
-			if ev.Type == agent.EventTurnStart {
-				starts = append(starts, ev.Time)
+			switch ev.Type {
+			case agent.EventTurnStart:
+				if !start.IsZero() {
+					turn := ms(ev.Time.Sub(start))
+					per = append(per, turn)
+					tool = append(tool, toolMS)
+					loop = append(loop, turn-toolMS)
+				}
+				start, toolMS = ev.Time, 0
+			case agent.EventToolCall:
+				call = ev.Time
+			case agent.EventToolResult:
+				toolMS += ms(ev.Time.Sub(call))
 			}
 		}
-		for i := 1; i < len(starts); i++ {
-			per = append(per, float64(starts[i].Sub(starts[i-1]).Microseconds())/1000)
-		}
 	}
-	slices.Sort(per)
-	b.ReportMetric(per[len(per)/2], "p50-ms/turn")
-	b.ReportMetric(per[len(per)*99/100], "p99-ms/turn")
+	b.StopTimer()
+	var bash []float64
+	for range 50 {
+		start := time.Now()
+		if out, err := exec.Command("bash", "-c", "true").CombinedOutput(); err != nil {
+			b.Fatalf("bash -c true: %v\n%s", err, out)
+		}
+		bash = append(bash, ms(time.Since(start)))
+	}
+	b.ReportMetric(percentile(per, 50), "p50-ms/turn")
+	b.ReportMetric(percentile(per, 99), "p99-ms/turn")
+	b.ReportMetric(percentile(tool, 50), "p50-tool-ms/turn")
+	b.ReportMetric(percentile(loop, 50), "p50-loop-ms/turn")
+	b.ReportMetric(percentile(loop, 99), "p99-loop-ms/turn")
+	b.ReportMetric(percentile(bash, 50), "bash-true-ms")
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// percentile returns the p-th percentile of xs (nearest rank).
+func percentile(xs []float64, p int) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)*p/100]
 }
 
 // BenchmarkRunLongSession compares the peak RSS of a 1,000-turn session
@@ -207,8 +241,4 @@ func BenchmarkRunLongSession(b *testing.B) {
 	}
 }
 
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
+func median(xs []float64) float64 { return percentile(xs, 50) }

@@ -217,7 +217,7 @@ func encodeAnthropicBlock(c Content) (encodedBlock, error) {
 	if !ok {
 		return encodedBlock{}, nil
 	}
-	b, err := json.Marshal(block)
+	b, err := block.MarshalJSON() // the SDK's encoder, which the request's goes through anyway
 	if err != nil {
 		return encodedBlock{}, fmt.Errorf("encode %s content: %w", c.Type, err)
 	}

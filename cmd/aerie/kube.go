@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -41,13 +42,14 @@ type kubeClient struct {
 	namespace string
 }
 
-var sessionScheme = func() *runtime.Scheme {
+// sessionScheme is built on first use, not at every start of aerie.
+var sessionScheme = sync.OnceValue(func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := aeriev1.AddToScheme(s); err != nil {
 		panic(err) // a programming error: the scheme is static
 	}
 	return s
-}()
+})
 
 func (k kubeFlags) client() (*kubeClient, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -63,7 +65,7 @@ func (k kubeFlags) client() (*kubeClient, error) {
 			return nil, fmt.Errorf("kubeconfig: namespace: %w", err)
 		}
 	}
-	codecs := serializer.NewCodecFactory(sessionScheme)
+	codecs := serializer.NewCodecFactory(sessionScheme())
 
 	sc := rest.CopyConfig(cfg)
 	sc.GroupVersion = &aeriev1.GroupVersion

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
 
 	"github.com/aerie-run/aerie/runner/config"
 )
@@ -90,6 +91,8 @@ func TestVersion(t *testing.T) {
 	}{
 		{args: []string{"version"}, want: "aerie v1.2.3 (commit abc123, "},
 		{args: []string{"--version"}, want: "aerie v1.2.3\n"},
+		{args: []string{"-v"}, want: "aerie v1.2.3\n"},
+		{args: []string{}, want: "Run AI coding agents"}, // the usage
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -115,6 +118,26 @@ func TestVersion(t *testing.T) {
 			t.Errorf("version --json = %v", got)
 		}
 	})
+}
+
+// TestNoTemplates checks that no command sets a usage, help or version
+// template. Executing one needs text/template, whose reflective method
+// calls make the linker keep every exported method of every type in the
+// binary: the model SDKs' thousands of types would triple aerie's code and
+// slow every start.
+func TestNoTemplates(t *testing.T) {
+	t.Parallel()
+	bare := &cobra.Command{}
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.UsageTemplate() != bare.UsageTemplate() || c.HelpTemplate() != bare.HelpTemplate() || c.VersionTemplate() != bare.VersionTemplate() {
+			t.Errorf("%s sets a template; write the text with a function (SetUsageFunc, SetHelpFunc) or a flag instead", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd(&app{}))
 }
 
 func TestExitCode(t *testing.T) {

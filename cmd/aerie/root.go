@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/aerie-run/aerie/runner/config"
 )
@@ -81,6 +83,7 @@ func run(ctx context.Context, a *app, args []string) error {
 }
 
 func newRootCmd(a *app) *cobra.Command {
+	var showVersion bool
 	root := &cobra.Command{
 		Use:   "aerie",
 		Short: "Run AI coding agents, locally or as Kubernetes jobs",
@@ -88,9 +91,21 @@ func newRootCmd(a *app) *cobra.Command {
 		// errors are printed once, by main.
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       a.version,
+		// --version is aerie's own flag rather than cobra's Version field:
+		// printing "aerie VERSION" through cobra takes SetVersionTemplate,
+		// and a text/template that can be executed makes the linker keep
+		// every exported method of every type in the binary (a third of
+		// its size, and start-up time with it). No command may set a
+		// template; TestNoTemplates checks.
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !showVersion {
+				return pflag.ErrHelp // the usage, as for a command that does not run
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "aerie %s\n", a.version)
+			return err
+		},
 	}
-	root.SetVersionTemplate("aerie {{.Version}}\n")
+	root.Flags().BoolVarP(&showVersion, "version", "v", false, "version for aerie")
 	root.AddCommand(
 		newVersionCmd(a),
 		newSetupCmd(a),

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,32 +17,60 @@ import (
 	"github.com/aerie-run/aerie/runner/agent"
 )
 
-// The benchmarks run the aerie binary itself, built once, against the fake
-// model server with no latency, and report what a user of aerie run sees:
+// The benchmarks run the aerie binary itself, built once as the Makefile
+// and the Dockerfile build it (static, stripped), against the fake model
+// server with no latency, and report what a user of aerie run sees:
 //
 //	go test -run '^$' -bench BenchmarkRun -benchtime 20x -count 5 ./cmd/aerie/
 //
 // Custom metrics: ms-to-first-request (process start to the model's first
-// request), peak-RSS-MiB (the process's maximum resident set), and the p50
-// and p99 of the time per turn.
+// request), binary-MB (the size of the binary), peak-RSS-MiB (the process's
+// maximum resident set, measured by hack/peakrss so that the benchmark's
+// own memory is not counted), and the p50 and p99 of the time per turn.
+//
+// AERIE_BENCH_BIN=path benchmarks that binary instead of building one,
+// which is how two versions are compared: build both, then run each in turn
+// and compare with benchstat.
 
-// buildAerie builds the aerie binary for the benchmarks.
+// buildAerie builds the aerie binary for the benchmarks, or returns
+// $AERIE_BENCH_BIN.
 func buildAerie(b *testing.B) string {
 	b.Helper()
+	if bin := os.Getenv("AERIE_BENCH_BIN"); bin != "" {
+		abs, err := filepath.Abs(bin)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return abs
+	}
 	bin := filepath.Join(b.TempDir(), "aerie")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// buildPeakRSS builds hack/peakrss, which runs a command and reports its
+// peak resident set. A child's ru_maxrss read here would include this
+// process's own, which grows with every request the fake server keeps.
+func buildPeakRSS(b *testing.B) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "peakrss")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/aerie-run/aerie/hack/peakrss").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
 }
 
 type benchRun struct {
-	b     *testing.B
-	bin   string
-	ws    string
-	model *testenv.ModelServer
-	env   []string
+	b       *testing.B
+	bin     string
+	peakRSS string // hack/peakrss; empty runs aerie directly
+	ws      string
+	model   *testenv.ModelServer
+	env     []string
 }
 
 func newBenchRun(b *testing.B) *benchRun {
@@ -53,12 +81,25 @@ func newBenchRun(b *testing.B) *benchRun {
 	}
 }
 
-// run runs one session and returns its start time, events and peak RSS.
+// withRSS makes the runs go through hack/peakrss, which adds its own start
+// to theirs: only for the benchmarks that report the resident set.
+func (r *benchRun) withRSS() *benchRun {
+	r.peakRSS = buildPeakRSS(r.b)
+	return r
+}
+
+// run runs one session and returns its start time, events and peak RSS
+// (0 without withRSS).
 func (r *benchRun) run(turns []testenv.Turn, args ...string) (time.Time, []agent.Event, float64) {
 	r.b.Helper()
 	r.model.Add(turns...)
 	args = append([]string{"run", "--provider", "anthropic", "--model", "claude-sonnet-4-5", "--base-url", r.model.URL(), "--max-turns", "0"}, args...)
+	var rssFile string
 	cmd := exec.Command(r.bin, args...)
+	if r.peakRSS != "" {
+		rssFile = filepath.Join(r.b.TempDir(), "rss")
+		cmd = exec.Command(r.peakRSS, append([]string{rssFile, r.bin}, args...)...)
+	}
 	cmd.Dir, cmd.Env = r.ws, r.env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -76,7 +117,18 @@ func (r *benchRun) run(turns []testenv.Turn, args ...string) (time.Time, []agent
 		}
 		evs = append(evs, ev)
 	}
-	rss := float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) / 1024 // KiB on Linux
+	var rss float64
+	if rssFile != "" {
+		b, err := os.ReadFile(rssFile)
+		if err != nil {
+			r.b.Fatal(err)
+		}
+		kib, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+		if err != nil {
+			r.b.Fatalf("peakrss wrote %q: %v", b, err)
+		}
+		rss = kib / 1024
+	}
 	return start, evs, rss
 }
 
@@ -91,6 +143,10 @@ func shellTurns(n int) []testenv.Turn {
 func BenchmarkRunFirstRequest(b *testing.B) {
 	r := newBenchRun(b)
 	r.run([]testenv.Turn{answer("warm")}, "create the database") // the database exists in real use
+	fi, err := os.Stat(r.bin)
+	if err != nil {
+		b.Fatal(err)
+	}
 	var firsts []float64
 	for b.Loop() {
 		n := len(r.model.Requests())
@@ -98,10 +154,11 @@ func BenchmarkRunFirstRequest(b *testing.B) {
 		firsts = append(firsts, float64(r.model.Requests()[n].Time.Sub(start).Microseconds())/1000)
 	}
 	b.ReportMetric(median(firsts), "ms-to-first-request")
+	b.ReportMetric(float64(fi.Size())/1e6, "binary-MB")
 }
 
 func BenchmarkRunTenTurns(b *testing.B) {
-	r := newBenchRun(b)
+	r := newBenchRun(b).withRSS()
 	r.run([]testenv.Turn{answer("warm")}, "create the database")
 	var peaks []float64
 	for b.Loop() {
@@ -113,25 +170,59 @@ func BenchmarkRunTenTurns(b *testing.B) {
 
 // BenchmarkRunTurnOverhead measures the time per turn of a 100-turn session
 // whose turns each run `true`: the loop, the journal, the tool and the
-// server's answer, which has no latency.
+// server's answer, which has no latency. The turn splits into the tool call
+// (tool_call to tool_result: starting bash, which runs `true`, and the
+// executor's work around it) and the rest of the loop (the request, the
+// server's answer, the journal at the turn's end, the events); bash-true-ms
+// is what `bash -c true` alone takes here, the floor under the tool call.
 func BenchmarkRunTurnOverhead(b *testing.B) {
 	r := newBenchRun(b)
-	var per []float64
+	var per, tool, loop []float64
 	for b.Loop() {
 		_, evs, _ := r.run(shellTurns(100), "a hundred commands")
-		var starts []time.Time
+		var start, call time.Time
+		var toolMS float64
 		for _, ev := range evs {
-			if ev.Type == agent.EventTurnStart {
-				starts = append(starts, ev.Time)
+			switch ev.Type {
+			case agent.EventTurnStart:
+				if !start.IsZero() {
+					turn := ms(ev.Time.Sub(start))
+					per = append(per, turn)
+					tool = append(tool, toolMS)
+					loop = append(loop, turn-toolMS)
+				}
+				start, toolMS = ev.Time, 0
+			case agent.EventToolCall:
+				call = ev.Time
+			case agent.EventToolResult:
+				toolMS += ms(ev.Time.Sub(call))
 			}
 		}
-		for i := 1; i < len(starts); i++ {
-			per = append(per, float64(starts[i].Sub(starts[i-1]).Microseconds())/1000)
-		}
 	}
-	slices.Sort(per)
-	b.ReportMetric(per[len(per)/2], "p50-ms/turn")
-	b.ReportMetric(per[len(per)*99/100], "p99-ms/turn")
+	b.StopTimer()
+	var bash []float64
+	for range 50 {
+		start := time.Now()
+		if out, err := exec.Command("bash", "-c", "true").CombinedOutput(); err != nil {
+			b.Fatalf("bash -c true: %v\n%s", err, out)
+		}
+		bash = append(bash, ms(time.Since(start)))
+	}
+	b.ReportMetric(percentile(per, 50), "p50-ms/turn")
+	b.ReportMetric(percentile(per, 99), "p99-ms/turn")
+	b.ReportMetric(percentile(tool, 50), "p50-tool-ms/turn")
+	b.ReportMetric(percentile(loop, 50), "p50-loop-ms/turn")
+	b.ReportMetric(percentile(loop, 99), "p99-loop-ms/turn")
+	b.ReportMetric(percentile(bash, 50), "bash-true-ms")
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// percentile returns the p-th percentile of xs (nearest rank).
+func percentile(xs []float64, p int) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)*p/100]
 }
 
 // BenchmarkRunLongSession compares the peak RSS of a 1,000-turn session
@@ -139,7 +230,7 @@ func BenchmarkRunTurnOverhead(b *testing.B) {
 func BenchmarkRunLongSession(b *testing.B) {
 	for _, n := range []int{10, 1000} {
 		b.Run("turns="+strconv.Itoa(n), func(b *testing.B) {
-			r := newBenchRun(b)
+			r := newBenchRun(b).withRSS()
 			var peak float64
 			for b.Loop() {
 				_, _, rss := r.run(shellTurns(n), "many commands")
@@ -150,8 +241,4 @@ func BenchmarkRunLongSession(b *testing.B) {
 	}
 }
 
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
+func median(xs []float64) float64 { return percentile(xs, 50) }

@@ -176,7 +176,7 @@ func (f submitFlags) session(stdin io.Reader) (*aeriev1.AgentSession, error) {
 
 // decodeSession decodes a manifest, which must be one AgentSession.
 func decodeSession(name string, data []byte) (*aeriev1.AgentSession, error) {
-	codecs := serializer.NewCodecFactory(sessionScheme, serializer.EnableStrict)
+	codecs := serializer.NewCodecFactory(sessionScheme(), serializer.EnableStrict)
 	obj, gvk, err := codecs.UniversalDeserializer().Decode(data, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w (want one aerie.run/v1alpha1 AgentSession)", name, err)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Backend is a kind of session store.
@@ -96,7 +97,7 @@ func SQLiteURL(path string) string {
 
 // kvPassword matches password=... in key=value DSNs and query strings,
 // quoted or not.
-var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)`)
+var kvPassword = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)`) })
 
 // RedactDatabaseURL returns s with any password replaced by "xxxxx", for
 // output and logs. It handles the URL's user info, a password query
@@ -126,5 +127,5 @@ func RedactDatabaseURL(s string) string {
 			}
 		}
 	}
-	return kvPassword.ReplaceAllString(s, "${1}xxxxx")
+	return kvPassword().ReplaceAllString(s, "${1}xxxxx")
 }

@@ -139,8 +139,10 @@ type localProcess struct {
 	stdout, stderr *output
 	pipes          []*os.File // the parent's read ends, cut by cutOutput
 
-	// exited is closed once the leader has exited and exit is set.
+	// exited is closed once the leader has exited and exit is set;
+	// settled once supervise has then settled (or finished) p.
 	exited  chan struct{}
+	settled chan struct{}
 	exit    Exit
 	waitErr error
 	// tornDown is set when a teardown starts.
@@ -249,7 +251,7 @@ func (l *Local) Start(ctx context.Context, c Command) (Process, error) {
 	p := &localProcess{
 		id: id, cmd: cmd, group: g, argv: argv, dir: cmd.Dir, started: started,
 		stdin: sio.inW, stdout: newOutput(), stderr: newOutput(),
-		exited: make(chan struct{}), finished: make(chan struct{}), released: make(chan struct{}),
+		exited: make(chan struct{}), settled: make(chan struct{}), finished: make(chan struct{}), released: make(chan struct{}),
 	}
 	p.pipes = append(p.pipes, sio.outR)
 	go copyOutput(p.stdout, sio.outR)
@@ -346,6 +348,7 @@ func (l *Local) workdir(dir string) string {
 // supervise waits for the leader to exit, records how, and finishes the
 // process if nothing of its group is left.
 func (l *Local) supervise(p *localProcess) {
+	defer close(p.settled)
 	st, err := process.AwaitExit(p.group.PID)
 	p.exit = Exit{Code: st.Code, Duration: time.Since(p.started), TornDown: p.tornDown.Load()}
 	if st.Signal != 0 {
@@ -378,6 +381,10 @@ func (l *Local) settle(p *localProcess) {
 	default:
 		return
 	}
+	if l.gone(p) {
+		l.finish(p)
+		return
+	}
 	status, err := process.Inspect(p.group)
 	switch {
 	case status == process.AlreadyExited:
@@ -385,6 +392,20 @@ func (l *Local) settle(p *localProcess) {
 	case err != nil:
 		l.log.Error("inspect process group", "id", p.id, "pgid", p.group.PGID, "error", err)
 	}
+}
+
+// gone reports whether p's leader has exited and the Reaper can tell that
+// nothing else of its group lives (process.Reaper.Gone): then there is no
+// need to walk /proc, which after every command would cost a read of every
+// process on the machine. Without a Reaper, or when it cannot tell, the
+// callers walk /proc (process.Inspect, process.Teardown).
+func (l *Local) gone(p *localProcess) bool {
+	select {
+	case <-p.exited:
+	default:
+		return false
+	}
+	return l.reaper != nil && l.reaper.Gone(p.group)
 }
 
 // finish reaps the leader and forgets p. The leader must have exited.
@@ -423,6 +444,23 @@ func (l *Local) teardown(ctx context.Context, p *localProcess) (process.Report, 
 	select {
 	case <-p.finished:
 		return process.Report{ID: p.id, PGID: p.group.PGID, Status: process.AlreadyExited}, nil
+	default:
+	}
+	select {
+	case <-p.exited:
+		// supervise settles p as soon as the leader exits; a teardown
+		// that follows the exit closely (a foreground command's) waits
+		// for that rather than race it to the same answer.
+		<-p.settled
+		select {
+		case <-p.finished:
+			return process.Report{ID: p.id, PGID: p.group.PGID, Status: process.AlreadyExited}, nil
+		default:
+		}
+		if l.gone(p) { // what was left behind has ended since
+			l.finish(p)
+			return process.Report{ID: p.id, PGID: p.group.PGID, Status: process.AlreadyExited}, nil
+		}
 	default:
 	}
 	p.tornDown.Store(true)

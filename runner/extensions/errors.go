@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -104,13 +105,15 @@ func placed(path string, doc []byte, err error) error {
 	return fe
 }
 
-var cannotDecode = regexp.MustCompile(`cannot decode TOML (\w+(?: \w+)?) into .* of type (\S+)`)
+var cannotDecode = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`cannot decode TOML (\w+(?: \w+)?) into .* of type (\S+)`)
+})
 
 // tomlMessage rewrites go-toml's message in the file's terms: "want an
 // array of strings, got a string" rather than Go type names.
 func tomlMessage(msg string) string {
 	msg = strings.TrimPrefix(msg, "toml: ")
-	m := cannotDecode.FindStringSubmatch(msg)
+	m := cannotDecode().FindStringSubmatch(msg)
 	if m == nil {
 		return msg
 	}
@@ -181,7 +184,7 @@ func sanitize(msg string) string {
 		return r
 	}, msg)
 	msg = strings.Join(strings.Fields(msg), " ")
-	for _, re := range secretish {
+	for _, re := range secretish() {
 		msg = re.ReplaceAllString(msg, "${1}[redacted]")
 	}
 	if len(msg) > maxReason {
@@ -197,8 +200,10 @@ func sanitize(msg string) string {
 // secretish matches values that look like credentials — key=value pairs
 // with a secret-sounding key, URL passwords, common token prefixes — with
 // what to keep in group 1.
-var secretish = []*regexp.Regexp{
-	regexp.MustCompile(`(?i)((?:password|passwd|secret|token|api[_-]?key)\s*[=:]\s*)[^\s,;]+`),
-	regexp.MustCompile(`(://[^:/@\s]+:)[^@\s]+`),
-	regexp.MustCompile(`()\b(?:sk-[A-Za-z0-9_-]{8,}|gh[pousr]_[A-Za-z0-9]{16,}|xox[abp]-[A-Za-z0-9-]{8,})`),
-}
+var secretish = sync.OnceValue(func() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		regexp.MustCompile(`(?i)((?:password|passwd|secret|token|api[_-]?key)\s*[=:]\s*)[^\s,;]+`),
+		regexp.MustCompile(`(://[^:/@\s]+:)[^@\s]+`),
+		regexp.MustCompile(`()\b(?:sk-[A-Za-z0-9_-]{8,}|gh[pousr]_[A-Za-z0-9]{16,}|xox[abp]-[A-Za-z0-9-]{8,})`),
+	}
+})

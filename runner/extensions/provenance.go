@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // ProvenanceSuffix names an artifact's provenance sidecar: the artifact's
@@ -66,7 +67,7 @@ type sidecar struct {
 	ActivationBoundary string `json:"activation_boundary"`
 }
 
-var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+var digestPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha256:[0-9a-f]{64}$`) })
 
 // ParseProvenance parses a sidecar's bytes. A malformed sidecar is an
 // error; the caller reports the artifact's provenance as unknown.
@@ -85,7 +86,7 @@ func ParseProvenance(doc []byte) (Provenance, error) {
 		return Provenance{}, errors.New("parse provenance: origin is missing")
 	case sc.OperationID == "":
 		return Provenance{}, errors.New("parse provenance: operation_id is missing")
-	case !digestPattern.MatchString(sc.Digest):
+	case !digestPattern().MatchString(sc.Digest):
 		return Provenance{}, fmt.Errorf("parse provenance: digest %q is not sha256:<64 lowercase hex digits>", sc.Digest)
 	}
 	p := Provenance{

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -55,7 +56,7 @@ type trustDoc struct {
 	Pin []Pin `toml:"pin"`
 }
 
-var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var hexSHA256 = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
 
 // ParseTrust parses a trust.toml. path is used in errors only.
 func ParseTrust(path string, doc []byte) ([]Pin, error) {
@@ -72,7 +73,7 @@ func ParseTrust(path string, doc []byte) ([]Pin, error) {
 			return nil, placed(path, doc, fieldErrorf(key+".path", "missing: the manifest's path from the workspace root, or $AERIE_HOME/… for a home artifact"))
 		case strings.HasPrefix(p.Path, "/") || slices.Contains(strings.Split(p.Path, "/"), ".."):
 			return nil, placed(path, doc, fieldErrorf(key+".path", "%q must be relative to the workspace root, without ..", p.Path))
-		case !hexSHA256.MatchString(p.SHA256):
+		case !hexSHA256().MatchString(p.SHA256):
 			return nil, placed(path, doc, fieldErrorf(key+".sha256", "%q is not 64 hexadecimal digits (copy it from aerie extensions)", p.SHA256))
 		}
 	}

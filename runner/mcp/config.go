@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -83,10 +84,10 @@ type Server struct {
 
 // idPattern is the spec's rule for an id: letters, digits, - and _ (and
 // no "__", checked apart, which keeps mcp__<id>__<tool> unambiguous).
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]+$`) })
 
 // ValidID reports whether id is a valid server id.
-func ValidID(id string) bool { return idPattern.MatchString(id) && !strings.Contains(id, "__") }
+func ValidID(id string) bool { return idPattern().MatchString(id) && !strings.Contains(id, "__") }
 
 // Problem is a reason a declaration, or a field of it, was not used.
 type Problem struct {
@@ -275,7 +276,7 @@ func validate(srv *Server, seen map[string]*yaml.Node, src Source, ps *problems)
 	case seen["id"] == nil:
 		ps.add("id", "missing; name the server with letters, digits, - and _")
 	case srv.ID == "": // str reported it
-	case !idPattern.MatchString(srv.ID):
+	case !idPattern().MatchString(srv.ID):
 		ps.add("id", "%q: use only letters, digits, - and _", srv.ID)
 	case strings.Contains(srv.ID, "__"):
 		ps.add("id", "%q contains \"__\", which separates the id from the tool name in mcp__<id>__<tool>", srv.ID)

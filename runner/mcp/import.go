@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pelletier/go-toml/v2"
 	"gopkg.in/yaml.v3"
@@ -27,7 +28,7 @@ import (
 
 // expansion finds ${VAR} and ${VAR:-default}, which those formats expand
 // and aerie, using values as written, does not.
-var expansion = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}`)
+var expansion = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}`) })
 
 // claudeFields are the fields of a Claude server entry aerie
 // translates.
@@ -225,7 +226,7 @@ func translate(entry *yaml.Node, path string, ps *problems) Server {
 func literal(n *yaml.Node, path string, ps *problems) {
 	switch n.Kind {
 	case yaml.ScalarNode:
-		m := expansion.FindStringSubmatch(n.Value)
+		m := expansion().FindStringSubmatch(n.Value)
 		switch {
 		case m == nil:
 		case m[1] == "CLAUDE_PLUGIN_ROOT":

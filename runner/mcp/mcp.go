@@ -371,7 +371,7 @@ func (c *conn) dial(ctx context.Context) (_ *sdk.ClientSession, end context.Canc
 }
 
 // toolName is what model APIs accept as a tool name.
-var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+var toolName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`) })
 
 // list lists the server's tools, within what is left of the startup
 // timeout, and keeps those offered: the ones the tools filter names (all
@@ -402,7 +402,7 @@ func (c *conn) list(ctx context.Context, session *sdk.ClientSession, start time.
 			continue
 		}
 		name := "mcp__" + c.srv.ID + "__" + t.Name
-		if !toolName.MatchString(name) {
+		if !toolName().MatchString(name) {
 			warnings = append(warnings, fmt.Sprintf("tool %q is not offered: %s is not a name model APIs accept (letters, digits, _ and -, at most 128)", t.Name, name))
 			continue
 		}

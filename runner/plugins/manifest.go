@@ -37,6 +37,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -76,8 +77,8 @@ const MaxManifestSize = 1 << 20
 const DefaultSkillsDir = "skills"
 
 var (
-	namePattern  = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
-	mcpIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	namePattern  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`) })
+	mcpIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]+$`) })
 )
 
 // ReservedName cannot name a plugin: /skill:<name> is the prompt syntax
@@ -91,7 +92,7 @@ func CheckName(name string) error {
 		return errors.New("name is empty; use lowercase letters, digits and single hyphens")
 	case name == ReservedName:
 		return fmt.Errorf("name %q is reserved; choose another name", name)
-	case !namePattern.MatchString(name):
+	case !namePattern().MatchString(name):
 		return fmt.Errorf("name %q must be lowercase letters, digits and single hyphens, like code-review", name)
 	}
 	return nil
@@ -349,7 +350,7 @@ func (s *MCPServer) validate() *fieldErr {
 	switch {
 	case s.ID == "":
 		return &fieldErr{"id", "id is required"}
-	case !mcpIDPattern.MatchString(s.ID) || strings.Contains(s.ID, "__"):
+	case !mcpIDPattern().MatchString(s.ID) || strings.Contains(s.ID, "__"):
 		return &fieldErr{"id", fmt.Sprintf("id %q must be letters, digits, - and _ only, without __", s.ID)}
 	}
 	switch s.Type {

@@ -340,7 +340,7 @@ func (t *tracker) verify(s *snapshot, members []stat) (bool, error) {
 // has not been attributed yet. A process older than the leader cannot
 // have inherited it, which spares reading most of /proc.
 func (t *tracker) markerCandidate(s *snapshot, st stat) bool {
-	if st.dead() || s.excluded[st.pid] || st.pgid == t.g.PGID {
+	if st.dead() || st.kernel() || s.excluded[st.pid] || st.pgid == t.g.PGID {
 		return false
 	}
 	if _, ok := t.known[st.pid]; ok {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -57,6 +58,8 @@ type Reaper struct {
 	starting sync.RWMutex
 	mu       sync.Mutex
 	owned    map[int]int // pid → registrations; a PID can be reused once waited for
+	// subreaper caches that this process is a child subreaper, for Gone.
+	subreaper atomic.Bool
 }
 
 // NewReaper returns a Reaper with nothing registered. It reaps only in
@@ -131,28 +134,97 @@ func (r *Reaper) Reap() []int {
 	}
 	r.starting.Lock()
 	defer r.starting.Unlock()
-	snap, err := takeSnapshot()
-	if err != nil {
-		return nil
-	}
-	self := os.Getpid()
 	var reaped []int
-	for pid, st := range snap.procs {
-		if st.ppid != self || st.state != 'Z' {
-			continue
-		}
-		r.mu.Lock()
-		owned := r.owned[pid] > 0
-		r.mu.Unlock()
-		if owned {
-			continue
-		}
+	for _, pid := range r.zombies() {
 		var ws unix.WaitStatus
 		if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err == nil && got == pid {
 			reaped = append(reaped, pid)
 		}
 	}
 	return reaped
+}
+
+// zombies lists the children of this process that have exited and are not
+// registered. The children's list is read from the threads' children
+// files; only without them is all of /proc walked. The executor keeps the
+// leaders it started as zombies on purpose, so a pass runs after nearly
+// every command: it must not cost a walk of every process on the machine.
+func (r *Reaper) zombies() []int {
+	var pids []int
+	kids, err := ownChildren()
+	if err != nil {
+		snap, err := takeSnapshot()
+		if err != nil {
+			return nil
+		}
+		self := os.Getpid()
+		for pid, st := range snap.procs {
+			if st.ppid == self && st.state == 'Z' && !r.owns(pid) {
+				pids = append(pids, pid)
+			}
+		}
+		return pids
+	}
+	for _, pid := range kids {
+		if r.owns(pid) {
+			continue
+		}
+		if st, err := readStat(pid); err == nil && st.state == 'Z' {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func (r *Reaper) owns(pid int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.owned[pid] > 0
+}
+
+// Gone reports whether it can tell, cheaply and for certain, that nothing
+// of g is alive: g's leader is a child that r started and that has exited,
+// this process is a child subreaper, and every one of its children is a
+// leader that r started. False means only "not known": the caller then
+// looks through /proc (Inspect, Teardown).
+//
+// Why that is enough: every process g started descends from its leader.
+// Once the leader has exited, its descendants that lived on were
+// reparented to the nearest child subreaper among their ancestors, this
+// process or one inside g's own tree, and so hang below a child of this
+// process that r did not start. The leaders r did start head trees of
+// their own groups, which no process of g can join. Only a process that
+// never descended from g and moved itself into g's process group with
+// setpgid is not seen; the walk of /proc would count it as a member.
+func (r *Reaper) Gone(g Group) bool {
+	if !r.subreaper.Load() {
+		ok, err := IsChildSubreaper()
+		if err != nil || !ok {
+			return false
+		}
+		r.subreaper.Store(true) // nothing here ever turns it off
+	}
+	// As in a pass, no child may be between its fork and its registration.
+	r.starting.Lock()
+	defer r.starting.Unlock()
+	kids, err := ownChildren()
+	if err != nil {
+		return false
+	}
+	leader := false
+	for _, pid := range kids {
+		if !r.owns(pid) {
+			return false
+		}
+		if pid == g.PID {
+			st, err := readStat(pid)
+			if err != nil || st.start != g.Birth.StartTime || !st.dead() {
+				return false
+			}
+			leader = true
+		}
+	}
+	return leader
 }
 
 // hasZombieChild peeks, without reaping (WNOWAIT), whether any child has

@@ -75,7 +75,9 @@ func TestReaperChild(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		pid, _ := orphan(t, "exec true")
+		// Not `exec true`: a child that exits before sh does may be reaped
+		// by sh itself, and then there is no orphan to see.
+		pid, _ := orphan(t, "exec sleep 0.1")
 		eventually(t, 10*time.Second, "the orphan becomes this process's zombie", func() bool {
 			st, err := readStat(pid)
 			return err == nil && st.ppid == self && st.state == 'Z'
@@ -93,6 +95,90 @@ func TestReaperChild(t *testing.T) {
 		}
 		if err := r.Wait(mine); mine.ProcessState.ExitCode() != 7 {
 			t.Errorf("registered child: Wait = %v, want exit status 7", err)
+		}
+	})
+
+	t.Run("gone", func(t *testing.T) {
+		// A group that left nothing: Gone can tell once its leader has
+		// exited, not before.
+		cmd := exec.Command("sh", "-c", "read line")
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := r.Start(cmd, NewID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Gone(g) {
+			t.Error("Gone = true while the leader runs")
+		}
+		stdin.Close()
+		if _, err := AwaitExit(g.PID); err != nil {
+			t.Fatal(err)
+		}
+		if !r.Gone(g) {
+			t.Error("Gone = false for an exited group that left nothing")
+		}
+		if st, err := Inspect(g); st != AlreadyExited || err != nil {
+			t.Errorf("Inspect = %s, %v; Gone must agree with it", st, err)
+		}
+
+		// A group whose leader left a process behind, in the group or
+		// out of it, reparented to this process: Gone cannot tell.
+		for _, src := range []string{"sleep 30 &", "setsid sleep 30 &"} {
+			cmd := exec.Command("sh", "-c", src)
+			g, err := r.Start(cmd, NewID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := AwaitExit(g.PID); err != nil {
+				t.Fatal(err)
+			}
+			if r.Gone(g) {
+				t.Errorf("%q: Gone = true with a process left behind", src)
+			}
+			if st, err := Inspect(g); st != Running || err != nil {
+				t.Errorf("%q: Inspect = %s, %v; want running", src, st, err)
+			}
+			if rep, err := Teardown(t.Context(), g, 10*time.Millisecond); err != nil || rep.Status != Terminated {
+				t.Errorf("%q: Teardown = %+v, %v", src, rep, err)
+			}
+			eventually(t, 10*time.Second, "the leftover is reaped", func() bool { r.Reap(); return r.Gone(g) })
+			if err := r.Wait(cmd); err != nil {
+				t.Error(err)
+			}
+		}
+
+		// Any child this Reaper did not start may hold the group's
+		// processes, as far as Gone knows.
+		other := exec.Command("sleep", "30")
+		if err := other.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+		done := exec.Command("true")
+		g2, err := r.Start(done, NewID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := AwaitExit(g2.PID); err != nil {
+			t.Fatal(err)
+		}
+		if r.Gone(g2) {
+			t.Error("Gone = true beside a child the Reaper did not start")
+		}
+		_ = other.Process.Kill()
+		_ = other.Wait()
+		if !r.Gone(g2) {
+			t.Error("Gone = false once the other child is gone")
+		}
+		if err := r.Wait(done); err != nil {
+			t.Error(err)
+		}
+		_ = r.Wait(cmd) // read fails at the end of its input: exit status 1
+		if r.Gone(g) {
+			t.Error("Gone = true once the leader is reaped: its PID could be anyone's")
 		}
 	})
 

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,11 +40,19 @@ type stat struct {
 	pid, ppid, pgid, sid int
 	state                byte
 	start                uint64
+	flags                uint64 // the kernel's PF_* flags of the task
 }
 
 // dead reports whether the process has exited: a zombie waiting to be
 // reaped, or a task being torn down. Signals cannot reach it any more.
 func (s stat) dead() bool { return s.state == 'Z' || s.state == 'X' || s.state == 'x' }
+
+// pfKthread is PF_KTHREAD of <linux/sched.h>.
+const pfKthread = 0x00200000
+
+// kernel reports whether the task is a kernel thread: no environment, no
+// group of aerie's.
+func (s stat) kernel() bool { return s.flags&pfKthread != 0 }
 
 // parseStat parses the contents of /proc/<pid>/stat:
 //
@@ -76,6 +86,9 @@ func parseStat(b []byte) (stat, error) {
 		if *v.dst, err = strconv.Atoi(f[v.i]); err != nil {
 			return stat{}, fmt.Errorf("malformed stat: field %d: %w", v.i+3, err)
 		}
+	}
+	if s.flags, err = strconv.ParseUint(f[6], 10, 64); err != nil {
+		return stat{}, fmt.Errorf("malformed stat: flags: %w", err)
 	}
 	if s.start, err = strconv.ParseUint(f[19], 10, 64); err != nil {
 		return stat{}, fmt.Errorf("malformed stat: starttime: %w", err)
@@ -137,23 +150,27 @@ func procErr(name string, err error) error {
 }
 
 // bootID returns the kernel's boot id, "" when the kernel does not say.
-func bootID() string {
+// It is read once: it cannot change while this process runs, and every
+// command started reads it.
+var bootID = sync.OnceValue(func() string {
 	var buf [64]byte
 	b, err := readProcFile(procDir+"/sys/kernel/random/boot_id", buf[:0])
 	if err != nil {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
-}
+})
 
-// pidNamespace returns the PID namespace /proc shows, "" when unknown.
-func pidNamespace() string {
+// pidNamespace returns the PID namespace /proc shows, "" when unknown. A
+// process's own PID namespace never changes (setns affects only its
+// children), so it is read once.
+var pidNamespace = sync.OnceValue(func() string {
 	ns, err := os.Readlink(procDir + "/self/ns/pid")
 	if err != nil {
 		return ""
 	}
 	return ns
-}
+})
 
 // snapshot is every process visible in /proc at one moment (near enough:
 // /proc is read a file at a time).
@@ -217,10 +234,25 @@ func takeSnapshot() (*snapshot, error) {
 // /proc/<pid>/environ holds the environment the process's current program
 // was started with; it is readable only by the process's owner (or with
 // CAP_SYS_PTRACE), and empty for zombies and kernel threads.
+//
+// It is also empty for a moment in the middle of an execve, between the
+// old program's memory going and the new one's environment being set up;
+// a process that escaped its group with `setsid cmd` execs twice right
+// away. Read then, the marker would be missed and the process left out of
+// a teardown, so an empty environment is read again a few times, for up to
+// about 25 ms, before it is believed.
 func readMarker(pid int) (value string, found bool, err error) {
-	b, err := readProcFile(procDir+"/"+strconv.Itoa(pid)+"/environ", make([]byte, 0, 4096))
-	if err != nil {
-		return "", false, err
+	name := procDir + "/" + strconv.Itoa(pid) + "/environ"
+	buf := make([]byte, 0, 4096)
+	var b []byte
+	for pause := 100 * time.Microsecond; ; pause *= 2 {
+		if b, err = readProcFile(name, buf); err != nil {
+			return "", false, err
+		}
+		if len(b) > 0 || pause > 15*time.Millisecond {
+			break
+		}
+		time.Sleep(pause)
 	}
 	prefix := []byte(MarkerEnv + "=")
 	for kv := range bytes.SplitSeq(b, []byte{0}) {

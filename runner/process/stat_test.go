@@ -24,14 +24,14 @@ func TestParseStat(t *testing.T) {
 		line string
 		want stat
 	}{
-		{"plain", statLine(42, "sleep", 'S', 1, 42, 7, 123456), stat{42, 1, 42, 7, 'S', 123456}},
-		{"spaces in comm", statLine(43, "my prog", 'R', 2, 43, 43, 9), stat{43, 2, 43, 43, 'R', 9}},
-		{"parenthesis in comm", statLine(44, "a) (b", 'S', 3, 4, 5, 6), stat{44, 3, 4, 5, 'S', 6}},
+		{"plain", statLine(42, "sleep", 'S', 1, 42, 7, 123456), stat{42, 1, 42, 7, 'S', 123456, 4194560}},
+		{"spaces in comm", statLine(43, "my prog", 'R', 2, 43, 43, 9), stat{43, 2, 43, 43, 'R', 9, 4194560}},
+		{"parenthesis in comm", statLine(44, "a) (b", 'S', 3, 4, 5, 6), stat{44, 3, 4, 5, 'S', 6, 4194560}},
 		// A comm crafted to look like the fields that follow it: only
 		// parsing from the last ')' gets the real ones.
-		{"comm mimics fields", statLine(45, "x) Z 1 1 1 0 -", 'S', 10, 45, 45, 777), stat{45, 10, 45, 45, 'S', 777}},
-		{"newline in comm", statLine(46, "a\nb", 'Z', 1, 46, 46, 5), stat{46, 1, 46, 46, 'Z', 5}},
-		{"empty comm", statLine(47, "", 'D', 1, 47, 47, 5), stat{47, 1, 47, 47, 'D', 5}},
+		{"comm mimics fields", statLine(45, "x) Z 1 1 1 0 -", 'S', 10, 45, 45, 777), stat{45, 10, 45, 45, 'S', 777, 4194560}},
+		{"newline in comm", statLine(46, "a\nb", 'Z', 1, 46, 46, 5), stat{46, 1, 46, 46, 'Z', 5, 4194560}},
+		{"empty comm", statLine(47, "", 'D', 1, 47, 47, 5), stat{47, 1, 47, 47, 'D', 5, 4194560}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,11 +95,18 @@ func TestReadStatOddName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := stat{pid: g.PID, ppid: os.Getpid(), pgid: g.PID, state: st.state, sid: st.sid, start: g.Birth.StartTime}
+	want := stat{pid: g.PID, ppid: os.Getpid(), pgid: g.PID, state: st.state, sid: st.sid, start: g.Birth.StartTime, flags: st.flags}
 	if diff := cmp.Diff(want, st, cmp.AllowUnexported(stat{})); diff != "" {
 		t.Errorf("readStat mismatch (-want +got):\n%s", diff)
 	}
 	if g.Birth.StartTime == 0 || g.Birth.BootID == "" || g.Birth.PIDNamespace == "" {
 		t.Errorf("birth fingerprint %+v is incomplete", g.Birth)
+	}
+	if st.kernel() {
+		t.Errorf("%d taken for a kernel thread: flags %#x", g.PID, st.flags)
+	}
+	// kthreadd, when this PID namespace shows it, is the kernel's.
+	if k, err := readStat(2); err == nil && k.ppid == 0 && !k.kernel() {
+		t.Errorf("pid 2 (%+v) not taken for a kernel thread", k)
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"sync"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 )
 
 // Anthropic is the Anthropic Messages API (POST /v1/messages), streamed.
@@ -17,6 +19,20 @@ type Anthropic struct {
 	model     string
 	maxTokens int64
 	timeout   time.Duration
+
+	// blocks holds the encoding of each content block of the last request.
+	// Every request carries the whole conversation, and the SDK encodes it
+	// by reflection: over a long session that grew to milliseconds a turn,
+	// nearly all of it spent on blocks already sent.
+	mu     sync.Mutex
+	blocks map[Content]encodedBlock
+}
+
+// encodedBlock is a content block as the Messages API takes it; ok is false
+// for content that is not sent (see anthropicBlock).
+type encodedBlock struct {
+	json json.RawMessage
+	ok   bool
 }
 
 // NewAnthropic returns a client for the Anthropic Messages API.
@@ -128,10 +144,28 @@ func (a *Anthropic) params(req Request) (anthropic.MessageNewParams, error) {
 	}
 	// Tool results travel in user messages. Consecutive messages of one side
 	// are merged, because the API wants the sides to alternate.
-	var turns [][]anthropic.ContentBlockParamUnion
+	var turns [][]json.RawMessage
 	var assistant []bool
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	used := make(map[Content]encodedBlock, len(a.blocks)+4)
 	for _, m := range conv {
-		blocks := anthropicBlocks(m)
+		var blocks []json.RawMessage
+		for _, c := range m.Content {
+			b, seen := a.blocks[c]
+			if !seen {
+				if b, seen = used[c]; !seen {
+					var err error
+					if b, err = encodeAnthropicBlock(c); err != nil {
+						return p, err
+					}
+				}
+			}
+			used[c] = b
+			if b.ok {
+				blocks = append(blocks, b.json)
+			}
+		}
 		if len(blocks) == 0 {
 			// The API rejects empty messages; an assistant turn that produced
 			// nothing (cut off at once) has nothing to send back.
@@ -145,48 +179,82 @@ func (a *Anthropic) params(req Request) (anthropic.MessageNewParams, error) {
 		turns = append(turns, blocks)
 		assistant = append(assistant, isAssistant)
 	}
+	a.blocks = used // what the conversation no longer holds (compacted) goes
 	for i, blocks := range turns {
+		role := "user"
 		if assistant[i] {
-			p.Messages = append(p.Messages, anthropic.NewAssistantMessage(blocks...))
-		} else {
-			p.Messages = append(p.Messages, anthropic.NewUserMessage(blocks...))
+			role = "assistant"
 		}
+		p.Messages = append(p.Messages, param.Override[anthropic.MessageParam](anthropicMessage(role, blocks)))
 	}
 	return p, nil
 }
 
-func anthropicBlocks(m Message) []anthropic.ContentBlockParamUnion {
-	var blocks []anthropic.ContentBlockParamUnion
-	for _, c := range m.Content {
-		switch c.Type {
-		case ContentText:
-			if c.Text != "" {
-				blocks = append(blocks, anthropic.NewTextBlock(c.Text))
-			}
-		case ContentReasoning:
-			// Thinking goes back only with the signature Anthropic gave it;
-			// reasoning from another provider cannot be verified and is dropped.
-			switch {
-			case c.Signature == "":
-			case c.Redacted:
-				blocks = append(blocks, anthropic.NewRedactedThinkingBlock(c.Signature))
-			default:
-				blocks = append(blocks, anthropic.NewThinkingBlock(c.Signature, c.Text))
-			}
-		case ContentToolCall:
-			blocks = append(blocks, anthropic.NewToolUseBlock(c.ToolCallID, toolInput(c.Arguments), c.ToolName))
-		case ContentToolResult:
-			block := anthropic.ToolResultBlockParam{ToolUseID: c.ToolCallID}
-			if c.Text != "" {
-				block.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: c.Text}}}
-			}
-			if c.IsError {
-				block.IsError = anthropic.Bool(true)
-			}
-			blocks = append(blocks, anthropic.ContentBlockParamUnion{OfToolResult: &block})
-		}
+// anthropicMessage is the JSON of a message of encoded blocks, as the SDK
+// would write it.
+func anthropicMessage(role string, blocks []json.RawMessage) json.RawMessage {
+	n := len(`{"content":[],"role":""}`) + len(role) + len(blocks)
+	for _, b := range blocks {
+		n += len(b)
 	}
-	return blocks
+	out := make([]byte, 0, n)
+	out = append(out, `{"content":[`...)
+	for i, b := range blocks {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, b...)
+	}
+	out = append(out, `],"role":"`...)
+	out = append(out, role...)
+	out = append(out, `"}`...)
+	return out
+}
+
+// encodeAnthropicBlock encodes c as the Messages API takes it.
+func encodeAnthropicBlock(c Content) (encodedBlock, error) {
+	block, ok := anthropicContentBlock(c)
+	if !ok {
+		return encodedBlock{}, nil
+	}
+	b, err := block.MarshalJSON() // the SDK's encoder, which the request's goes through anyway
+	if err != nil {
+		return encodedBlock{}, fmt.Errorf("encode %s content: %w", c.Type, err)
+	}
+	return encodedBlock{json: b, ok: true}, nil
+}
+
+// anthropicContentBlock translates c; ok is false for content that is not
+// sent.
+func anthropicContentBlock(c Content) (block anthropic.ContentBlockParamUnion, ok bool) {
+	switch c.Type {
+	case ContentText:
+		if c.Text != "" {
+			return anthropic.NewTextBlock(c.Text), true
+		}
+	case ContentReasoning:
+		// Thinking goes back only with the signature Anthropic gave it;
+		// reasoning from another provider cannot be verified and is dropped.
+		switch {
+		case c.Signature == "":
+		case c.Redacted:
+			return anthropic.NewRedactedThinkingBlock(c.Signature), true
+		default:
+			return anthropic.NewThinkingBlock(c.Signature, c.Text), true
+		}
+	case ContentToolCall:
+		return anthropic.NewToolUseBlock(c.ToolCallID, toolInput(c.Arguments), c.ToolName), true
+	case ContentToolResult:
+		tr := anthropic.ToolResultBlockParam{ToolUseID: c.ToolCallID}
+		if c.Text != "" {
+			tr.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: c.Text}}}
+		}
+		if c.IsError {
+			tr.IsError = anthropic.Bool(true)
+		}
+		return anthropic.ContentBlockParamUnion{OfToolResult: &tr}, true
+	}
+	return anthropic.ContentBlockParamUnion{}, false
 }
 
 // toolInput is a tool call's arguments as the JSON object the API wants. The

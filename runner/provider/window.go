@@ -3,6 +3,7 @@ package provider
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // ContextWindow returns the context window of model in tokens: override when
@@ -26,10 +27,10 @@ func ContextWindow(model string, override int64) int64 {
 	if w := knownContextWindow(name); w > 0 {
 		return w
 	}
-	return knownContextWindow(dateSuffix.ReplaceAllString(name, ""))
+	return knownContextWindow(dateSuffix().ReplaceAllString(name, ""))
 }
 
-var dateSuffix = regexp.MustCompile(`-(\d{8}|\d{4}-\d{2}-\d{2})$`)
+var dateSuffix = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`-(\d{8}|\d{4}-\d{2}-\d{2})$`) })
 
 // knownContextWindow is the table of models whose window the providers'
 // documentation states. Anthropic models listed at 200K offer 1M only behind a

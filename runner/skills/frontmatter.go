@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -12,10 +13,10 @@ import (
 
 // namePattern is the spec's rule for a skill name: lowercase letters,
 // digits and single hyphens, neither first nor last.
-var namePattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+var namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`) })
 
 // ValidName reports whether name is a valid skill (or plugin) name.
-func ValidName(name string) bool { return namePattern.MatchString(name) }
+func ValidName(name string) bool { return namePattern().MatchString(name) }
 
 // Frontmatter is what aerie reads from a SKILL.md's frontmatter. Other
 // fields are ignored, as the spec says.

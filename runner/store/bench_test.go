@@ -117,3 +117,30 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkSQLiteAppendTurn measures what the journal writes at the end of
+// a turn: one transaction of four entries (the assistant's tool call, its
+// record, the result, the completion) into a session already holding
+// 1,000, in the SQLite store.
+func BenchmarkSQLiteAppendTurn(b *testing.B) {
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, filepath.Join(b.TempDir(), "sessions.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	id := seedSession(b, st, 1000)
+	turn := transcript(5)[1:]
+	seq := int64(1000)
+	for b.Loop() {
+		batch := make([]store.Entry, len(turn))
+		for i, e := range turn {
+			seq++
+			e.Seq = seq
+			batch[i] = e
+		}
+		if err := st.Append(ctx, "tenant", id, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

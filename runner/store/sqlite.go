@@ -111,7 +111,7 @@ func sqliteDSN(path string, writer bool) string {
 	return "file:" + escaped + "?" + q.Encode()
 }
 
-// bootstrap connects both pools and migrates, retrying while another process
+// bootstrap connects the write pool and migrates, retrying while another process
 // holds the locks of the same steps: two processes opening a new file at once
 // race on switching it to WAL and on creating the schema.
 func (s *SQLite) bootstrap(ctx context.Context) error {
@@ -134,10 +134,11 @@ func (s *SQLite) bootstrap(ctx context.Context) error {
 }
 
 func (s *SQLite) bootstrapOnce(ctx context.Context) error {
+	// The read pool connects when it is first used: every connection costs
+	// SQLite's setup and a parse of the schema, and a new session is only
+	// written to until its end. The writer has switched the file to WAL by
+	// then, so a reader never races another process on that.
 	if err := s.write.PingContext(ctx); err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	if err := s.read.PingContext(ctx); err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	if err := s.migrate(ctx); err != nil {
@@ -150,6 +151,13 @@ func (s *SQLite) migrate(ctx context.Context) error {
 	ms, err := migrations("sqlite")
 	if err != nil {
 		return err
+	}
+	// Nearly always the schema is current, which a plain read shows
+	// without taking the write lock. A database being migrated by another
+	// process reads as it was before, and takes the path below.
+	var have int64
+	if err := s.write.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&have); err == nil && len(ms) > 0 && have >= ms[len(ms)-1].version {
+		return nil
 	}
 	// BEGIN IMMEDIATE takes the write lock before reading the version, so a
 	// second process waits for the first and then finds nothing to do.

@@ -283,6 +283,57 @@ func TestSQLiteOpenWaitsForALockedFile(t *testing.T) {
 	}
 }
 
+// TestSQLiteOpenBesideAWriter: opening a database whose schema is current
+// needs no write lock, so it succeeds while another connection holds one
+// (a session of another aerie writing its journal) for longer than opening
+// would wait, and the store reads at once.
+func TestSQLiteOpenBesideAWriter(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "sessions.db")
+	st, err := store.OpenSQLite(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := st.Create(t.Context(), "tenant", store.NewSession{Dir: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Held until the store has opened and read: a store that took the
+	// write lock to open would give up after its bootstrap timeout.
+	st, err = store.OpenSQLite(t.Context(), path)
+	if err != nil {
+		t.Fatalf("open beside a writer: %v", err)
+	}
+	got, err := st.Session(t.Context(), "tenant", sess.ID)
+	if err != nil || got.ID != sess.ID {
+		t.Errorf("Session = %+v, %v; want %s", got, err, sess.ID)
+	}
+	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+		t.Error(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
 // TestSQLiteCorruptEntry writes undecodable rows behind the store's back.
 // Reading the affected session fails with an error naming it and the
 // sequence number; other sessions read fine and nothing is lost.

@@ -9,12 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/headless"
 	"github.com/aerie-run/aerie/runner/mcp"
-	"github.com/aerie-run/aerie/runner/plugins"
 	"github.com/aerie-run/aerie/runner/process"
 )
 
@@ -57,25 +55,26 @@ Exit status: 0 when every required server connected; 1 otherwise.`,
 			if err != nil {
 				return err
 			}
-			layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: wd, Workspace: ws, Home: config.Home(a.env)})
+			// The same loader as a run's: the declarations a session
+			// started here would use, plugins.disabled honoured.
+			var disabled []string
+			if loaded, err := a.loadConfig(cmd, wd, ws); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v; listing every plugin's servers\n", err)
+			} else {
+				disabled = loaded.Config.Plugins.Disabled
+			}
+			src, err := a.extensionSource(wd, ws, disabled)
 			if err != nil {
 				return err
 			}
-			set, err := extensions.Load(extensions.Source{Layers: layers, Workspace: ws, WorkDir: wd, Getenv: a.env.Getenv}, extensions.Options{Builtins: headless.BuiltinToolNames()})
+			x, err := headless.LoadExtensions(src)
 			if err != nil {
 				return err
 			}
-			cfg, err := mcp.Load(layers, set.Pins, mcp.LoadOptions{Dir: wd})
-			if err != nil {
-				return err
+			if err := x.Err(); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: a session started here would not start: %v\n", err)
 			}
-			if ps, err := plugins.Load(layers, plugins.Options{WorkDir: wd}); err == nil {
-				for _, p := range ps.Plugins {
-					if err := cfg.AddPlugin(p.Name, p.Root, headless.PluginServers(p)); err != nil {
-						return fmt.Errorf("plugin %s: %w", p.Name, err)
-					}
-				}
-			}
+			cfg := x.MCP
 			statuses, startErr := connectAll(ctx, ws, wd, cfg)
 			if asJSON {
 				if err := writeJSON(cmd.OutOrStdout(), mcpListJSON{Servers: statuses, Declarations: cfg.Files}); err != nil {

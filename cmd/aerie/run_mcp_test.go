@@ -105,3 +105,28 @@ func TestRunPublishedMCPServer(t *testing.T) {
 		t.Errorf("mcp list of a failing required server: exit %d\n%s", list.code, list.stdout)
 	}
 }
+
+// TestMCPListPluginsDisabled lists the servers a session would use: a
+// disabled plugin's servers are not among them, as in a run.
+func TestMCPListPluginsDisabled(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	writeFile(t, filepath.Join(e.home, "plugins/review/.aerie-plugin/plugin.yaml"),
+		"name: review\nmcp_servers: [{id: lint, type: stdio, command: "+filepath.Join(e.home, "no-such-server")+"}]\n", 0o644)
+	list := func() mcpListJSON {
+		t.Helper()
+		out := e.run("mcp", "list", "--json")
+		var listed mcpListJSON
+		if err := json.Unmarshal([]byte(out.stdout), &listed); err != nil {
+			t.Fatalf("mcp list --json: %v\n%s\n%s", err, out.stdout, out.stderr)
+		}
+		return listed
+	}
+	if got := list(); len(got.Servers) != 1 || !strings.Contains(got.Servers[0].ID, "lint") {
+		t.Fatalf("enabled plugin: servers %+v, want the plugin's lint server", got.Servers)
+	}
+	writeFile(t, filepath.Join(e.home, "config.toml"), "[plugins]\ndisabled = [\"review\"]\n", 0o644)
+	if got := list(); len(got.Servers) != 0 {
+		t.Errorf("disabled plugin: servers %+v, want none", got.Servers)
+	}
+}

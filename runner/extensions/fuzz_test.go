@@ -56,7 +56,7 @@ func FuzzParseManifest(f *testing.F) {
 			checkFileError(t, doc, err)
 			return
 		}
-		if !ToolNamePattern.MatchString(m.Name) || len(m.Command) == 0 || m.Command[0] == "" || strings.TrimSpace(m.Description) == "" {
+		if !ValidToolName(m.Name) || len(m.Command) == 0 || m.Command[0] == "" || strings.TrimSpace(m.Description) == "" {
 			t.Fatalf("accepted an invalid manifest: %+v", m)
 		}
 		if d := m.Timeout(); d < 1e9 || d > MaxToolTimeout {

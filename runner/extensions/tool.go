@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -25,9 +24,20 @@ const (
 	MaxToolTimeout     = 3600 * time.Second
 )
 
-// ToolNamePattern is what a custom tool's name must match: 1 to 64
-// lowercase letters, digits or underscores.
-var ToolNamePattern = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
+// ValidToolName reports whether name is a custom tool's name: 1 to 64
+// lowercase letters, digits or underscores (^[a-z0-9_]{1,64}$). A loop
+// rather than a regexp, which every start would otherwise compile.
+func ValidToolName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i := range len(name) {
+		if c := name[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
 
 // schemaTypes are the JSON schema type names a parameter may have.
 var schemaTypes = []string{"string", "number", "integer", "boolean", "array", "object", "null"}
@@ -86,7 +96,7 @@ func (m Manifest) validate() error {
 	switch {
 	case m.Name == "":
 		return fieldErrorf("name", "missing; name the tool with 1 to 64 lowercase letters, digits or underscores")
-	case !ToolNamePattern.MatchString(m.Name):
+	case !ValidToolName(m.Name):
 		return fieldErrorf("name", "%q is not 1 to 64 lowercase letters, digits or underscores", m.Name)
 	case strings.TrimSpace(m.Description) == "":
 		return fieldErrorf("description", "missing; the model needs a description to use the tool")

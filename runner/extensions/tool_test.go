@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -282,5 +283,16 @@ func TestToolInRegistry(t *testing.T) {
 	res := reg.Run(context.Background(), "call-1", "upper", json.RawMessage(`{"x":"abc"}`))
 	if res.IsError || !bytes.Equal([]byte(res.Content), []byte("{\"X\":\"ABC\"}\n")) {
 		t.Errorf("result = %+v", res)
+	}
+}
+
+// TestValidToolName checks the name rule against the pattern it states.
+func TestValidToolName(t *testing.T) {
+	t.Parallel()
+	pattern := regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
+	for _, name := range []string{"", "a", "run_tests", "Run", "a-b", "a b", "é", "0", "_", strings.Repeat("a", 64), strings.Repeat("a", 65), "a\n", "\x00"} {
+		if got, want := ValidToolName(name), pattern.MatchString(name); got != want {
+			t.Errorf("ValidToolName(%q) = %v, want %v", name, got, want)
+		}
 	}
 }

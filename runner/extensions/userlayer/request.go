@@ -284,7 +284,7 @@ func checkName(kind Kind, name string) *Error {
 		switch {
 		case name == "":
 			return fail(InvalidName, "name", "missing; a tool is named by 1 to 64 lowercase letters, digits or underscores, the name in its manifest")
-		case !extensions.ToolNamePattern.MatchString(name):
+		case !extensions.ValidToolName(name):
 			return fail(InvalidName, "name", "%q is not a tool name: use 1 to 64 lowercase letters, digits or underscores, as in the manifest's name field", truncate(name, 80))
 		}
 	default:

@@ -314,7 +314,8 @@ func testVolumes(t *testing.T, e *podRunnerEnv, r *PodRunner) {
 			Name: "writer", Image: "ignored",
 			// "aerie" is a Commands entry (sh, here).
 			Command: []string{"aerie", "-c", `
-echo "user=$CREDS_user" > /workspace/from-writer
+echo "user=$CREDS_user" > /workspace/.from-writer
+mv /workspace/.from-writer /workspace/from-writer
 while [ ! -e /workspace/from-reader ]; do sleep 0.02; done
 printf '%s' "$MSG" > /dev/termination-log`},
 			Env: []corev1.EnvVar{

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -258,7 +259,14 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	layers := recordedLayers(opts)
+	// The layers' digests read every file again: they are taken while
+	// the extensions load, MCP servers start and the session opens, and
+	// waited for before the journal's first entry records them. Run never
+	// returns before they are done.
+	digests := make(chan []extensions.Layer, 1)
+	go func(o Options) { digests <- recordedLayers(o) }(opts)
+	layersOnce := sync.OnceValue(func() []extensions.Layer { return <-digests })
+	defer layersOnce()
 	bg := tools.NewBackground(opts.Executor)
 	k, err := newKit(opts, tools.Builtin(opts.Executor, opts.Executor, bg))
 	if err != nil {
@@ -287,6 +295,7 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	opts.Logger.Info("session settings", "session", sess.ID.String(), "provider", settings.Provider, "model", settings.Model,
 		"persona", persona.Name, "toolset", opts.Toolset, "contextWindow", window)
 
+	layers := layersOnce()
 	w := journal.New(ctx, st, opts.Tenant, sess.ID, snap.LastSeq+1, opts.Journal)
 	w.Append(layersEntry(layers))
 	for _, c := range changes {

@@ -79,7 +79,7 @@ bench-controller: build ## Compare create → pod for 300 AgentSessions (aerie-c
 ##@ Build
 
 .PHONY: build
-build: ## Build the aerie and aerie-controller binaries into bin/.
+build: ## Build the aerie, kubectl-aerie and aerie-controller binaries into bin/.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
 .PHONY: run
@@ -98,7 +98,7 @@ docker-push: ## Push the controller and runner images.
 
 .PHONY: demo
 demo: ## Run aerie's main job locally: control plane, controller, pod runner and a sample session (KEEP=1 keeps it up).
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/aerie
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/aerie ./cmd/kubectl-aerie
 	go build -o bin/aerie-demo ./hack/demo
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" bin/aerie-demo -aerie bin/aerie
 

@@ -55,11 +55,14 @@ func startE2E(t *testing.T) *e2e {
 	if testing.Short() {
 		t.Skip("end-to-end test: builds aerie and starts a control plane and PostgreSQL")
 	}
-	bin := filepath.Join(t.TempDir(), "aerie")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/aerie")
+	// aerie, and beside it kubectl-aerie, which runs aerie's cluster
+	// commands (aerie submit).
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "aerie")
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/aerie", "./cmd/kubectl-aerie")
 	build.Dir = testenv.RepoRoot(t)
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/aerie: %v\n%s", err, out)
+		t.Fatalf("go build ./cmd/aerie ./cmd/kubectl-aerie: %v\n%s", err, out)
 	}
 	cp := testenv.StartControlPlane(t)
 	pg := testenv.StartPostgres(t)

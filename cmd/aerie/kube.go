@@ -1,192 +1,87 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"sync"
-	"time"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
 
-	"github.com/spf13/pflag"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-
-	aeriev1 "github.com/aerie-run/aerie/api/v1alpha1"
+	"github.com/spf13/cobra"
 )
 
-// kubeFlags select the cluster and namespace of the commands that talk to
-// Kubernetes, as kubectl's flags of the same names do.
-type kubeFlags struct {
-	kubeconfig, context, namespace string
+// kubeBinary is aerie's client for clusters. Its commands live in a binary
+// of their own so that aerie, which runs sessions, does not link client-go:
+// every package a Go program links is initialised at each start, and the
+// Kubernetes client and API machinery cost aerie run about 5 ms and 5 MiB
+// of its resident set before it does anything (and every runner pod runs
+// aerie twice).
+const kubeBinary = "kubectl-aerie"
+
+// kubeCommands are the commands aerie hands to kubectl-aerie.
+var kubeCommands = []struct{ name, short string }{
+	{"submit", "Create an AgentSession in a cluster and, with --wait, exit with its outcome"},
+	{"get", "Show AgentSessions: their phase, outcome, usage and session id"},
+	{"cancel", "Cancel an AgentSession: its runner tears its processes down and records the cancel"},
+	{"logs", "Print the events of an AgentSession's runner pod (JSON Lines)"},
+	{"layer", "Pack a directory of extensions into a layer ConfigMap, and unpack one"},
 }
 
-func (k *kubeFlags) add(fs *pflag.FlagSet) {
-	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "the kubeconfig `file` (default: $KUBECONFIG, then ~/.kube/config)")
-	fs.StringVar(&k.context, "context", "", "the kubeconfig `context` to use")
-	fs.StringVarP(&k.namespace, "namespace", "n", "", "the `namespace` (default: the context's)")
-}
-
-// kubeClient reads and writes AgentSessions and reads runner pod logs. It is
-// built on client-go's REST client alone, without the typed clientsets, so
-// that the aerie binary — which also runs sessions and must start fast —
-// does not register every Kubernetes API type at start.
-type kubeClient struct {
-	sessions  rest.Interface
-	core      rest.Interface
-	namespace string
-}
-
-// sessionScheme is built on first use, not at every start of aerie.
-var sessionScheme = sync.OnceValue(func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := aeriev1.AddToScheme(s); err != nil {
-		panic(err) // a programming error: the scheme is static
+// newKubeCmds returns the commands that run kubectl-aerie. They parse no
+// flags of their own: the arguments, --help included, go to kubectl-aerie
+// as they are, and kubectl-aerie replaces this process, so its output, exit
+// status and signal handling are the command's.
+func newKubeCmds(a *app) []*cobra.Command {
+	cmds := make([]*cobra.Command, 0, len(kubeCommands))
+	for _, kc := range kubeCommands {
+		cmds = append(cmds, &cobra.Command{
+			Use:                kc.name,
+			Short:              kc.short,
+			Long:               kc.short + ".\n\nThis command is kubectl-aerie's (" + kubeBinary + " " + kc.name + "), which aerie runs from its own\ndirectory or from PATH; `aerie " + kc.name + " --help` shows its flags.",
+			DisableFlagParsing: true,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				path, err := findKubeBinary()
+				if err != nil {
+					return err
+				}
+				run := a.exec
+				if run == nil {
+					run = execProcess
+				}
+				return run(path, append([]string{"aerie", kc.name}, args...), os.Environ())
+			},
+		})
 	}
-	return s
-})
-
-func (k kubeFlags) client() (*kubeClient, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = k.kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.context})
-	cfg, err := cc.ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	ns := k.namespace
-	if ns == "" {
-		if ns, _, err = cc.Namespace(); err != nil {
-			return nil, fmt.Errorf("kubeconfig: namespace: %w", err)
-		}
-	}
-	codecs := serializer.NewCodecFactory(sessionScheme())
-
-	sc := rest.CopyConfig(cfg)
-	sc.GroupVersion = &aeriev1.GroupVersion
-	sc.APIPath = "/apis"
-	sc.NegotiatedSerializer = codecs.WithoutConversion()
-	sc.UserAgent = "aerie"
-	sessions, err := rest.RESTClientFor(sc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	cc2 := rest.CopyConfig(cfg)
-	cc2.GroupVersion = &schema.GroupVersion{Version: "v1"}
-	cc2.APIPath = "/api"
-	cc2.NegotiatedSerializer = codecs.WithoutConversion()
-	cc2.UserAgent = "aerie"
-	core, err := rest.RESTClientFor(cc2)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return &kubeClient{sessions: sessions, core: core, namespace: ns}, nil
+	return cmds
 }
 
-func (c *kubeClient) create(ctx context.Context, s *aeriev1.AgentSession) (*aeriev1.AgentSession, error) {
-	out := &aeriev1.AgentSession{}
-	err := c.sessions.Post().Namespace(c.namespace).Resource("agentsessions").Body(s).Do(ctx).Into(out)
-	return out, err
-}
-
-func (c *kubeClient) get(ctx context.Context, name string) (*aeriev1.AgentSession, error) {
-	out := &aeriev1.AgentSession{}
-	err := c.sessions.Get().Namespace(c.namespace).Resource("agentsessions").Name(name).Do(ctx).Into(out)
-	return out, err
-}
-
-func (c *kubeClient) list(ctx context.Context) (*aeriev1.AgentSessionList, error) {
-	out := &aeriev1.AgentSessionList{}
-	err := c.sessions.Get().Namespace(c.namespace).Resource("agentsessions").Do(ctx).Into(out)
-	return out, err
-}
-
-// cancel sets spec.cancel, the one field of a session's spec that may change.
-func (c *kubeClient) cancel(ctx context.Context, name string) (*aeriev1.AgentSession, error) {
-	out := &aeriev1.AgentSession{}
-	err := c.sessions.Patch(types.MergePatchType).Namespace(c.namespace).Resource("agentsessions").Name(name).
-		Body([]byte(`{"spec":{"cancel":true}}`)).Do(ctx).Into(out)
-	return out, err
-}
-
-// logs streams the agent container's log of a runner pod: the session's
-// JSON Lines events.
-func (c *kubeClient) logs(ctx context.Context, pod string, follow bool) (io.ReadCloser, error) {
-	req := c.core.Get().Namespace(c.namespace).Resource("pods").Name(pod).SubResource("log").Param("container", "agent")
-	if follow {
-		req = req.Param("follow", "true")
-	}
-	return req.Stream(ctx)
-}
-
-// finished reports whether the session has ended, successfully or not.
-func finished(s *aeriev1.AgentSession) bool {
-	switch s.Status.Phase {
-	case aeriev1.PhaseSucceeded, aeriev1.PhaseFailed, aeriev1.PhaseCancelled:
-		return true
-	}
-	return false
-}
-
-// exitStatus is the exit status that stands for a finished session: the
-// runner's own, as aerie run would exit, or one derived from the phase when
-// the runner never reported one (its pod was lost, say).
-func exitStatus(s *aeriev1.AgentSession) int {
-	if r := s.Status.Result; r != nil && r.ExitCode != nil {
-		return int(*r.ExitCode)
-	}
-	switch s.Status.Phase {
-	case aeriev1.PhaseSucceeded:
-		return 0
-	case aeriev1.PhaseCancelled:
-		return 143
-	}
-	return 1
-}
-
-// pollInterval is how often waiting commands read the session's status.
-const pollInterval = 500 * time.Millisecond
-
-// wait polls the session until it has finished, calling seen on every
-// change of phase, or until ctx ends.
-func (c *kubeClient) wait(ctx context.Context, name string, seen func(*aeriev1.AgentSession)) (*aeriev1.AgentSession, error) {
-	var last aeriev1.AgentSessionPhase = "-"
-	for {
-		s, err := c.get(ctx, name)
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil, fmt.Errorf("session %s/%s was deleted before it finished", c.namespace, name)
-		case err != nil && ctx.Err() == nil:
-			// A passing API server hiccup must not fail a CI job that
-			// waits an hour: keep polling until the deadline.
-		case err != nil:
-			return nil, err
-		default:
-			if s.Status.Phase != last {
-				last = s.Status.Phase
-				seen(s)
-			}
-			if finished(s) {
-				return s, nil
+// findKubeBinary finds kubectl-aerie beside the running aerie (where
+// `make build` and `go install` put both), then on PATH.
+func findKubeBinary() (string, error) {
+	if self, err := os.Executable(); err == nil {
+		if self, err = filepath.EvalSymlinks(self); err == nil {
+			p := filepath.Join(filepath.Dir(self), kubeBinary)
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+				return p, nil
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-time.After(pollInterval):
-		}
 	}
+	p, err := exec.LookPath(kubeBinary)
+	if err == nil {
+		return p, nil
+	}
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("this command needs %s, aerie's client for clusters, beside aerie or on PATH: build both with `make build`, or install it with `go install github.com/aerie-run/aerie/cmd/%s@VERSION` (the version of your aerie)", kubeBinary, kubeBinary)
+	}
+	return "", fmt.Errorf("find %s: %w", kubeBinary, err)
 }
 
-var errWaitTimeout = errors.New("timed out waiting for the session to finish")
-
-// isInvalid reports an API server's refusal of what was sent: validation
-// (CEL rules, schema) or a malformed request.
-func isInvalid(err error) bool {
-	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
+// execProcess replaces this process with the program at path.
+func execProcess(path string, argv, env []string) error {
+	if err := syscall.Exec(path, argv, env); err != nil {
+		return fmt.Errorf("run %s: %w", path, err)
+	}
+	return nil // not reached: exec does not return on success
 }

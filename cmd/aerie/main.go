@@ -49,6 +49,7 @@ func main() {
 		checkDB:          checkDatabase,
 		version:          version,
 		commit:           commit,
+		exec:             execProcess,
 	}
 	err := run(ctx, a, os.Args[1:])
 	stop()

@@ -137,3 +137,11 @@ func printMCP(cmd *cobra.Command, statuses []mcp.ServerStatus, cfg mcp.Config) {
 		}
 	}
 }
+
+// dash stands in for an empty table cell.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -31,6 +31,9 @@ type app struct {
 	getwd func() (string, error)
 	// version and commit describe the build.
 	version, commit string
+	// exec replaces the process with another program (the cluster
+	// commands run kubectl-aerie); nil means execProcess.
+	exec func(path string, argv, env []string) error
 }
 
 // Exit statuses, matching the spec's session commands: 130 when the user
@@ -114,14 +117,10 @@ func newRootCmd(a *app) *cobra.Command {
 		newRunCmd(a),
 		newExecutorCmd(),
 		newExtensionsCmd(a),
-		newSubmitCmd(a),
-		newGetCmd(a),
-		newCancelCmd(a),
-		newLogsCmd(a),
-		newLayerCmd(),
 		newMCPCmd(a),
 		newRunnerCmd(a),
 		newPluginCmd(a),
 	)
+	root.AddCommand(newKubeCmds(a)...)
 	return root
 }

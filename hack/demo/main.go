@@ -5,7 +5,8 @@
 // (or PostgreSQL when DATABASE_URL is set). It applies a platform layer with a
 // skill, a custom tool, a hook and a model script, creates an AgentSession,
 // shows its progress, prints its status, transcript and effects, and stops
-// everything. `make demo` builds bin/aerie and runs it.
+// everything. `make demo` builds bin/aerie (and bin/kubectl-aerie beside it, for
+// `aerie layer pack`) and runs it.
 //
 // With ANTHROPIC_API_KEY or OPENAI_API_KEY set the session talks to a real
 // model instead of replaying the script (AERIE_DEMO_MODEL names the model).
@@ -108,7 +109,7 @@ func run(ctx context.Context, o options) (code int, err error) {
 		return 1, err
 	}
 	if _, err := os.Stat(aerie); err != nil {
-		return 1, fmt.Errorf("find the aerie binary: %w (build it with `go build -o bin/ ./cmd/aerie`, or run `make demo`)", err)
+		return 1, fmt.Errorf("find the aerie binary: %w (build it with `go build -o bin/ ./cmd/aerie ./cmd/kubectl-aerie`, or run `make demo`)", err)
 	}
 
 	dir := o.dir

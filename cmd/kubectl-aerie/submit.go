@@ -394,9 +394,38 @@ func newLogsCmd(a *app) *cobra.Command {
 	return cmd
 }
 
+// dash stands in for an empty table cell.
 func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
 	return s
+}
+
+// age says how long before now t was, in the largest whole unit, as people
+// read it in a table; after a month the date says more. (aerie's session
+// list shows ages the same way.)
+func age(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Second:
+		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d/time.Hour))
+	case d < 30*24*time.Hour:
+		return fmt.Sprintf("%dd ago", int(d/(24*time.Hour)))
+	default:
+		return t.Local().Format(time.DateOnly)
+	}
+}
+
+// writeJSON writes v as indented JSON, as aerie's --json outputs are.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

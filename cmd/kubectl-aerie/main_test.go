@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// harness runs kubectl-aerie's command line in-process.
+type harness struct{}
+
+type result struct {
+	stdout, stderr string
+	err            error
+	code           int
+}
+
+// aerie runs the command line the way main does, with buffers for the
+// standard streams. (The name is the one users type: aerie hands these
+// commands to kubectl-aerie.)
+func (harness) aerie(t *testing.T, args ...string) result {
+	t.Helper()
+	a := &app{name: "aerie", version: "v1.2.3"}
+	var stdout, stderr bytes.Buffer
+	cmd := newRootCmd(a)
+	cmd.SetArgs(args)
+	cmd.SetIn(strings.NewReader(""))
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	err := cmd.ExecuteContext(t.Context())
+	return result{stdout: stdout.String(), stderr: stderr.String(), err: err, code: exitCode(err)}
+}
+
+func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDisplayName(t *testing.T) {
+	t.Parallel()
+	for argv0, want := range map[string]string{
+		"aerie":                     "aerie",
+		"/usr/local/bin/aerie":      "aerie",
+		"kubectl-aerie":             "kubectl aerie",
+		"/home/u/bin/kubectl-aerie": "kubectl aerie",
+	} {
+		if got := displayName(argv0); got != want {
+			t.Errorf("displayName(%q) = %q, want %q", argv0, got, want)
+		}
+	}
+}

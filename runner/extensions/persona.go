@@ -3,7 +3,6 @@ package extensions
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -24,9 +23,27 @@ const PersonasDir = "personas"
 // empty name; a personas/default.toml in a layer replaces it.
 const DefaultPersona = "default"
 
-// PersonaNamePattern is what a persona's name may be: the pattern of an
-// AgentSession's spec.persona.
-var PersonaNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+// ValidPersonaName reports whether name may name a persona: 1 to 63
+// letters, digits, '_', '.' or '-', starting with a letter or digit — the
+// pattern of an AgentSession's spec.persona,
+// ^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$. A loop, not that regexp: compiling
+// its bounded repetition at every start of aerie cost more than a load of
+// the personas.
+func ValidPersonaName(name string) bool {
+	if name == "" || len(name) > 63 {
+		return false
+	}
+	for i := range len(name) {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // TypePersona is the report's type for persona files.
 const TypePersona Type = "persona"
@@ -84,7 +101,7 @@ func LoadPersona(src Source, name string) (Persona, []Artifact, error) {
 	if name == "" {
 		name = DefaultPersona
 	}
-	if !PersonaNamePattern.MatchString(name) {
+	if !ValidPersonaName(name) {
 		return Persona{}, nil, fmt.Errorf("persona %q: want 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit", name)
 	}
 	v, err := src.open()

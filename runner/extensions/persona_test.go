@@ -3,6 +3,7 @@ package extensions
 import (
 	"errors"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -132,4 +133,28 @@ func TestLoadPersona(t *testing.T) {
 	if p, arts, err := LoadPersona(Source{Layers: []Layer{spec}}, ""); err != nil || p != (Persona{Name: DefaultPersona}) || len(arts) != 0 {
 		t.Errorf("default without a file: %+v, %+v, %v", p, arts, err)
 	}
+}
+
+// TestValidPersonaName checks the name rule against the pattern it states,
+// spec.persona's.
+func TestValidPersonaName(t *testing.T) {
+	t.Parallel()
+	pattern := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+	for _, name := range []string{"", "a", "Reviewer", "code-review.v2", "a_b", "-a", ".a", "_a", "a b", "a/b", "é", "0", strings.Repeat("a", 63), strings.Repeat("a", 64), "a\n", "\x00", ".."} {
+		if got, want := ValidPersonaName(name), pattern.MatchString(name); got != want {
+			t.Errorf("ValidPersonaName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func FuzzValidPersonaName(f *testing.F) {
+	pattern := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+	for _, s := range []string{"", "a", "code-review.v2", "-a", strings.Repeat("a", 64)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if got, want := ValidPersonaName(name), pattern.MatchString(name); got != want {
+			t.Errorf("ValidPersonaName(%q) = %v, want %v", name, got, want)
+		}
+	})
 }

@@ -47,6 +47,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/skills"
@@ -188,7 +189,7 @@ func DecodeRequest(raw []byte) (Request, error) {
 	return r, nil
 }
 
-var unknownField = regexp.MustCompile(`^json: unknown field "(.*)"$`)
+var unknownField = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^json: unknown field "(.*)"$`) })
 
 // decodeError names the field a JSON error is about, with its category.
 func decodeError(err error) *Error {
@@ -209,7 +210,7 @@ func decodeError(err error) *Error {
 		}
 		return fail(c, field, "must be a string, not %s", te.Value)
 	}
-	if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
+	if m := unknownField().FindStringSubmatch(err.Error()); m != nil {
 		return fail(UnsupportedOperation, m[1], "unknown field; the fields are %s", requestFields)
 	}
 	return fail(UnsupportedOperation, "", "the arguments are not a JSON object (%v); send one object with the fields %s", err, requestFields)
@@ -258,14 +259,14 @@ func (r Request) Validate() error {
 		if r.Operation == OpCreate {
 			return fail(UnsupportedOperation, "expected_digest", "create takes no expected_digest: there is no revision yet; leave it out, or use replace")
 		}
-		if !digestPattern.MatchString(r.ExpectedDigest) {
+		if !digestPattern().MatchString(r.ExpectedDigest) {
 			return fail(StaleRevision, "expected_digest", "%q is not a digest; copy the artifact's current digest (sha256:<64 hex digits>) from list", truncate(r.ExpectedDigest, 80))
 		}
 	}
 	return nil
 }
 
-var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+var digestPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha256:[0-9a-f]{64}$`) })
 
 // maxSkillName bounds a skill's name, which is also a directory name.
 const maxSkillName = 64

@@ -37,6 +37,10 @@ import (
 // relative.
 type Dir struct {
 	path string
+	// top is the path of the directory the Dir was opened beneath (by
+	// OpenDir on it and its descendants), path itself for one opened by
+	// the package's OpenDir.
+	top string
 	// fd is an O_PATH descriptor of the directory; -1 when the Dir is an
 	// os.Root only.
 	fd int
@@ -85,9 +89,9 @@ func OpenDir(path string) (*Dir, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Dir{path: path, fd: -1, root: r}, nil
+		return &Dir{path: path, top: path, fd: -1, root: r}, nil
 	}
-	return &Dir{path: path, fd: fd}, nil
+	return &Dir{path: path, top: path, fd: fd}, nil
 }
 
 // Path returns the directory's path, as opened.
@@ -157,7 +161,7 @@ func (d *Dir) OpenDir(name string) (*Dir, error) {
 	if d.fd >= 0 {
 		fd, redo, err := d.openBeneath(name, unix.O_PATH|unix.O_DIRECTORY)
 		if err == nil {
-			return &Dir{path: path.Join(d.path, name), fd: fd}, nil
+			return &Dir{path: path.Join(d.path, name), top: d.top, fd: fd}, nil
 		}
 		if !redo {
 			return nil, &fs.PathError{Op: "openat", Path: name, Err: err}
@@ -173,7 +177,7 @@ func (d *Dir) OpenDir(name string) (*Dir, error) {
 	}
 	// A sub-root decides everything itself: it is rare (a link to
 	// elsewhere in the directory) and stays so.
-	return &Dir{path: path.Join(d.path, name), fd: -1, root: sub}, nil
+	return &Dir{path: path.Join(d.path, name), top: d.top, fd: -1, root: sub}, nil
 }
 
 // fileFlags open a file for reading without blocking on a FIFO, waiting

@@ -142,12 +142,24 @@ func withSkillProvenance(layers []extensions.Layer, arts []extensions.Artifact) 
 		if l.Kind != extensions.KindHome || l.Dir == "" {
 			continue
 		}
+		// The layer is opened once for all its skills.
+		var (
+			idx   []int
+			paths []string
+		)
 		for i := range arts {
 			a := &arts[i]
 			if a.Type != TypeSkill || a.Layer != l.Name || a.Provenance != nil {
 				continue
 			}
-			p := extensions.ReadProvenance(l, a.Path+"/"+userlayer.SkillFile)
+			idx = append(idx, i)
+			paths = append(paths, a.Path+"/"+userlayer.SkillFile)
+		}
+		if len(paths) == 0 {
+			continue
+		}
+		for j, p := range extensions.ReadProvenances(l, paths) {
+			a := &arts[idx[j]]
 			a.LayerKind, a.Provenance, a.ActivationBoundary = l.Kind, &p, p.ActivationBoundary
 		}
 	}

@@ -180,6 +180,32 @@ func (d *Dir) OpenDir(name string) (*Dir, error) {
 	return &Dir{path: path.Join(d.path, name), top: d.top, fd: -1, root: sub}, nil
 }
 
+// isDir reports whether name below d is a directory, following links
+// that stay below d, as an os.Root's Stat does: a directory opens with
+// O_DIRECTORY in one system call, where os.Root would open every
+// directory on the way.
+func (d *Dir) isDir(name string) bool {
+	if checkName(name) != nil {
+		return false
+	}
+	if d.fd >= 0 {
+		fd, redo, err := d.openBeneath(name, unix.O_PATH|unix.O_DIRECTORY)
+		if err == nil {
+			unix.Close(fd)
+			return true
+		}
+		if !redo {
+			return false
+		}
+	}
+	root, err := d.osRoot()
+	if err != nil {
+		return false
+	}
+	fi, err := root.Stat(name)
+	return err == nil && fi.IsDir()
+}
+
 // fileFlags open a file for reading without blocking on a FIFO, waiting
 // for a terminal or leaking into a child.
 const fileFlags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY

@@ -127,7 +127,7 @@ func ProjectLayers(workspace, workDir string) ([]Layer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find project layers: working directory %w; run inside the workspace or widen it", err)
 	}
-	root, err := os.OpenRoot(ws)
+	root, err := OpenDir(ws)
 	if err != nil {
 		return nil, fmt.Errorf("find project layers: %w", err)
 	}
@@ -136,7 +136,7 @@ func ProjectLayers(workspace, workDir string) ([]Layer, error) {
 	for dir := rel; ; dir = filepath.Dir(dir) {
 		for _, name := range ProjectDirs {
 			p := filepath.Join(dir, name)
-			if fi, err := root.Stat(p); err == nil && fi.IsDir() {
+			if root.isDir(filepath.ToSlash(p)) {
 				layers = append(layers, Layer{Name: filepath.ToSlash(p), Dir: filepath.Join(ws, p), Kind: KindProject})
 			}
 		}

@@ -70,30 +70,52 @@ type Extensions struct {
 // report, and those that stop a run in Err.
 func LoadExtensions(o LoadOptions) (*Extensions, error) {
 	ws := o.workspace()
+	// Plugins and skills need nothing the other loaders find: they are
+	// read meanwhile. Each loader reads its layers concurrently already;
+	// this fills the processors while one of them waits for its slowest
+	// layer.
+	var (
+		plugs      *plugins.Set
+		sk         *skills.Set
+		plugErr    error
+		skillsErr  error
+		pluginsRan = make(chan struct{})
+	)
+	go func() {
+		defer close(pluginsRan)
+		plugs, plugErr = plugins.Load(o.Layers, plugins.Options{WorkDir: o.Dir, Disabled: o.DisabledPlugins})
+		var pluginRoots []skills.Root
+		if plugs != nil {
+			for _, r := range plugs.SkillRoots() {
+				pluginRoots = append(pluginRoots, skills.Root{Name: "plugin " + r.Namespace, Dir: r.Dir, Namespace: r.Namespace})
+			}
+		}
+		sk, skillsErr = skills.Discover(skills.Roots(o.Layers, skills.Options{WorkDir: o.Dir, Workspace: ws, Home: o.UserHome, Plugins: pluginRoots}))
+	}()
 	set, err := extensions.Load(extensions.Source{
 		Layers: o.Layers, Workspace: o.Workspace, WorkDir: o.Dir, Getenv: o.Getenv,
 	}, extensions.Options{Builtins: BuiltinToolNames(), Persona: o.Persona, Commands: o.Commands, Pins: o.Pins})
 	if err != nil {
+		<-pluginsRan
 		return nil, fmt.Errorf("extensions: %w", err)
 	}
 	x := &Extensions{Set: set, workspace: ws}
-	x.Hooks, err = hooks.Load(o.Layers, set.Pins, hooks.LoadOptions{Dir: o.Dir, Workspace: ws})
-	x.fail("hooks", err)
+	var hooksErr, mcpErr error
+	x.Hooks, hooksErr = hooks.Load(o.Layers, set.Pins, hooks.LoadOptions{Dir: o.Dir, Workspace: ws})
+	x.MCP, mcpErr = mcp.Load(o.Layers, set.Pins, mcp.LoadOptions{Dir: o.Dir})
+	<-pluginsRan
 
-	// Plugins add skills, hooks (after the layers') and MCP servers.
-	x.Plugins, err = plugins.Load(o.Layers, plugins.Options{WorkDir: o.Dir, Disabled: o.DisabledPlugins})
-	x.fail("plugins", err)
-	var pluginRoots []skills.Root
+	// The findings and errors in the loaders' order: hooks, plugins (whose
+	// hooks come after the layers'), skills, MCP servers.
+	x.fail("hooks", hooksErr)
+	x.Plugins = plugs
+	x.fail("plugins", plugErr)
 	if x.Plugins != nil {
 		x.Hooks.Hooks = append(x.Hooks.Hooks, x.Plugins.Hooks()...)
-		for _, r := range x.Plugins.SkillRoots() {
-			pluginRoots = append(pluginRoots, skills.Root{Name: "plugin " + r.Namespace, Dir: r.Dir, Namespace: r.Namespace})
-		}
 	}
-	x.Skills, err = skills.Discover(skills.Roots(o.Layers, skills.Options{WorkDir: o.Dir, Workspace: ws, Home: o.UserHome, Plugins: pluginRoots}))
-	x.fail("skills", err)
-	x.MCP, err = mcp.Load(o.Layers, set.Pins, mcp.LoadOptions{Dir: o.Dir})
-	x.fail("MCP servers", err)
+	x.Skills = sk
+	x.fail("skills", skillsErr)
+	x.fail("MCP servers", mcpErr)
 	if x.Plugins != nil {
 		for _, p := range x.Plugins.Plugins {
 			if len(p.MCPServers) == 0 {

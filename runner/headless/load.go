@@ -147,12 +147,22 @@ func (x *Extensions) Err() error {
 // its layer, status, trust, provenance and reason.
 func (x *Extensions) Report() extensions.Report {
 	r := x.Set.Report
-	r.Artifacts = append(append([]extensions.Artifact(nil), r.Artifacts...), x.Hooks.Artifacts(x.workspace)...)
+	hookArts, skillArts, mcpArts := x.Hooks.Artifacts(x.workspace), SkillArtifacts(x.Skills), MCPArtifacts(x.MCP)
+	var pluginArts []extensions.Artifact
 	if x.Plugins != nil {
-		r.Artifacts = append(r.Artifacts, x.Plugins.Artifacts()...)
+		pluginArts = x.Plugins.Artifacts()
 	}
-	r.Artifacts = append(r.Artifacts, SkillArtifacts(x.Skills)...)
-	r.Artifacts = append(r.Artifacts, MCPArtifacts(x.MCP)...)
+	// One allocation: a report may list a thousand artifacts (and none
+	// leaves Artifacts nil, as appends to nil would).
+	var arts []extensions.Artifact
+	if n := len(r.Artifacts) + len(hookArts) + len(pluginArts) + len(skillArts) + len(mcpArts); n > 0 {
+		arts = make([]extensions.Artifact, 0, n)
+	}
+	arts = append(arts, r.Artifacts...)
+	arts = append(arts, hookArts...)
+	arts = append(arts, pluginArts...)
+	arts = append(arts, skillArts...)
+	r.Artifacts = append(arts, mcpArts...)
 	r.Artifacts = withSkillProvenance(r.Layers, r.Artifacts)
 	return r
 }

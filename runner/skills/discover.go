@@ -185,7 +185,26 @@ func Discover(roots []Root) (*Set, error) {
 	close(next)
 	wg.Wait()
 
-	s := &Set{byName: make(map[string]int)}
+	// Sized once: a session may have hundreds of skills. (Without any,
+	// they stay nil, as appends would leave them.)
+	var skills, entries int
+	for _, d := range found {
+		for _, it := range d.items {
+			if it.skill != nil {
+				skills++
+			}
+			if it.skill != nil || it.entry.Path != "" {
+				entries++
+			}
+		}
+	}
+	s := &Set{byName: make(map[string]int, skills)}
+	if skills > 0 {
+		s.skills = make([]Skill, 0, skills)
+	}
+	if entries > 0 {
+		s.Entries = make([]Entry, 0, entries)
+	}
 	var errs []error
 	for _, d := range found {
 		for _, it := range d.items {
@@ -413,18 +432,19 @@ func (d *discovery) link(p string) {
 // skill makes the skill in dir (a path in the tree) from its SKILL.md.
 func (d *discovery) skill(dir string, r readResult) {
 	abs := d.abs(dir)
-	file := filepath.Join(abs, "SKILL.md")
+	// The SKILL.md's path is for problems only.
+	file := func() string { return filepath.Join(abs, "SKILL.md") }
 	if r.err != nil {
-		d.malformed(abs, file, "", r.err.Error())
+		d.malformed(abs, file(), "", r.err.Error())
 		return
 	}
 	fm, err := ParseFrontmatter(r.data)
 	if err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {
-			d.malformed(abs, file, fe.Field, fe.Reason)
+			d.malformed(abs, file(), fe.Field, fe.Reason)
 		} else {
-			d.malformed(abs, file, "", err.Error())
+			d.malformed(abs, file(), "", err.Error())
 		}
 		return
 	}
@@ -432,7 +452,7 @@ func (d *discovery) skill(dir string, r readResult) {
 	if name == "" {
 		name = filepath.Base(abs)
 		if !ValidName(name) {
-			d.malformed(abs, file, "name", fmt.Sprintf("missing, and the directory name %q is not a valid skill name; add a name of lowercase letters, digits and single hyphens", name))
+			d.malformed(abs, file(), "name", fmt.Sprintf("missing, and the directory name %q is not a valid skill name; add a name of lowercase letters, digits and single hyphens", name))
 			return
 		}
 	}

@@ -244,7 +244,9 @@ func simpleValue(v []byte) bool {
 	if v[len(v)-1] == ':' || bytes.Contains(v, []byte(": ")) || bytes.Contains(v, []byte(" #")) {
 		return false
 	}
-	for _, r := range string(v) {
+	for i := 0; i < len(v); {
+		r, size := utf8.DecodeRune(v[i:])
+		i += size
 		switch {
 		case r == utf8.RuneError, r == '\ufeff', r == '\u2028', r == '\u2029':
 			return false // invalid UTF-8, a byte order mark, line separators

@@ -302,13 +302,17 @@ func (d *Dir) ReadDir(name string, max int) (entries []fs.DirEntry, more bool, e
 		return entries, false, err
 	}
 	for len(entries) < max {
-		des, err := f.ReadDir(min(1024, max-len(entries)))
+		n := min(1024, max-len(entries))
+		des, err := f.ReadDir(n)
 		entries = append(entries, des...)
 		if errors.Is(err, io.EOF) || (err == nil && len(des) == 0) {
 			break
 		}
 		if err != nil {
 			return nil, false, err
+		}
+		if len(des) < n {
+			break // ReadDir stops short only at the end of the directory
 		}
 	}
 	if len(entries) == max {

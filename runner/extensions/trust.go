@@ -149,7 +149,7 @@ func loadPins(v *view) (*Pins, []Artifact) {
 		if lv.err != nil {
 			continue
 		}
-		if _, err := lv.files.lstat(TrustFile); absent(err) {
+		if !there(lv.files, TrustFile) {
 			continue
 		}
 		a := newArtifact(TypeTrust, lv, TrustFile)

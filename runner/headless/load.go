@@ -70,6 +70,10 @@ type Extensions struct {
 // report, and those that stop a run in Err.
 func LoadExtensions(o LoadOptions) (*Extensions, error) {
 	ws := o.workspace()
+	// Every loader looks for a few names at the top of each layer: one
+	// listing of each answers them all.
+	listing := extensions.ListLayers(o.Layers, ws)
+	defer listing.Close()
 	// Plugins and skills need nothing the other loaders find: they are
 	// read meanwhile. Each loader reads its layers concurrently already;
 	// this fills the processors while one of them waits for its slowest
@@ -83,17 +87,17 @@ func LoadExtensions(o LoadOptions) (*Extensions, error) {
 	)
 	go func() {
 		defer close(pluginsRan)
-		plugs, plugErr = plugins.Load(o.Layers, plugins.Options{WorkDir: o.Dir, Disabled: o.DisabledPlugins})
+		plugs, plugErr = plugins.Load(o.Layers, plugins.Options{WorkDir: o.Dir, Disabled: o.DisabledPlugins, Listing: listing})
 		var pluginRoots []skills.Root
 		if plugs != nil {
 			for _, r := range plugs.SkillRoots() {
 				pluginRoots = append(pluginRoots, skills.Root{Name: "plugin " + r.Namespace, Dir: r.Dir, Namespace: r.Namespace})
 			}
 		}
-		sk, skillsErr = skills.Discover(skills.Roots(o.Layers, skills.Options{WorkDir: o.Dir, Workspace: ws, Home: o.UserHome, Plugins: pluginRoots}))
+		sk, skillsErr = skills.DiscoverIn(skills.Roots(o.Layers, skills.Options{WorkDir: o.Dir, Workspace: ws, Home: o.UserHome, Plugins: pluginRoots, Listing: listing}), listing)
 	}()
 	set, err := extensions.Load(extensions.Source{
-		Layers: o.Layers, Workspace: o.Workspace, WorkDir: o.Dir, Getenv: o.Getenv,
+		Layers: o.Layers, Workspace: o.Workspace, WorkDir: o.Dir, Getenv: o.Getenv, Listing: listing,
 	}, extensions.Options{Builtins: BuiltinToolNames(), Persona: o.Persona, Commands: o.Commands, Pins: o.Pins})
 	if err != nil {
 		<-pluginsRan
@@ -101,8 +105,8 @@ func LoadExtensions(o LoadOptions) (*Extensions, error) {
 	}
 	x := &Extensions{Set: set, workspace: ws}
 	var hooksErr, mcpErr error
-	x.Hooks, hooksErr = hooks.Load(o.Layers, set.Pins, hooks.LoadOptions{Dir: o.Dir, Workspace: ws})
-	x.MCP, mcpErr = mcp.Load(o.Layers, set.Pins, mcp.LoadOptions{Dir: o.Dir})
+	x.Hooks, hooksErr = hooks.Load(o.Layers, set.Pins, hooks.LoadOptions{Dir: o.Dir, Workspace: ws, Listing: listing})
+	x.MCP, mcpErr = mcp.Load(o.Layers, set.Pins, mcp.LoadOptions{Dir: o.Dir, Listing: listing})
 	<-pluginsRan
 
 	// The findings and errors in the loaders' order: hooks, plugins (whose

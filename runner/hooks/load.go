@@ -47,6 +47,10 @@ type LoadOptions struct {
 	// Home expands ~/ in scripts and commands; the runner's home
 	// directory when empty.
 	Home string
+	// Listing, when set, is the load's listing of the layers' top
+	// directories (extensions.ListLayers): a layer it shows without a hooks.toml and a hooks directory
+	// is not opened for it.
+	Listing *extensions.Listing
 }
 
 // Status says what became of a hook file.
@@ -178,7 +182,17 @@ func (ld *layerLoad) path(rel string) string { return filepath.Join(ld.l.Dir, re
 
 // read reads the layer: its hooks.toml's bytes and its YAML files' hooks.
 func (ld *layerLoad) read() {
-	root, err := openLayer(ld.l, ld.opts.Workspace)
+	noTOML, noYAML := ld.opts.Listing.Absent(ld.l, "hooks.toml"), ld.opts.Listing.Absent(ld.l, "hooks")
+	if noTOML && noYAML {
+		return
+	}
+	// The listing holds the layer open, as openLayer opens it.
+	root, err := ld.opts.Listing.Dir(ld.l), error(nil)
+	if root == nil {
+		if root, err = openLayer(ld.l, ld.opts.Workspace); err == nil {
+			defer root.Close()
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		ld.missing = true
 		return
@@ -191,11 +205,14 @@ func (ld *layerLoad) read() {
 		}
 		return
 	}
-	defer root.Close()
 	ld.root = root
-	ld.toml, ld.tomlErr = readBounded(root, "hooks.toml")
-	ld.hasTOML = !errors.Is(ld.tomlErr, fs.ErrNotExist)
-	ld.yamls()
+	if !noTOML {
+		ld.toml, ld.tomlErr = readBounded(root, "hooks.toml")
+		ld.hasTOML = !errors.Is(ld.tomlErr, fs.ErrNotExist)
+	}
+	if !noYAML {
+		ld.yamls()
+	}
 	ld.root = nil
 }
 

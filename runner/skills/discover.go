@@ -61,6 +61,10 @@ type Options struct {
 	// Plugins are the skill roots of enabled plugins, in plugin-name
 	// order, each with its Namespace; they come after the layers.
 	Plugins []Root
+	// Listing, when set, is the load's listing of the layers' top
+	// directories (extensions.ListLayers): a layer it shows without a skills directory
+	// is not opened for it.
+	Listing *extensions.Listing
 }
 
 // Roots returns where skills are searched, first one first, as the spec
@@ -84,6 +88,9 @@ func Roots(layers []extensions.Layer, opts Options) []Root {
 		}
 	}
 	for _, l := range layers {
+		if opts.Listing.Absent(l, "skills") {
+			continue // a missing root holds no skills
+		}
 		r := Root{Name: l.Name, Dir: filepath.Join(l.Dir, "skills"), Strict: l.Private()}
 		if l.Kind == extensions.KindProject {
 			r.Confine = ws
@@ -167,13 +174,20 @@ func (p Problem) Error() string {
 // Roots are searched concurrently — discovery is bound by file system
 // calls, not by the processor — and their findings merged in order.
 func Discover(roots []Root) (*Set, error) {
+	return DiscoverIn(roots, nil)
+}
+
+// DiscoverIn is Discover reading confined roots through the workspace
+// directory the load's listing holds open (extensions.Listing.Workspace),
+// rather than opening it for each root.
+func DiscoverIn(roots []Root, listing *extensions.Listing) (*Set, error) {
 	found := make([]*discovery, len(roots))
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(len(roots), maxWorkers) {
 		wg.Go(func() {
 			for i := range next {
-				d := &discovery{root: roots[i]}
+				d := &discovery{root: roots[i], listing: listing}
 				d.run()
 				found[i] = d
 			}
@@ -244,6 +258,8 @@ func (s *Set) add(sk Skill) {
 // discovery searches one root.
 type discovery struct {
 	root Root
+	// listing, when set, may hold the confining directory open.
+	listing *extensions.Listing
 	// tree reads the root's directory tree; paths in it are relative to
 	// the root's Dir. For a confined root it is an os.Root opened through
 	// the confining directory, and links, which may lead elsewhere in it,
@@ -303,15 +319,19 @@ func (d *discovery) run() {
 		d.problem(d.root.Dir, "is outside %s, which it must stay inside", d.root.Confine)
 		return
 	}
-	outer, err := extensions.OpenDir(d.root.Confine)
-	if errors.Is(err, fs.ErrNotExist) {
-		return
+	outer := d.listing.Workspace(d.root.Confine)
+	if outer == nil {
+		var err error
+		outer, err = extensions.OpenDir(d.root.Confine)
+		if errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		if err != nil {
+			d.problem(d.root.Dir, "cannot open %s: %s", d.root.Confine, describe(err))
+			return
+		}
+		defer outer.Close()
 	}
-	if err != nil {
-		d.problem(d.root.Dir, "cannot open %s: %s", d.root.Confine, describe(err))
-		return
-	}
-	defer outer.Close()
 	inner, err := outer.OpenDir(filepath.ToSlash(rel))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -254,6 +254,8 @@ func (ld *layerLoad) yamls() {
 		ld.skip(src, FormatYAML, read{}, []Problem{{Layer: ld.l.Name, File: src.File, Reason: fmt.Sprintf("cannot read the hooks directory: %v", unwrapPath(err))}})
 		return
 	}
+	// The layer's files share their scripts' checks.
+	scripts := map[string]scriptCheck{}
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".yaml") || e.IsDir() {
 			continue // scripts and other files are not configuration
@@ -265,7 +267,7 @@ func (ld *layerLoad) yamls() {
 			ld.skip(src, FormatYAML, read{}, []Problem{{Layer: ld.l.Name, File: src.File, Reason: err.Error()}})
 			continue
 		}
-		hooks, probs := parseYAML(rd.data, src, ld.opts.Dir, ld.root, ld.res)
+		hooks, probs := parseYAML(rd.data, src, ld.opts.Dir, ld.root, ld.res, scripts)
 		ld.use(src, FormatYAML, rd, hooks, probs)
 	}
 }

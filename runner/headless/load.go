@@ -149,7 +149,13 @@ func (x *Extensions) Err() error {
 
 // Report is the extensions report: every artifact of every loader, with
 // its layer, status, trust, provenance and reason.
-func (x *Extensions) Report() extensions.Report {
+func (x *Extensions) Report() extensions.Report { return x.report(true) }
+
+// report is Report; without provenance it leaves out what the sidecars
+// of the skills in $AERIE_HOME say, a read per skill that only the report
+// shows: extension_manage learns what a load made of its artifacts from
+// their status, trust and reason alone.
+func (x *Extensions) report(provenance bool) extensions.Report {
 	r := x.Set.Report
 	hookArts, skillArts, mcpArts := x.Hooks.Artifacts(x.workspace), SkillArtifacts(x.Skills), MCPArtifacts(x.MCP)
 	var pluginArts []extensions.Artifact
@@ -167,7 +173,9 @@ func (x *Extensions) Report() extensions.Report {
 	arts = append(arts, pluginArts...)
 	arts = append(arts, skillArts...)
 	r.Artifacts = append(arts, mcpArts...)
-	r.Artifacts = withSkillProvenance(r.Layers, r.Artifacts)
+	if provenance {
+		r.Artifacts = withSkillProvenance(r.Layers, r.Artifacts)
+	}
 	return r
 }
 

@@ -379,6 +379,11 @@ func (f *File) Stat() (fs.FileInfo, error) {
 	return statInfo(path.Base(f.name), &st), nil
 }
 
+// TypeSize reports whether the open file is a regular file, and its
+// size: what Stat says of them, with the same errors, without making an
+// fs.FileInfo — a loader reading hundreds of files needs no more.
+func (f *File) TypeSize() (regular bool, size int64, err error) { return f.typeSize() }
+
 // typeSize is what Stat says of the file's type and size, without making
 // an fs.FileInfo.
 func (f *File) typeSize() (regular bool, size int64, err error) {

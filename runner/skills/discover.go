@@ -395,6 +395,10 @@ func (d *discovery) walk(dir string) {
 		d.skipDir(dir, "cannot read the directory: %s", describe(err))
 		return
 	}
+	if d.items == nil {
+		// Most entries of a skills directory are skills.
+		d.items = make([]item, 0, len(entries))
+	}
 	for _, e := range entries {
 		if e.Name() == "SKILL.md" {
 			r := d.treeRead.read(path.Join(dir, "SKILL.md"))

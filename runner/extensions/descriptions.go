@@ -142,7 +142,7 @@ func loadDescriptions(v *view) (Descriptions, []Artifact) {
 		if lv.err != nil {
 			continue
 		}
-		if _, err := lv.files.lstat(ToolDescriptionsFile); absent(err) {
+		if !there(lv.files, ToolDescriptionsFile) {
 			continue
 		}
 		a := newArtifact(TypeToolDescriptions, lv, ToolDescriptionsFile)

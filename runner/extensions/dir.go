@@ -1,6 +1,8 @@
 package extensions
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +39,10 @@ import (
 // relative.
 type Dir struct {
 	path string
+	// top is the path of the directory the Dir was opened beneath (by
+	// OpenDir on it and its descendants), path itself for one opened by
+	// the package's OpenDir.
+	top string
 	// fd is an O_PATH descriptor of the directory; -1 when the Dir is an
 	// os.Root only.
 	fd int
@@ -85,9 +91,9 @@ func OpenDir(path string) (*Dir, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Dir{path: path, fd: -1, root: r}, nil
+		return &Dir{path: path, top: path, fd: -1, root: r}, nil
 	}
-	return &Dir{path: path, fd: fd}, nil
+	return &Dir{path: path, top: path, fd: fd}, nil
 }
 
 // Path returns the directory's path, as opened.
@@ -157,7 +163,7 @@ func (d *Dir) OpenDir(name string) (*Dir, error) {
 	if d.fd >= 0 {
 		fd, redo, err := d.openBeneath(name, unix.O_PATH|unix.O_DIRECTORY)
 		if err == nil {
-			return &Dir{path: path.Join(d.path, name), fd: fd}, nil
+			return &Dir{path: path.Join(d.path, name), top: d.top, fd: fd}, nil
 		}
 		if !redo {
 			return nil, &fs.PathError{Op: "openat", Path: name, Err: err}
@@ -173,7 +179,33 @@ func (d *Dir) OpenDir(name string) (*Dir, error) {
 	}
 	// A sub-root decides everything itself: it is rare (a link to
 	// elsewhere in the directory) and stays so.
-	return &Dir{path: path.Join(d.path, name), fd: -1, root: sub}, nil
+	return &Dir{path: path.Join(d.path, name), top: d.top, fd: -1, root: sub}, nil
+}
+
+// isDir reports whether name below d is a directory, following links
+// that stay below d, as an os.Root's Stat does: a directory opens with
+// O_DIRECTORY in one system call, where os.Root would open every
+// directory on the way.
+func (d *Dir) isDir(name string) bool {
+	if checkName(name) != nil {
+		return false
+	}
+	if d.fd >= 0 {
+		fd, redo, err := d.openBeneath(name, unix.O_PATH|unix.O_DIRECTORY)
+		if err == nil {
+			unix.Close(fd)
+			return true
+		}
+		if !redo {
+			return false
+		}
+	}
+	root, err := d.osRoot()
+	if err != nil {
+		return false
+	}
+	fi, err := root.Stat(name)
+	return err == nil && fi.IsDir()
 }
 
 // fileFlags open a file for reading without blocking on a FIFO, waiting
@@ -261,6 +293,21 @@ func (d *Dir) Lstat(name string) (fs.FileInfo, error) {
 // out. Their types come from the directory itself: unlike an os.Root's
 // ReadDir, it does not stat every entry.
 func (d *Dir) ReadDir(name string, max int) (entries []fs.DirEntry, more bool, err error) {
+	if err := checkName(name); err != nil {
+		return nil, false, &fs.PathError{Op: "openat", Path: name, Err: err}
+	}
+	if d.fd >= 0 {
+		// Read with bare system calls: open, getdents until the end,
+		// close, and no entry allocated on its own.
+		fd, redo, err := d.openBeneath(name, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err == nil {
+			defer unix.Close(fd)
+			return d.readDirFD(fd, name, max)
+		}
+		if !redo {
+			return nil, false, &fs.PathError{Op: "openat", Path: name, Err: err}
+		}
+	}
 	f, err := d.openDir(name)
 	if err != nil {
 		return nil, false, err
@@ -272,13 +319,17 @@ func (d *Dir) ReadDir(name string, max int) (entries []fs.DirEntry, more bool, e
 		return entries, false, err
 	}
 	for len(entries) < max {
-		des, err := f.ReadDir(min(1024, max-len(entries)))
+		n := min(1024, max-len(entries))
+		des, err := f.ReadDir(n)
 		entries = append(entries, des...)
 		if errors.Is(err, io.EOF) || (err == nil && len(des) == 0) {
 			break
 		}
 		if err != nil {
 			return nil, false, err
+		}
+		if len(des) < n {
+			break // ReadDir stops short only at the end of the directory
 		}
 	}
 	if len(entries) == max {
@@ -289,6 +340,101 @@ func (d *Dir) ReadDir(name string, max int) (entries []fs.DirEntry, more bool, e
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return entries, more, nil
 }
+
+// direntBufs are the buffers getdents fills.
+var direntBufs = sync.Pool{New: func() any { return new([8192]byte) }}
+
+// readDirFD is ReadDir of the directory open at fd, name below d: the
+// entries in name order, at most max of them (all when max ≤ 0). An
+// entry's type comes from the directory, or from an lstat where the file
+// system does not say (as os.File.ReadDir does).
+func (d *Dir) readDirFD(fd int, name string, max int) ([]fs.DirEntry, bool, error) {
+	buf := direntBufs.Get().(*[8192]byte)
+	defer direntBufs.Put(buf)
+	var (
+		list []dirEntry
+		more bool
+	)
+read:
+	for {
+		n, err := ignoringEINTR(func() (int, error) { return unix.Getdents(fd, buf[:]) })
+		if err != nil {
+			return nil, false, &fs.PathError{Op: "readdirent", Path: path.Join(d.path, name), Err: err}
+		}
+		if n <= 0 {
+			break
+		}
+		for b := buf[:n]; len(b) >= 19; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < 19 || reclen > len(b) {
+				return nil, false, &fs.PathError{Op: "readdirent", Path: path.Join(d.path, name), Err: syscall.EIO}
+			}
+			typ, nb := b[18], b[19:reclen]
+			b = b[reclen:]
+			if i := bytes.IndexByte(nb, 0); i >= 0 {
+				nb = nb[:i]
+			}
+			if string(nb) == "." || string(nb) == ".." {
+				continue
+			}
+			if max > 0 && len(list) == max {
+				more = true
+				break read
+			}
+			e := dirEntry{name: string(nb), dir: d, parent: name}
+			switch typ {
+			case unix.DT_REG:
+			case unix.DT_DIR:
+				e.typ = fs.ModeDir
+			case unix.DT_LNK:
+				e.typ = fs.ModeSymlink
+			case unix.DT_FIFO:
+				e.typ = fs.ModeNamedPipe
+			case unix.DT_SOCK:
+				e.typ = fs.ModeSocket
+			case unix.DT_CHR:
+				e.typ = fs.ModeDevice | fs.ModeCharDevice
+			case unix.DT_BLK:
+				e.typ = fs.ModeDevice
+			default:
+				var st unix.Stat_t
+				err := ignoringEINTR0(func() error { return unix.Fstatat(fd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW) })
+				if errors.Is(err, unix.ENOENT) {
+					continue // gone since the directory was read
+				}
+				if err != nil {
+					return nil, false, &fs.PathError{Op: "lstat", Path: path.Join(d.path, name, e.name), Err: err}
+				}
+				e.typ = statInfo(e.name, &st).Mode().Type()
+			}
+			list = append(list, e)
+		}
+	}
+	slices.SortFunc(list, func(a, b dirEntry) int { return strings.Compare(a.name, b.name) })
+	var entries []fs.DirEntry
+	if len(list) > 0 {
+		entries = make([]fs.DirEntry, len(list))
+		for i := range list {
+			entries[i] = &list[i]
+		}
+	}
+	return entries, more, nil
+}
+
+// dirEntry is an entry readDirFD found.
+type dirEntry struct {
+	name string
+	typ  fs.FileMode
+	// dir and parent are where it was found, for Info.
+	dir    *Dir
+	parent string
+}
+
+func (e *dirEntry) Name() string               { return e.name }
+func (e *dirEntry) IsDir() bool                { return e.typ.IsDir() }
+func (e *dirEntry) Type() fs.FileMode          { return e.typ }
+func (e *dirEntry) Info() (fs.FileInfo, error) { return e.dir.Lstat(path.Join(e.parent, e.name)) }
+func (e *dirEntry) String() string             { return fs.FormatDirEntry(e) }
 
 // openDir opens the directory name for listing, as a plain *os.File: one
 // that is not marked as opened in a root, so that its ReadDir takes the
@@ -344,6 +490,11 @@ func (f *File) Stat() (fs.FileInfo, error) {
 	}
 	return statInfo(path.Base(f.name), &st), nil
 }
+
+// TypeSize reports whether the open file is a regular file, and its
+// size: what Stat says of them, with the same errors, without making an
+// fs.FileInfo — a loader reading hundreds of files needs no more.
+func (f *File) TypeSize() (regular bool, size int64, err error) { return f.typeSize() }
 
 // typeSize is what Stat says of the file's type and size, without making
 // an fs.FileInfo.

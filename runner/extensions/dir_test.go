@@ -2,6 +2,7 @@ package extensions
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -165,7 +166,60 @@ func TestDirReadDir(t *testing.T) {
 				t.Errorf("ReadDir(%q) read a directory", name)
 			}
 		}
+		// Info is the entry's lstat.
+		des, _, err = d.ReadDir(".", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, de := range des {
+			fi, err := de.Info()
+			want, werr := os.Lstat(filepath.Join(dir, de.Name()))
+			if err != nil || werr != nil || fi.Mode() != want.Mode() || fi.Size() != want.Size() {
+				t.Errorf("%s: Info %v, %v; want %v", de.Name(), fi, err, want)
+			}
+		}
 	})
+}
+
+// TestDirReadDirLarge: a directory that takes many reads of its entries
+// lists as os.ReadDir lists it, whole or cut at max.
+func TestDirReadDirLarge(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var want []string
+	for i := range 700 {
+		name := fmt.Sprintf("%03d-%s", i, strings.Repeat("n", i%90))
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, name)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "zz"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, "zz")
+	d, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	des, more, err := d.ReadDir(".", 0)
+	if err != nil || more {
+		t.Fatal(more, err)
+	}
+	var got []string
+	for _, de := range des {
+		got = append(got, de.Name())
+	}
+	if diff := cmp.Diff(want, got); diff != "" || !des[len(des)-1].IsDir() {
+		t.Errorf("entries (-want +got):\n%s", diff)
+	}
+	if des, more, err := d.ReadDir(".", 701); err != nil || more || len(des) != 701 {
+		t.Errorf("exactly 701: %d entries, more %v, %v", len(des), more, err)
+	}
+	if des, more, err := d.ReadDir(".", 650); err != nil || !more || len(des) != 650 {
+		t.Errorf("at most 650: %d entries, more %v, %v", len(des), more, err)
+	}
 }
 
 func TestDirOpenDir(t *testing.T) {

@@ -127,7 +127,7 @@ func ProjectLayers(workspace, workDir string) ([]Layer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find project layers: working directory %w; run inside the workspace or widen it", err)
 	}
-	root, err := os.OpenRoot(ws)
+	root, err := OpenDir(ws)
 	if err != nil {
 		return nil, fmt.Errorf("find project layers: %w", err)
 	}
@@ -136,7 +136,7 @@ func ProjectLayers(workspace, workDir string) ([]Layer, error) {
 	for dir := rel; ; dir = filepath.Dir(dir) {
 		for _, name := range ProjectDirs {
 			p := filepath.Join(dir, name)
-			if fi, err := root.Stat(p); err == nil && fi.IsDir() {
+			if root.isDir(filepath.ToSlash(p)) {
 				layers = append(layers, Layer{Name: filepath.ToSlash(p), Dir: filepath.Join(ws, p), Kind: KindProject})
 			}
 		}
@@ -184,6 +184,9 @@ type Source struct {
 	// Getenv reads AERIE_SYSTEM_PROMPT_FILE and
 	// AERIE_TOOL_DESCRIPTIONS_FILE; nil is an empty environment.
 	Getenv func(string) string
+	// Listing, when set, is the load's listing of the layers' top
+	// directories (ListLayers): names it does not show are not looked for.
+	Listing *Listing
 }
 
 func (s Source) getenv(key string) string {
@@ -234,7 +237,9 @@ func (s Source) open() (*view, error) {
 			return nil, fmt.Errorf("open extensions: working directory %w", err)
 		}
 		v.wsDir, v.workRel = dir, rel
-		if v.ws, err = OpenDir(dir); err != nil {
+		if v.ws = s.Listing.Workspace(dir); v.ws != nil {
+			// The listing's, which it closes.
+		} else if v.ws, err = OpenDir(dir); err != nil {
 			v.ws, v.wsErr = nil, err
 		} else {
 			v.closers = append(v.closers, v.ws)
@@ -267,6 +272,9 @@ func (v *view) openLayer(l Layer) (files, error) {
 		if err != nil {
 			return nil, fmt.Errorf("project layer %w", err)
 		}
+		if sub := v.src.Listing.Dir(l); sub != nil {
+			return rootFiles{root: v.ws, sub: sub, dir: l.Dir, prefix: rel, top: v.src.Listing.of(l)}, nil
+		}
 		sub, err := v.ws.OpenDir(filepath.ToSlash(rel))
 		switch {
 		case errors.Is(err, syscall.ENOTDIR):
@@ -275,14 +283,17 @@ func (v *view) openLayer(l Layer) (files, error) {
 			return nil, err
 		}
 		v.closers = append(v.closers, sub)
-		return rootFiles{root: v.ws, sub: sub, dir: l.Dir, prefix: rel}, nil
+		return rootFiles{root: v.ws, sub: sub, dir: l.Dir, prefix: rel, top: v.src.Listing.of(l)}, nil
 	default:
+		if r := v.src.Listing.Dir(l); r != nil {
+			return rootFiles{root: r, dir: l.Dir, prefix: ".", top: v.src.Listing.of(l)}, nil
+		}
 		r, err := OpenDir(l.Dir)
 		if err != nil {
 			return nil, err
 		}
 		v.closers = append(v.closers, r)
-		return rootFiles{root: r, dir: l.Dir, prefix: "."}, nil
+		return rootFiles{root: r, dir: l.Dir, prefix: ".", top: v.src.Listing.of(l)}, nil
 	}
 }
 

@@ -51,6 +51,12 @@ func TestDiscover(t *testing.T) {
 			want:    []string{"a/.osprey", "home", "bundled"},
 		},
 		{
+			name:    "a link to a file, or a dangling one, is not a layer",
+			files:   map[string]string{"f": "text", "a/.aerie": "->../f", "a/.osprey": "->../missing", ".osprey": "->a"},
+			workDir: "a",
+			want:    []string{".osprey", "home", "bundled"},
+		},
+		{
 			name:    "no home directory, no home layer",
 			files:   map[string]string{"a": "<dir>"},
 			workDir: "a",

@@ -77,6 +77,33 @@ type rootFiles struct {
 	sub    *Dir   // nil: read through root only
 	dir    string // absolute directory of the layer
 	prefix string // the layer's directory relative to root, "." for itself
+	// top is the load's listing of the layer's directory; nil when there
+	// is none. A name at the top that it does not hold is not opened.
+	top map[string]struct{}
+}
+
+// unlisted reports whether the listing of the layer shows that there is
+// nothing at name, and the error an open of it would give.
+func (r rootFiles) unlisted(name string) (bool, error) {
+	if r.top == nil || strings.Contains(name, "/") {
+		return false, nil
+	}
+	if _, ok := r.top[name]; ok {
+		return false, nil
+	}
+	return true, &fs.PathError{Op: "openat", Path: name, Err: syscall.ENOENT}
+}
+
+// there reports whether the layer holds anything at name (a file, a
+// directory, a link, dangling or not): from the load's listing when it
+// has one, otherwise from an lstat.
+func there(f files, name string) bool {
+	if r, ok := f.(rootFiles); ok && r.top != nil && !strings.Contains(name, "/") {
+		_, ok := r.top[name]
+		return ok
+	}
+	_, err := f.lstat(name)
+	return !absent(err)
 }
 
 func (r rootFiles) rel(name string) string {
@@ -86,6 +113,9 @@ func (r rootFiles) rel(name string) string {
 // open opens name (slash-separated, in the layer) for reading without
 // blocking on a FIFO.
 func (r rootFiles) open(name string) (*File, error) {
+	if no, err := r.unlisted(name); no {
+		return nil, err
+	}
 	if r.sub != nil {
 		f, err := r.sub.Open(name)
 		if !escapes(err) {
@@ -139,6 +169,9 @@ func (r rootFiles) readDir(name string) ([]string, bool, error) {
 }
 
 func (r rootFiles) readEntries(name string) ([]fs.DirEntry, bool, error) {
+	if no, err := r.unlisted(name); no {
+		return nil, false, err
+	}
 	if r.sub != nil {
 		des, more, err := r.sub.ReadDir(name, MaxDirEntries)
 		if !escapes(err) {

@@ -1,6 +1,7 @@
 package extensions
 
 import (
+	"io/fs"
 	"sync"
 	"time"
 
@@ -61,8 +62,45 @@ func (g *Guard) Verify() Verdict {
 	if g.ids != nil && unchanged(g.ids) {
 		return g.last
 	}
+	return g.verify(nil)
+}
+
+// VerifyRead is Verify for a loader that has just read the manifest
+// through layer, the layer's directory: doc are the bytes it read and
+// info what a stat of the open file said before the read. The manifest is
+// not read again, and the executables inside the layer are read through
+// layer, so that a check costs no more opens than the files it hashes.
+//
+// layer is used only when it was opened as the pins would open it —
+// beneath the workspace for a project layer, at the layer's directory for
+// the others; otherwise, and for a manifest over MaxArtifactBytes, this
+// is Verify.
+func (g *Guard) VerifyRead(doc []byte, info fs.FileInfo, layer *Dir) Verdict {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ids != nil && unchanged(g.ids) {
+		return g.last
+	}
+	if layer == nil || info == nil || info.Size() > MaxArtifactBytes || int64(len(doc)) > MaxArtifactBytes {
+		return g.verify(nil)
+	}
+	b, err := newPinBase(g.pins.base(), g.layer, g.manifest)
+	if err != nil {
+		return g.verify(nil)
+	}
+	open, done, ok := b.through(g.layer, layer)
+	if !ok {
+		return g.verify(nil)
+	}
+	defer done()
+	id := identify(g.manifest, info)
+	return g.verify(&loaded{doc: doc, id: &id, open: open})
+}
+
+// verify is Verify, with the lock held.
+func (g *Guard) verify(pre *loaded) Verdict {
 	start := time.Now().UnixNano()
-	v, ids := g.pins.verdictIDs(g.layer, g.manifest, g.executables, nil)
+	v, ids := g.pins.verdictIDs(g.layer, g.manifest, g.executables, pre)
 	g.ids, g.last = nil, Verdict{}
 	if v.Status == Trusted && v.Pinned && ids != nil && settled(ids, start-int64(g.window)) {
 		g.ids, g.last = ids, v

@@ -1,11 +1,14 @@
 package extensions
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // guarded writes a pinned project tool and returns its Guard, which keeps
@@ -139,4 +142,108 @@ func TestSettled(t *testing.T) {
 	if settled([]fileID{{ctime: -1}}, 100) {
 		t.Error("a file without times is settled")
 	}
+}
+
+// TestGuardVerifyRead: a verdict from the bytes a loader read through the
+// layer's directory is the verdict Verify gives, and keeps the same
+// identities — the manifest's included — so that a changed manifest is
+// hashed again; a directory opened otherwise than the pins would open it
+// is not read through.
+func TestGuardVerifyRead(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	tree(t, ws, map[string]string{
+		".aerie/tools/t.toml": manifest("t", "./t.sh"), ".aerie/tools/t.sh": "#!/bin/sh\necho ok\n",
+		"other/tools/t.toml": manifest("t", "./t.sh"), "other/tools/t.sh": "#!/bin/sh\necho other\n",
+	})
+	l := project(ws, ".aerie")
+	man := filepath.Join(ws, ".aerie/tools/t.toml")
+	pins := NewPins(ws, mustPin(t, ws, l, man, "./t.sh"))
+	read := func(t *testing.T, layer *Dir) ([]byte, fs.FileInfo) {
+		t.Helper()
+		f, err := layer.Open("tools/t.toml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := f.ReadBounded(MaxArtifactBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return doc, fi
+	}
+	openLayer := func(t *testing.T, top, rel string) *Dir {
+		t.Helper()
+		d, err := OpenDir(top)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		if rel == "" {
+			return d
+		}
+		sub, err := d.OpenDir(rel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sub.Close() })
+		return sub
+	}
+
+	t.Run("same verdict", func(t *testing.T) {
+		layer := openLayer(t, ws, ".aerie")
+		doc, fi := read(t, layer)
+		g := pins.Guard(l, man, []string{"./t.sh"})
+		g.window = 0
+		got, want := g.VerifyRead(doc, fi, layer), pins.Guard(l, man, []string{"./t.sh"}).Verify()
+		if diff := cmp.Diff(want, got); diff != "" || got.Status != Trusted {
+			t.Fatalf("VerifyRead differs from Verify (-want +got):\n%s", diff)
+		}
+		if len(g.ids) != 2 || g.ids[0].path != man {
+			t.Fatalf("identities %+v, want the manifest's and the script's", g.ids)
+		}
+		// The manifest's identity is kept: touching it makes the next
+		// Verify hash again, against pins that now refuse it.
+		g.pins = NewPins(ws)
+		if err := os.Chtimes(man, time.Now(), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if v := g.Verify(); v.Status != Untrusted {
+			t.Errorf("after a change of the manifest: %+v, want a hash against the new pins", v)
+		}
+	})
+	t.Run("bytes read are hashed", func(t *testing.T) {
+		// The pin covers the bytes the loader read and parsed, not those
+		// a second read would find.
+		layer := openLayer(t, ws, ".aerie")
+		_, fi := read(t, layer)
+		g := pins.Guard(l, man, []string{"./t.sh"})
+		if v := g.VerifyRead([]byte("other bytes"), fi, layer); v.Status != Modified {
+			t.Errorf("verdict %+v, want modified", v)
+		}
+	})
+	t.Run("layer not opened beneath the workspace", func(t *testing.T) {
+		// Opened directly, the layer's directory does not confine reads
+		// to the workspace as the pins do: Verify decides, from the file.
+		layer := openLayer(t, filepath.Join(ws, ".aerie"), "")
+		_, fi := read(t, layer)
+		g := pins.Guard(l, man, []string{"./t.sh"})
+		if v := g.VerifyRead([]byte("other bytes"), fi, layer); v.Status != Trusted {
+			t.Errorf("verdict %+v, want trusted from a read of the file", v)
+		}
+	})
+	t.Run("another directory", func(t *testing.T) {
+		// The same manifest bytes, but another script beside them: read
+		// through that directory the pin would not match.
+		layer := openLayer(t, ws, "other")
+		doc, fi := read(t, layer)
+		g := pins.Guard(l, man, []string{"./t.sh"})
+		if v := g.VerifyRead(doc, fi, layer); v.Status != Trusted {
+			t.Errorf("verdict %+v, want trusted from the layer's own files", v)
+		}
+	})
 }

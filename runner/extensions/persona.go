@@ -119,7 +119,7 @@ func LoadPersona(src Source, name string) (Persona, []Artifact, error) {
 		if lv.err != nil {
 			continue
 		}
-		if _, err := lv.files.lstat(file); absent(err) {
+		if !there(lv.files, file) {
 			continue
 		}
 		a := newArtifact(TypePersona, lv, file)

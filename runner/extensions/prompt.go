@@ -199,7 +199,7 @@ type promptFile struct {
 }
 
 func readPromptFile(lv layerView, name string) promptFile {
-	if _, err := lv.files.lstat(name); absent(err) {
+	if !there(lv.files, name) {
 		return promptFile{}
 	}
 	f := promptFile{there: true}

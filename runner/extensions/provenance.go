@@ -103,6 +103,13 @@ func ParseProvenance(doc []byte) (Provenance, error) {
 // readProvenance reads the sidecar of the artifact name in f. data, when
 // not nil, is the artifact's bytes, compared with the recorded digest.
 func readProvenance(f files, name string, data []byte) Provenance {
+	return readProvenanceOf(f, name, func() []byte { return data })
+}
+
+// readProvenanceOf is readProvenance with the artifact's bytes read only
+// when there is a sidecar to compare them with: most artifacts have
+// none. data returns nil when they cannot be read.
+func readProvenanceOf(f files, name string, data func() []byte) Provenance {
 	sc := name + ProvenanceSuffix
 	doc, err := f.readFile(sc, MaxProvenanceBytes)
 	if absent(err) {
@@ -116,7 +123,7 @@ func readProvenance(f files, name string, data []byte) Provenance {
 	if err != nil {
 		return Provenance{State: ProvenanceUnknown, Sidecar: p.Sidecar, Reason: sanitize(err.Error())}
 	}
-	if data != nil && p.Digest != digest(data) {
+	if b := data(); b != nil && p.Digest != digest(b) {
 		p.DigestMismatch = true
 	}
 	return p
@@ -126,25 +133,49 @@ func readProvenance(f files, name string, data []byte) Provenance {
 // absolute path inside l.Dir), reading its sidecar through an os.Root at
 // the layer.
 func ReadProvenance(l Layer, path string) Provenance {
+	return ReadProvenances(l, []string{path})[0]
+}
+
+// ReadProvenances is ReadProvenance of each of paths, with the layer
+// opened once.
+func ReadProvenances(l Layer, paths []string) []Provenance {
+	out := make([]Provenance, len(paths))
 	if l.Dir == "" {
-		return Provenance{State: ProvenanceLegacy}
+		for i := range out {
+			out[i] = Provenance{State: ProvenanceLegacy}
+		}
+		return out
 	}
-	rel, ok := relInside(l.Dir, path)
-	if !ok {
-		return Provenance{State: ProvenanceUnknown, Reason: fmt.Sprintf("%s is outside the layer %s", path, l.Dir)}
+	var (
+		root    *Dir
+		rootErr error
+	)
+	for i, path := range paths {
+		rel, ok := relInside(l.Dir, path)
+		if !ok {
+			out[i] = Provenance{State: ProvenanceUnknown, Reason: fmt.Sprintf("%s is outside the layer %s", path, l.Dir)}
+			continue
+		}
+		if root == nil && rootErr == nil {
+			if root, rootErr = OpenDir(l.Dir); rootErr == nil {
+				defer root.Close()
+			}
+		}
+		if rootErr != nil {
+			out[i] = Provenance{State: ProvenanceUnknown, Reason: sanitize(rootErr.Error())}
+			continue
+		}
+		f := rootFiles{root: root, dir: l.Dir, prefix: "."}
+		name := filepath.ToSlash(rel)
+		out[i] = readProvenanceOf(f, strings.TrimPrefix(name, "./"), func() []byte {
+			data, err := f.readFile(name, MaxArtifactBytes)
+			if err != nil {
+				return nil
+			}
+			return data
+		})
 	}
-	root, err := OpenDir(l.Dir)
-	if err != nil {
-		return Provenance{State: ProvenanceUnknown, Reason: sanitize(err.Error())}
-	}
-	defer root.Close()
-	f := rootFiles{root: root, dir: l.Dir, prefix: "."}
-	name := filepath.ToSlash(rel)
-	data, err := f.readFile(name, MaxArtifactBytes)
-	if err != nil {
-		data = nil
-	}
-	return readProvenance(f, strings.TrimPrefix(name, "./"), data)
+	return out
 }
 
 // Digest returns the digest of an artifact's bytes as the report, trust

@@ -186,7 +186,7 @@ func loadToolsets(v *view) (*Toolsets, []Artifact) {
 		if lv.err != nil {
 			continue
 		}
-		if _, err := lv.files.lstat(ToolsetsFile); absent(err) {
+		if !there(lv.files, ToolsetsFile) {
 			continue
 		}
 		a := newArtifact(TypeToolsets, lv, ToolsetsFile)

@@ -105,6 +105,14 @@ type Pins struct {
 	err error
 }
 
+// base is the workspace the pins' paths start from.
+func (p *Pins) base() string {
+	if p == nil {
+		return ""
+	}
+	return p.workspace
+}
+
 // NewPins returns pins for the workspace root, as if read from a trust
 // file. It is for callers that hold pins from elsewhere.
 func NewPins(workspace string, pins ...Pin) *Pins {
@@ -141,7 +149,7 @@ func loadPins(v *view) (*Pins, []Artifact) {
 		if lv.err != nil {
 			continue
 		}
-		if _, err := lv.files.lstat(TrustFile); absent(err) {
+		if !there(lv.files, TrustFile) {
 			continue
 		}
 		a := newArtifact(TypeTrust, lv, TrustFile)
@@ -206,6 +214,9 @@ func (p *Pins) Check(l Layer, manifest string, executables []string) Verdict {
 type loaded struct {
 	doc  []byte      // the manifest's bytes
 	prov *Provenance // its provenance
+	// id is the manifest's identity from before it was read; nil when
+	// the caller does not keep identities.
+	id *fileID
 	// open opens a file by its path relative to the pin's base (the
 	// workspace for project layers, the layer for the others).
 	open func(rel string) (*File, error)
@@ -254,6 +265,9 @@ func (p *Pins) check(l Layer, manifest string, executables []string, pre *loaded
 		var b pinBase
 		if b, err = newPinBase(p.workspace, l, manifest); err == nil {
 			pin, ids, err = b.compute(pre.doc, executables, pre.open)
+		}
+		if err == nil && pre.id != nil {
+			ids = append([]fileID{*pre.id}, ids...)
 		}
 	} else {
 		pin, ids, err = computePin(p.workspace, l, manifest, executables)
@@ -383,6 +397,58 @@ func (b pinBase) open(l Layer) (rootFiles, error) {
 		}
 	}
 	return rf, nil
+}
+
+// through returns how to open files by their path from the base through
+// layer, a directory already open at l's directory, as open would: a path
+// inside the layer through it, any other through the base, opened when
+// first needed. ok is false when layer was not opened as open opens the
+// layer (beneath the base for a project layer, at the base otherwise), so
+// that it would not confine the reads the same way.
+func (b pinBase) through(l Layer, layer *Dir) (open func(rel string) (*File, error), done func(), ok bool) {
+	if l.Kind != KindProject {
+		if layer.top != layer.path || (layer.path != b.base && layer.path != b.lexical) {
+			return nil, nil, false
+		}
+		return layer.Open, func() {}, true
+	}
+	if l.Dir == "" || (layer.top != b.base && layer.top != b.lexical) {
+		return nil, nil, false
+	}
+	prefix, ok := relInside(layer.top, layer.path)
+	if !ok || prefix == "." || layer.path != filepath.Join(layer.top, prefix) {
+		return nil, nil, false
+	}
+	if want, _ := relInside(b.lexical, l.Dir); want != prefix {
+		if want, _ = relInside(b.base, l.Dir); want != prefix {
+			return nil, nil, false
+		}
+	}
+	var (
+		root    *Dir
+		rootErr error
+	)
+	open = func(rel string) (*File, error) {
+		if inner, ok := relInside(prefix, rel); ok {
+			f, err := layer.Open(filepath.ToSlash(inner))
+			if !escapes(err) {
+				return f, err
+			}
+		}
+		if root == nil && rootErr == nil {
+			root, rootErr = OpenDir(layer.top)
+		}
+		if rootErr != nil {
+			return nil, rootErr
+		}
+		return root.Open(filepath.ToSlash(rel))
+	}
+	done = func() {
+		if root != nil {
+			root.Close()
+		}
+	}
+	return open, done, true
 }
 
 // compute hashes the manifest doc and the executables, opened with open,

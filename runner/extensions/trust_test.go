@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestComputePinEncoding fixes the documented hash encoding, so that a
@@ -196,6 +198,19 @@ func TestReadProvenance(t *testing.T) {
 	}
 	if p := ReadProvenance(l, filepath.Join(h, "tools/none.toml")); p.State != ProvenanceLegacy {
 		t.Errorf("none: %+v, want legacy", p)
+	}
+	// Read together, with the layer opened once, they say the same; a
+	// path outside the layer is unknown and does not stop the others.
+	paths := []string{filepath.Join(h, "tools/a.toml"), "/elsewhere/x.toml", filepath.Join(h, "tools/b.toml"), filepath.Join(h, "tools/c.toml"), filepath.Join(h, "tools/none.toml")}
+	var want []Provenance
+	for _, p := range paths {
+		want = append(want, ReadProvenance(l, p))
+	}
+	if diff := cmp.Diff(want, ReadProvenances(l, paths)); diff != "" {
+		t.Errorf("ReadProvenances differs from ReadProvenance (-want +got):\n%s", diff)
+	}
+	if want[1].State != ProvenanceUnknown || !strings.Contains(want[1].Reason, "outside the layer") {
+		t.Errorf("outside: %+v, want unknown", want[1])
 	}
 	if _, err := os.Stat(filepath.Join(h, "tools")); err != nil {
 		t.Fatal(err)

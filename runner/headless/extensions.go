@@ -70,7 +70,7 @@ func newKit(opts Options, builtin []tools.Tool) (*kit, error) {
 	case err == nil:
 		k.manager = m
 		k.builtin = append(k.builtin, userlayer.NewTool(m))
-		m.Reloaded(x.Report(), nil)
+		m.Reloaded(x.report(false), nil)
 	case !errors.Is(err, userlayer.ErrNoUserLayer):
 		opts.Logger.Warn("extension_manage is not offered", "err", err)
 	}

@@ -70,30 +70,56 @@ type Extensions struct {
 // report, and those that stop a run in Err.
 func LoadExtensions(o LoadOptions) (*Extensions, error) {
 	ws := o.workspace()
+	// Every loader looks for a few names at the top of each layer: one
+	// listing of each answers them all.
+	listing := extensions.ListLayers(o.Layers, ws)
+	defer listing.Close()
+	// Plugins and skills need nothing the other loaders find: they are
+	// read meanwhile. Each loader reads its layers concurrently already;
+	// this fills the processors while one of them waits for its slowest
+	// layer.
+	var (
+		plugs      *plugins.Set
+		sk         *skills.Set
+		plugErr    error
+		skillsErr  error
+		pluginsRan = make(chan struct{})
+	)
+	go func() {
+		defer close(pluginsRan)
+		plugs, plugErr = plugins.Load(o.Layers, plugins.Options{WorkDir: o.Dir, Disabled: o.DisabledPlugins, Listing: listing})
+		var pluginRoots []skills.Root
+		if plugs != nil {
+			for _, r := range plugs.SkillRoots() {
+				pluginRoots = append(pluginRoots, skills.Root{Name: "plugin " + r.Namespace, Dir: r.Dir, Namespace: r.Namespace})
+			}
+		}
+		sk, skillsErr = skills.DiscoverIn(skills.Roots(o.Layers, skills.Options{WorkDir: o.Dir, Workspace: ws, Home: o.UserHome, Plugins: pluginRoots, Listing: listing}), listing)
+	}()
 	set, err := extensions.Load(extensions.Source{
-		Layers: o.Layers, Workspace: o.Workspace, WorkDir: o.Dir, Getenv: o.Getenv,
+		Layers: o.Layers, Workspace: o.Workspace, WorkDir: o.Dir, Getenv: o.Getenv, Listing: listing,
 	}, extensions.Options{Builtins: BuiltinToolNames(), Persona: o.Persona, Commands: o.Commands, Pins: o.Pins})
 	if err != nil {
+		<-pluginsRan
 		return nil, fmt.Errorf("extensions: %w", err)
 	}
 	x := &Extensions{Set: set, workspace: ws}
-	x.Hooks, err = hooks.Load(o.Layers, set.Pins, hooks.LoadOptions{Dir: o.Dir, Workspace: ws})
-	x.fail("hooks", err)
+	var hooksErr, mcpErr error
+	x.Hooks, hooksErr = hooks.Load(o.Layers, set.Pins, hooks.LoadOptions{Dir: o.Dir, Workspace: ws, Listing: listing})
+	x.MCP, mcpErr = mcp.Load(o.Layers, set.Pins, mcp.LoadOptions{Dir: o.Dir, Listing: listing})
+	<-pluginsRan
 
-	// Plugins add skills, hooks (after the layers') and MCP servers.
-	x.Plugins, err = plugins.Load(o.Layers, plugins.Options{WorkDir: o.Dir, Disabled: o.DisabledPlugins})
-	x.fail("plugins", err)
-	var pluginRoots []skills.Root
+	// The findings and errors in the loaders' order: hooks, plugins (whose
+	// hooks come after the layers'), skills, MCP servers.
+	x.fail("hooks", hooksErr)
+	x.Plugins = plugs
+	x.fail("plugins", plugErr)
 	if x.Plugins != nil {
 		x.Hooks.Hooks = append(x.Hooks.Hooks, x.Plugins.Hooks()...)
-		for _, r := range x.Plugins.SkillRoots() {
-			pluginRoots = append(pluginRoots, skills.Root{Name: "plugin " + r.Namespace, Dir: r.Dir, Namespace: r.Namespace})
-		}
 	}
-	x.Skills, err = skills.Discover(skills.Roots(o.Layers, skills.Options{WorkDir: o.Dir, Workspace: ws, Home: o.UserHome, Plugins: pluginRoots}))
-	x.fail("skills", err)
-	x.MCP, err = mcp.Load(o.Layers, set.Pins, mcp.LoadOptions{Dir: o.Dir})
-	x.fail("MCP servers", err)
+	x.Skills = sk
+	x.fail("skills", skillsErr)
+	x.fail("MCP servers", mcpErr)
 	if x.Plugins != nil {
 		for _, p := range x.Plugins.Plugins {
 			if len(p.MCPServers) == 0 {
@@ -123,15 +149,33 @@ func (x *Extensions) Err() error {
 
 // Report is the extensions report: every artifact of every loader, with
 // its layer, status, trust, provenance and reason.
-func (x *Extensions) Report() extensions.Report {
+func (x *Extensions) Report() extensions.Report { return x.report(true) }
+
+// report is Report; without provenance it leaves out what the sidecars
+// of the skills in $AERIE_HOME say, a read per skill that only the report
+// shows: extension_manage learns what a load made of its artifacts from
+// their status, trust and reason alone.
+func (x *Extensions) report(provenance bool) extensions.Report {
 	r := x.Set.Report
-	r.Artifacts = append(append([]extensions.Artifact(nil), r.Artifacts...), x.Hooks.Artifacts(x.workspace)...)
+	hookArts, skillArts, mcpArts := x.Hooks.Artifacts(x.workspace), SkillArtifacts(x.Skills), MCPArtifacts(x.MCP)
+	var pluginArts []extensions.Artifact
 	if x.Plugins != nil {
-		r.Artifacts = append(r.Artifacts, x.Plugins.Artifacts()...)
+		pluginArts = x.Plugins.Artifacts()
 	}
-	r.Artifacts = append(r.Artifacts, SkillArtifacts(x.Skills)...)
-	r.Artifacts = append(r.Artifacts, MCPArtifacts(x.MCP)...)
-	r.Artifacts = withSkillProvenance(r.Layers, r.Artifacts)
+	// One allocation: a report may list a thousand artifacts (and none
+	// leaves Artifacts nil, as appends to nil would).
+	var arts []extensions.Artifact
+	if n := len(r.Artifacts) + len(hookArts) + len(pluginArts) + len(skillArts) + len(mcpArts); n > 0 {
+		arts = make([]extensions.Artifact, 0, n)
+	}
+	arts = append(arts, r.Artifacts...)
+	arts = append(arts, hookArts...)
+	arts = append(arts, pluginArts...)
+	arts = append(arts, skillArts...)
+	r.Artifacts = append(arts, mcpArts...)
+	if provenance {
+		r.Artifacts = withSkillProvenance(r.Layers, r.Artifacts)
+	}
 	return r
 }
 
@@ -142,12 +186,24 @@ func withSkillProvenance(layers []extensions.Layer, arts []extensions.Artifact) 
 		if l.Kind != extensions.KindHome || l.Dir == "" {
 			continue
 		}
+		// The layer is opened once for all its skills.
+		var (
+			idx   []int
+			paths []string
+		)
 		for i := range arts {
 			a := &arts[i]
 			if a.Type != TypeSkill || a.Layer != l.Name || a.Provenance != nil {
 				continue
 			}
-			p := extensions.ReadProvenance(l, a.Path+"/"+userlayer.SkillFile)
+			idx = append(idx, i)
+			paths = append(paths, a.Path+"/"+userlayer.SkillFile)
+		}
+		if len(paths) == 0 {
+			continue
+		}
+		for j, p := range extensions.ReadProvenances(l, paths) {
+			a := &arts[idx[j]]
 			a.LayerKind, a.Provenance, a.ActivationBoundary = l.Kind, &p, p.ActivationBoundary
 		}
 	}

@@ -1,6 +1,8 @@
 package hooks
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +47,10 @@ type LoadOptions struct {
 	// Home expands ~/ in scripts and commands; the runner's home
 	// directory when empty.
 	Home string
+	// Listing, when set, is the load's listing of the layers' top
+	// directories (extensions.ListLayers): a layer it shows without a hooks.toml and a hooks directory
+	// is not opened for it.
+	Listing *extensions.Listing
 }
 
 // Status says what became of a hook file.
@@ -75,6 +81,13 @@ type File struct {
 	// Executables are what a trust pin of the file covers besides the file:
 	// its hooks' path-bearing programs and scripts (when it parsed).
 	Executables []string `json:"executables,omitempty"`
+
+	// digest is the digest of the bytes Load read, for the report; ""
+	// when it read none.
+	digest string
+	// prov is the provenance Load read for a $AERIE_HOME file; nil when
+	// it read none.
+	prov *extensions.Provenance
 }
 
 // Loaded is what Load found in the layers.
@@ -128,7 +141,7 @@ func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Loaded, err
 				ld.shadowed(&out)
 			} else {
 				tomlFound = true
-				ld.toml(&out)
+				ld.useTOML(&out)
 			}
 		}
 		out.Hooks = append(out.Hooks, ld.out.Hooks...)
@@ -160,16 +173,26 @@ type layerLoad struct {
 	// missing: the layer's directory does not exist.
 	missing bool
 	// hasTOML: there is a hooks.toml (it may not be readable: tomlErr).
-	hasTOML  bool
-	tomlData []byte
-	tomlErr  error
+	hasTOML bool
+	toml    read
+	tomlErr error
 }
 
 func (ld *layerLoad) path(rel string) string { return filepath.Join(ld.l.Dir, rel) }
 
 // read reads the layer: its hooks.toml's bytes and its YAML files' hooks.
 func (ld *layerLoad) read() {
-	root, err := openLayer(ld.l, ld.opts.Workspace)
+	noTOML, noYAML := ld.opts.Listing.Absent(ld.l, "hooks.toml"), ld.opts.Listing.Absent(ld.l, "hooks")
+	if noTOML && noYAML {
+		return
+	}
+	// The listing holds the layer open, as openLayer opens it.
+	root, err := ld.opts.Listing.Dir(ld.l), error(nil)
+	if root == nil {
+		if root, err = openLayer(ld.l, ld.opts.Workspace); err == nil {
+			defer root.Close()
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		ld.missing = true
 		return
@@ -182,25 +205,28 @@ func (ld *layerLoad) read() {
 		}
 		return
 	}
-	defer root.Close()
 	ld.root = root
-	ld.tomlData, ld.tomlErr = readBounded(root, "hooks.toml")
-	ld.hasTOML = !errors.Is(ld.tomlErr, fs.ErrNotExist)
-	ld.yamls()
+	if !noTOML {
+		ld.toml, ld.tomlErr = readBounded(root, "hooks.toml")
+		ld.hasTOML = !errors.Is(ld.tomlErr, fs.ErrNotExist)
+	}
+	if !noYAML {
+		ld.yamls()
+	}
 	ld.root = nil
 }
 
 // toml loads the layer's hooks.toml, the nearest one, into out.
-func (ld *layerLoad) toml(out *Loaded) {
+func (ld *layerLoad) useTOML(out *Loaded) {
 	src := Source{Layer: ld.l, File: ld.path("hooks.toml"), Dir: ld.l.Dir, Root: ld.l.Dir, Confined: ld.l.NeedsTrust(), Home: ld.opts.Home}
 	// Its findings come before those of the layer's YAML files.
 	yamls, yamlErrs := ld.out, ld.errs
 	ld.out, ld.errs = Loaded{}, nil
 	if ld.tomlErr != nil {
-		ld.skip(src, FormatTOML, []Problem{{Layer: ld.l.Name, File: src.File, Reason: ld.tomlErr.Error()}})
+		ld.skip(src, FormatTOML, read{}, []Problem{{Layer: ld.l.Name, File: src.File, Reason: ld.tomlErr.Error()}})
 	} else {
-		hooks, probs := ParseTOML(ld.tomlData, src, ld.opts.Dir)
-		ld.use(src, FormatTOML, hooks, probs)
+		hooks, probs := ParseTOML(ld.toml.data, src, ld.opts.Dir)
+		ld.use(src, FormatTOML, ld.toml, hooks, probs)
 	}
 	out.Hooks = append(out.Hooks, ld.out.Hooks...)
 	out.Files = append(out.Files, ld.out.Files...)
@@ -212,7 +238,7 @@ func (ld *layerLoad) toml(out *Loaded) {
 func (ld *layerLoad) shadowed(out *Loaded) {
 	out.Files = append(out.Files, File{
 		Layer: ld.l, Path: ld.path("hooks.toml"), Format: FormatTOML, Status: StatusShadowed,
-		Reason: "a nearer layer's hooks.toml wins",
+		Reason: "a nearer layer's hooks.toml wins", digest: ld.toml.digest(),
 	})
 }
 
@@ -225,39 +251,46 @@ func (ld *layerLoad) yamls() {
 	}
 	if err != nil {
 		src := Source{Layer: ld.l, File: ld.path("hooks")}
-		ld.skip(src, FormatYAML, []Problem{{Layer: ld.l.Name, File: src.File, Reason: fmt.Sprintf("cannot read the hooks directory: %v", unwrapPath(err))}})
+		ld.skip(src, FormatYAML, read{}, []Problem{{Layer: ld.l.Name, File: src.File, Reason: fmt.Sprintf("cannot read the hooks directory: %v", unwrapPath(err))}})
 		return
 	}
+	// The layer's files share their scripts' checks.
+	scripts := map[string]scriptCheck{}
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".yaml") || e.IsDir() {
 			continue // scripts and other files are not configuration
 		}
 		rel := "hooks/" + e.Name()
 		src := Source{Layer: ld.l, File: ld.path(rel), Dir: ld.path("hooks"), Root: ld.l.Dir, Confined: ld.l.NeedsTrust(), Home: ld.opts.Home}
-		data, err := readBounded(ld.root, rel)
+		rd, err := readBounded(ld.root, rel)
 		if err != nil {
-			ld.skip(src, FormatYAML, []Problem{{Layer: ld.l.Name, File: src.File, Reason: err.Error()}})
+			ld.skip(src, FormatYAML, read{}, []Problem{{Layer: ld.l.Name, File: src.File, Reason: err.Error()}})
 			continue
 		}
-		hooks, probs := parseYAML(data, src, ld.opts.Dir, ld.root, ld.res)
-		ld.use(src, FormatYAML, hooks, probs)
+		hooks, probs := parseYAML(rd.data, src, ld.opts.Dir, ld.root, ld.res, scripts)
+		ld.use(src, FormatYAML, rd, hooks, probs)
 	}
 }
 
 // use adds a parsed file's hooks, or skips it for its problems or for
-// want of trust.
-func (ld *layerLoad) use(src Source, f Format, hooks []Hook, probs []Problem) {
+// want of trust. rd is the file as read.
+func (ld *layerLoad) use(src Source, f Format, rd read, hooks []Hook, probs []Problem) {
 	if len(probs) > 0 {
-		ld.skip(src, f, probs)
+		ld.skip(src, f, rd, probs)
 		return
 	}
-	if ld.needsTrust(src.File) {
+	needs, prov := ld.needsTrust(src.File)
+	if needs {
 		ok, reason := false, "no trust pins"
 		switch t := ld.trust.(type) {
 		case nil:
 		case Guarder:
 			g := t.Guard(ld.l, src.File, Executables(hooks))
-			v := g.Verify()
+			// The layer's directory is open while its YAML files are read
+			// (not for the nearest hooks.toml, checked afterwards): the
+			// pin is computed from the bytes just read, and the scripts
+			// are read through it.
+			v := g.VerifyRead(rd.data, rd.info, ld.root)
 			ok, reason = v.Status == extensions.Trusted, v.Reason
 			for i := range hooks {
 				hooks[i].Source.guard = g
@@ -268,26 +301,32 @@ func (ld *layerLoad) use(src Source, f Format, hooks []Hook, probs []Problem) {
 		if !ok {
 			p := Problem{Layer: ld.l.Name, File: src.File, Reason: "untrusted: " + reason}
 			ld.out.Problems = append(ld.out.Problems, p)
-			ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusUntrusted, Reason: reason, Hooks: len(hooks), Executables: Executables(hooks)})
+			ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusUntrusted, Reason: reason, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov})
 			return
 		}
 	}
 	ld.out.Hooks = append(ld.out.Hooks, hooks...)
-	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusActive, Hooks: len(hooks), Executables: Executables(hooks)})
+	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusActive, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov})
 }
 
 // needsTrust reports whether the hook file at path runs only with a trust
 // pin: every file of the workspace, and a file in $AERIE_HOME that the
 // agent wrote through extension_manage (or whose provenance sidecar is
-// malformed) — the manager never grants trust.
-func (ld *layerLoad) needsTrust(path string) bool {
+// malformed) — the manager never grants trust. prov is the provenance of
+// a $AERIE_HOME file, which the report shows.
+func (ld *layerLoad) needsTrust(path string) (needs bool, prov *extensions.Provenance) {
 	if ld.l.NeedsTrust() {
-		return true
+		return true, nil
 	}
-	return ld.l.Kind == extensions.KindHome && extensions.ReadProvenance(ld.l, path).State != extensions.ProvenanceLegacy
+	if ld.l.Kind != extensions.KindHome {
+		return false, nil
+	}
+	p := extensions.ReadProvenance(ld.l, path)
+	return p.State != extensions.ProvenanceLegacy, &p
 }
 
-func (ld *layerLoad) skip(src Source, f Format, probs []Problem) {
+// skip records a file that cannot be used; rd is what was read of it.
+func (ld *layerLoad) skip(src Source, f Format, rd read, probs []Problem) {
 	ld.out.Problems = append(ld.out.Problems, probs...)
 	reason := probs[0].Reason
 	if probs[0].Field != "" {
@@ -296,7 +335,7 @@ func (ld *layerLoad) skip(src Source, f Format, probs []Problem) {
 	if len(probs) > 1 {
 		reason = fmt.Sprintf("%s (and %d more problems)", reason, len(probs)-1)
 	}
-	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusSkipped, Reason: reason})
+	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusSkipped, Reason: reason, digest: rd.digest()})
 	if ld.l.Private() {
 		for _, p := range probs {
 			ld.errs = append(ld.errs, p)
@@ -354,36 +393,52 @@ func relLocal(base, target string) (string, bool) {
 	return rel, err == nil && filepath.IsLocal(rel)
 }
 
+// read is a hook file as read: its bytes, and what a stat of the open
+// file said before the read (its identity, for trust checks).
+type read struct {
+	data []byte
+	info fs.FileInfo
+}
+
+// digest is the report's digest of the bytes; "" when none were read.
+func (r read) digest() string {
+	if r.info == nil {
+		return ""
+	}
+	sum := sha256.Sum256(r.data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
 // readBounded reads the regular file name in root, refusing one larger
 // than MaxFileSize without reading it. It does not block on a FIFO
 // planted in place of a hook file.
-func readBounded(root *extensions.Dir, name string) ([]byte, error) {
+func readBounded(root *extensions.Dir, name string) (read, error) {
 	f, err := root.Open(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+			return read{}, err
 		}
-		return nil, fmt.Errorf("cannot open: %v", unwrapPath(err))
+		return read{}, fmt.Errorf("cannot open: %v", unwrapPath(err))
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("cannot stat: %v", unwrapPath(err))
+		return read{}, fmt.Errorf("cannot stat: %v", unwrapPath(err))
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
+		return read{}, errors.New("not a regular file")
 	}
 	if fi.Size() > MaxFileSize {
-		return nil, fmt.Errorf("larger than %d bytes (%d); not read", MaxFileSize, fi.Size())
+		return read{}, fmt.Errorf("larger than %d bytes (%d); not read", MaxFileSize, fi.Size())
 	}
 	// The size the file had when checked: one that grows meanwhile is read
 	// as it was.
 	data := make([]byte, fi.Size())
 	n, err := io.ReadFull(f, data)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return nil, fmt.Errorf("cannot read: %v", unwrapPath(err))
+		return read{}, fmt.Errorf("cannot read: %v", unwrapPath(err))
 	}
-	return data[:n], nil
+	return read{data: data[:n], info: fi}, nil
 }
 
 // unwrapPath drops the *PathError's operation and path, which the

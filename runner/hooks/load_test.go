@@ -448,3 +448,55 @@ func TestLoadStaysInWorkspace(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadSharedScript: the YAML files of a layer that run one script
+// share its check, and each says what it makes of it, as when checked
+// alone; the same is true with the load's listing of the layers.
+func TestLoadSharedScript(t *testing.T) {
+	t.Parallel()
+	yaml := func(script string) string {
+		return "hooks:\n  PreToolUse:\n    - matcher: Bash\n      hooks:\n        - type: command\n          script: " + script + "\n"
+	}
+	ws := t.TempDir()
+	writeFiles(t, ws, map[string]string{
+		".aerie/hooks/a.yaml":    yaml("guard.sh"),
+		".aerie/hooks/b.yaml":    yaml("./guard.sh"),
+		".aerie/hooks/c.yaml":    yaml("guard.sh"),
+		".aerie/hooks/d.yaml":    yaml("plain.txt"),
+		".aerie/hooks/e.yaml":    yaml("plain.txt"),
+		".aerie/hooks/guard.sh":  "#!/bin/sh\nexit 0\n",
+		".aerie/hooks/plain.txt": "not a script\n",
+	})
+	l := extensions.Layer{Name: ".aerie", Dir: filepath.Join(ws, ".aerie"), Kind: extensions.KindProject}
+	trust := &pins{trusted: map[string]bool{}}
+	for _, f := range []string{"a", "b", "c", "d", "e"} {
+		trust.trusted[filepath.Join(l.Dir, "hooks", f+".yaml")] = true
+	}
+	listing := extensions.ListLayers([]extensions.Layer{l}, ws)
+	defer listing.Close()
+	var loads [2]Loaded
+	for i, ls := range []*extensions.Listing{nil, listing} {
+		got, err := Load([]extensions.Layer{l}, trust, LoadOptions{Dir: ws, Workspace: ws, Listing: ls})
+		if err != nil {
+			t.Fatal(err)
+		}
+		loads[i] = got
+	}
+	want := []string{".aerie hooks/a.yaml active", ".aerie hooks/b.yaml active", ".aerie hooks/c.yaml active", ".aerie hooks/d.yaml skipped", ".aerie hooks/e.yaml skipped"}
+	for i, got := range loads {
+		if diff := cmp.Diff(want, fileStatuses(got.Files)); diff != "" {
+			t.Errorf("load %d: files (-want +got):\n%s", i, diff)
+		}
+		for _, p := range got.Problems {
+			if !strings.Contains(p.Reason, "script plain.txt is not executable") {
+				t.Errorf("load %d: problem %+v, want the script's own reason", i, p)
+			}
+		}
+		if len(got.Problems) != 2 || len(got.Hooks) != 3 {
+			t.Errorf("load %d: %d problems, %d hooks; want 2 and 3", i, len(got.Problems), len(got.Hooks))
+		}
+	}
+	if diff := cmp.Diff(loads[0].Problems, loads[1].Problems); diff != "" {
+		t.Errorf("the listing changes the problems (-without +with):\n%s", diff)
+	}
+}

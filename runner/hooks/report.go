@@ -1,8 +1,6 @@
 package hooks
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"path/filepath"
 
 	"github.com/aerie-run/aerie/runner/extensions"
@@ -27,8 +25,14 @@ func (l Loaded) Artifacts(workspace string) []extensions.Artifact {
 			Reason:    f.Reason,
 		}
 		if f.Layer.Kind == extensions.KindHome {
-			// Files extension_manage wrote carry their provenance.
-			p := extensions.ReadProvenance(f.Layer, f.Path)
+			// Files extension_manage wrote carry their provenance: as Load
+			// read it, or now for a file it did not get that far with.
+			var p extensions.Provenance
+			if f.prov != nil {
+				p = *f.prov
+			} else {
+				p = extensions.ReadProvenance(f.Layer, f.Path)
+			}
 			a.Provenance, a.ActivationBoundary = &p, p.ActivationBoundary
 		}
 		switch f.Status {
@@ -48,7 +52,12 @@ func (l Loaded) Artifacts(workspace string) []extensions.Artifact {
 		default:
 			a.Status = extensions.StatusSkipped
 		}
-		a.Digest = fileDigest(workspace, f)
+		// The digest of the bytes Load read, or of the file now when it
+		// read none.
+		a.Digest = f.digest
+		if a.Digest == "" {
+			a.Digest = fileDigest(workspace, f)
+		}
 		arts = append(arts, a)
 	}
 	return arts
@@ -68,10 +77,9 @@ func fileDigest(workspace string, f File) string {
 		return ""
 	}
 	defer root.Close()
-	b, err := readBounded(root, rel)
+	rd, err := readBounded(root, rel)
 	if err != nil {
 		return ""
 	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return rd.digest()
 }

@@ -45,13 +45,15 @@ const nodeBudget = 100_000
 // aerie need not copy it to a cache first, and an edit takes effect at
 // the next run just the same.
 func ParseYAML(data []byte, src Source, workdir string) (hooks []Hook, probs []Problem) {
-	return parseYAML(data, src, workdir, nil, nil)
+	return parseYAML(data, src, workdir, nil, nil, nil)
 }
 
 // parseYAML is ParseYAML checking scripts through root, when it is the
 // open directory src.Root, rather than opening it for each script, and
-// compiling matchers through res.
-func parseYAML(data []byte, src Source, workdir string, root *extensions.Dir, res *regexps) (hooks []Hook, probs []Problem) {
+// compiling matchers through res. scripts, when not nil, keeps the checks
+// of scripts read through root, for the other files of the layer: a
+// script their hooks share is read once.
+func parseYAML(data []byte, src Source, workdir string, root *extensions.Dir, res *regexps, scripts map[string]scriptCheck) (hooks []Hook, probs []Problem) {
 	ps := &problems{src: src}
 	defer func() {
 		if r := recover(); r != nil {
@@ -74,7 +76,7 @@ func parseYAML(data []byte, src Source, workdir string, root *extensions.Dir, re
 	}
 	y := &yamlParser{ps: ps, src: src, workdir: workdir, budget: nodeBudget, res: res}
 	if root != nil && root.Path() == src.Root {
-		y.root = root
+		y.root, y.scripts = root, scripts
 	}
 	top := y.deref(&doc)
 	if top != nil && top.Kind == yaml.DocumentNode && len(top.Content) == 1 {
@@ -135,7 +137,12 @@ type yamlParser struct {
 	root *extensions.Dir
 	// res compiles the matchers.
 	res *regexps
+	// scripts, when set, are the checks of scripts read through root.
+	scripts map[string]scriptCheck
 }
+
+// scriptCheck is a script's absolute path and why it cannot be used ("" when it can).
+type scriptCheck struct{ abs, reason string }
 
 func (y *yamlParser) add(field string, n *yaml.Node, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
@@ -435,12 +442,21 @@ func (y *yamlParser) script(p string) (string, string) {
 			}
 			defer root.Close()
 		}
+		// The reasons name the script as written: it is part of the key.
+		key := rel + "\x00" + p
+		if c, ok := y.scripts[key]; ok {
+			return c.abs, c.reason
+		}
 		f, err := root.Open(filepath.ToSlash(rel))
 		if err != nil {
 			return "", scriptOpenReason(p, err)
 		}
 		defer f.Close()
-		return abs, checkScript(p, f)
+		reason := checkScript(p, f)
+		if y.scripts != nil {
+			y.scripts[key] = scriptCheck{abs, reason}
+		}
+		return abs, reason
 	}
 	abs := p
 	switch {

@@ -31,6 +31,10 @@ type LoadOptions struct {
 	Dir string
 	// Executors are the executor ids besides "local" a server may name.
 	Executors []string
+	// Listing, when set, is the load's listing of the layers' top
+	// directories (extensions.ListLayers): a layer it shows without an mcp_servers directory
+	// is not opened for it.
+	Listing *extensions.Listing
 }
 
 // Status says what became of a declaration.
@@ -108,6 +112,9 @@ func (c *Config) loadLayer(l extensions.Layer, trust Trust, opts LoadOptions) []
 		if l.Private() {
 			errs = append(errs, p)
 		}
+	}
+	if opts.Listing.Absent(l, "mcp_servers") {
+		return nil
 	}
 	root, err := os.OpenRoot(l.Dir)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -28,6 +28,10 @@ type Options struct {
 	// Disabled names plugins that are not used whatever layer holds them
 	// (plugins.disabled in the configuration).
 	Disabled []string
+	// Listing, when set, is the load's listing of the layers' top
+	// directories (extensions.ListLayers): a layer it shows without a plugins directory
+	// is not opened for it.
+	Listing *extensions.Listing
 }
 
 // Entry is one plugin directory found in a layer and what became of it.
@@ -128,7 +132,7 @@ func Load(layers []extensions.Layer, opts Options) (*Set, error) {
 	var errs []error
 	winners := map[string]int{} // name → index in set.Entries
 	for _, layer := range layers {
-		if layer.Dir == "" {
+		if layer.Dir == "" || opts.Listing.Absent(layer, Dir) {
 			continue // the bundled layer holds no plugins
 		}
 		fsys, err := layerFS(layer)

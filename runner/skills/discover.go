@@ -61,6 +61,10 @@ type Options struct {
 	// Plugins are the skill roots of enabled plugins, in plugin-name
 	// order, each with its Namespace; they come after the layers.
 	Plugins []Root
+	// Listing, when set, is the load's listing of the layers' top
+	// directories (extensions.ListLayers): a layer it shows without a skills directory
+	// is not opened for it.
+	Listing *extensions.Listing
 }
 
 // Roots returns where skills are searched, first one first, as the spec
@@ -84,6 +88,9 @@ func Roots(layers []extensions.Layer, opts Options) []Root {
 		}
 	}
 	for _, l := range layers {
+		if opts.Listing.Absent(l, "skills") {
+			continue // a missing root holds no skills
+		}
 		r := Root{Name: l.Name, Dir: filepath.Join(l.Dir, "skills"), Strict: l.Private()}
 		if l.Kind == extensions.KindProject {
 			r.Confine = ws
@@ -167,13 +174,20 @@ func (p Problem) Error() string {
 // Roots are searched concurrently — discovery is bound by file system
 // calls, not by the processor — and their findings merged in order.
 func Discover(roots []Root) (*Set, error) {
+	return DiscoverIn(roots, nil)
+}
+
+// DiscoverIn is Discover reading confined roots through the workspace
+// directory the load's listing holds open (extensions.Listing.Workspace),
+// rather than opening it for each root.
+func DiscoverIn(roots []Root, listing *extensions.Listing) (*Set, error) {
 	found := make([]*discovery, len(roots))
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(len(roots), maxWorkers) {
 		wg.Go(func() {
 			for i := range next {
-				d := &discovery{root: roots[i]}
+				d := &discovery{root: roots[i], listing: listing}
 				d.run()
 				found[i] = d
 			}
@@ -185,7 +199,26 @@ func Discover(roots []Root) (*Set, error) {
 	close(next)
 	wg.Wait()
 
-	s := &Set{byName: make(map[string]int)}
+	// Sized once: a session may have hundreds of skills. (Without any,
+	// they stay nil, as appends would leave them.)
+	var skills, entries int
+	for _, d := range found {
+		for _, it := range d.items {
+			if it.skill != nil {
+				skills++
+			}
+			if it.skill != nil || it.entry.Path != "" {
+				entries++
+			}
+		}
+	}
+	s := &Set{byName: make(map[string]int, skills)}
+	if skills > 0 {
+		s.skills = make([]Skill, 0, skills)
+	}
+	if entries > 0 {
+		s.Entries = make([]Entry, 0, entries)
+	}
 	var errs []error
 	for _, d := range found {
 		for _, it := range d.items {
@@ -225,6 +258,8 @@ func (s *Set) add(sk Skill) {
 // discovery searches one root.
 type discovery struct {
 	root Root
+	// listing, when set, may hold the confining directory open.
+	listing *extensions.Listing
 	// tree reads the root's directory tree; paths in it are relative to
 	// the root's Dir. For a confined root it is an os.Root opened through
 	// the confining directory, and links, which may lead elsewhere in it,
@@ -284,15 +319,19 @@ func (d *discovery) run() {
 		d.problem(d.root.Dir, "is outside %s, which it must stay inside", d.root.Confine)
 		return
 	}
-	outer, err := extensions.OpenDir(d.root.Confine)
-	if errors.Is(err, fs.ErrNotExist) {
-		return
+	outer := d.listing.Workspace(d.root.Confine)
+	if outer == nil {
+		var err error
+		outer, err = extensions.OpenDir(d.root.Confine)
+		if errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		if err != nil {
+			d.problem(d.root.Dir, "cannot open %s: %s", d.root.Confine, describe(err))
+			return
+		}
+		defer outer.Close()
 	}
-	if err != nil {
-		d.problem(d.root.Dir, "cannot open %s: %s", d.root.Confine, describe(err))
-		return
-	}
-	defer outer.Close()
 	inner, err := outer.OpenDir(filepath.ToSlash(rel))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -356,6 +395,10 @@ func (d *discovery) walk(dir string) {
 		d.skipDir(dir, "cannot read the directory: %s", describe(err))
 		return
 	}
+	if d.items == nil {
+		// Most entries of a skills directory are skills.
+		d.items = make([]item, 0, len(entries))
+	}
 	for _, e := range entries {
 		if e.Name() == "SKILL.md" {
 			r := d.treeRead.read(path.Join(dir, "SKILL.md"))
@@ -413,18 +456,19 @@ func (d *discovery) link(p string) {
 // skill makes the skill in dir (a path in the tree) from its SKILL.md.
 func (d *discovery) skill(dir string, r readResult) {
 	abs := d.abs(dir)
-	file := filepath.Join(abs, "SKILL.md")
+	// The SKILL.md's path is for problems only.
+	file := func() string { return filepath.Join(abs, "SKILL.md") }
 	if r.err != nil {
-		d.malformed(abs, file, "", r.err.Error())
+		d.malformed(abs, file(), "", r.err.Error())
 		return
 	}
 	fm, err := ParseFrontmatter(r.data)
 	if err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {
-			d.malformed(abs, file, fe.Field, fe.Reason)
+			d.malformed(abs, file(), fe.Field, fe.Reason)
 		} else {
-			d.malformed(abs, file, "", err.Error())
+			d.malformed(abs, file(), "", err.Error())
 		}
 		return
 	}
@@ -432,7 +476,7 @@ func (d *discovery) skill(dir string, r readResult) {
 	if name == "" {
 		name = filepath.Base(abs)
 		if !ValidName(name) {
-			d.malformed(abs, file, "name", fmt.Sprintf("missing, and the directory name %q is not a valid skill name; add a name of lowercase letters, digits and single hyphens", name))
+			d.malformed(abs, file(), "name", fmt.Sprintf("missing, and the directory name %q is not a valid skill name; add a name of lowercase letters, digits and single hyphens", name))
 			return
 		}
 	}

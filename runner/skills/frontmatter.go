@@ -175,7 +175,10 @@ func isFence(line []byte) bool {
 func parseSimple(block []byte) (Frontmatter, bool) {
 	var fm Frontmatter
 	var seenDesc bool
-	seen := make(map[string]bool, 8)
+	// The keys seen, as slices of block: a frontmatter has a handful, and
+	// a map and a string per key cost more than comparing them.
+	var seenBuf [8][]byte
+	seen := seenBuf[:0]
 	for len(block) > 0 {
 		line, rest, _ := cutLine(block)
 		block = rest
@@ -187,17 +190,22 @@ func parseSimple(block []byte) (Frontmatter, bool) {
 		if colon <= 0 || !simpleKey(line[:colon]) {
 			return Frontmatter{}, false
 		}
-		key := string(line[:colon])
+		key := line[:colon]
 		val := line[colon+1:]
 		if len(val) > 0 && val[0] != ' ' {
 			return Frontmatter{}, false
 		}
 		val = bytes.Trim(val, " ")
-		if seen[key] || !simpleValue(val) {
+		if !simpleValue(val) {
 			return Frontmatter{}, false
 		}
-		seen[key] = true
-		switch key {
+		for _, k := range seen {
+			if bytes.Equal(k, key) {
+				return Frontmatter{}, false
+			}
+		}
+		seen = append(seen, key)
+		switch string(key) {
 		case "name":
 			if !ValidName(string(val)) {
 				return Frontmatter{}, false
@@ -244,7 +252,9 @@ func simpleValue(v []byte) bool {
 	if v[len(v)-1] == ':' || bytes.Contains(v, []byte(": ")) || bytes.Contains(v, []byte(" #")) {
 		return false
 	}
-	for _, r := range string(v) {
+	for i := 0; i < len(v); {
+		r, size := utf8.DecodeRune(v[i:])
+		i += size
 		switch {
 		case r == utf8.RuneError, r == '\ufeff', r == '\u2028', r == '\u2029':
 			return false // invalid UTF-8, a byte order mark, line separators

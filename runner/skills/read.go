@@ -158,17 +158,29 @@ func readFile(f interface {
 	io.Reader
 	Stat() (fs.FileInfo, error)
 }, head bool) readResult {
-	fi, err := f.Stat()
+	var (
+		regular bool
+		size    int64
+		err     error
+	)
+	if ef, ok := f.(*extensions.File); ok {
+		regular, size, err = ef.TypeSize()
+	} else {
+		var fi fs.FileInfo
+		if fi, err = f.Stat(); err == nil {
+			regular, size = fi.Mode().IsRegular(), fi.Size()
+		}
+	}
 	if err != nil {
 		return readResult{err: fmt.Errorf("cannot stat: %s", describe(err))}
 	}
-	if !fi.Mode().IsRegular() {
+	if !regular {
 		return readResult{err: errors.New("not a regular file")}
 	}
-	if fi.Size() > MaxFileSize {
-		return readResult{err: fmt.Errorf("larger than 1 MB (%d bytes); not read", fi.Size())}
+	if size > MaxFileSize {
+		return readResult{err: fmt.Errorf("larger than 1 MB (%d bytes); not read", size)}
 	}
-	return readSized(f, fi.Size(), head)
+	return readSized(f, size, head)
 }
 
 // frontmatterHead is how much of a SKILL.md discovery reads first: the

@@ -362,7 +362,7 @@ func (l *Loop) runTools(ctx context.Context, calls []provider.Content) {
 			comp.Error = firstLine(res.Content)
 		}
 		l.append(comp)
-		l.emit(Event{Type: EventToolResult, Seq: seq, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Text: res.Content, IsError: res.IsError, Status: string(status), Duration: d})
+		l.emit(Event{Type: EventToolResult, Seq: seq, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Text: res.Content, IsError: res.IsError, Status: string(status), Duration: d, Process: res.Process})
 	}
 	l.messages = append(l.messages, provider.Message{Role: provider.RoleTool, Content: results})
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -43,7 +44,11 @@ func (r *recorder) kinds() []store.EntryKind {
 }
 
 // echo is a tool that returns its "text" argument, and calls hook first.
+// Its results claim a command's time of process, to check that the loop
+// reports it.
 type echo struct{ hook func(ctx context.Context) }
+
+const echoProcess = 3 * time.Millisecond
 
 func (echo) Name() string            { return "echo" }
 func (echo) Description() string     { return "echo text" }
@@ -56,7 +61,7 @@ func (e echo) Run(ctx context.Context, call json.RawMessage) tools.Result {
 	if err := json.Unmarshal(call, &args); err != nil {
 		return tools.Result{Content: err.Error(), IsError: true}
 	}
-	return tools.Result{Content: args.Text}
+	return tools.Result{Content: args.Text, Process: echoProcess}
 }
 
 func registry(t *testing.T, e echo) *tools.Registry {
@@ -90,7 +95,12 @@ func TestLoopJournalsEveryStep(t *testing.T) {
 		Tools:   registry(t, echo{}),
 		Journal: j,
 		System:  "be brief",
-		Observe: func(e Event) { evs = append(evs, e.Type) },
+		Observe: func(e Event) {
+			evs = append(evs, e.Type)
+			if e.Type == EventToolResult && e.Process != echoProcess {
+				t.Errorf("tool_result reports a process time of %v, want the tool's %v", e.Process, echoProcess)
+			}
+		},
 	}, nil, store.Usage{})
 	r := l.Run(t.Context(), "go")
 	if r.Outcome != Completed || r.Answer != "done" || r.Turns != 2 {

@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"iter"
 	"strings"
+	"time"
 
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/process"
@@ -39,6 +40,11 @@ type Tool interface {
 type Result struct {
 	Content string
 	IsError bool
+	// Process is how long the command the tool ran lived, from its start
+	// to its exit as the executor saw them (executor.Exit.Duration); zero
+	// for tools that run none. It is not shown to the model: it tells the
+	// people watching a run the command's own time from the time around it.
+	Process time.Duration
 }
 
 // errorf returns an error result.

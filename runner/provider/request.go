@@ -13,6 +13,7 @@ import (
 // too: system messages first, tool calls only from the assistant, tool results
 // only in tool messages.
 func splitSystem(msgs []Message) (system []string, conv []Message, err error) {
+	conv = make([]Message, 0, len(msgs))
 	for i, m := range msgs {
 		if m.Role == RoleSystem {
 			if len(conv) > 0 {

@@ -309,3 +309,49 @@ func TestLoopSwapAtTurnBoundary(t *testing.T) {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 }
+
+// syncRecorder is a recorder with Sync, which records what each turn
+// waited for.
+type syncRecorder struct {
+	recorder
+	syncs    []int64
+	barriers int
+}
+
+func (r *syncRecorder) Sync(_ context.Context, seq int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.syncs = append(r.syncs, seq)
+	return nil
+}
+
+func (r *syncRecorder) Barrier(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.barriers++
+	return nil
+}
+
+// TestLoopTurnBarrierWaitsForThePreviousTurn checks the turn-complete
+// barrier with a SyncJournal: each turn's end waits for the entries up to
+// the end of the turn before, and the run's end for everything.
+func TestLoopTurnBarrierWaitsForThePreviousTurn(t *testing.T) {
+	t.Parallel()
+	j := &syncRecorder{}
+	l := New(Config{
+		Model:   provider.NewScripted("s", []provider.Response{echoTurn("one"), echoTurn("two"), textTurn("done")}),
+		Tools:   registry(t, echo{}),
+		Journal: j,
+	}, nil, store.Usage{})
+	if r := l.Run(t.Context(), "go"); r.Outcome != Completed {
+		t.Fatalf("result = %+v", r)
+	}
+	// 1 is the prompt; each tool turn appends the assistant's message, the
+	// usage, the call, the result and the completion: 2-6, then 7-11.
+	if diff := cmp.Diff([]int64{0, 6}, j.syncs); diff != "" {
+		t.Errorf("syncs (-want +got):\n%s", diff)
+	}
+	if j.barriers != 1 || len(j.entries) != 14 {
+		t.Errorf("%d barriers for %d entries, want 1 at the end of 14", j.barriers, len(j.entries))
+	}
+}

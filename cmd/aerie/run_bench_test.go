@@ -65,7 +65,10 @@ func buildPeakRSS(b *testing.B) string {
 }
 
 type benchRun struct {
-	b       *testing.B
+	b *testing.B
+	// cpu is the processor time of the runs so far: aerie's, with that of
+	// the processes it ran and waited for.
+	cpu     time.Duration
 	bin     string
 	peakRSS string // hack/peakrss; empty runs aerie directly
 	ws      string
@@ -107,6 +110,7 @@ func (r *benchRun) run(turns []testenv.Turn, args ...string) (time.Time, []agent
 	if err := cmd.Run(); err != nil {
 		r.b.Fatalf("aerie run: %v\n%s", err, stderr.String())
 	}
+	r.cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	var evs []agent.Event
 	sc := bufio.NewScanner(&stdout)
 	sc.Buffer(nil, 16<<20)
@@ -175,13 +179,32 @@ func BenchmarkRunTenTurns(b *testing.B) {
 // executor's work around it) and the rest of the loop (the request, the
 // server's answer, the journal at the turn's end, the events); bash-true-ms
 // is what `bash -c true` alone takes here, the floor under the tool call.
+//
+// The loop overhead is what the turn costs aerie, as the performance target
+// defines it: the turn less the server's own time answering its request
+// (ModelServer.ServerTimes, from the request's arrival to the last byte
+// flushed). overhead-ms/turn keeps the tool call in; noproc-ms/turn also
+// takes out the life of the tool's process, which the executor reports on
+// tool_result (process_ns: from just before its fork to its exit as seen by
+// the executor), leaving what aerie does around the child: the bash tool,
+// pipes, process group, reaping, teardown, capping, the journal, the events.
+//
+// cpu-ms/turn is the processor time of the session per turn, its tools'
+// processes included: on a busy machine, where wall times spread, it still
+// tells two binaries apart.
 func BenchmarkRunTurnOverhead(b *testing.B) {
 	r := newBenchRun(b)
-	var per, tool, loop []float64
+	var per, tool, loop, over, noproc []float64
+	noProc := false
 	for b.Loop() {
+		n := len(r.model.Requests())
 		_, evs, _ := r.run(shellTurns(100), "a hundred commands")
+		served := r.model.ServerTimes()[n:]
+		if len(served) != 101 {
+			b.Fatalf("%d model requests for 101 turns", len(served))
+		}
 		var start, call time.Time
-		var toolMS float64
+		var toolMS, procMS float64
 		for _, ev := range evs {
 			switch ev.Type {
 			case agent.EventTurnStart:
@@ -190,12 +213,19 @@ func BenchmarkRunTurnOverhead(b *testing.B) {
 					per = append(per, turn)
 					tool = append(tool, toolMS)
 					loop = append(loop, turn-toolMS)
+					// Turn k (from 1) asked request k-1 of this run.
+					o := turn - ms(served[ev.Turn-2])
+					over = append(over, o)
+					noproc = append(noproc, o-procMS)
 				}
-				start, toolMS = ev.Time, 0
+				start, toolMS, procMS = ev.Time, 0, 0
 			case agent.EventToolCall:
 				call = ev.Time
 			case agent.EventToolResult:
 				toolMS += ms(ev.Time.Sub(call))
+				procMS += ms(ev.Process)
+				// A binary from before process_ns cannot tell.
+				noProc = noProc || ev.Process <= 0
 			}
 		}
 	}
@@ -213,7 +243,14 @@ func BenchmarkRunTurnOverhead(b *testing.B) {
 	b.ReportMetric(percentile(tool, 50), "p50-tool-ms/turn")
 	b.ReportMetric(percentile(loop, 50), "p50-loop-ms/turn")
 	b.ReportMetric(percentile(loop, 99), "p99-loop-ms/turn")
+	b.ReportMetric(percentile(over, 50), "p50-overhead-ms/turn")
+	b.ReportMetric(percentile(over, 99), "p99-overhead-ms/turn")
+	if !noProc {
+		b.ReportMetric(percentile(noproc, 50), "p50-noproc-ms/turn")
+		b.ReportMetric(percentile(noproc, 99), "p99-noproc-ms/turn")
+	}
 	b.ReportMetric(percentile(bash, 50), "bash-true-ms")
+	b.ReportMetric(ms(r.cpu)/float64(b.N*101), "cpu-ms/turn")
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -25,8 +26,10 @@ import (
 //
 // Turns are served in order whatever the endpoint, so one list of turns can
 // drive any provider. The server records every request it receives, headers
-// included, so that a test can check what the client sent. A request with no
-// turn left, or to an unknown path, fails the test.
+// included, so that a test can check what the client sent, and how long it
+// took to answer each (ServerTimes), so that a benchmark can tell the
+// client's time from the server's. A request with no turn left, or to an
+// unknown path, fails the test.
 //
 // Anthropic clients take URL() as their base URL; OpenAI clients take
 // OpenAIURL(), which includes the /v1 that OpenAI base URLs carry.
@@ -39,6 +42,7 @@ type ModelServer struct {
 	next     int // index of the turn the next request gets
 	faults   int // faults of turns[next] already served
 	requests []ModelRequest
+	served   []time.Duration // parallel to requests; 0 until answered
 }
 
 // Turn is one answer of the model.
@@ -169,6 +173,17 @@ func (s *ModelServer) Requests() []ModelRequest {
 	return append([]ModelRequest(nil), s.requests...)
 }
 
+// ServerTimes returns, for each request received so far and in the same
+// order as Requests, the server's own time answering it: from the request's
+// arrival at the handler to the last byte of the response written and
+// flushed to the connection, a Turn's Delay included. A request still being
+// answered has 0.
+func (s *ModelServer) ServerTimes() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.served...)
+}
+
 // Remaining returns the number of turns not yet answered.
 func (s *ModelServer) Remaining() int {
 	s.mu.Lock()
@@ -186,12 +201,27 @@ const (
 )
 
 func (s *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	rec := ModelRequest{Time: time.Now(), Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+	// Every recorded request is timed to the end of its answer. The
+	// answers carry a Content-Length or are streamed, so flushing here
+	// sends what net/http would have sent when the handler returned, only
+	// at a moment the server can time.
+	idx, flush := -1, true
+	defer func() {
+		if idx < 0 {
+			return
+		}
+		if f, ok := w.(http.Flusher); ok && flush {
+			f.Flush()
+		}
+		s.answered(idx, time.Since(arrived))
+	}()
 
 	var api modelAPI
 	switch {
@@ -202,7 +232,7 @@ func (s *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/responses":
 		api = modelAPIResponses
 	default:
-		s.record(rec)
+		idx, flush = s.record(rec), false // http.NotFound sets no Content-Length
 		s.t.Errorf("modelserver: unexpected request %s %s", r.Method, r.URL.Path)
 		http.NotFound(w, r)
 		return
@@ -216,7 +246,7 @@ func (s *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 		} `json:"stream_options"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		s.record(rec)
+		idx = s.record(rec)
 		writeModelError(w, api, Fault{Status: http.StatusBadRequest, Message: "the body is not JSON: " + err.Error()}, 0)
 		return
 	}
@@ -226,7 +256,7 @@ func (s *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		rec.Turn = 0
 	}
-	s.record(rec)
+	idx = s.record(rec)
 	switch {
 	case !ok:
 		s.t.Errorf("modelserver: request %d (%s %s) has no turn left to answer it", len(s.Requests()), r.Method, r.URL.Path)
@@ -266,10 +296,20 @@ func (s *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *ModelServer) record(r ModelRequest) {
+// record records r and returns its index.
+func (s *ModelServer) record(r ModelRequest) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requests = append(s.requests, r)
+	s.served = append(s.served, 0)
+	return len(s.requests) - 1
+}
+
+// answered records the server's time answering request i.
+func (s *ModelServer) answered(i int, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.served[i] = d
 }
 
 // take returns what the next request gets: a fault of the current turn, or
@@ -291,9 +331,19 @@ func (s *ModelServer) take() (turn Turn, n int, fault *Fault, ok bool) {
 	return turn, n, nil, true
 }
 
+// writeModelJSON writes v as a JSON body with its Content-Length, as
+// net/http would set it for a body written in one piece.
 func writeModelJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
+	writeModelBody(w, http.StatusOK, v)
+}
+
+func writeModelBody(w http.ResponseWriter, status int, v any) {
+	var b bytes.Buffer
+	_ = json.NewEncoder(&b).Encode(v)
+	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
 }
 
 // writeModelError writes f as the API's error response.
@@ -326,8 +376,7 @@ func writeModelError(w http.ResponseWriter, api modelAPI, f Fault, turn int) {
 			"code":    modelNullable(f.Code),
 		}}
 	}
-	w.WriteHeader(f.Status)
-	_ = json.NewEncoder(w).Encode(body)
+	writeModelBody(w, f.Status, body)
 }
 
 func anthropicErrorType(status int) string {

@@ -486,3 +486,76 @@ func TestModelServerChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestModelServerServerTimes checks that each request's server time is
+// recorded, in request order, and nested inside what the client saw: from
+// before it sent the request to after it read the last byte of the answer.
+// A Delay is part of the server's time.
+func TestModelServerServerTimes(t *testing.T) {
+	t.Parallel()
+	const delay = 20 * time.Millisecond
+	ms := StartModelServer(t,
+		Turn{Text: "streamed"},
+		Turn{Text: "whole", Delay: delay},
+		Turn{Text: "faulted", Faults: []Fault{{Status: 400}}},
+	)
+	client := anthropicTestClient(ms)
+	ctx := modelTestContext(t)
+	var seen []time.Duration
+	timed := func(f func() error) {
+		t.Helper()
+		start := time.Now()
+		err := f()
+		seen = append(seen, time.Since(start))
+		if err != nil {
+			t.Log(err) // the fault's error is expected; the times are checked below
+		}
+	}
+	timed(func() error {
+		stream := client.Messages.NewStreaming(ctx, anthropicTestParams)
+		for stream.Next() {
+		}
+		return stream.Err()
+	})
+	timed(func() error { _, err := client.Messages.New(ctx, anthropicTestParams); return err })
+	timed(func() error { _, err := client.Messages.New(ctx, anthropicTestParams); return err })
+
+	served := ms.ServerTimes()
+	if len(served) != len(ms.Requests()) || len(served) != 3 {
+		t.Fatalf("%d server times for %d requests, want 3", len(served), len(ms.Requests()))
+	}
+	for i, d := range served {
+		if d <= 0 || d > seen[i] {
+			t.Errorf("request %d: server time %v, want more than 0 and at most the client's %v", i+1, d, seen[i])
+		}
+	}
+	if served[1] < delay {
+		t.Errorf("server time %v of a turn delayed %v leaves the delay out", served[1], delay)
+	}
+}
+
+// TestModelServerContentLength checks that whole (not streamed) answers and
+// errors carry their Content-Length: the server flushes them to time them,
+// which without it would switch them to chunked encoding.
+func TestModelServerContentLength(t *testing.T) {
+	t.Parallel()
+	ms := StartModelServer(t, Turn{Text: strings.Repeat("long answer ", 1000), Faults: []Fault{{Status: 429}}})
+	ctx := modelTestContext(t)
+	for _, want := range []int{http.StatusTooManyRequests, http.StatusOK} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ms.URL()+"/v1/messages", strings.NewReader(`{"model":"m"}`))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body json.RawMessage
+		err = json.NewDecoder(res.Body).Decode(&body)
+		res.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != want || res.ContentLength <= 0 || len(res.TransferEncoding) > 0 {
+			t.Errorf("status %d, Content-Length %d, Transfer-Encoding %q: want %d with a length, not chunked",
+				res.StatusCode, res.ContentLength, res.TransferEncoding, want)
+		}
+	}
+}

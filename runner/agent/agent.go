@@ -45,6 +45,17 @@ type Journal interface {
 	Barrier(ctx context.Context) error
 }
 
+// SyncJournal is a Journal that can also wait for the entries up to a
+// sequence number, and have those after it written in the background;
+// *journal.Writer is one. The loop's turn-complete barrier then waits for
+// the previous turn's entries only (the spec's rule), which leaves the
+// storage of this turn's off the path to the next model request. With a
+// plain Journal it waits for everything, as at the end of a run.
+type SyncJournal interface {
+	Journal
+	Sync(ctx context.Context, seq int64) error
+}
+
 // StopHook is asked when the model ends its turn whether the run may end. It
 // returns a reason and true to keep the loop going: the reason becomes the
 // next user message. Lifecycle Stop hooks plug in here.
@@ -94,6 +105,9 @@ type Loop struct {
 	messages []provider.Message
 	usage    store.Usage
 	turns    int
+	// appended is the sequence number of the last entry appended, and
+	// turnEnd that of the last entry of the previous turn.
+	appended, turnEnd int64
 	// journalErr is the first journal failure, reported once.
 	journalErr error
 }
@@ -184,7 +198,7 @@ func (l *Loop) Run(ctx context.Context, prompt string) Result {
 		calls := resp.Message.ToolCalls()
 		if len(calls) > 0 {
 			l.runTools(ctx, calls)
-			l.barrier(ctx)
+			l.turnBarrier(ctx)
 			continue
 		}
 		r := answered(resp)
@@ -192,7 +206,7 @@ func (l *Loop) Run(ctx context.Context, prompt string) Result {
 			if reason, block := l.cfg.OnStop(ctx, r.Answer); block {
 				continues++
 				l.addUser(reason)
-				l.barrier(ctx)
+				l.turnBarrier(ctx)
 				continue
 			}
 		}
@@ -362,7 +376,7 @@ func (l *Loop) runTools(ctx context.Context, calls []provider.Content) {
 			comp.Error = firstLine(res.Content)
 		}
 		l.append(comp)
-		l.emit(Event{Type: EventToolResult, Seq: seq, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Text: res.Content, IsError: res.IsError, Status: string(status), Duration: d})
+		l.emit(Event{Type: EventToolResult, Seq: seq, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Text: res.Content, IsError: res.IsError, Status: string(status), Duration: d, Process: res.Process})
 	}
 	l.messages = append(l.messages, provider.Message{Role: provider.RoleTool, Content: results})
 }
@@ -394,17 +408,36 @@ func (l *Loop) append(p store.Payload) int64 {
 	if l.cfg.Journal == nil {
 		return 0
 	}
-	return l.cfg.Journal.Append(p)
+	l.appended = l.cfg.Journal.Append(p)
+	return l.appended
 }
 
-// barrier ends a turn: what it appended is made durable. A journal failure
-// does not stop the agent (the spec's rule); it is logged once and reported
-// in the Result.
+// turnBarrier completes a turn: the previous turn's entries are made
+// durable, and this turn's go to storage in the background (SyncJournal);
+// with a plain Journal, everything is made durable.
+func (l *Loop) turnBarrier(ctx context.Context) {
+	prev := l.turnEnd
+	l.turnEnd = l.appended
+	if j, ok := l.cfg.Journal.(SyncJournal); ok {
+		l.journalFailed(ctx, j.Sync(ctx, prev))
+		return
+	}
+	l.barrier(ctx)
+}
+
+// barrier makes everything appended so far durable, as at the end of a
+// run.
 func (l *Loop) barrier(ctx context.Context) {
 	if l.cfg.Journal == nil {
 		return
 	}
-	err := l.cfg.Journal.Barrier(ctx)
+	l.journalFailed(ctx, l.cfg.Journal.Barrier(ctx))
+}
+
+// journalFailed handles the error of a barrier. A journal failure does not
+// stop the agent (the spec's rule); it is logged once and reported in the
+// Result.
+func (l *Loop) journalFailed(ctx context.Context, err error) {
 	if err == nil || l.journalErr != nil {
 		return
 	}

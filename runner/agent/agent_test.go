@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -43,7 +44,11 @@ func (r *recorder) kinds() []store.EntryKind {
 }
 
 // echo is a tool that returns its "text" argument, and calls hook first.
+// Its results claim a command's time of process, to check that the loop
+// reports it.
 type echo struct{ hook func(ctx context.Context) }
+
+const echoProcess = 3 * time.Millisecond
 
 func (echo) Name() string            { return "echo" }
 func (echo) Description() string     { return "echo text" }
@@ -56,7 +61,7 @@ func (e echo) Run(ctx context.Context, call json.RawMessage) tools.Result {
 	if err := json.Unmarshal(call, &args); err != nil {
 		return tools.Result{Content: err.Error(), IsError: true}
 	}
-	return tools.Result{Content: args.Text}
+	return tools.Result{Content: args.Text, Process: echoProcess}
 }
 
 func registry(t *testing.T, e echo) *tools.Registry {
@@ -90,7 +95,12 @@ func TestLoopJournalsEveryStep(t *testing.T) {
 		Tools:   registry(t, echo{}),
 		Journal: j,
 		System:  "be brief",
-		Observe: func(e Event) { evs = append(evs, e.Type) },
+		Observe: func(e Event) {
+			evs = append(evs, e.Type)
+			if e.Type == EventToolResult && e.Process != echoProcess {
+				t.Errorf("tool_result reports a process time of %v, want the tool's %v", e.Process, echoProcess)
+			}
+		},
 	}, nil, store.Usage{})
 	r := l.Run(t.Context(), "go")
 	if r.Outcome != Completed || r.Answer != "done" || r.Turns != 2 {
@@ -297,5 +307,51 @@ func TestLoopSwapAtTurnBoundary(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"old 1", "new 0"}, got); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+}
+
+// syncRecorder is a recorder with Sync, which records what each turn
+// waited for.
+type syncRecorder struct {
+	recorder
+	syncs    []int64
+	barriers int
+}
+
+func (r *syncRecorder) Sync(_ context.Context, seq int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.syncs = append(r.syncs, seq)
+	return nil
+}
+
+func (r *syncRecorder) Barrier(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.barriers++
+	return nil
+}
+
+// TestLoopTurnBarrierWaitsForThePreviousTurn checks the turn-complete
+// barrier with a SyncJournal: each turn's end waits for the entries up to
+// the end of the turn before, and the run's end for everything.
+func TestLoopTurnBarrierWaitsForThePreviousTurn(t *testing.T) {
+	t.Parallel()
+	j := &syncRecorder{}
+	l := New(Config{
+		Model:   provider.NewScripted("s", []provider.Response{echoTurn("one"), echoTurn("two"), textTurn("done")}),
+		Tools:   registry(t, echo{}),
+		Journal: j,
+	}, nil, store.Usage{})
+	if r := l.Run(t.Context(), "go"); r.Outcome != Completed {
+		t.Fatalf("result = %+v", r)
+	}
+	// 1 is the prompt; each tool turn appends the assistant's message, the
+	// usage, the call, the result and the completion: 2-6, then 7-11.
+	if diff := cmp.Diff([]int64{0, 6}, j.syncs); diff != "" {
+		t.Errorf("syncs (-want +got):\n%s", diff)
+	}
+	if j.barriers != 1 || len(j.entries) != 14 {
+		t.Errorf("%d barriers for %d entries, want 1 at the end of 14", j.barriers, len(j.entries))
 	}
 }

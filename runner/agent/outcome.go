@@ -121,9 +121,12 @@ type Event struct {
 	IsError   bool          `json:"is_error,omitempty"`
 	Status    string        `json:"status,omitempty"`
 	Duration  time.Duration `json:"duration_ns,omitempty"`
-	Usage     *store.Usage  `json:"usage,omitempty"`
-	Outcome   Outcome       `json:"outcome,omitempty"`
-	Reason    string        `json:"reason,omitempty"`
+	// Process is set on tool_result when the tool ran a command: how long
+	// the command lived, from its start to its exit, within Duration.
+	Process time.Duration `json:"process_ns,omitempty"`
+	Usage   *store.Usage  `json:"usage,omitempty"`
+	Outcome Outcome       `json:"outcome,omitempty"`
+	Reason  string        `json:"reason,omitempty"`
 	// Provider and Model are set on session_start.
 	Provider string `json:"provider,omitempty"`
 	Model    string `json:"model,omitempty"`

@@ -8,14 +8,18 @@
 // transaction), one batch at a time: by the writer's goroutine, which lets a
 // new batch gather for a moment (Options.Linger), or by a Barrier that finds
 // the goroutine idle. Barrier waits until everything appended before it is
-// durable, which the agent does when a turn completes; Close drains the
-// queue and stops the writer, which is how both a session switch and a
-// shutdown hand over or end journal ownership:
+// durable, which the agent does when a run ends; Sync waits for the entries
+// up to a sequence number and has the rest written at once in the
+// background, which the agent does when a turn completes, for the turn
+// before; Close drains the queue and stops the writer, which is how both a
+// session switch and a shutdown hand over or end journal ownership:
 //
 //	w := journal.New(ctx, st, tenant, snap.Session.ID, snap.LastSeq+1, journal.Options{})
 //	seq := w.Append(store.UserMessage{...})
 //	...
-//	if err := w.Barrier(ctx); err != nil { ... } // end of turn
+//	if err := w.Sync(ctx, lastSeqOfPreviousTurn); err != nil { ... } // end of turn
+//	...
+//	if err := w.Barrier(ctx); err != nil { ... } // end of run
 //	...
 //	err := w.Close(ctx) // switch away or shut down
 //
@@ -243,6 +247,43 @@ func (w *Writer) Barrier(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("journal barrier: %w", ctx.Err())
+	}
+}
+
+// Sync waits until every entry up to seq is durable, and returns the
+// writer's failure if it has failed, or ctx's error. Unlike Barrier it never
+// writes in the caller, and it hands the entries queued after seq to the
+// writer's goroutine at once rather than after Linger, so that they are
+// written while the caller goes on.
+//
+// The agent's turn-complete barrier is a Sync: at the end of a turn it waits
+// for the previous turn's entries, which were written while this turn ran,
+// and lets this turn's be written while the next model request goes out. A
+// crash loses at most the entries of the turn in progress and of the one
+// before it, as the spec allows: barriers order persistence, they do not
+// make the current turn's entries synchronous.
+func (w *Writer) Sync(ctx context.Context, seq int64) error {
+	w.mu.Lock()
+	seq = min(seq, w.next-1)
+	if len(w.queue) > 0 {
+		w.signal()
+	}
+	switch {
+	case w.err != nil:
+		defer w.mu.Unlock()
+		return w.err
+	case w.durable >= seq:
+		w.mu.Unlock()
+		return nil
+	}
+	done := make(chan error, 1)
+	w.waiters = append(w.waiters, waiter{seq: seq, done: done})
+	w.mu.Unlock()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("journal sync: %w", ctx.Err())
 	}
 }
 

@@ -209,6 +209,7 @@ func runJournalCases(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentSessions", testConcurrentSessions},
 		{"ConcurrentAppenders", testConcurrentAppenders},
 		{"BarrierMeansDurable", testBarrier},
+		{"SyncMeansDurableUpTo", testSync},
 		{"CloseDrains", testCloseDrains},
 		{"SwitchSessions", testSwitch},
 		{"Resume", testResume},
@@ -370,6 +371,40 @@ func testBarrier(t *testing.T, st store.Store) {
 	}
 	// A barrier with nothing pending returns at once.
 	if err := w.Barrier(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testSync is the agent's turn-complete barrier: each turn waits for the
+// entries of the turn before, and its own are written in the background,
+// without waiting for Linger.
+func testSync(t *testing.T, st store.Store) {
+	id := newSession(t, st)
+	// A linger longer than the test: only Sync's hand-off writes the
+	// entries it does not wait for before Close.
+	w := journal.New(t.Context(), st, tenant, id, 1, withLog(t, journal.Options{Linger: time.Hour}))
+	defer closeWriter(t, w)
+	var prev int64
+	for turn := 1; turn <= 5; turn++ {
+		appendMessages(w, (turn-1)*20+1, turn*20)
+		if err := w.Sync(t.Context(), prev); err != nil {
+			t.Fatal(err)
+		}
+		if es := stored(t, st, id); int64(len(es)) < prev {
+			t.Fatalf("turn %d: %d entries stored after a sync up to %d", turn, len(es), prev)
+		}
+		prev = int64(turn * 20)
+	}
+	// Waiting for the last turn's entries finds them written or being
+	// written: Sync handed them over; it is not the linger that writes them.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := w.Sync(ctx, prev); err != nil {
+		t.Fatal(err)
+	}
+	checkStream(t, st, id, 1, prev)
+	// Beyond the last entry means the last entry.
+	if err := w.Sync(ctx, prev+100); err != nil {
 		t.Fatal(err)
 	}
 }

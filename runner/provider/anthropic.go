@@ -1,10 +1,13 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"iter"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,9 +26,29 @@ type Anthropic struct {
 	// blocks holds the encoding of each content block of the last request.
 	// Every request carries the whole conversation, and the SDK encodes it
 	// by reflection: over a long session that grew to milliseconds a turn,
-	// nearly all of it spent on blocks already sent.
-	mu     sync.Mutex
-	blocks map[Content]encodedBlock
+	// nearly all of it spent on blocks already sent. last holds them in
+	// order (see turns).
+	mu   sync.Mutex
+	last []keptBlock
+	// head is the encoding of the system prompt and the tools of the last
+	// request, which the next one nearly always repeats; size is the size
+	// of the last body, the next one's first guess.
+	head anthropicHead
+	size int
+}
+
+// keptBlock is a content block with its encoding.
+type keptBlock struct {
+	c Content
+	b encodedBlock
+}
+
+// anthropicHead is the encoded system prompt and tools of a request, with
+// what they were encoded from.
+type anthropicHead struct {
+	system []string
+	tools  []Tool
+	json   []byte // `,"system":[...],"tools":[...]`, each only when present
 }
 
 // encodedBlock is a content block as the Messages API takes it; ok is false
@@ -80,14 +103,21 @@ func (a *Anthropic) Name() string { return NameAnthropic }
 // Stream sends req to the Messages API and streams the answer.
 func (a *Anthropic) Stream(ctx context.Context, req Request) iter.Seq2[Part, error] {
 	return func(yield func(Part, error) bool) {
-		params, err := a.params(req)
+		body, err := a.body(req)
 		if err != nil {
 			yield(Part{}, fmt.Errorf("anthropic: %w", err))
 			return
 		}
 		callCtx, cancel := context.WithTimeout(ctx, a.timeout)
 		defer cancel()
-		stream := a.client.Messages.NewStreaming(callCtx, params)
+		// The SDK would encode the params by reflection, then compact the
+		// result and copy it again to set "stream": over a long session
+		// that is milliseconds a turn. The body is made here instead, of
+		// the SDK's encodings of each part (see body); the params only
+		// name the model for the SDK's telemetry.
+		stream := a.client.Messages.NewStreaming(callCtx,
+			anthropic.MessageNewParams{Model: a.model, MaxTokens: a.outputTokens(req)},
+			option.WithRequestBody("application/json", body))
 		defer stream.Close()
 
 		var dec anthropicDecoder
@@ -110,7 +140,17 @@ func (a *Anthropic) Stream(ctx context.Context, req Request) iter.Seq2[Part, err
 	}
 }
 
-// params translates req into the Messages API's request.
+// outputTokens is the output token limit of req.
+func (a *Anthropic) outputTokens(req Request) int64 {
+	if req.MaxOutputTokens > 0 {
+		return req.MaxOutputTokens
+	}
+	return a.maxTokens
+}
+
+// params translates req into the Messages API's request, as the SDK's
+// types hold it. Requests are sent as body makes them, which is the same
+// request; params is what body is checked against.
 func (a *Anthropic) params(req Request) (anthropic.MessageNewParams, error) {
 	system, conv, err := splitSystem(req.Messages)
 	if err != nil {
@@ -118,23 +158,13 @@ func (a *Anthropic) params(req Request) (anthropic.MessageNewParams, error) {
 	}
 	p := anthropic.MessageNewParams{
 		Model:     a.model,
-		MaxTokens: a.maxTokens,
+		MaxTokens: a.outputTokens(req),
 		// Automatic prompt caching: the API puts a cache breakpoint on the last
 		// cacheable block, so each turn reads the conversation so far from the
 		// cache instead of paying for it again.
 		CacheControl: anthropic.NewCacheControlEphemeralParam(),
 	}
-	if req.MaxOutputTokens > 0 {
-		p.MaxTokens = req.MaxOutputTokens
-	}
-	for _, text := range system {
-		p.System = append(p.System, anthropic.TextBlockParam{Text: text})
-	}
-	if n := len(p.System); n > 0 {
-		// A breakpoint of its own, so that the system prompt and the tools stay
-		// cached even when the conversation's prefix changes (compaction).
-		p.System[n-1].CacheControl = anthropic.NewCacheControlEphemeralParam()
-	}
+	p.System = anthropicSystem(system)
 	for _, t := range req.Tools {
 		tool, err := anthropicTool(t)
 		if err != nil {
@@ -142,52 +172,228 @@ func (a *Anthropic) params(req Request) (anthropic.MessageNewParams, error) {
 		}
 		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: &tool})
 	}
-	// Tool results travel in user messages. Consecutive messages of one side
-	// are merged, because the API wants the sides to alternate.
-	var turns [][]json.RawMessage
-	var assistant []bool
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	used := make(map[Content]encodedBlock, len(a.blocks)+4)
-	for _, m := range conv {
-		var blocks []json.RawMessage
-		for _, c := range m.Content {
-			b, seen := a.blocks[c]
-			if !seen {
-				if b, seen = used[c]; !seen {
-					var err error
-					if b, err = encodeAnthropicBlock(c); err != nil {
-						return p, err
-					}
-				}
-			}
-			used[c] = b
-			if b.ok {
-				blocks = append(blocks, b.json)
-			}
-		}
-		if len(blocks) == 0 {
-			// The API rejects empty messages; an assistant turn that produced
-			// nothing (cut off at once) has nothing to send back.
-			continue
-		}
-		isAssistant := m.Role == RoleAssistant
-		if n := len(turns); n > 0 && assistant[n-1] == isAssistant {
-			turns[n-1] = append(turns[n-1], blocks...)
-			continue
-		}
-		turns = append(turns, blocks)
-		assistant = append(assistant, isAssistant)
+	turns, assistant, err := a.turns(conv)
+	if err != nil {
+		return p, err
 	}
-	a.blocks = used // what the conversation no longer holds (compacted) goes
 	for i, blocks := range turns {
-		role := "user"
-		if assistant[i] {
-			role = "assistant"
-		}
-		p.Messages = append(p.Messages, param.Override[anthropic.MessageParam](anthropicMessage(role, blocks)))
+		p.Messages = append(p.Messages, param.Override[anthropic.MessageParam](anthropicMessage(anthropicRole(assistant[i]), blocks)))
 	}
 	return p, nil
+}
+
+// anthropicSystem is the system prompt as the API takes it.
+func anthropicSystem(system []string) []anthropic.TextBlockParam {
+	var blocks []anthropic.TextBlockParam
+	for _, text := range system {
+		blocks = append(blocks, anthropic.TextBlockParam{Text: text})
+	}
+	if n := len(blocks); n > 0 {
+		// A breakpoint of its own, so that the system prompt and the tools stay
+		// cached even when the conversation's prefix changes (compaction).
+		blocks[n-1].CacheControl = anthropic.NewCacheControlEphemeralParam()
+	}
+	return blocks
+}
+
+func anthropicRole(assistant bool) string {
+	if assistant {
+		return "assistant"
+	}
+	return "user"
+}
+
+// body is the JSON body of req's streamed Messages request: the request
+// params builds, with "stream": true. Each part is encoded by the SDK's
+// encoder, as the SDK would encode it within the whole, and kept for the
+// next request (the system prompt and tools, each content block); only
+// their joints are written here.
+func (a *Anthropic) body(req Request) ([]byte, error) {
+	system, conv, err := splitSystem(req.Messages)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	head, err := a.encodeHead(system, req.Tools)
+	if err != nil {
+		return nil, err
+	}
+	model, err := json.Marshal(a.model)
+	if err != nil {
+		return nil, fmt.Errorf("encode the model name: %w", err)
+	}
+	// "stream" comes first: the SDK sets it again, and finds it there
+	// without reading through the messages.
+	b := make([]byte, 0, a.size+a.size/8)
+	b = append(b, `{"stream":true,"model":`...)
+	b = append(b, model...)
+	b = append(b, `,"max_tokens":`...)
+	b = strconv.AppendInt(b, a.outputTokens(req), 10)
+	// Automatic prompt caching: see params.
+	b = append(b, `,"cache_control":{"type":"ephemeral"}`...)
+	b = append(b, head...)
+	// The messages are written as appendAnthropicMessage writes them. No
+	// messages (nothing but empty text) is left out, as the SDK leaves it,
+	// for the API to refuse.
+	role := ""
+	err = a.blocks(conv, func(assistant, first bool, block json.RawMessage) {
+		switch {
+		case role == "":
+			b = append(b, `,"messages":[{"content":[`...)
+		case first:
+			b = append(b, `],"role":"`...)
+			b = append(b, role...)
+			b = append(b, `"},{"content":[`...)
+		default:
+			b = append(b, ',')
+		}
+		b = append(b, block...)
+		role = anthropicRole(assistant)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if role != "" {
+		b = append(b, `],"role":"`...)
+		b = append(b, role...)
+		b = append(b, `"}]`...)
+	}
+	b = append(b, '}')
+	a.size = len(b)
+	return b, nil
+}
+
+// encodeHead returns the encoding of the system prompt and the tools,
+// kept from the last request when they are the same. a.mu must be held.
+func (a *Anthropic) encodeHead(system []string, tools []Tool) ([]byte, error) {
+	h := &a.head
+	if h.json != nil && slices.Equal(h.system, system) && slices.EqualFunc(h.tools, tools, sameTool) {
+		return h.json, nil
+	}
+	var b []byte
+	if blocks := anthropicSystem(system); len(blocks) > 0 {
+		b = append(b, `,"system":[`...)
+		for i, block := range blocks {
+			js, err := block.MarshalJSON()
+			if err != nil {
+				return nil, fmt.Errorf("encode the system prompt: %w", err)
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, js...)
+		}
+		b = append(b, ']')
+	}
+	if len(tools) > 0 {
+		b = append(b, `,"tools":[`...)
+		for i, t := range tools {
+			tool, err := anthropicTool(t)
+			if err != nil {
+				return nil, err
+			}
+			js, err := anthropic.ToolUnionParam{OfTool: &tool}.MarshalJSON()
+			if err != nil {
+				return nil, fmt.Errorf("encode tool %q: %w", t.Name, err)
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, js...)
+		}
+		b = append(b, ']')
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	*h = anthropicHead{system: slices.Clone(system), tools: slices.Clone(tools), json: b}
+	return b, nil
+}
+
+func sameTool(a, b Tool) bool {
+	return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.InputSchema, b.InputSchema)
+}
+
+// turns groups the conversation's encoded blocks into the API's messages
+// (see blocks). a.mu must be held.
+func (a *Anthropic) turns(conv []Message) (turns [][]json.RawMessage, assistant []bool, err error) {
+	err = a.blocks(conv, func(isAssistant, first bool, b json.RawMessage) {
+		if first {
+			turns = append(turns, nil)
+			assistant = append(assistant, isAssistant)
+		}
+		turns[len(turns)-1] = append(turns[len(turns)-1], b)
+	})
+	return turns, assistant, err
+}
+
+// blocks encodes the conversation's content blocks, reusing the encodings
+// of the last request, and yields those that are sent, in order, saying
+// which side sends each and whether it starts a message: tool results
+// travel in user messages, and consecutive messages of one side are merged,
+// because the API wants the sides to alternate. a.mu must be held.
+//
+// A conversation that only grew since the last request, as it does turn
+// after turn, finds its blocks at the same places in a.last, and the new
+// ones are appended to it. Any other (compacted, forked) has its blocks
+// looked up by value among the last request's.
+func (a *Anthropic) blocks(conv []Message, yield func(assistant, first bool, b json.RawMessage)) error {
+	n := 0                             // blocks so far
+	var index map[Content]encodedBlock // the last request's blocks, once the prefix is left
+	var kept []keptBlock               // this request's blocks, once the prefix is left
+	started, side := false, false      // whether a message is open, and its side
+	for _, m := range conv {
+		isAssistant := m.Role == RoleAssistant
+		for _, c := range m.Content {
+			var b encodedBlock
+			switch {
+			case index == nil && n < len(a.last) && a.last[n].c == c:
+				b = a.last[n].b
+			case index == nil && n == len(a.last):
+				var err error
+				if b, err = encodeAnthropicBlock(c); err != nil {
+					return err
+				}
+				a.last = append(a.last, keptBlock{c, b})
+			default:
+				if index == nil {
+					index = make(map[Content]encodedBlock, len(a.last))
+					for _, k := range a.last {
+						index[k.c] = k.b
+					}
+					kept = append(make([]keptBlock, 0, len(a.last)+8), a.last[:n]...)
+				}
+				var seen bool
+				if b, seen = index[c]; !seen {
+					var err error
+					if b, err = encodeAnthropicBlock(c); err != nil {
+						return err
+					}
+					index[c] = b
+				}
+				kept = append(kept, keptBlock{c, b})
+			}
+			n++
+			// A message with nothing to send (an assistant turn cut off at
+			// once) is left out: the API rejects empty messages.
+			if b.ok {
+				first := !started || side != isAssistant
+				started, side = true, isAssistant
+				yield(isAssistant, first, b.json)
+			}
+		}
+	}
+	// What the conversation no longer holds (compacted) goes.
+	if index != nil {
+		a.last = kept
+	} else {
+		clear(a.last[n:])
+		a.last = a.last[:n]
+	}
+	return nil
 }
 
 // anthropicMessage is the JSON of a message of encoded blocks, as the SDK
@@ -197,7 +403,11 @@ func anthropicMessage(role string, blocks []json.RawMessage) json.RawMessage {
 	for _, b := range blocks {
 		n += len(b)
 	}
-	out := make([]byte, 0, n)
+	return appendAnthropicMessage(make([]byte, 0, n), role, blocks)
+}
+
+// appendAnthropicMessage appends the JSON of a message of encoded blocks.
+func appendAnthropicMessage(out []byte, role string, blocks []json.RawMessage) []byte {
 	out = append(out, `{"content":[`...)
 	for i, b := range blocks {
 		if i > 0 {

@@ -1,9 +1,11 @@
 package provider
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestAnthropicRequestReusesEncodings checks that a request built from the
@@ -26,9 +28,10 @@ func TestAnthropicRequestReusesEncodings(t *testing.T) {
 		Message{Role: RoleTool, Content: []Content{ToolResult("call_0", "FAIL", true)}},
 	)
 	compacted := append([]Message{SystemMessage("You are a coding agent."), UserMessage("Summary of the work so far.")}, long[8:]...)
-	warm := newClient()
-	for i, msgs := range [][]Message{long[:4], long[:8], long, compacted, long} {
+	warm, warmBody := newClient(), newClient()
+	for i, msgs := range [][]Message{long[:4], long[:8], long, compacted, long, long[:6], long} {
 		req := Request{Messages: msgs}
+		checkBody(t, warmBody, req)
 		got, err := warm.params(req)
 		if err != nil {
 			t.Fatal(err)
@@ -49,9 +52,117 @@ func TestAnthropicRequestReusesEncodings(t *testing.T) {
 			t.Errorf("request %d with kept encodings:\n%s\nfrom scratch:\n%s", i, gotJSON, wantJSON)
 		}
 	}
-	if n := len(warm.blocks); n > 40 {
+	if n := len(warm.last); n > 40 {
 		t.Errorf("%d encodings kept; the last conversation has fewer blocks", n)
 	}
+}
+
+// checkBody checks that a's body for req is the request that params
+// builds, streamed, both as JSON values (the order of the keys differs),
+// and that a client without kept encodings makes the same body.
+func checkBody(t *testing.T, a *Anthropic, req Request) {
+	t.Helper()
+	body, err := a.body(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := NewAnthropic(Config{Provider: NameAnthropic, Model: a.model, MaxOutputTokens: a.maxTokens, APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scratch, err := fresh.body(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := fresh.params(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdk, err := p.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Compared as values: the SDK writes the schema keywords it has no
+	// field for in map order, which varies.
+	got, fromScratch, want := jsonValue(t, body), jsonValue(t, scratch), jsonValue(t, sdk)
+	want["stream"] = true
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("body differs from the SDK's encoding of the params (-sdk +body):\n%s", diff)
+	}
+	if diff := cmp.Diff(fromScratch, got); diff != "" {
+		t.Errorf("body with kept encodings differs from one made from scratch (-scratch +kept):\n%s", diff)
+	}
+}
+
+func jsonValue(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("not a JSON object: %v\n%s", err, b)
+	}
+	return v
+}
+
+// TestAnthropicBody checks the request body against the SDK's encoding of
+// the same params: system prompts, tools (with schema keywords the SDK has
+// no field for), output limits, and a system prompt and tools that change
+// between requests of one client.
+func TestAnthropicBody(t *testing.T) {
+	t.Parallel()
+	a, err := NewAnthropic(Config{Provider: NameAnthropic, Model: "claude-sonnet-4-5", APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := benchConversation(3)
+	tools := []Tool{
+		{Name: "bash", Description: "Run a <command> & \"more\"", InputSchema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"],"additionalProperties":false,"$defs":{"x":{"type":"integer"}}}`)},
+		{Name: "noargs"},
+	}
+	for _, req := range []Request{
+		{Messages: conv},
+		{Messages: conv, Tools: tools},
+		{Messages: conv, Tools: tools, MaxOutputTokens: 77},
+		{Messages: conv[1:], Tools: tools[:1]},
+		{Messages: append([]Message{SystemMessage("first"), SystemMessage("second \u2028")}, conv[1:]...), Tools: tools},
+		{Messages: append([]Message{SystemMessage("first")}, conv[1:]...), Tools: tools},
+		{Messages: conv, Tools: tools},
+	} {
+		checkBody(t, a, req)
+	}
+	if _, err := a.body(Request{Messages: conv, Tools: []Tool{{Name: "bad", InputSchema: json.RawMessage(`[1]`)}}}); err == nil {
+		t.Error("a tool whose schema is not an object was encoded")
+	}
+	if _, err := a.body(Request{Messages: []Message{SystemMessage("only")}}); err == nil {
+		t.Error("a request without a conversation was encoded")
+	}
+}
+
+// FuzzAnthropicBody checks that the body made of kept encodings is the
+// SDK's encoding of the params, whatever the texts, arguments and tool
+// description, and as the conversation grows and changes.
+func FuzzAnthropicBody(f *testing.F) {
+	f.Add("hello", `{"command":"ls"}`, "result", "Run a command.")
+	f.Add("<&>\u2028\\", "not json", "", "")
+	f.Add("", `{"a":[1,{"b":null}]}`, "\x00\xff", "é")
+	a, err := NewAnthropic(Config{Provider: NameAnthropic, Model: "claude-sonnet-4-5", APIKey: "k"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, text, args, result, desc string) {
+		conv := []Message{
+			SystemMessage("system"),
+			UserMessage(text),
+			{Role: RoleAssistant, Content: []Content{Text(text), ToolCall("c1", "bash", args)}},
+			{Role: RoleTool, Content: []Content{ToolResult("c1", result, result == "")}},
+		}
+		tools := []Tool{{Name: "bash", Description: desc}}
+		for _, msgs := range [][]Message{conv[:2], conv, append(conv[:1:1], conv[2:]...), conv} {
+			if _, _, err := splitSystem(msgs); err != nil {
+				continue
+			}
+			checkBody(t, a, Request{Messages: msgs, Tools: tools})
+		}
+	})
 }
 
 // TestAnthropicRequestMatchesSDK checks the messages params builds from

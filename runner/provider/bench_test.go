@@ -21,23 +21,49 @@ func benchConversation(n int) []Message {
 	return msgs
 }
 
+// benchTools are n tools the size of aerie's built-in ones: a paragraph of
+// description and a schema of four properties.
+func benchTools(n int) []Tool {
+	tools := make([]Tool, n)
+	for i := range tools {
+		tools[i] = Tool{
+			Name: "tool_" + strconv.Itoa(i),
+			Description: "Run a bash command in the workspace and return its combined standard output and error, " +
+				"followed by the exit code when it is not zero. The command runs in its own process group, " +
+				"which is torn down when it times out (default 120 s, at most 3600 s).",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{` +
+				`"command":{"type":"string","description":"The bash script to run."},` +
+				`"timeout":{"type":"integer","description":"Timeout in seconds (default 120, max 3600); ignored in background mode."},` +
+				`"validation":{"type":"boolean","description":"Stop at the first failing command (set -o errexit -o pipefail)."},` +
+				`"background":{"type":"boolean","description":"Start the command in the background and return its process id."}` +
+				`},"required":["command"],"additionalProperties":false}`),
+		}
+	}
+	return tools
+}
+
 // BenchmarkAnthropicRequest measures building and encoding the body of a
-// Messages request for a conversation of 10 and 100 turns: the work the
-// loop does, before the request leaves, at every turn.
+// Messages request for a conversation of 10 and 100 turns, with one tool
+// and with twelve (as many as aerie's built-in tools): the work the loop
+// does, before the request leaves, at every turn.
 func BenchmarkAnthropicRequest(b *testing.B) {
 	a, err := NewAnthropic(Config{Provider: NameAnthropic, Model: "claude-sonnet-4-5", APIKey: "k"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, turns := range []int{10, 100} {
-		b.Run("turns="+strconv.Itoa(turns), func(b *testing.B) {
-			req := Request{Messages: benchConversation(turns), Tools: []Tool{{Name: "bash", Description: "Run a command.", InputSchema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)}}}
+	for _, bc := range []struct {
+		name  string
+		turns int
+		tools []Tool
+	}{
+		{"turns=10", 10, []Tool{{Name: "bash", Description: "Run a command.", InputSchema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)}}},
+		{"turns=100", 100, []Tool{{Name: "bash", Description: "Run a command.", InputSchema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)}}},
+		{"turns=100/tools=12", 100, benchTools(12)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			req := Request{Messages: benchConversation(bc.turns), Tools: bc.tools}
 			for b.Loop() {
-				p, err := a.params(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := p.MarshalJSON(); err != nil {
+				if _, err := a.body(req); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -13,9 +13,12 @@ import (
 // too: system messages first, tool calls only from the assistant, tool results
 // only in tool messages.
 func splitSystem(msgs []Message) (system []string, conv []Message, err error) {
+	// The system messages come first, so the conversation is the rest of
+	// msgs, shared rather than copied: the callers only read it.
+	start := 0
 	for i, m := range msgs {
 		if m.Role == RoleSystem {
-			if len(conv) > 0 {
+			if start < i {
 				return nil, nil, fmt.Errorf("messages[%d]: a system message after the conversation started; system messages must come first", i)
 			}
 			for j, c := range m.Content {
@@ -24,6 +27,7 @@ func splitSystem(msgs []Message) (system []string, conv []Message, err error) {
 				}
 			}
 			system = append(system, m.Text())
+			start = i + 1
 			continue
 		}
 		if m.Role != RoleUser && m.Role != RoleAssistant && m.Role != RoleTool {
@@ -37,8 +41,8 @@ func splitSystem(msgs []Message) (system []string, conv []Message, err error) {
 				return nil, nil, fmt.Errorf("messages[%d].content[%d]: %s without a tool call id", i, j, c.Type)
 			}
 		}
-		conv = append(conv, m)
 	}
+	conv = msgs[start:len(msgs):len(msgs)]
 	if len(conv) == 0 {
 		return nil, nil, errors.New("no messages besides the system prompt")
 	}

@@ -34,8 +34,61 @@ type SQLite struct {
 	write *sql.DB
 	read  *sql.DB
 
+	// appendMu guards appendStmts, Append's statements, prepared on the
+	// write pool when first needed and kept: SQLite parsing them again
+	// for every batch cost more than running them.
+	appendMu    sync.Mutex
+	appendStmts *sqliteAppendStmts
+
 	closeOnce sync.Once
 	closeErr  error
+}
+
+// sqliteAppendStmts are the statements of Append.
+type sqliteAppendStmts struct {
+	live, insert, count *sql.Stmt
+}
+
+// appendStatements returns Append's statements, preparing them the first
+// time. A failure is returned, and the next call tries again.
+func (s *SQLite) appendStatements(ctx context.Context) (*sqliteAppendStmts, error) {
+	s.appendMu.Lock()
+	defer s.appendMu.Unlock()
+	if s.appendStmts != nil {
+		return s.appendStmts, nil
+	}
+	var st sqliteAppendStmts
+	for _, q := range []struct {
+		stmt  **sql.Stmt
+		query string
+	}{
+		{&st.live, `SELECT 1 FROM sessions WHERE id = ? AND tenant = ? AND deleted_at IS NULL`},
+		// Entries already stored are skipped: this is the retry of a batch
+		// whose commit was not acknowledged.
+		{&st.insert, `INSERT INTO entries (session_id, tenant, seq, kind, payload, created_at)
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, seq) DO NOTHING`},
+		{&st.count, `UPDATE sessions SET entry_count = entry_count + ?,
+			last_seq = max(last_seq, ?), updated_at = max(updated_at, ?) WHERE id = ? AND tenant = ?`},
+	} {
+		stmt, err := s.write.PrepareContext(ctx, q.query)
+		if err != nil {
+			st.close()
+			return nil, err
+		}
+		*q.stmt = stmt
+	}
+	s.appendStmts = &st
+	return s.appendStmts, nil
+}
+
+func (st *sqliteAppendStmts) close() error {
+	var errs []error
+	for _, stmt := range []*sql.Stmt{st.live, st.insert, st.count} {
+		if stmt != nil {
+			errs = append(errs, stmt.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 var _ Store = (*SQLite)(nil)
@@ -197,6 +250,12 @@ func (s *SQLite) Close() error {
 }
 
 func (s *SQLite) close() error {
+	s.appendMu.Lock()
+	if s.appendStmts != nil {
+		_ = s.appendStmts.close() // closed with their connection anyway
+		s.appendStmts = nil
+	}
+	s.appendMu.Unlock()
 	errRead := s.read.Close()
 	// busy is 1 when another process is still reading and the log could
 	// not be truncated; that process's last close will do it.
@@ -412,22 +471,23 @@ func (s *SQLite) Append(ctx context.Context, tenant string, session uuid.UUID, e
 	if err != nil {
 		return fmt.Errorf("append entries: %w", err)
 	}
+	stmts, err := s.appendStatements(ctx)
+	if err != nil {
+		return fmt.Errorf("append entries: prepare: %w", sqliteError(err))
+	}
 	err = withTx(ctx, s.beginWrite, func(tx sqlTx) error {
-		if _, err := s.liveSession(ctx, tx, tenant, session); err != nil {
-			return err
-		}
-		// Entries already stored are skipped: this is the retry of a batch
-		// whose commit was not acknowledged.
-		stmt, err := tx.PrepareContext(ctx, `INSERT INTO entries (session_id, tenant, seq, kind, payload, created_at)
-			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, seq) DO NOTHING`)
-		if err != nil {
-			return err
-		}
-		defer stmt.Close()
-		var inserted, lastSeq int64
 		id := session.String()
+		var one int
+		switch err := tx.StmtContext(ctx, stmts.live).QueryRowContext(ctx, id, tenant).Scan(&one); {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("session %s: %w", session, ErrNotFound)
+		case err != nil:
+			return err
+		}
+		insert := tx.StmtContext(ctx, stmts.insert)
+		var inserted, lastSeq int64
 		for _, e := range es {
-			res, err := stmt.ExecContext(ctx, id, tenant, e.seq, string(e.kind), string(e.payload), e.createdAt.UnixMicro())
+			res, err := insert.ExecContext(ctx, id, tenant, e.seq, string(e.kind), string(e.payload), e.createdAt.UnixMicro())
 			if err != nil {
 				return err
 			}
@@ -436,9 +496,7 @@ func (s *SQLite) Append(ctx context.Context, tenant string, session uuid.UUID, e
 				lastSeq = e.seq
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET entry_count = entry_count + ?,
-			last_seq = max(last_seq, ?), updated_at = max(updated_at, ?) WHERE id = ? AND tenant = ?`,
-			inserted, lastSeq, now().UnixMicro(), session, tenant); err != nil {
+		if _, err := tx.StmtContext(ctx, stmts.count).ExecContext(ctx, inserted, lastSeq, now().UnixMicro(), id, tenant); err != nil {
 			return err
 		}
 		for _, e := range es {

@@ -111,6 +111,13 @@ func (b *Bash) foreground(ctx context.Context, cmd executor.Command, timeout tim
 	}()
 	out, _ := io.ReadAll(p.Stdout())
 	exit, werr := p.Wait(context.WithoutCancel(ctx))
+	res := bashResult(ctx, tctx, timeout, out, exit, werr)
+	res.Process = exit.Duration
+	return res
+}
+
+// bashResult is what the model reads of a finished foreground command.
+func bashResult(ctx, tctx context.Context, timeout time.Duration, out []byte, exit executor.Exit, werr error) Result {
 	var sb strings.Builder
 	sb.Write(out)
 	timedOut := errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil && exit.TornDown

@@ -223,3 +223,23 @@ func TestProcessErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestBashProcessTime checks that a foreground command's result carries
+// how long the command lived, inside the time of the whole call, and that
+// a call that runs no command carries none.
+func TestBashProcessTime(t *testing.T) {
+	t.Parallel()
+	l, _ := newWorkspace(t)
+	b := NewBash(l, NewBackground(l))
+	const sleep = 50 * time.Millisecond
+	start := time.Now()
+	got := b.Run(context.Background(), args(t, map[string]any{"command": "sleep 0.05"}))
+	call := time.Since(start)
+	check(t, got, false, "[no output]")
+	if got.Process < sleep || got.Process > call {
+		t.Errorf("process time %v, want at least the command's %v and at most the call's %v", got.Process, sleep, call)
+	}
+	if got := b.Run(context.Background(), json.RawMessage(`{}`)); got.Process != 0 {
+		t.Errorf("process time %v for a call that ran no command", got.Process)
+	}
+}

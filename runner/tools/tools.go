@@ -15,7 +15,10 @@ import (
 	"fmt"
 	"io/fs"
 	"iter"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/process"
@@ -39,6 +42,11 @@ type Tool interface {
 type Result struct {
 	Content string
 	IsError bool
+	// Process is how long the command the tool ran lived, from its start
+	// to its exit as the executor saw them (executor.Exit.Duration); zero
+	// for tools that run none. It is not shown to the model: it tells the
+	// people watching a run the command's own time from the time around it.
+	Process time.Duration
 }
 
 // errorf returns an error result.
@@ -117,10 +125,19 @@ func prop(typ, desc string) map[string]any {
 
 // Registry holds the tools offered to the model, in order, and runs calls
 // by name with every result capped.
+//
+// A registered tool's Name, Description and Schema are read once, when the
+// registry first describes its tools, and kept: every model request offers
+// them, and building a schema costs an encoding each time. A tool whose
+// description changes is registered again in a new registry, as a reload
+// of the extensions does.
 type Registry struct {
 	tools  []Tool
 	byName map[string]Tool
 	capper *Capper
+
+	defsMu sync.Mutex
+	defs   []provider.Tool // nil until Definitions, and after Register
 }
 
 // NewRegistry returns a registry whose results pass through capper (nil:
@@ -147,6 +164,9 @@ func (r *Registry) Register(t Tool) error {
 	}
 	r.tools = append(r.tools, t)
 	r.byName[name] = t
+	r.defsMu.Lock()
+	r.defs = nil
+	r.defsMu.Unlock()
 	return nil
 }
 
@@ -160,12 +180,18 @@ func (r *Registry) Lookup(name string) (Tool, bool) {
 func (r *Registry) Tools() []Tool { return append([]Tool(nil), r.tools...) }
 
 // Definitions describes the tools to the model, in registration order.
+// The slice is the caller's; the schemas are shared and must not be
+// modified.
 func (r *Registry) Definitions() []provider.Tool {
-	defs := make([]provider.Tool, 0, len(r.tools))
-	for _, t := range r.tools {
-		defs = append(defs, provider.Tool{Name: t.Name(), Description: t.Description(), InputSchema: t.Schema()})
+	r.defsMu.Lock()
+	defer r.defsMu.Unlock()
+	if r.defs == nil {
+		r.defs = make([]provider.Tool, 0, len(r.tools))
+		for _, t := range r.tools {
+			r.defs = append(r.defs, provider.Tool{Name: t.Name(), Description: t.Description(), InputSchema: t.Schema()})
+		}
 	}
-	return defs
+	return slices.Clone(r.defs)
 }
 
 // Run runs the call id of the tool name with its JSON arguments and caps

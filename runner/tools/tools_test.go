@@ -48,6 +48,20 @@ func TestRegistry(t *testing.T) {
 	if _, ok := r.Lookup("echo"); !ok {
 		t.Error("Lookup(echo) failed")
 	}
+	// The definitions are kept, but each call's slice is its caller's, and
+	// a tool registered later is described too.
+	defs := r.Definitions()
+	defs[0].Name = "changed"
+	if err := r.Register(fakeTool{name: "late"}); err != nil {
+		t.Fatal(err)
+	}
+	names = names[:0]
+	for _, d := range r.Definitions() {
+		names = append(names, d.Name+": "+d.Description)
+	}
+	if diff := cmp.Diff([]string{"echo: fake echo", "boom: fake boom", "late: fake late"}, names); diff != "" {
+		t.Errorf("definitions after Register (-want +got):\n%s", diff)
+	}
 
 	tests := []struct {
 		name, tool string

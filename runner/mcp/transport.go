@@ -50,11 +50,12 @@ func (t *processTransport) Connect(ctx context.Context) (sdk.Connection, error) 
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", t.cmd.Argv[0], err)
 	}
-	stderr := &tail{max: 4 << 10}
+	stderr := &tail{max: 4 << 10, done: make(chan struct{})}
 	go func() {
 		// The server's log: it must be read, or the server blocks on
 		// writing it.
 		io.Copy(stderr, p.Stderr())
+		close(stderr.done)
 	}()
 	in := &stdin{t: t, p: p}
 	t.mu.Lock()
@@ -87,6 +88,13 @@ func (t *processTransport) failure() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if exit, err := p.Wait(ctx); err == nil {
+		// The server has exited, but the last of what it wrote may still
+		// be in the pipe: read it to the end (which a descendant holding
+		// the pipe open could delay, hence the same short bound).
+		select {
+		case <-stderr.done:
+		case <-ctx.Done():
+		}
 		switch {
 		case exit.TornDown:
 		case exit.Signal != "":
@@ -136,6 +144,8 @@ type tail struct {
 	mu  sync.Mutex
 	max int
 	buf []byte
+	// done is closed when the stream has been read to its end.
+	done chan struct{}
 }
 
 func (t *tail) Write(p []byte) (int, error) {

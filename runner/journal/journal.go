@@ -231,23 +231,7 @@ func (w *Writer) Barrier(ctx context.Context) error {
 		}
 		w.writtenLocked(batch)
 	}
-	switch {
-	case w.err != nil:
-		defer w.mu.Unlock()
-		return w.err
-	case w.durable >= target:
-		w.mu.Unlock()
-		return nil
-	}
-	done := make(chan error, 1)
-	w.waiters = append(w.waiters, waiter{seq: target, done: done})
-	w.mu.Unlock()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("journal barrier: %w", ctx.Err())
-	}
+	return w.waitLocked(ctx, target, "journal barrier")
 }
 
 // Sync waits until every entry up to seq is durable, and returns the
@@ -268,6 +252,13 @@ func (w *Writer) Sync(ctx context.Context, seq int64) error {
 	if len(w.queue) > 0 {
 		w.signal()
 	}
+	return w.waitLocked(ctx, seq, "journal sync")
+}
+
+// waitLocked waits, with w.mu held, which it releases, until every entry up
+// to seq is durable, the writer fails or ctx ends; what names the wait in
+// ctx's error.
+func (w *Writer) waitLocked(ctx context.Context, seq int64, what string) error {
 	switch {
 	case w.err != nil:
 		defer w.mu.Unlock()
@@ -283,7 +274,7 @@ func (w *Writer) Sync(ctx context.Context, seq int64) error {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("journal sync: %w", ctx.Err())
+		return fmt.Errorf("%s: %w", what, ctx.Err())
 	}
 }
 

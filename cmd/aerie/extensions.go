@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/headless"
@@ -85,7 +86,7 @@ skipped (the report is printed first). Skipped project files do not fail it.`,
 			}
 			report := x.Report()
 			if asJSON {
-				err = writeJSON(cmd.OutOrStdout(), report)
+				err = cli.WriteJSON(cmd.OutOrStdout(), report)
 			} else {
 				err = printExtensions(cmd.OutOrStdout(), report, config.Home(a.env))
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/headless"
@@ -77,7 +78,7 @@ Exit status: 0 when every required server connected; 1 otherwise.`,
 			cfg := x.MCP
 			statuses, startErr := connectAll(ctx, ws, wd, cfg)
 			if asJSON {
-				if err := writeJSON(cmd.OutOrStdout(), mcpListJSON{Servers: statuses, Declarations: cfg.Files}); err != nil {
+				if err := cli.WriteJSON(cmd.OutOrStdout(), mcpListJSON{Servers: statuses, Declarations: cfg.Files}); err != nil {
 					return err
 				}
 			} else {
@@ -128,7 +129,7 @@ func printMCP(cmd *cobra.Command, statuses []mcp.ServerStatus, cfg mcp.Config) {
 		if s.Error != "" {
 			tools = s.Error
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, s.Type, state, dash(tools))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, s.Type, state, cli.Dash(tools))
 	}
 	tw.Flush()
 	for _, f := range cfg.Files {
@@ -136,12 +137,4 @@ func printMCP(cmd *cobra.Command, statuses []mcp.ServerStatus, cfg mcp.Config) {
 			fmt.Fprintf(w, "%s %s: %s %s\n", f.Status, f.Path, f.ID, f.Reason)
 		}
 	}
-}
-
-// dash stands in for an empty table cell.
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

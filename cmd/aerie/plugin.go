@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/plugins"
@@ -128,7 +129,7 @@ printed first).`,
 				if entries == nil {
 					entries = []plugins.Entry{}
 				}
-				err = writeJSON(cmd.OutOrStdout(), entries)
+				err = cli.WriteJSON(cmd.OutOrStdout(), entries)
 			} else {
 				err = printPlugins(cmd.OutOrStdout(), set.Entries)
 			}

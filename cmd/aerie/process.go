@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/process"
 )
 
@@ -51,7 +51,7 @@ func newProcessListCmd(home func() string) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), struct {
+				return cli.WriteJSON(cmd.OutOrStdout(), struct {
 					Processes []process.Entry `json:"processes"`
 				}{entries})
 			}
@@ -76,7 +76,7 @@ processes that survived SIGKILL).`,
 			res := process.NewRegistry(home()).Terminate(cmd.Context(), args[0], process.DefaultGrace)
 			var err error
 			if asJSON {
-				err = writeJSON(cmd.OutOrStdout(), res)
+				err = cli.WriteJSON(cmd.OutOrStdout(), res)
 			} else {
 				err = printResults(cmd.OutOrStdout(), []process.Result{res})
 			}
@@ -114,7 +114,7 @@ was resolved (terminated or already exited), 1 when any remains.`,
 				}
 			}
 			if asJSON {
-				err = writeJSON(cmd.OutOrStdout(), struct {
+				err = cli.WriteJSON(cmd.OutOrStdout(), struct {
 					Results    []process.Result `json:"results"`
 					Unresolved int              `json:"unresolved"`
 				}{results, unresolved})
@@ -132,12 +132,6 @@ was resolved (terminated or already exited), 1 when any remains.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
 	return cmd
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func printEntries(w io.Writer, entries []process.Entry) error {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/config"
 )
 
@@ -47,30 +48,14 @@ const (
 // errCanceled means the user stopped the command; it exits with 130.
 var errCanceled = errors.New("canceled")
 
-// exitError is a failure with an exit status of its own (aerie run's
-// statuses). A nil err means the command has already reported it.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return ""
-	}
-	return e.err.Error()
-}
-
-func (e *exitError) Unwrap() error { return e.err }
-
 // exitCode maps a command's error to the process exit status.
 func exitCode(err error) int {
-	var ee *exitError
+	var ee *cli.ExitError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &ee):
-		return ee.code
+		return ee.Code
 	case errors.Is(err, errCanceled), errors.Is(err, context.Canceled):
 		return exitCanceled
 	default:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/events"
@@ -82,7 +83,7 @@ cancelled by SIGINT or SIGTERM.`,
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitError{code: headless.ExitConfig, err: err}
+		return &cli.ExitError{Code: headless.ExitConfig, Err: err}
 	})
 	fl := cmd.Flags()
 	fl.StringVar(&f.provider, "provider", "", "model `provider`: anthropic, openai, openai-compatible or scripted")
@@ -109,7 +110,7 @@ cancelled by SIGINT or SIGTERM.`,
 // or 1; once it has run, the exit status is its outcome's.
 func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	ctx := cmd.Context()
-	configErr := func(err error) error { return &exitError{code: headless.ExitConfig, err: err} }
+	configErr := func(err error) error { return &cli.ExitError{Code: headless.ExitConfig, Err: err} }
 	if err := f.validate(); err != nil {
 		return configErr(err)
 	}
@@ -247,7 +248,7 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	if rep.Result.Reason != "" {
 		msg += ": " + rep.Result.Reason
 	}
-	return &exitError{code: rep.ExitCode, err: errors.New(msg)}
+	return &cli.ExitError{Code: rep.ExitCode, Err: errors.New(msg)}
 }
 
 // writeTrajectory writes the session's ATIF trajectory from its stored

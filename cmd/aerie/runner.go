@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/executor"
@@ -61,7 +62,7 @@ error; 3 model or API failure; 4 a turn, token or time budget ran out; 130 or
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitError{code: headless.ExitConfig, err: err}
+		return &cli.ExitError{Code: headless.ExitConfig, Err: err}
 	})
 	fl := cmd.Flags()
 	fl.StringVar(&f.config, "config", f.config, "the runner configuration `file`")
@@ -76,17 +77,17 @@ func (a *app) runner(cmd *cobra.Command, f runnerFlags) error {
 	ctx := cmd.Context()
 	logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 	rep, err := a.runAttempt(ctx, cmd, f, logger)
-	var ee *exitError
+	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {
-		ee = &exitError{code: headless.ExitFailure, err: err}
+		ee = &cli.ExitError{Code: headless.ExitFailure, Err: err}
 	}
 	if ee != nil {
-		rep.ExitCode = ee.code
+		rep.ExitCode = ee.Code
 		if rep.Outcome == "" {
 			rep.Outcome = runconfig.OutcomeFailed
 		}
-		if rep.Reason == "" && ee.err != nil {
-			rep.Reason = ee.err.Error()
+		if rep.Reason == "" && ee.Err != nil {
+			rep.Reason = ee.Err.Error()
 		}
 	}
 	writeTerminationLog(f.terminationLog, rep, logger)
@@ -97,9 +98,9 @@ func (a *app) runner(cmd *cobra.Command, f runnerFlags) error {
 }
 
 // runAttempt runs the session and returns its report; an error that is not
-// an *exitError exits 1.
+// an *cli.ExitError exits 1.
 func (a *app) runAttempt(ctx context.Context, cmd *cobra.Command, f runnerFlags, logger *slog.Logger) (runconfig.Report, error) {
-	configErr := func(err error) error { return &exitError{code: headless.ExitConfig, err: err} }
+	configErr := func(err error) error { return &cli.ExitError{Code: headless.ExitConfig, Err: err} }
 	var rep runconfig.Report
 	cfg, err := runconfig.Load(f.config)
 	if err != nil {
@@ -190,7 +191,7 @@ func (a *app) runAttempt(ctx context.Context, cmd *cobra.Command, f runnerFlags,
 		if r.Reason != "" {
 			msg += ": " + r.Reason
 		}
-		return rep, &exitError{code: res.ExitCode, err: errors.New(msg)}
+		return rep, &cli.ExitError{Code: res.ExitCode, Err: errors.New(msg)}
 	}
 	return rep, nil
 }
@@ -323,11 +324,11 @@ func dialExecutor(ctx context.Context, socket string, wait time.Duration) (*exec
 func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, dir string, exe headless.Executor, getenv func(string) string, logger *slog.Logger) (headless.Options, error) {
 	id, err := uuid.Parse(cfg.Session.ID)
 	if err != nil {
-		return headless.Options{}, &exitError{code: headless.ExitConfig, err: fmt.Errorf("session.id: %w", err)}
+		return headless.Options{}, &cli.ExitError{Code: headless.ExitConfig, Err: fmt.Errorf("session.id: %w", err)}
 	}
 	pins, err := sessionPins(cfg)
 	if err != nil {
-		return headless.Options{}, &exitError{code: headless.ExitConfig, err: err}
+		return headless.Options{}, &cli.ExitError{Code: headless.ExitConfig, Err: err}
 	}
 	opts := headless.Options{
 		Tenant:    cfg.Namespace,

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/store"
 )
@@ -88,7 +89,7 @@ provider, model, created_at, updated_at and deleted_at.`,
 					for _, sess := range list {
 						out.Sessions = append(out.Sessions, toSessionJSON(sess))
 					}
-					return writeJSON(cmd.OutOrStdout(), out)
+					return cli.WriteJSON(cmd.OutOrStdout(), out)
 				}
 				if len(list) == 0 {
 					_, err := fmt.Fprintf(cmd.OutOrStdout(), "No sessions in %s.\n", s.tenant)
@@ -123,7 +124,7 @@ fields of a session in list --json plus "children": [NODE, ...].`,
 				}
 				roots := store.BuildTree(list)
 				if asJSON {
-					return writeJSON(cmd.OutOrStdout(), sessionTreeJSON{Tenant: s.tenant, Sessions: toTreeJSON(roots)})
+					return cli.WriteJSON(cmd.OutOrStdout(), sessionTreeJSON{Tenant: s.tenant, Sessions: toTreeJSON(roots)})
 				}
 				if len(roots) == 0 {
 					_, err := fmt.Fprintf(cmd.OutOrStdout(), "No sessions in %s.\n", s.tenant)
@@ -185,7 +186,7 @@ sessions in the shape of list --json.`,
 					return fmt.Errorf("fork %s: %w", describeSession(src), err)
 				}
 				if asJSON {
-					return writeJSON(cmd.OutOrStdout(), sessionForkJSON{
+					return cli.WriteJSON(cmd.OutOrStdout(), sessionForkJSON{
 						Session: toSessionJSON(child), Source: toSessionJSON(src), At: cut,
 					})
 				}
@@ -225,7 +226,7 @@ session cannot be deleted.
 					return err
 				}
 				if asJSON {
-					return writeJSON(cmd.OutOrStdout(), sessionSwitchJSON{Session: toSessionJSON(sess), Deactivated: deactivated})
+					return cli.WriteJSON(cmd.OutOrStdout(), sessionSwitchJSON{Session: toSessionJSON(sess), Deactivated: deactivated})
 				}
 				for _, id := range deactivated {
 					fmt.Fprintf(cmd.OutOrStdout(), "Session %s is now idle.\n", id)
@@ -297,7 +298,7 @@ different --confirm, empty input, Ctrl-D, Ctrl-C); 1 otherwise.
 					return fmt.Errorf("delete %s: %w", describeSession(sess), err)
 				}
 				if asJSON {
-					return writeJSON(cmd.OutOrStdout(), sessionDeleteJSON{Deleted: toSessionJSON(s.deleted(ctx, sess))})
+					return cli.WriteJSON(cmd.OutOrStdout(), sessionDeleteJSON{Deleted: toSessionJSON(s.deleted(ctx, sess))})
 				}
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "Deleted session %s.\n", idAndLabel(sess))
 				return err
@@ -312,7 +313,7 @@ different --confirm, empty input, Ctrl-D, Ctrl-C); 1 otherwise.
 // askDeleteConfirmation shows the session and returns the id the user types.
 func askDeleteConfirmation(ctx context.Context, in io.Reader, out io.Writer, sess store.Session) (string, error) {
 	fmt.Fprintf(out, "Delete session %s (%s, %d entries, updated %s)?\n",
-		sess.ID, labelOrDash(sess.Label), sess.EntryCount, age(time.Now(), sess.UpdatedAt))
+		sess.ID, labelOrDash(sess.Label), sess.EntryCount, cli.Age(time.Now(), sess.UpdatedAt))
 	fmt.Fprintln(out, "It will be hidden from the session commands; its records stay in the database.")
 	p := &prompter{in: bufio.NewReader(in), out: out}
 	return p.ask(ctx, "Type the session's complete id to confirm", "")
@@ -540,7 +541,7 @@ func printSessionTable(w io.Writer, list []store.Session, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tLABEL\tSTATE\tENTRIES\tUPDATED")
 	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", s.ID, labelOrDash(s.Label), stateOf(s), s.EntryCount, age(now, s.UpdatedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", s.ID, labelOrDash(s.Label), stateOf(s), s.EntryCount, cli.Age(now, s.UpdatedAt))
 	}
 	return tw.Flush()
 }
@@ -561,7 +562,7 @@ func printSessionTree(w io.Writer, roots []*store.Node, now time.Time) error {
 			}
 			s := n.Session
 			fmt.Fprintf(tw, "%s%s%s\t%s\t%s\t%s\t%d\t%s\n", indent, branch, s.ID, labelOrDash(s.Label),
-				s.Kind, stateOf(s), s.EntryCount, age(now, s.UpdatedAt))
+				s.Kind, stateOf(s), s.EntryCount, cli.Age(now, s.UpdatedAt))
 			walk(n.Children, indent+next, false)
 		}
 	}
@@ -582,24 +583,4 @@ func stateOf(s store.Session) string {
 		return "deleted"
 	}
 	return string(s.State)
-}
-
-// age says how long before now t was, in the largest whole unit, as people
-// read it in a table; after a month the date says more.
-func age(now, t time.Time) string {
-	d := now.Sub(t)
-	switch {
-	case d < time.Second:
-		return "just now"
-	case d < time.Minute:
-		return fmt.Sprintf("%ds ago", int(d/time.Second))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm ago", int(d/time.Minute))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh ago", int(d/time.Hour))
-	case d < 30*24*time.Hour:
-		return fmt.Sprintf("%dd ago", int(d/(24*time.Hour)))
-	default:
-		return t.Local().Format(time.DateOnly)
-	}
 }

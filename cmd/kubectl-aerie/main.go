@@ -22,6 +22,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/aerie-run/aerie/cmd/internal/cli"
 )
 
 // Set at build time with -ldflags "-X main.version=... -X main.commit=...",
@@ -70,31 +72,15 @@ type app struct {
 	version          string
 }
 
-// exitError is a failure with an exit status of its own: submit --wait
-// exits with the session's outcome, using aerie run's statuses.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return ""
-	}
-	return e.err.Error()
-}
-
-func (e *exitError) Unwrap() error { return e.err }
-
 // exitCode maps a command's error to the process exit status: 130 when the
 // user interrupted it, 1 for any failure without a status of its own.
 func exitCode(err error) int {
-	var ee *exitError
+	var ee *cli.ExitError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &ee):
-		return ee.code
+		return ee.Code
 	case errors.Is(err, context.Canceled):
 		return 130
 	default:

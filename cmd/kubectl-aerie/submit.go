@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
 	aeriev1 "github.com/aerie-run/aerie/api/v1alpha1"
+	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/headless"
@@ -53,7 +54,7 @@ shown); 1 for other failures.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.submit(cmd, f) },
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitError{code: headless.ExitConfig, err: err}
+		return &cli.ExitError{Code: headless.ExitConfig, Err: err}
 	})
 	fl := cmd.Flags()
 	f.kube.add(fl)
@@ -85,7 +86,7 @@ type submitted struct {
 
 func (a *app) submit(cmd *cobra.Command, f submitFlags) error {
 	ctx := cmd.Context()
-	configErr := func(err error) error { return &exitError{code: headless.ExitConfig, err: err} }
+	configErr := func(err error) error { return &cli.ExitError{Code: headless.ExitConfig, Err: err} }
 	sess, err := f.session(cmd.InOrStdin())
 	if err != nil {
 		return configErr(err)
@@ -130,7 +131,7 @@ func (a *app) submit(cmd *cobra.Command, f submitFlags) error {
 	if r := done.Status.Result; r != nil && r.Message != "" {
 		msg += ": " + r.Message
 	}
-	return &exitError{code: code, err: errors.New(msg)}
+	return &cli.ExitError{Code: code, Err: errors.New(msg)}
 }
 
 // session reads or builds the AgentSession to create.
@@ -302,7 +303,7 @@ func newGetCmd(a *app) *cobra.Command {
 				items = l.Items
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), items)
+				return cli.WriteJSON(cmd.OutOrStdout(), items)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tPHASE\tOUTCOME\tTURNS\tTOKENS\tSESSION\tAGE")
@@ -314,7 +315,7 @@ func newGetCmd(a *app) *cobra.Command {
 				if s.Status.Usage != nil {
 					turns, tokens = s.Status.Usage.Turns, s.Status.Usage.TotalTokens
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Name, dash(string(s.Status.Phase)), outcome, turns, tokens, dash(s.Status.SessionID), age(time.Now(), s.CreationTimestamp.Time))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Name, cli.Dash(string(s.Status.Phase)), outcome, turns, tokens, cli.Dash(s.Status.SessionID), cli.Age(time.Now(), s.CreationTimestamp.Time))
 			}
 			return tw.Flush()
 		},
@@ -378,7 +379,7 @@ func newLogsCmd(a *app) *cobra.Command {
 				return fmt.Errorf("get session %s: %w", args[0], err)
 			}
 			if s.Status.PodName == "" {
-				return fmt.Errorf("session %s has no runner pod yet (phase %s)", s.Name, dash(string(s.Status.Phase)))
+				return fmt.Errorf("session %s has no runner pod yet (phase %s)", s.Name, cli.Dash(string(s.Status.Phase)))
 			}
 			rc, err := kc.logs(cmd.Context(), s.Status.PodName, follow)
 			if err != nil {
@@ -392,40 +393,4 @@ func newLogsCmd(a *app) *cobra.Command {
 	kube.add(cmd.Flags())
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream the log while the pod runs")
 	return cmd
-}
-
-// dash stands in for an empty table cell.
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// age says how long before now t was, in the largest whole unit, as people
-// read it in a table; after a month the date says more. (aerie's session
-// list shows ages the same way.)
-func age(now, t time.Time) string {
-	d := now.Sub(t)
-	switch {
-	case d < time.Second:
-		return "just now"
-	case d < time.Minute:
-		return fmt.Sprintf("%ds ago", int(d/time.Second))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm ago", int(d/time.Minute))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh ago", int(d/time.Hour))
-	case d < 30*24*time.Hour:
-		return fmt.Sprintf("%dd ago", int(d/(24*time.Hour)))
-	default:
-		return t.Local().Format(time.DateOnly)
-	}
-}
-
-// writeJSON writes v as indented JSON, as aerie's --json outputs are.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

@@ -20,6 +20,10 @@ import (
 // aerie twice).
 const kubeBinary = "kubectl-aerie"
 
+// callerVersionEnv tells kubectl-aerie the version of the aerie that ran
+// it, so that it can warn when the two differ.
+const callerVersionEnv = "AERIE_CALLER_VERSION"
+
 // kubeCommands are the commands aerie hands to kubectl-aerie.
 var kubeCommands = []struct{ name, short string }{
 	{"submit", "Create an AgentSession in a cluster and, with --wait, exit with its outcome"},
@@ -50,7 +54,8 @@ func newKubeCmds(a *app) []*cobra.Command {
 				if run == nil {
 					run = execProcess
 				}
-				return run(path, append([]string{"aerie", kc.name}, args...), os.Environ())
+				env := append(os.Environ(), callerVersionEnv+"="+a.version)
+				return run(path, append([]string{"aerie", kc.name}, args...), env)
 			},
 		})
 	}

@@ -17,7 +17,12 @@ import (
 func TestKubeCommands(t *testing.T) {
 	t.Parallel()
 	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/", ".", "../kubectl-aerie")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9", "-o", bin+"/", ".", "../kubectl-aerie")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	older := t.TempDir() // a kubectl-aerie of another release
+	build = exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.8", "-o", older+"/", "../kubectl-aerie")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -57,8 +62,8 @@ func TestKubeCommands(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got, stderr, code := run(t, tt.aerie, tt.path, pack...); code != 0 || got != want {
-				t.Errorf("aerie layer pack: exit %d, stdout %q, stderr %q; want kubectl-aerie's output", code, got, stderr)
+			if got, stderr, code := run(t, tt.aerie, tt.path, pack...); code != 0 || got != want || stderr != "" {
+				t.Errorf("aerie layer pack: exit %d, stdout %q, stderr %q; want kubectl-aerie's output and nothing on stderr", code, got, stderr)
 			}
 			help, _, code := run(t, tt.aerie, tt.path, "submit", "--help")
 			if code != 0 || !strings.Contains(help, "aerie submit") || !strings.Contains(help, "--api-key-secret") {
@@ -71,6 +76,14 @@ func TestKubeCommands(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("another release", func(t *testing.T) {
+		t.Parallel()
+		got, stderr, code := run(t, filepath.Join(alone, "aerie"), older+":"+systemPath, pack...)
+		if code != 0 || got != want || !strings.Contains(stderr, "warning: kubectl-aerie is v9.9.8 but aerie is v9.9.9") {
+			t.Errorf("aerie layer pack with an older kubectl-aerie: exit %d, stderr %q; want the output and a warning", code, stderr)
+		}
+	})
 
 	t.Run("missing", func(t *testing.T) {
 		t.Parallel()

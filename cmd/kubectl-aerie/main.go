@@ -40,6 +40,9 @@ func main() {
 		stdoutIsTerminal: func() bool { return term.IsTerminal(int(os.Stdout.Fd())) },
 		version:          version,
 	}
+	if w := versionWarning(version, os.Getenv(callerVersionEnv)); w != "" {
+		fmt.Fprintf(os.Stderr, "%s: warning: %s\n", a.name, w)
+	}
 	cmd := newRootCmd(a)
 	cmd.SetArgs(os.Args[1:])
 	err := cmd.ExecuteContext(ctx)
@@ -48,6 +51,21 @@ func main() {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", a.name, err)
 	}
 	os.Exit(exitCode(err))
+}
+
+// callerVersionEnv is set by aerie, when it runs kubectl-aerie for one of
+// its commands, to its own version.
+const callerVersionEnv = "AERIE_CALLER_VERSION"
+
+// versionWarning says what to do when kubectl-aerie (mine) and the aerie
+// that ran it (caller) are different releases, which happens when one was
+// upgraded and the other, elsewhere on PATH, was not; "" when they agree,
+// when aerie did not run it, or for development builds.
+func versionWarning(mine, caller string) string {
+	if caller == "" || caller == mine || caller == "dev" || mine == "dev" {
+		return ""
+	}
+	return fmt.Sprintf("kubectl-aerie is %s but aerie is %s; install the same release of both (go install github.com/aerie-run/aerie/cmd/kubectl-aerie@%s)", mine, caller, caller)
 }
 
 // displayName is the command name the usage shows: "aerie" when aerie ran

@@ -56,3 +56,18 @@ func TestDisplayName(t *testing.T) {
 		}
 	}
 }
+
+func TestVersionWarning(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ mine, caller, want string }{
+		{"v0.3.0", "", ""},       // run directly or by kubectl
+		{"v0.3.0", "v0.3.0", ""}, // the same release
+		{"dev", "v0.3.0", ""},    // a development build
+		{"v0.3.0", "dev", ""},
+		{"v0.2.0", "v0.3.0", "kubectl-aerie is v0.2.0 but aerie is v0.3.0; install the same release of both (go install github.com/aerie-run/aerie/cmd/kubectl-aerie@v0.3.0)"},
+	} {
+		if got := versionWarning(tt.mine, tt.caller); got != tt.want {
+			t.Errorf("versionWarning(%q, %q) = %q, want %q", tt.mine, tt.caller, got, tt.want)
+		}
+	}
+}

@@ -15,7 +15,7 @@ import (
 // kubeBinary is aerie's client for clusters. Its commands live in a binary
 // of their own so that aerie, which runs sessions, does not link client-go:
 // every package a Go program links is initialised at each start, and the
-// Kubernetes client and API machinery cost aerie run about 5 ms and 5 MiB
+// Kubernetes client and API machinery cost aerie run about 7 ms and 5 MiB
 // of its resident set before it does anything (and every runner pod runs
 // aerie twice).
 const kubeBinary = "kubectl-aerie"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +49,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The managers' errors, in the output of a failed run; without a
+	// logger controller-runtime prints a warning with a goroutine stack.
+	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	code := m.Run()
 	if err := stopControlPlane(); err != nil {
 		fmt.Fprintf(os.Stderr, "stop control plane: %v\n", err)

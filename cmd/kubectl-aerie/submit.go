@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -115,12 +116,31 @@ func (a *app) submit(cmd *cobra.Command, f submitFlags) error {
 		ctx, cancel = context.WithTimeoutCause(ctx, f.timeout, errWaitTimeout)
 		defer cancel()
 	}
+	var followed chan struct{}
+	followCtx, stopFollow := context.WithCancel(ctx)
+	defer stopFollow()
 	if f.follow {
-		go kc.follow(ctx, created.Name, out)
+		followed = make(chan struct{})
+		go func() {
+			defer close(followed)
+			kc.follow(followCtx, created.Name, out)
+		}()
 	}
 	done, err := kc.wait(ctx, created.Name, func(s *aeriev1.AgentSession) { out.status("status", s) })
 	if err != nil {
 		return fmt.Errorf("wait for session %s/%s: %w", kc.namespace, created.Name, err)
+	}
+	if followed != nil {
+		// The status can tell the end before the last pod's log has been
+		// read: let the stream finish, so that the events come before the
+		// outcome and none is lost, but do not hang on a log that does not
+		// end.
+		select {
+		case <-followed:
+		case <-time.After(followDrain):
+			stopFollow()
+			<-followed
+		}
 	}
 	out.status("finished", done)
 	code := exitStatus(done)
@@ -189,9 +209,14 @@ func decodeSession(name string, data []byte) (*aeriev1.AgentSession, error) {
 	return s, nil
 }
 
+// followDrain bounds how long submit --follow waits, once the session has
+// finished, for the last runner pod's log to end.
+const followDrain = 10 * time.Second
+
 // follow streams the runner pod's events once it has one, reconnecting
-// to the next attempt's pod. The log is a convenience: the outcome comes
-// from the status, so failures here are quiet.
+// to the next attempt's pod, and returns once the session has finished and
+// its last pod's log has been read. The log is a convenience: the outcome
+// comes from the status, so failures here are quiet.
 func (c *kubeClient) follow(ctx context.Context, name string, out *submitOutput) {
 	seen := map[string]bool{}
 	for ctx.Err() == nil {
@@ -223,6 +248,7 @@ func (c *kubeClient) follow(ctx context.Context, name string, out *submitOutput)
 // submitOutput writes what the submit commands observe: for a person, or as
 // JSON Lines.
 type submitOutput struct {
+	mu    sync.Mutex // status and events come from two goroutines
 	w     io.Writer
 	jsonl *json.Encoder
 	human *events.Human
@@ -240,6 +266,8 @@ func (a *app) submitOutput(cmd *cobra.Command, forceJSONL bool) *submitOutput {
 }
 
 func (o *submitOutput) status(typ string, s *aeriev1.AgentSession) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if o.jsonl != nil {
 		_ = o.jsonl.Encode(submitted{Type: typ, Time: time.Now(), Namespace: s.Namespace, Name: s.Name, Phase: s.Status.Phase, SessionID: s.Status.SessionID, Result: s.Status.Result, Usage: s.Status.Usage})
 		return
@@ -267,6 +295,8 @@ func (o *submitOutput) status(typ string, s *aeriev1.AgentSession) {
 }
 
 func (o *submitOutput) event(s *aeriev1.AgentSession, ev agent.Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if o.jsonl != nil {
 		_ = o.jsonl.Encode(submitted{Type: "event", Time: time.Now(), Namespace: s.Namespace, Name: s.Name, Event: &ev})
 		return

@@ -32,6 +32,8 @@ type kit struct {
 	// a reload keeps them.
 	servers *mcp.Manager
 	session string
+	// pending is the session while it is being stored (see pendingSession).
+	pending *pendingSession
 	// journal records what the hooks decide.
 	journal *journal.Writer
 
@@ -279,6 +281,11 @@ func (k *kit) sessionStart(ctx context.Context, source string, opts Options) {
 		return
 	}
 	k.startContext = v.Context
+}
+
+// hasStartHooks reports whether hooks run before the first model request.
+func (k *kit) hasStartHooks() bool {
+	return k.engine.Has(hooks.SessionStart) || k.engine.Has(hooks.UserPromptSubmit)
 }
 
 // userPrompt runs the UserPromptSubmit hooks: a block stops the run with the

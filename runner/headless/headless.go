@@ -276,10 +276,22 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 		return Report{}, err
 	}
 	defer k.closeMCP(opts) // on the early returns; the end of the run closes first
-	sess, snap, err := openSession(ctx, st, opts)
+	sess, snap, pending, err := openSession(ctx, st, opts)
 	if err != nil {
 		return Report{}, err
 	}
+	// A new session is being stored (see pendingSession): Run never returns
+	// before that is over, and a session that cannot be stored stops the
+	// loop.
+	defer func() { <-pending.done }()
+	loopCtx, stopLoop := context.WithCancelCause(ctx)
+	defer stopLoop(nil)
+	go func() {
+		if _, err := pending.wait(loopCtx); err != nil {
+			stopLoop(err)
+		}
+	}()
+	k.pending = pending
 	settings, changes := settle(sess, snap, opts.Settings)
 	model, err := opts.NewModel(settings)
 	if err != nil {
@@ -296,7 +308,11 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 		"persona", persona.Name, "toolset", opts.Toolset, "contextWindow", window)
 
 	layers := layersOnce()
-	w := journal.New(ctx, st, opts.Tenant, sess.ID, snap.LastSeq+1, opts.Journal)
+	jopts := opts.Journal
+	if jopts.Logger == nil {
+		jopts.Logger = opts.Logger
+	}
+	w := journal.New(ctx, afterCreate{st, pending}, opts.Tenant, sess.ID, snap.LastSeq+1, jopts)
 	w.Append(layersEntry(layers))
 	for _, c := range changes {
 		w.Append(c)
@@ -311,33 +327,29 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	if opts.Resume != "" || opts.ForkFrom != "" {
 		source = "resume"
 	}
-	k.sessionStart(ctx, source, opts)
-	var res agent.Result
-	if prompt, err := k.userPrompt(ctx, k.prompt, opts); err != nil {
-		res = agent.Result{Outcome: agent.Failed, Reason: err.Error(), Err: err}
-	} else {
-		var usage store.Usage
-		if snap.Usage != nil {
-			usage = *snap.Usage
-		}
-		var loop *agent.Loop
-		loop = agent.New(agent.Config{
-			Model:       model,
-			Tools:       k.reg,
-			Journal:     w,
-			System:      k.systemPrompt(),
-			Stop:        opts.Stop,
-			MaxDuration: opts.MaxDuration,
-			OnStop:      k.onStop(opts),
-			// At each turn boundary a required MCP server lost mid-session
-			// is reconnected (or the turn fails), and what extension_manage
-			// changed takes effect.
-			BeforeRequest: k.turnBoundary(opts, func() *agent.Loop { return loop }),
-			Observe:       opts.Observe,
-			Logger:        opts.Logger.With("session", sess.ID.String()),
-		}, agent.History(snap), usage)
-		res = loop.Run(ctx, prompt)
+	if k.hasStartHooks() {
+		// Hooks act on the workspace: the session exists first.
+		_, _ = pending.wait(loopCtx)
 	}
+	var res agent.Result
+	if !pending.failed() {
+		res = k.converse(loopCtx, source, model, w, snap, opts)
+	}
+	stored, err := pending.wait(context.WithoutCancel(ctx))
+	if err != nil {
+		// Nothing was stored and nothing ran in the workspace: end what did
+		// start and fail as a run that did not start.
+		k.closeMCP(opts)
+		cleanup := context.WithoutCancel(ctx)
+		tctx, cancel := context.WithTimeout(cleanup, teardownTimeout)
+		_, _ = opts.Executor.TeardownAll(tctx)
+		cancel()
+		_ = w.Close(cleanup)
+		code := ExitFailure
+		emit(opts.Observe, agent.Event{Type: agent.EventSessionEnd, Session: sess.ID.String(), Outcome: agent.Failed, Reason: err.Error(), ExitCode: &code})
+		return Report{}, err
+	}
+	sess = stored
 	k.sessionEnd(context.WithoutCancel(ctx), res.Outcome, opts)
 	k.closeMCP(opts)
 
@@ -369,9 +381,39 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	return rep, nil
 }
 
+// converse runs the SessionStart and UserPromptSubmit hooks and the loop.
+func (k *kit) converse(ctx context.Context, source string, model agent.Model, w *journal.Writer, snap store.Snapshot, opts Options) agent.Result {
+	k.sessionStart(ctx, source, opts)
+	prompt, err := k.userPrompt(ctx, k.prompt, opts)
+	if err != nil {
+		return agent.Result{Outcome: agent.Failed, Reason: err.Error(), Err: err}
+	}
+	var usage store.Usage
+	if snap.Usage != nil {
+		usage = *snap.Usage
+	}
+	var loop *agent.Loop
+	loop = agent.New(agent.Config{
+		Model:       model,
+		Tools:       k.loopTools(),
+		Journal:     w,
+		System:      k.systemPrompt(),
+		Stop:        opts.Stop,
+		MaxDuration: opts.MaxDuration,
+		OnStop:      k.onStop(opts),
+		// At each turn boundary a required MCP server lost mid-session
+		// is reconnected (or the turn fails), and what extension_manage
+		// changed takes effect.
+		BeforeRequest: k.turnBoundary(opts, func() *agent.Loop { return loop }),
+		Observe:       opts.Observe,
+		Logger:        opts.Logger.With("session", k.session),
+	}, agent.History(snap), usage)
+	return loop.Run(ctx, prompt)
+}
+
 // openSession creates, resumes or forks the session and loads what the
 // loop continues from.
-func openSession(ctx context.Context, st Store, opts Options) (store.Session, store.Snapshot, error) {
+func openSession(ctx context.Context, st Store, opts Options) (store.Session, store.Snapshot, *pendingSession, error) {
 	var ref, verb string
 	switch {
 	case opts.Resume != "":
@@ -380,39 +422,41 @@ func openSession(ctx context.Context, st Store, opts Options) (store.Session, st
 		ref, verb = opts.ForkFrom, "fork"
 	default:
 		if opts.Settings.Provider == "" || opts.Settings.Model == "" {
-			return store.Session{}, store.Snapshot{}, configErrorf("no provider or model: set --provider and --model")
+			return store.Session{}, store.Snapshot{}, nil, configErrorf("no provider or model: set --provider and --model")
 		}
-		sess, err := st.Create(ctx, opts.Tenant, store.NewSession{
+		ns := store.NewSession{
 			ID: opts.SessionID, Dir: opts.Dir, Settings: opts.Settings, Kind: store.SessionHeadless, Label: opts.Label,
-		})
-		if err != nil {
-			return store.Session{}, store.Snapshot{}, fmt.Errorf("create session: %w", err)
 		}
-		return sess, store.Snapshot{Session: sess, Settings: sess.Settings}, nil
+		if ns.ID == uuid.Nil {
+			ns.ID = uuid.New()
+		}
+		// What the store will hold; the run goes on while it is written.
+		sess := store.Session{ID: ns.ID, Tenant: opts.Tenant, Dir: ns.Dir, Settings: ns.Settings, Kind: ns.Kind, Label: ns.Label, RootID: ns.ID, State: store.StateActive}
+		return sess, store.Snapshot{Session: sess, Settings: sess.Settings}, createSession(ctx, st, opts.Tenant, ns), nil
 	}
 	src, err := st.Resolve(ctx, opts.Tenant, ref)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAmbiguous) {
-			return store.Session{}, store.Snapshot{}, &ConfigError{Err: fmt.Errorf("%s %q: %w (sessions are looked up in the current directory; see aerie session list)", verb, ref, err)}
+			return store.Session{}, store.Snapshot{}, nil, &ConfigError{Err: fmt.Errorf("%s %q: %w (sessions are looked up in the current directory; see aerie session list)", verb, ref, err)}
 		}
-		return store.Session{}, store.Snapshot{}, fmt.Errorf("%s %q: %w", verb, ref, err)
+		return store.Session{}, store.Snapshot{}, nil, fmt.Errorf("%s %q: %w", verb, ref, err)
 	}
 	id := src.ID
 	if opts.ForkFrom != "" {
 		child, err := st.Fork(ctx, opts.Tenant, src.ID, store.ForkOptions{At: opts.ForkAt, ID: opts.SessionID, Label: opts.Label, State: store.StateActive})
 		if err != nil {
 			if errors.Is(err, store.ErrInvalidCut) {
-				return store.Session{}, store.Snapshot{}, &ConfigError{Err: fmt.Errorf("fork %q: %w", ref, err)}
+				return store.Session{}, store.Snapshot{}, nil, &ConfigError{Err: fmt.Errorf("fork %q: %w", ref, err)}
 			}
-			return store.Session{}, store.Snapshot{}, fmt.Errorf("fork %q: %w", ref, err)
+			return store.Session{}, store.Snapshot{}, nil, fmt.Errorf("fork %q: %w", ref, err)
 		}
 		id = child.ID
 	}
 	snap, err := st.Load(ctx, opts.Tenant, id)
 	if err != nil {
-		return store.Session{}, store.Snapshot{}, fmt.Errorf("%s %q: load session %s: %w", verb, ref, id, err)
+		return store.Session{}, store.Snapshot{}, nil, fmt.Errorf("%s %q: load session %s: %w", verb, ref, id, err)
 	}
-	return snap.Session, snap, nil
+	return snap.Session, snap, storedSession(snap.Session), nil
 }
 
 // settle returns the settings the run uses: the stored ones of a resumed or

@@ -50,7 +50,7 @@ func (k *kit) reload(opts Options, loop *agent.Loop) {
 	}
 	k.use(l)
 	loop.SetSystem(k.systemPrompt())
-	loop.SetTools(k.reg)
+	loop.SetTools(k.loopTools())
 	report := l.ext.Report()
 	k.manager.Reloaded(report, changed)
 	emit(opts.Observe, agent.Event{Type: agent.EventReload, Session: k.session, Status: "reloaded", Text: describeChanges(report, changed)})

@@ -94,6 +94,11 @@ func (e *Engine) ForAgent(id, typ string) *Engine {
 	return &c
 }
 
+// Has reports whether any hook handles ev.
+func (e *Engine) Has(ev Event) bool {
+	return e != nil && len(e.byEvent[ev]) > 0
+}
+
 // Matches reports whether a hook of event ev would run for name (a tool
 // name on tool events).
 func (e *Engine) Matches(ev Event, name string) bool {

@@ -1,0 +1,124 @@
+package headless
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/tools"
+)
+
+// pendingSession is a session being stored. A new session is created
+// while the run starts, so that opening the database and writing the
+// session's row are off the path to the first model request. Nothing acts
+// on the workspace before the session exists: hooks and tools wait for it
+// (see gatedTools and Run), and so does the journal's first write (see
+// afterCreate). If it cannot be stored, the run stops and fails as if it
+// had not started.
+type pendingSession struct {
+	done chan struct{}
+	sess store.Session
+	err  error
+}
+
+// storedSession is the pending form of a session that already exists (a
+// resumed or forked one).
+func storedSession(s store.Session) *pendingSession {
+	p := &pendingSession{done: make(chan struct{}), sess: s}
+	close(p.done)
+	return p
+}
+
+// createSession stores a new session in the background. The creation
+// outlives a cancel of ctx: a run cancelled while it starts still records
+// its session and how it ended.
+func createSession(ctx context.Context, st Store, tenant string, ns store.NewSession) *pendingSession {
+	p := &pendingSession{done: make(chan struct{})}
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		defer close(p.done)
+		p.sess, p.err = st.Create(ctx, tenant, ns)
+		if p.err != nil {
+			p.err = fmt.Errorf("create session: %w", p.err)
+		}
+	}()
+	return p
+}
+
+// wait returns the stored session, or why it could not be stored; it gives
+// up with ctx.
+func (p *pendingSession) wait(ctx context.Context) (store.Session, error) {
+	select {
+	case <-p.done:
+		return p.sess, p.err
+	default:
+	}
+	select {
+	case <-p.done:
+		return p.sess, p.err
+	case <-ctx.Done():
+		return store.Session{}, context.Cause(ctx)
+	}
+}
+
+// stored reports whether the session exists.
+func (p *pendingSession) stored() bool {
+	select {
+	case <-p.done:
+		return p.err == nil
+	default:
+		return false
+	}
+}
+
+// failed reports whether the session could not be stored.
+func (p *pendingSession) failed() bool {
+	select {
+	case <-p.done:
+		return p.err != nil
+	default:
+		return false
+	}
+}
+
+// afterCreate is the store the journal writes to: its writes wait until
+// the session exists.
+type afterCreate struct {
+	Store
+	pending *pendingSession
+}
+
+func (a afterCreate) Append(ctx context.Context, tenant string, session uuid.UUID, entries []store.Entry) error {
+	if _, err := a.pending.wait(ctx); err != nil {
+		return err
+	}
+	return a.Store.Append(ctx, tenant, session, entries)
+}
+
+// gatedTools are the tools of a session that may not exist yet: a call
+// waits until it does. A session that cannot be stored ends the run (Run
+// cancels the loop), so the call is not made.
+type gatedTools struct {
+	agent.Tools
+	pending *pendingSession
+}
+
+func (g gatedTools) Run(ctx context.Context, id, name string, args json.RawMessage) tools.Result {
+	if _, err := g.pending.wait(ctx); err != nil {
+		return tools.Result{Content: "not run: " + err.Error(), IsError: true}
+	}
+	return g.Tools.Run(ctx, id, name, args)
+}
+
+// loopTools are the tools the loop calls: they wait for the session while
+// it is being stored.
+func (k *kit) loopTools() agent.Tools {
+	if k.pending == nil || k.pending.stored() {
+		return k.reg
+	}
+	return gatedTools{k.reg, k.pending}
+}

@@ -136,6 +136,8 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	if err != nil {
 		return configErr(err)
 	}
+	st := openStoreAsync(ctx, loaded.Config.DatabaseURL)
+	defer closeStore(cmd, st)
 	src, err := a.extensionSource(dir, workspace, loaded.Config.Plugins.Disabled)
 	if err != nil {
 		return configErr(err)
@@ -176,12 +178,6 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 			logger.Warn("close the executor", "err", err)
 		}
 	}()
-
-	st, err := openStore(ctx, loaded.Config.DatabaseURL)
-	if err != nil {
-		return err
-	}
-	defer closeStore(cmd, st)
 
 	observe, flush := a.observer(cmd, f)
 	opts := headless.Options{
@@ -224,6 +220,9 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	}
 	rep, err := headless.Run(ctx, st, opts)
 	flush()
+	if _, oerr := st.get(context.WithoutCancel(ctx)); oerr != nil {
+		return oerr
+	}
 	if err != nil {
 		var ce *headless.ConfigError
 		if errors.As(err, &ce) {
@@ -253,7 +252,11 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 
 // writeTrajectory writes the session's ATIF trajectory from its stored
 // stream.
-func writeTrajectory(ctx context.Context, st store.Store, tenant string, rep headless.Report, system string, f runFlags, version string) error {
+func writeTrajectory(ctx context.Context, o *openingStore, tenant string, rep headless.Report, system string, f runFlags, version string) error {
+	st, err := o.get(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
 	entries, err := st.Entries(context.WithoutCancel(ctx), tenant, rep.Session.ID)
 	if err != nil {
 		return fmt.Errorf("read session %s: %w", rep.Session.ID, err)

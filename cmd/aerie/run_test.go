@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -680,6 +681,38 @@ func TestRunConfigErrors(t *testing.T) {
 			}
 			if n := len(e.model.Requests()); n != 0 {
 				t.Errorf("the model got %d requests", n)
+			}
+		})
+	}
+}
+
+// TestRunStoreUnavailable: a session database that cannot be opened fails
+// the run with exit status 1 and says which database, whether or not the
+// first model request has gone out (the database opens meanwhile); the
+// model's tool call is not run.
+func TestRunStoreUnavailable(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"run", "write it"}, {"run", "--resume", "last", "go on"}} {
+		t.Run(args[1], func(t *testing.T) {
+			t.Parallel()
+			e := newE2E(t, toolTurn(call("w", "write_file", map[string]any{"path": "a.txt", "content": "x"})), answer("wrote it"))
+			notDir := filepath.Join(t.TempDir(), "file")
+			if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			writeConfig(t, e.home, fmt.Sprintf("database_url = %q\n", "sqlite:"+filepath.Join(notDir, "sessions.db")))
+			out := e.run(args...)
+			if out.code != 1 || !strings.Contains(out.stderr, "open session database") {
+				t.Fatalf("exit %d, stderr %q; want 1 and the database that did not open", out.code, out.stderr)
+			}
+			if _, err := os.Stat(filepath.Join(e.ws, "a.txt")); err == nil {
+				t.Error("the model's tool call ran without a session database")
+			}
+			// A new session had started: its end says how.
+			if args[1] != "--resume" {
+				if end := out.end(t); end.Outcome != agent.Failed || end.ExitCode == nil || *end.ExitCode != 1 || !strings.Contains(end.Reason, "open session database") {
+					t.Errorf("session_end = %+v, want failed, exit code 1 and the database's error", end)
+				}
 			}
 		})
 	}

@@ -368,7 +368,7 @@ func openStore(ctx context.Context, url string) (store.Store, error) {
 
 // closeStore closes st. The command's outcome stands: a failed checkpoint
 // loses nothing, the log is applied by the next open.
-func closeStore(cmd *cobra.Command, st store.Store) {
+func closeStore(cmd *cobra.Command, st io.Closer) {
 	if err := st.Close(); err != nil {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\n", err)
 	}
@@ -583,4 +583,91 @@ func stateOf(s store.Session) string {
 		return "deleted"
 	}
 	return string(s.State)
+}
+
+// openingStore is the session database while it opens. aerie run starts
+// opening it as soon as its configuration names it, and goes on with its
+// extensions, executor and MCP servers, and a new session with its first
+// model request (headless.Run stores the session in the background); each
+// method waits for the open to finish.
+type openingStore struct {
+	done chan struct{}
+	st   store.Store
+	err  error
+}
+
+func openStoreAsync(ctx context.Context, url string) *openingStore {
+	o := &openingStore{done: make(chan struct{})}
+	go func() {
+		defer close(o.done)
+		o.st, o.err = openStore(context.WithoutCancel(ctx), url)
+	}()
+	return o
+}
+
+// get waits for the open; it gives up with ctx.
+func (o *openingStore) get(ctx context.Context) (store.Store, error) {
+	select {
+	case <-o.done:
+		return o.st, o.err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// Close waits for the open and closes what it opened.
+func (o *openingStore) Close() error {
+	<-o.done
+	if o.err != nil {
+		return nil
+	}
+	return o.st.Close()
+}
+
+func (o *openingStore) Append(ctx context.Context, tenant string, session uuid.UUID, entries []store.Entry) error {
+	st, err := o.get(ctx)
+	if err != nil {
+		return err
+	}
+	return st.Append(ctx, tenant, session, entries)
+}
+
+func (o *openingStore) Create(ctx context.Context, tenant string, s store.NewSession) (store.Session, error) {
+	st, err := o.get(ctx)
+	if err != nil {
+		return store.Session{}, err
+	}
+	return st.Create(ctx, tenant, s)
+}
+
+func (o *openingStore) Resolve(ctx context.Context, tenant, ref string) (store.Session, error) {
+	st, err := o.get(ctx)
+	if err != nil {
+		return store.Session{}, err
+	}
+	return st.Resolve(ctx, tenant, ref)
+}
+
+func (o *openingStore) Fork(ctx context.Context, tenant string, source uuid.UUID, opts store.ForkOptions) (store.Session, error) {
+	st, err := o.get(ctx)
+	if err != nil {
+		return store.Session{}, err
+	}
+	return st.Fork(ctx, tenant, source, opts)
+}
+
+func (o *openingStore) Load(ctx context.Context, tenant string, session uuid.UUID) (store.Snapshot, error) {
+	st, err := o.get(ctx)
+	if err != nil {
+		return store.Snapshot{}, err
+	}
+	return st.Load(ctx, tenant, session)
+}
+
+func (o *openingStore) SetState(ctx context.Context, tenant string, id uuid.UUID, state store.State) error {
+	st, err := o.get(ctx)
+	if err != nil {
+		return err
+	}
+	return st.SetState(ctx, tenant, id, state)
 }

@@ -199,7 +199,7 @@ func BenchmarkRunTurnOverhead(b *testing.B) {
 	for b.Loop() {
 		n := len(r.model.Requests())
 		_, evs, _ := r.run(shellTurns(100), "a hundred commands")
-		served := r.model.ServerTimes()[n:]
+		served := r.model.ServerTimes(b.Context())[n:]
 		if len(served) != 101 {
 			b.Fatalf("%d model requests for 101 turns", len(served))
 		}

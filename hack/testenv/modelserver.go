@@ -3,11 +3,13 @@ package testenv
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -43,6 +45,8 @@ type ModelServer struct {
 	faults   int // faults of turns[next] already served
 	requests []ModelRequest
 	served   []time.Duration // parallel to requests; 0 until answered
+	// answers is closed, and replaced, at each answer (see ServerTimes).
+	answers chan struct{}
 }
 
 // Turn is one answer of the model.
@@ -176,12 +180,27 @@ func (s *ModelServer) Requests() []ModelRequest {
 // ServerTimes returns, for each request received so far and in the same
 // order as Requests, the server's own time answering it: from the request's
 // arrival at the handler to the last byte of the response written and
-// flushed to the connection, a Turn's Delay included. A request still being
-// answered has 0.
-func (s *ModelServer) ServerTimes() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.served...)
+// flushed to the connection, a Turn's Delay included. The server's clock
+// stops after the flush, when the client may already have read the answer:
+// ServerTimes waits until every request received has been answered, or
+// until ctx ends, when those still being answered have 0.
+func (s *ModelServer) ServerTimes(ctx context.Context) []time.Duration {
+	for {
+		s.mu.Lock()
+		if s.answers == nil {
+			s.answers = make(chan struct{})
+		}
+		times, answers := append([]time.Duration(nil), s.served...), s.answers
+		s.mu.Unlock()
+		if !slices.Contains(times, 0) {
+			return times
+		}
+		select {
+		case <-answers:
+		case <-ctx.Done():
+			return times
+		}
+	}
 }
 
 // Remaining returns the number of turns not yet answered.
@@ -310,6 +329,10 @@ func (s *ModelServer) answered(i int, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.served[i] = d
+	if s.answers != nil {
+		close(s.answers)
+		s.answers = nil
+	}
 }
 
 // take returns what the next request gets: a fault of the current turn, or

@@ -49,7 +49,7 @@ func BenchmarkAnthropicTurn(b *testing.B) {
 		if _, err := acc.Response(); err != nil {
 			b.Fatal(err)
 		}
-		client += time.Since(start) - ms.ServerTimes()[n]
+		client += time.Since(start) - ms.ServerTimes(b.Context())[n]
 	}
 	b.ReportMetric(float64(client.Microseconds())/1000/float64(b.N), "client-ms/op")
 }

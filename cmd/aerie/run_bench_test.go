@@ -161,6 +161,39 @@ func BenchmarkRunFirstRequest(b *testing.B) {
 	b.ReportMetric(float64(fi.Size())/1e6, "binary-MB")
 }
 
+// BenchmarkRunFirstRequestFloor measures hack/startfloor the way
+// BenchmarkRunFirstRequest measures aerie: "bare" is a Go program that opens
+// a SQLite store and posts one request, "deps" the same program linking
+// every package of other modules that aerie imports. deps is the floor
+// under aerie's start with the dependencies it has; the difference between
+// bare and deps is what they cost at each start, before aerie does anything.
+func BenchmarkRunFirstRequestFloor(b *testing.B) {
+	for _, v := range []struct{ name, tags string }{{"bare", ""}, {"deps", "startfloor_deps"}} {
+		b.Run(v.name, func(b *testing.B) {
+			r := newBenchRun(b)
+			r.bin = filepath.Join(b.TempDir(), "startfloor")
+			cmd := exec.Command("go", "build", "-tags="+v.tags, "-trimpath", "-ldflags=-s -w", "-o", r.bin, "github.com/aerie-run/aerie/hack/startfloor")
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("go build: %v\n%s", err, out)
+			}
+			r.run([]testenv.Turn{answer("warm")}, "create the database")
+			fi, err := os.Stat(r.bin)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var firsts []float64
+			for b.Loop() {
+				n := len(r.model.Requests())
+				start, _, _ := r.run([]testenv.Turn{answer("ok")}, "hello")
+				firsts = append(firsts, float64(r.model.Requests()[n].Time.Sub(start).Microseconds())/1000)
+			}
+			b.ReportMetric(median(firsts), "ms-to-first-request")
+			b.ReportMetric(float64(fi.Size())/1e6, "binary-MB")
+		})
+	}
+}
+
 func BenchmarkRunTenTurns(b *testing.B) {
 	r := newBenchRun(b).withRSS()
 	r.run([]testenv.Turn{answer("warm")}, "create the database")

@@ -114,6 +114,9 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	if err := f.validate(); err != nil {
 		return configErr(err)
 	}
+	// The provider's encoders are built while the run starts (a resumed
+	// session's provider is only a guess until the store is read).
+	provider.Warm(a.defaultSettings(store.Settings{Provider: f.provider}).Provider, f.api)
 	prompt, err := a.prompt(cmd, args, f)
 	if err != nil {
 		return configErr(err)

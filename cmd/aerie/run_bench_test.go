@@ -76,10 +76,13 @@ type benchRun struct {
 	env     []string
 }
 
-func newBenchRun(b *testing.B) *benchRun {
+func newBenchRun(b *testing.B) *benchRun { return newBenchRunOf(b, buildAerie(b)) }
+
+// newBenchRunOf runs bin, which takes aerie run's arguments.
+func newBenchRunOf(b *testing.B, bin string) *benchRun {
 	home := b.TempDir()
 	return &benchRun{
-		b: b, bin: buildAerie(b), ws: b.TempDir(), model: testenv.StartModelServer(b),
+		b: b, bin: bin, ws: b.TempDir(), model: testenv.StartModelServer(b),
 		env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "AERIE_HOME=" + home, "ANTHROPIC_API_KEY=k"},
 	}
 }
@@ -145,20 +148,7 @@ func shellTurns(n int) []testenv.Turn {
 }
 
 func BenchmarkRunFirstRequest(b *testing.B) {
-	r := newBenchRun(b)
-	r.run([]testenv.Turn{answer("warm")}, "create the database") // the database exists in real use
-	fi, err := os.Stat(r.bin)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var firsts []float64
-	for b.Loop() {
-		n := len(r.model.Requests())
-		start, _, _ := r.run([]testenv.Turn{answer("ok")}, "hello")
-		firsts = append(firsts, float64(r.model.Requests()[n].Time.Sub(start).Microseconds())/1000)
-	}
-	b.ReportMetric(median(firsts), "ms-to-first-request")
-	b.ReportMetric(float64(fi.Size())/1e6, "binary-MB")
+	newBenchRun(b).firstRequests()
 }
 
 // BenchmarkRunFirstRequestFloor measures hack/startfloor the way
@@ -170,28 +160,35 @@ func BenchmarkRunFirstRequest(b *testing.B) {
 func BenchmarkRunFirstRequestFloor(b *testing.B) {
 	for _, v := range []struct{ name, tags string }{{"bare", ""}, {"deps", "startfloor_deps"}} {
 		b.Run(v.name, func(b *testing.B) {
-			r := newBenchRun(b)
-			r.bin = filepath.Join(b.TempDir(), "startfloor")
-			cmd := exec.Command("go", "build", "-tags="+v.tags, "-trimpath", "-ldflags=-s -w", "-o", r.bin, "github.com/aerie-run/aerie/hack/startfloor")
+			bin := filepath.Join(b.TempDir(), "startfloor")
+			cmd := exec.Command("go", "build", "-tags="+v.tags, "-trimpath", "-ldflags=-s -w", "-o", bin, "github.com/aerie-run/aerie/hack/startfloor")
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 			if out, err := cmd.CombinedOutput(); err != nil {
 				b.Fatalf("go build: %v\n%s", err, out)
 			}
-			r.run([]testenv.Turn{answer("warm")}, "create the database")
-			fi, err := os.Stat(r.bin)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var firsts []float64
-			for b.Loop() {
-				n := len(r.model.Requests())
-				start, _, _ := r.run([]testenv.Turn{answer("ok")}, "hello")
-				firsts = append(firsts, float64(r.model.Requests()[n].Time.Sub(start).Microseconds())/1000)
-			}
-			b.ReportMetric(median(firsts), "ms-to-first-request")
-			b.ReportMetric(float64(fi.Size())/1e6, "binary-MB")
+			newBenchRunOf(b, bin).firstRequests()
 		})
 	}
+}
+
+// firstRequests runs a one-turn session per iteration, after one that
+// creates the database (it exists in real use), and reports the median time
+// from the process's start to the model's first request, and the binary's
+// size.
+func (r *benchRun) firstRequests() {
+	r.run([]testenv.Turn{answer("warm")}, "create the database")
+	fi, err := os.Stat(r.bin)
+	if err != nil {
+		r.b.Fatal(err)
+	}
+	var firsts []float64
+	for r.b.Loop() {
+		n := len(r.model.Requests())
+		start, _, _ := r.run([]testenv.Turn{answer("ok")}, "hello")
+		firsts = append(firsts, float64(r.model.Requests()[n].Time.Sub(start).Microseconds())/1000)
+	}
+	r.b.ReportMetric(median(firsts), "ms-to-first-request")
+	r.b.ReportMetric(float64(fi.Size())/1e6, "binary-MB")
 }
 
 func BenchmarkRunTenTurns(b *testing.B) {

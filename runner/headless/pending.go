@@ -3,7 +3,6 @@ package headless
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/google/uuid"
 
@@ -41,10 +40,8 @@ func createSession(ctx context.Context, st Store, tenant string, ns store.NewSes
 	ctx = context.WithoutCancel(ctx)
 	go func() {
 		defer close(p.done)
+		// The stores say "create session" in their errors.
 		p.sess, p.err = st.Create(ctx, tenant, ns)
-		if p.err != nil {
-			p.err = fmt.Errorf("create session: %w", p.err)
-		}
 	}()
 	return p
 }

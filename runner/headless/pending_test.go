@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -152,7 +153,7 @@ func TestNewSessionNotStored(t *testing.T) {
 	}})
 	r.st.fail = errors.New("disk full")
 	rep, err := Run(t.Context(), r.st, r.opts)
-	if err == nil || !strings.Contains(err.Error(), "create session: disk full") {
+	if err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("Run: %v, want the store's refusal", err)
 	}
 	if rep.Session.ID != uuid.Nil {
@@ -184,5 +185,41 @@ func TestNewSessionNotStored(t *testing.T) {
 	}
 	if n := len(r2.model.Requests()); n != 0 {
 		t.Errorf("%d model requests after the session was refused before the hooks", n)
+	}
+}
+
+// TestNewSessionCancelledWhileStored: a run cancelled (SIGTERM) while its
+// session is still being stored ends cancelled, not failed: the session is
+// stored, with its entries and its final state.
+func TestNewSessionCancelledWhileStored(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	var r *pendingRun
+	r = newPendingRun(t, testenv.Turn{Respond: func(testenv.ModelRequest) testenv.Turn {
+		cancel(&SignalError{Signal: syscall.SIGTERM})
+		time.AfterFunc(20*time.Millisecond, func() { close(r.st.release) })
+		return testenv.Turn{ToolCalls: []testenv.ToolCall{writeA}}
+	}})
+	rep, err := Run(ctx, r.st, r.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Result.Outcome != agent.Cancelled || rep.ExitCode != ExitTerminated {
+		t.Errorf("outcome %s, exit %d; want cancelled and %d", rep.Result.Outcome, rep.ExitCode, ExitTerminated)
+	}
+	if _, err := os.Stat(filepath.Join(r.ws, "a.txt")); err == nil {
+		t.Error("the tool ran after the cancel")
+	}
+	stored, err := r.st.Session(t.Context(), r.ws, rep.Session.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := r.st.Entries(t.Context(), r.ws, rep.Session.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.State != store.StateCancelled || len(entries) == 0 || int64(len(entries)) != rep.Journal.Entries {
+		t.Errorf("stored state %s with %d entries, %d journaled; want cancelled with all of them", stored.State, len(entries), rep.Journal.Entries)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/aerie-run/aerie/runner/process"
 )
@@ -33,6 +35,9 @@ import (
 var testReaper *process.Reaper
 
 func TestMain(m *testing.M) {
+	// Without a logger controller-runtime (envtest) prints a warning with
+	// a goroutine stack, which reads like a panic in a failed run's output.
+	ctrllog.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	RunSubreaped(m, &testReaper)
 }
 
@@ -501,6 +506,10 @@ func testDeletionGrace(t *testing.T, e *podRunnerEnv) {
 	if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// graceEnd is the deletion timestamp the deletion set; last is the
+	// last state before removal. The runner's final delete (grace 0) moves
+	// the timestamp to its own time, so last's says nothing of the grace.
+	var graceEnd *metav1.Time
 	var last *corev1.Pod
 	timeout := time.After(90 * time.Second)
 watch:
@@ -514,14 +523,18 @@ watch:
 			if ev.Type == watch.Deleted {
 				break watch
 			}
-			if p != nil {
-				last = p
+			if p == nil {
+				continue
 			}
+			if graceEnd == nil && p.DeletionTimestamp != nil {
+				graceEnd = p.DeletionTimestamp
+			}
+			last = p
 		case <-timeout:
 			t.Fatal("pod not removed within 90s of its deletion")
 		}
 	}
-	if last == nil || last.DeletionTimestamp == nil {
+	if last == nil || graceEnd == nil {
 		t.Fatalf("no status written after the deletion: %+v", last)
 	}
 	s := terminated(t, last, "stubborn")
@@ -529,9 +542,10 @@ watch:
 		t.Errorf("stubborn: exit %d, want 137 (SIGKILL)", s.ExitCode)
 	}
 	// The API server sets the deletion timestamp to the deletion time plus
-	// the grace period: SIGKILL may not come before it.
-	if s.FinishedAt.Before(last.DeletionTimestamp) {
-		t.Errorf("stubborn killed at %v, before the grace period ended at %v", s.FinishedAt, last.DeletionTimestamp)
+	// the grace period: SIGKILL may not come before it. (Both are whole
+	// seconds, rounded down alike.)
+	if s.FinishedAt.Before(graceEnd) {
+		t.Errorf("stubborn killed at %v, before the grace period ended at %v", s.FinishedAt, graceEnd)
 	}
 	if c := terminated(t, last, "cooperative"); c.ExitCode != 143 {
 		t.Errorf("cooperative: exit %d, want 143", c.ExitCode)

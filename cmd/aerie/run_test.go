@@ -399,7 +399,7 @@ func requireGone(t *testing.T, pids []string) {
 	t.Helper()
 	for _, p := range pids {
 		// The subreaper reaps asynchronously; give it a moment.
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for {
 			stat, err := os.ReadFile("/proc/" + p + "/stat")
 			if err != nil {

@@ -311,3 +311,74 @@ func TestRunPluginsDisabled(t *testing.T) {
 		t.Errorf("a malformed plugins.disabled is not reported: %s", out.stderr)
 	}
 }
+
+// TestRunHookFailures runs, through `aerie run`, the hook answers that deny a
+// call or fail: a PreToolUse verdict that denies, one that is not valid JSON
+// (a warning; the call runs) and one past its timeout (its process group is
+// torn down; the OpenVaala hook blocks on failure).
+func TestRunHookFailures(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		toolTurn(
+			call("denied", "bash", map[string]any{"command": "echo deny-me"}),
+			call("malformed", "bash", map[string]any{"command": "echo malformed-ran"}),
+			call("slow", "bash", map[string]any{"command": "echo slow-ran"}),
+		),
+		answer("done"),
+	)
+	writeFile(t, filepath.Join(e.home, "hooks.toml"), `[[hooks.PreToolUse]]
+matcher = "bash"
+[[hooks.PreToolUse.hooks]]
+command = "`+filepath.Join(e.home, "verdict.sh")+`"
+`, 0o644)
+	writeFile(t, filepath.Join(e.home, "verdict.sh"), `#!/bin/sh
+input=$(cat)
+case "$input" in
+*deny-me*) echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "denied by policy"}}' ;;
+*malformed-ran*) echo '{"decision":' ;;
+esac
+`, 0o755)
+	writeFile(t, filepath.Join(e.home, "hooks/slow.yaml"), `hooks:
+  PreToolUse:
+    - matcher: bash
+      hooks:
+        - type: command
+          script: `+filepath.Join(e.home, "slow.sh")+`
+          timeout: 1
+          on_failure: block
+`, 0o644)
+	// The slow hook leaves its pid and that of a child in the background
+	// holding its output open, then waits far past its timeout.
+	writeFile(t, filepath.Join(e.home, "slow.sh"), `#!/bin/sh
+input=$(cat)
+case "$input" in
+*slow-ran*) sleep 300 & echo $$ $! > slow.pids; wait ;;
+esac
+`, 0o755)
+
+	out := e.run("run", "go")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	res := toolResults(t, e.model.Requests()[1])
+	if r := res["denied"]; !r.isError || !strings.Contains(r.text, "denied by policy") || strings.Contains(r.text, "deny-me") {
+		t.Errorf("denied call result = %+v", r)
+	}
+	if r := res["malformed"]; r.isError || !strings.Contains(r.text, "malformed-ran") {
+		t.Errorf("the call under a malformed verdict did not run: %+v", r)
+	}
+	if r := res["slow"]; !r.isError || !strings.Contains(r.text, "timed out") || strings.Contains(r.text, "slow-ran") {
+		t.Errorf("the call under a timed-out hook = %+v", r)
+	}
+	if !strings.Contains(out.stdout+out.stderr, "invalid JSON output") {
+		t.Errorf("no warning names the malformed verdict:\n%s\n%s", out.stdout, out.stderr)
+	}
+	pids, err := os.ReadFile(filepath.Join(e.ws, "slow.pids"))
+	if err != nil {
+		t.Fatalf("the slow hook did not run: %v", err)
+	}
+	requireGone(t, strings.Fields(string(pids)))
+	if end := out.end(t); end.Outcome != agent.Completed || end.Text != "done" {
+		t.Errorf("session_end = %+v", end)
+	}
+}

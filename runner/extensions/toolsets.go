@@ -103,28 +103,37 @@ func (t *Toolsets) Resolve(name string) ([]string, error) {
 		}
 		return nil, fmt.Errorf("%w %q (%s in %s)", ErrUnknownToolset, name, avail, t.Path)
 	}
-	set, err := t.resolve(name, map[string]bool{})
+	set, err := t.resolve(name, map[string]bool{}, map[string]map[string]bool{})
 	if err != nil {
 		return nil, err
 	}
 	return sortedKeys(set), nil
 }
 
-func (t *Toolsets) resolve(name string, seen map[string]bool) (map[string]bool, error) {
-	seen[name] = true
+// resolve unions the toolset name with the sets it includes, depth first.
+// path holds the sets being resolved above it, so an include of one of
+// them is a cycle and stops there. done holds the sets already resolved,
+// so a set included along two branches is resolved once and counted in
+// both (a set merged twice is not a cycle).
+func (t *Toolsets) resolve(name string, path map[string]bool, done map[string]map[string]bool) (map[string]bool, error) {
+	if set, ok := done[name]; ok {
+		return set, nil
+	}
+	path[name] = true
+	defer delete(path, name)
 	ts := t.sets[name]
 	out := make(map[string]bool, len(ts.Tools))
 	for _, tool := range ts.Tools {
 		out[tool] = true
 	}
 	for _, inc := range ts.Includes {
-		if seen[inc] {
-			continue // a cycle, or a set already merged
+		if path[inc] {
+			continue // a cycle: it stops at the first repeated set
 		}
 		if _, ok := t.sets[inc]; !ok {
 			return nil, fmt.Errorf("toolset %q includes %w %q (in %s)", name, ErrUnknownToolset, inc, t.Path)
 		}
-		sub, err := t.resolve(inc, seen)
+		sub, err := t.resolve(inc, path, done)
 		if err != nil {
 			return nil, err
 		}
@@ -138,6 +147,7 @@ func (t *Toolsets) resolve(name string, seen map[string]bool) (map[string]bool, 
 	for _, ex := range ts.Exclude {
 		delete(out, ex)
 	}
+	done[name] = out
 	return out, nil
 }
 

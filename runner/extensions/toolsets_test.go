@@ -2,6 +2,7 @@ package extensions
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,6 +40,19 @@ includes = ["readonly", "missing"]
 [toolsets.nested_exclude]
 includes = ["review"]
 tools = ["tree"]
+
+[toolsets.diamond]
+includes = ["left", "right"]
+
+[toolsets.left]
+includes = ["base"]
+exclude = ["x"]
+
+[toolsets.right]
+includes = ["base"]
+
+[toolsets.base]
+tools = ["x", "w"]
 `
 	sets, err := ParseToolsets("ts.toml", []byte(doc))
 	if err != nil {
@@ -61,8 +75,12 @@ tools = ["tree"]
 		// An exclusion applies to the set that states it; an outer set
 		// can add the tool back.
 		{"nested_exclude", []string{"find_files", "grep", "list_directory", "read_file", "tree", "word_count"}, "", nil},
+		// A set included along two branches is no cycle: each branch
+		// has it, and left's exclusion applies to left alone.
+		{"diamond", []string{"w", "x"}, "", nil},
+		{"left", []string{"w"}, "", nil},
 		{"broken", nil, `toolset "broken" includes unknown toolset "missing" (in ts.toml)`, ErrUnknownToolset},
-		{"nope", nil, `unknown toolset "nope" (available: a, b, broken, c, nested_exclude, readonly, review in ts.toml)`, ErrUnknownToolset},
+		{"nope", nil, `unknown toolset "nope" (available: a, b, base, broken, c, diamond, left, nested_exclude, readonly, review, right in ts.toml)`, ErrUnknownToolset},
 	}
 	for _, tt := range tests {
 		got, err := ts.Resolve(tt.name)
@@ -90,6 +108,32 @@ tools = ["tree"]
 	}
 	if diff := cmp.Diff([]string{"find_files", "list_directory"}, missing); diff != "" {
 		t.Errorf("missing (-want +got):\n%s", diff)
+	}
+}
+
+// TestToolsetResolveDense resolves sets that all include each other: each
+// set is resolved once, so this ends, with every set's tool.
+func TestToolsetResolveDense(t *testing.T) {
+	t.Parallel()
+	var doc strings.Builder
+	const n = 200
+	var all []string
+	for i := range n {
+		all = append(all, fmt.Sprintf("%q", fmt.Sprintf("s%03d", i)))
+	}
+	for i := range n {
+		fmt.Fprintf(&doc, "[toolsets.s%03d]\ntools = [\"t%03d\"]\nincludes = [%s]\n", i, i, strings.Join(all, ", "))
+	}
+	sets, err := ParseToolsets("ts.toml", []byte(doc.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := NewToolsets("ts.toml", sets).Resolve("s000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Errorf("s000 resolves to %d tools, want %d", len(got), n)
 	}
 }
 

@@ -197,8 +197,13 @@ func (l *Loop) Run(ctx context.Context, prompt string) Result {
 		}
 		calls := resp.Message.ToolCalls()
 		if len(calls) > 0 {
-			l.runTools(ctx, calls)
+			endTurn := l.runTools(ctx, calls)
 			l.turnBarrier(ctx)
+			if endTurn != "" && ctx.Err() == nil {
+				// A hook ended the turn: the run is over, as the model's
+				// own end of turn would have it, and says why.
+				return l.end(ctx, Result{Outcome: Completed, Reason: endTurn})
+			}
 			continue
 		}
 		r := answered(resp)
@@ -347,9 +352,11 @@ func addUsage(u store.Usage, r provider.Usage) store.Usage {
 }
 
 // runTools runs the calls in order and adds their results as one message. A
-// call left unrun because the run was stopped still gets a result, so the
-// conversation stays well-formed for a resume.
-func (l *Loop) runTools(ctx context.Context, calls []provider.Content) {
+// call left unrun because the run was stopped, or because a call before it
+// ended the turn, still gets a result, so the conversation stays
+// well-formed for a resume. endTurn is the reason of the call that ended
+// the turn, if one did.
+func (l *Loop) runTools(ctx context.Context, calls []provider.Content) (endTurn string) {
 	results := make([]provider.Content, 0, len(calls))
 	for _, c := range calls {
 		l.append(store.ToolCall{CallID: c.ToolCallID, Name: c.ToolName, Input: storedArguments(c.Arguments)})
@@ -361,12 +368,16 @@ func (l *Loop) runTools(ctx context.Context, calls []provider.Content) {
 		case ctx.Err() != nil:
 			res = tools.Result{Content: "not run: " + context.Cause(ctx).Error(), IsError: true}
 			status = store.ToolCancelled
+		case endTurn != "":
+			res = tools.Result{Content: "not run: " + endTurn, IsError: true}
+			status = store.ToolCancelled
 		case l.cfg.Tools == nil:
 			res = tools.Result{Content: fmt.Sprintf("unknown tool %q: no tools are available", c.ToolName), IsError: true}
 			status = store.ToolError
 		default:
 			res = l.cfg.Tools.Run(ctx, c.ToolCallID, c.ToolName, json.RawMessage(c.Arguments))
 			status = toolStatus(ctx, res)
+			endTurn = res.EndTurn
 		}
 		d := time.Since(start)
 		results = append(results, provider.ToolResult(c.ToolCallID, res.Content, res.IsError))
@@ -379,6 +390,7 @@ func (l *Loop) runTools(ctx context.Context, calls []provider.Content) {
 		l.emit(Event{Type: EventToolResult, Seq: seq, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Text: res.Content, IsError: res.IsError, Status: string(status), Duration: d, Process: res.Process})
 	}
 	l.messages = append(l.messages, provider.Message{Role: provider.RoleTool, Content: results})
+	return endTurn
 }
 
 func toolStatus(ctx context.Context, res tools.Result) store.ToolStatus {

@@ -189,6 +189,58 @@ func TestLoopCancelDuringTools(t *testing.T) {
 	}
 }
 
+// endsAt ends the turn at the call whose text is at.
+type endsAt struct {
+	Tools
+	at string
+}
+
+func (e endsAt) Run(ctx context.Context, id, name string, args json.RawMessage) tools.Result {
+	res := e.Tools.Run(ctx, id, name, args)
+	if res.Content == e.at {
+		res.EndTurn = "a PostToolUse hook ended the turn: enough"
+	}
+	return res
+}
+
+// TestLoopToolEndsTurn ends the run when a tool result ends the turn: the
+// calls after it are answered without running, and the model is not asked
+// again.
+func TestLoopToolEndsTurn(t *testing.T) {
+	t.Parallel()
+	ran := 0
+	j := &recorder{}
+	model := &requests{Model: provider.NewScripted("s", []provider.Response{echoTurn("a", "b", "c"), textTurn("never")})}
+	l := New(Config{
+		Model:   model,
+		Tools:   endsAt{registry(t, echo{hook: func(context.Context) { ran++ }}), "b"},
+		Journal: j,
+	}, nil, store.Usage{})
+	r := l.Run(t.Context(), "go")
+	if r.Outcome != Completed || r.Reason != "a PostToolUse hook ended the turn: enough" || r.Turns != 1 || ran != 2 {
+		t.Fatalf("result %+v after %d tool runs, want completed after 1 turn and 2 runs", r, ran)
+	}
+	if n := len(model.got); n != 1 {
+		t.Errorf("%d model requests, want 1", n)
+	}
+	var statuses []store.ToolStatus
+	for _, p := range j.entries {
+		if c, ok := p.(store.ToolCompletion); ok {
+			statuses = append(statuses, c.Status)
+		}
+	}
+	if diff := cmp.Diff([]store.ToolStatus{store.ToolOK, store.ToolOK, store.ToolCancelled}, statuses); diff != "" {
+		t.Errorf("completions (-want +got):\n%s", diff)
+	}
+	last := l.Messages()[len(l.Messages())-1]
+	if got := last.Content[2].Text; !strings.Contains(got, "not run: a PostToolUse hook ended the turn: enough") {
+		t.Errorf("the call after the end of the turn got %q", got)
+	}
+	if cp, ok := j.entries[len(j.entries)-1].(store.Checkpoint); !ok || cp.Outcome != string(Completed) {
+		t.Errorf("last entry %#v, want a completed checkpoint", j.entries[len(j.entries)-1])
+	}
+}
+
 func TestLoopStopHook(t *testing.T) {
 	t.Parallel()
 	asked := 0

@@ -109,6 +109,7 @@ func TestWrap(t *testing.T) {
 		ran     []string // the arguments the tool ran with
 		isError bool
 		content []string // substrings of the result
+		endTurn string   // the result's EndTurn
 		failed  string   // substring of the first run's failure
 	}
 	tests := []struct {
@@ -157,7 +158,11 @@ func TestWrap(t *testing.T) {
 		{"post block replaces the result", map[string]string{"hooks.toml": tomlFile(t, spec{Event: PostToolUse, Command: `echo '{"decision":"block","reason":"output leaks a token"}'`})},
 			want{ran: []string{`{"command":"rm -rf /"}`}, isError: true, content: []string{"bash: result withheld by a PostToolUse hook: output leaks a token"}}},
 		{"continue false before the tool", map[string]string{"hooks/a.yaml": yamlFile(t, spec{Event: PreToolUse, Command: `echo '{"continue":false,"stopReason":"budget spent"}'`})},
-			want{isError: true, content: []string{"a PreToolUse hook ended the turn: budget spent"}}},
+			want{isError: true, content: []string{"a PreToolUse hook ended the turn: budget spent"}, endTurn: "a PreToolUse hook ended the turn: budget spent"}},
+		{"deny and continue false", map[string]string{"hooks.toml": tomlFile(t, spec{Event: PreToolUse, Command: `echo '{"continue":false,"stopReason":"enough","hookSpecificOutput":{"permissionDecision":"deny","permissionDecisionReason":"no"}}'`})},
+			want{isError: true, content: []string{"blocked by a PreToolUse hook: no"}, endTurn: "a PreToolUse hook ended the turn: enough"}},
+		{"continue false after the tool", map[string]string{"hooks/a.yaml": yamlFile(t, spec{Event: PostToolUse, Command: `echo '{"continue":false,"stopReason":"tests pass"}'`})},
+			want{ran: []string{`{"command":"rm -rf /"}`}, content: []string{"ran with"}, endTurn: "a PostToolUse hook ended the turn: tests pass"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,6 +176,9 @@ func TestWrap(t *testing.T) {
 			}
 			if res.IsError != tt.want.isError {
 				t.Errorf("IsError = %v, want %v: %s", res.IsError, tt.want.isError, res.Content)
+			}
+			if res.EndTurn != tt.want.endTurn {
+				t.Errorf("EndTurn = %q, want %q", res.EndTurn, tt.want.endTurn)
 			}
 			for _, s := range tt.want.content {
 				if !strings.Contains(res.Content, s) {

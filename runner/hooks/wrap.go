@@ -16,6 +16,9 @@ import (
 //   - an updated input replaces the call's arguments;
 //   - a blocked PostToolUse verdict replaces the result with an error
 //     carrying the reason;
+//   - a hook of either event that answered continue: false ends the turn
+//     (Result.EndTurn, with its stopReason): after a PreToolUse hook the
+//     tool does not run, after a PostToolUse hook its result stands;
 //   - every hook's additional context is appended to the result.
 //
 // A tool no hook matches is returned as it is.
@@ -49,11 +52,16 @@ func (h *hooked) Run(ctx context.Context, call json.RawMessage) tools.Result {
 	if err != nil {
 		return tools.Result{Content: fmt.Sprintf("%s: not run: %v", name, err), IsError: true}
 	}
+	var endTurn string
+	if pre.Stop {
+		endTurn = "a PreToolUse hook ended the turn: " + pre.StopReason
+	}
 	switch {
 	case pre.Blocked():
-		return withContext(tools.Result{Content: fmt.Sprintf("%s: blocked by a PreToolUse hook: %s", name, pre.Reason), IsError: true}, pre.Context)
+		res := tools.Result{Content: fmt.Sprintf("%s: blocked by a PreToolUse hook: %s", name, pre.Reason), IsError: true, EndTurn: endTurn}
+		return withContext(res, pre.Context)
 	case pre.Stop:
-		return withContext(tools.Result{Content: fmt.Sprintf("%s: not run: a PreToolUse hook ended the turn: %s", name, pre.StopReason), IsError: true}, pre.Context)
+		return withContext(tools.Result{Content: fmt.Sprintf("%s: not run: %s", name, endTurn), IsError: true, EndTurn: endTurn}, pre.Context)
 	}
 	if pre.UpdatedInput != nil {
 		call = pre.UpdatedInput
@@ -67,7 +75,10 @@ func (h *hooked) Run(ctx context.Context, call json.RawMessage) tools.Result {
 		return withContext(res, pre.Context)
 	}
 	if post.Blocked() {
-		res = tools.Result{Content: fmt.Sprintf("%s: result withheld by a PostToolUse hook: %s", name, post.Reason), IsError: true}
+		res = tools.Result{Content: fmt.Sprintf("%s: result withheld by a PostToolUse hook: %s", name, post.Reason), IsError: true, Process: res.Process}
+	}
+	if post.Stop {
+		res.EndTurn = "a PostToolUse hook ended the turn: " + post.StopReason
 	}
 	return withContext(withContext(res, pre.Context), post.Context)
 }

@@ -47,6 +47,11 @@ type Result struct {
 	// for tools that run none. It is not shown to the model: it tells the
 	// people watching a run the command's own time from the time around it.
 	Process time.Duration
+	// EndTurn, when set, ends the turn after this call, for the reason it
+	// gives: the calls after it in the same response are not run, and the
+	// run ends without another model request. A lifecycle hook that
+	// answers continue: false sets it.
+	EndTurn string
 }
 
 // errorf returns an error result.

@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -380,5 +382,93 @@ esac
 	requireGone(t, strings.Fields(string(pids)))
 	if end := out.end(t); end.Outcome != agent.Completed || end.Text != "done" {
 		t.Errorf("session_end = %+v", end)
+	}
+}
+
+// TestRunHookEndsTurn runs sessions whose hooks answer continue: false: a
+// PreToolUse hook ends the turn at its call (the calls after it do not run
+// and the model is not asked again), and a UserPromptSubmit hook ends it
+// before the first request. Both runs complete with the hook's reason; the
+// hooks of one turn share its turn_id, and their system messages reach the
+// events, not the model.
+func TestRunHookEndsTurn(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, toolTurn(
+		call("first", "bash", map[string]any{"command": "touch first-ran"}),
+		call("stop", "bash", map[string]any{"command": "touch stop-ran"}),
+		call("after", "bash", map[string]any{"command": "touch after-ran"}),
+	), answer("never asked"))
+	writeFile(t, filepath.Join(e.home, "hooks/turn.yaml"), `hooks:
+  UserPromptSubmit:
+    - hooks:
+        - type: command
+          script: `+filepath.Join(e.home, "turn.sh")+`
+  PreToolUse:
+    - matcher: bash
+      hooks:
+        - type: command
+          script: `+filepath.Join(e.home, "turn.sh")+`
+`, 0o644)
+	writeFile(t, filepath.Join(e.home, "turn.sh"), `#!/bin/sh
+input=$(cat)
+echo "$input" >> hook-inputs.jsonl
+case "$input" in
+*halt*) echo '{"continue": false, "stopReason": "maintenance window"}' ;;
+*stop-ran*) echo '{"continue": false, "stopReason": "budget spent", "systemMessage": "the cost guard stopped the agent"}' ;;
+esac
+`, 0o755)
+
+	out := e.run("run", "go")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	if end := out.end(t); end.Outcome != agent.Completed || end.Reason != "a PreToolUse hook ended the turn: budget spent" {
+		t.Errorf("session_end = %+v", end)
+	}
+	if n := len(e.model.Requests()); n != 1 {
+		t.Errorf("%d model requests, want 1: the turn ended at the hook", n)
+	}
+	for name, want := range map[string]bool{"first-ran": true, "stop-ran": false, "after-ran": false} {
+		if _, err := os.Stat(filepath.Join(e.ws, name)); (err == nil) != want {
+			t.Errorf("%s exists: %v, want %v", name, err == nil, want)
+		}
+	}
+	var messages []string
+	for _, ev := range out.events {
+		if ev.Type == agent.EventHook {
+			messages = append(messages, ev.Messages...)
+		}
+	}
+	if !slices.Equal(messages, []string{"the cost guard stopped the agent"}) {
+		t.Errorf("hook system messages in the events = %q", messages)
+	}
+	inputs, err := os.ReadFile(filepath.Join(e.ws, "hook-inputs.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns := map[string]int{}
+	for line := range strings.Lines(string(inputs)) {
+		var in struct {
+			Event  string `json:"hook_event_name"`
+			TurnID string `json:"turn_id"`
+		}
+		if err := json.Unmarshal([]byte(line), &in); err != nil {
+			t.Fatalf("hook input %q: %v", line, err)
+		}
+		turns[in.TurnID]++
+	}
+	if len(turns) != 1 || turns[""] != 0 || slices.Collect(maps.Values(turns))[0] != 3 {
+		t.Errorf("turn ids of the hooks' inputs (UserPromptSubmit and two PreToolUse) = %v, want one id for all three", turns)
+	}
+
+	out = e.run("run", "halt now")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	if end := out.end(t); end.Outcome != agent.Completed || end.Reason != "a UserPromptSubmit hook ended the turn: maintenance window" {
+		t.Errorf("session_end = %+v", end)
+	}
+	if n := len(e.model.Requests()); n != 1 {
+		t.Errorf("%d model requests after the second run, want still 1", n)
 	}
 }

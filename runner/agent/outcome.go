@@ -130,6 +130,9 @@ type Event struct {
 	// Provider and Model are set on session_start.
 	Provider string `json:"provider,omitempty"`
 	Model    string `json:"model,omitempty"`
+	// Messages are a hook event's system messages: for the people
+	// watching the run, not for the model.
+	Messages []string `json:"messages,omitempty"`
 	// ExitCode is set on session_end.
 	ExitCode *int `json:"exit_code,omitempty"`
 }

@@ -47,6 +47,12 @@ func (h *Human) Observe(e agent.Event) {
 		h.linef("  %s %s (%s) %s", mark, e.Tool, e.Duration.Round(time.Millisecond), preview(e.Text))
 	case agent.EventWarning:
 		h.linef("! %s", e.Reason)
+	case agent.EventHook:
+		// What hooks say to the user; their decisions show in the tool
+		// results and the session's end.
+		for _, m := range e.Messages {
+			h.linef("◆ %s hook: %s", strings.SplitN(e.Status, ":", 2)[0], m)
+		}
 	case agent.EventReload:
 		line := "↻ extensions " + e.Status
 		if e.Reason != "" {
@@ -61,7 +67,7 @@ func (h *Human) Observe(e agent.Event) {
 		if e.Usage != nil {
 			line += fmt.Sprintf(" · %d tokens in, %d out", e.Usage.InputTokens, e.Usage.OutputTokens)
 		}
-		if e.Outcome != agent.Completed && e.Reason != "" {
+		if e.Reason != "" {
 			line += " · " + e.Reason
 		}
 		h.linef("%s", line)

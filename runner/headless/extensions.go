@@ -262,7 +262,10 @@ func emitHook(observe func(agent.Event), v hooks.Verdict) {
 	if v.Approval != nil {
 		reason = strings.TrimSpace(fmt.Sprintf("%s (approval: %+v)", reason, *v.Approval))
 	}
-	emit(observe, agent.Event{Type: agent.EventHook, Tool: v.Tool, Status: string(v.Event) + ":" + decisionName(v), Reason: reason, Text: v.Context})
+	if v.Stop {
+		reason = strings.TrimSpace(reason + " (ended the turn: " + v.StopReason + ")")
+	}
+	emit(observe, agent.Event{Type: agent.EventHook, Tool: v.Tool, Status: string(v.Event) + ":" + decisionName(v), Reason: reason, Text: v.Context, Messages: v.SystemMessages})
 }
 
 func decisionName(v hooks.Verdict) string {
@@ -289,27 +292,33 @@ func (k *kit) hasStartHooks() bool {
 }
 
 // userPrompt runs the UserPromptSubmit hooks: a block stops the run with the
-// reason; added context follows the prompt.
-func (k *kit) userPrompt(ctx context.Context, prompt string, opts Options) (string, error) {
+// reason; added context follows the prompt. endTurn is set when a hook
+// ended the turn (continue: false) before it began: the run then ends
+// without a model request.
+func (k *kit) userPrompt(ctx context.Context, prompt string, opts Options) (_ string, endTurn string, _ error) {
 	if prompt == "" {
-		return prompt, nil
+		return prompt, "", nil
 	}
 	v, err := k.engine.UserPromptSubmit(ctx, prompt)
 	if err != nil {
 		opts.Logger.Warn("UserPromptSubmit hooks", "err", err)
-		return prompt, nil
+		return prompt, "", nil
 	}
 	if v.Blocked() {
-		return "", fmt.Errorf("a UserPromptSubmit hook blocked the prompt: %s", v.Reason)
+		return "", "", fmt.Errorf("a UserPromptSubmit hook blocked the prompt: %s", v.Reason)
+	}
+	if v.Stop {
+		return "", "a UserPromptSubmit hook ended the turn: " + v.StopReason, nil
 	}
 	if v.Context != "" {
 		prompt += "\n\n" + v.Context
 	}
-	return prompt, nil
+	return prompt, "", nil
 }
 
 // onStop runs the Stop hooks when the model ends its turn: a block keeps
-// the loop going with the hooks' reason.
+// the loop going with the hooks' reason, unless a hook also answered
+// continue: false, which ends the turn as the model meant to.
 func (k *kit) onStop(opts Options) agent.StopHook {
 	count := 0
 	return func(ctx context.Context, answer string) (string, bool) {
@@ -319,7 +328,7 @@ func (k *kit) onStop(opts Options) agent.StopHook {
 			opts.Logger.Warn("Stop hooks", "err", err)
 			return "", false
 		}
-		if !v.Blocked() {
+		if !v.Blocked() || v.Stop {
 			return "", false
 		}
 		reason := v.Reason

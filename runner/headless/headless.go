@@ -21,6 +21,7 @@ import (
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
@@ -384,9 +385,15 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 // converse runs the SessionStart and UserPromptSubmit hooks and the loop.
 func (k *kit) converse(ctx context.Context, source string, model agent.Model, w *journal.Writer, snap store.Snapshot, opts Options) agent.Result {
 	k.sessionStart(ctx, source, opts)
-	prompt, err := k.userPrompt(ctx, k.prompt, opts)
+	// The hooks of this prompt's turn — UserPromptSubmit, the tool hooks,
+	// Stop — share its id (turn_id).
+	ctx = hooks.WithTurn(ctx, uuid.NewString())
+	prompt, endTurn, err := k.userPrompt(ctx, k.prompt, opts)
 	if err != nil {
 		return agent.Result{Outcome: agent.Failed, Reason: err.Error(), Err: err}
+	}
+	if endTurn != "" {
+		return agent.Result{Outcome: agent.Completed, Reason: endTurn}
 	}
 	var usage store.Usage
 	if snap.Usage != nil {

@@ -90,8 +90,30 @@ func newKit(opts Options, builtin []tools.Tool) (*kit, error) {
 	return k, nil
 }
 
-// warnProblems logs what the loaders skipped in the workspace.
+// warnProblems logs what the loaders skipped in the layers, and what they
+// left inactive for want of trust, each with the report's sanitized
+// reason; `aerie extensions` says the same in full.
 func warnProblems(log *slog.Logger, x *Extensions) {
+	for _, a := range x.Set.Report.Artifacts {
+		switch a.Status {
+		case extensions.StatusSkipped:
+			log.Warn("extension skipped", "type", a.Type, "file", a.Path, "reason", a.Reason)
+		case extensions.StatusInactive:
+			log.Warn("extension inactive", "type", a.Type, "file", a.Path, "trust", a.Trust, "reason", a.Reason)
+		}
+	}
+	for _, f := range x.Hooks.Files {
+		if f.Status == hooks.StatusUntrusted {
+			log.Warn("hook file inactive", "file", f.Path, "reason", f.Reason)
+		}
+	}
+	if x.Plugins != nil {
+		for _, e := range x.Plugins.Entries {
+			if e.Status == extensions.StatusSkipped {
+				log.Warn("plugin skipped", "dir", e.Dir, "reason", e.Reason)
+			}
+		}
+	}
 	for _, p := range x.Hooks.Problems {
 		log.Warn("hook file skipped", "file", p.File, "field", p.Field, "reason", p.Reason)
 	}

@@ -142,8 +142,9 @@ func runnerConfig(s *aeriev1alpha1.AgentSession, a attempt) runconfig.Config {
 			Name:     s.Spec.Model.Name,
 			BaseURL:  s.Spec.Model.BaseURL,
 		},
-		Toolset: s.Spec.Toolset,
-		Persona: s.Spec.Persona,
+		Toolset:      s.Spec.Toolset,
+		Persona:      s.Spec.Persona,
+		HookApproval: s.Spec.HookApproval,
 		Executor: runconfig.Executor{
 			Socket:    runconfig.DefaultSocket,
 			Workspace: runconfig.DefaultWorkspace,

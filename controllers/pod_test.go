@@ -63,6 +63,7 @@ func fullSession() *aeriev1alpha1.AgentSession {
 		Tolerations:        []corev1.Toleration{{Key: "agents", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 	}
 	s.Spec.Toolset = "review"
+	s.Spec.HookApproval = "allow"
 	return s
 }
 

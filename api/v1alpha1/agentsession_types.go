@@ -16,7 +16,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="has(self.prompt) != has(self.promptFrom)",message="exactly one of prompt or promptFrom must be set"
 // +kubebuilder:validation:XValidation:rule="!(has(self.resumeFrom) && has(self.forkFrom))",message="resumeFrom and forkFrom are mutually exclusive: resume appends to a session, fork copies it into a new one"
 // +kubebuilder:validation:XValidation:rule="!(has(oldSelf.cancel) && oldSelf.cancel) || (has(self.cancel) && self.cancel)",message="cancel cannot be unset once true"
-// +kubebuilder:validation:XValidation:rule="has(self.prompt) == has(oldSelf.prompt) && has(self.promptFrom) == has(oldSelf.promptFrom) && has(self.toolset) == has(oldSelf.toolset) && has(self.persona) == has(oldSelf.persona) && has(self.extensions) == has(oldSelf.extensions) && has(self.trust) == has(oldSelf.trust) && has(self.workspace) == has(oldSelf.workspace) && has(self.resumeFrom) == has(oldSelf.resumeFrom) && has(self.forkFrom) == has(oldSelf.forkFrom) && has(self.budget) == has(oldSelf.budget) && has(self.runner) == has(oldSelf.runner) && has(self.retry) == has(oldSelf.retry) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished)",message="spec is immutable except for cancel; create a new AgentSession (resumeFrom or forkFrom) to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.prompt) == has(oldSelf.prompt) && has(self.promptFrom) == has(oldSelf.promptFrom) && has(self.toolset) == has(oldSelf.toolset) && has(self.persona) == has(oldSelf.persona) && has(self.hookApproval) == has(oldSelf.hookApproval) && has(self.extensions) == has(oldSelf.extensions) && has(self.trust) == has(oldSelf.trust) && has(self.workspace) == has(oldSelf.workspace) && has(self.resumeFrom) == has(oldSelf.resumeFrom) && has(self.forkFrom) == has(oldSelf.forkFrom) && has(self.budget) == has(oldSelf.budget) && has(self.runner) == has(oldSelf.runner) && has(self.retry) == has(oldSelf.retry) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished)",message="spec is immutable except for cancel; create a new AgentSession (resumeFrom or forkFrom) to change it"
 type AgentSessionSpec struct {
 	// prompt is the task given to the agent as the first user message.
 	// Exactly one of prompt and promptFrom must be set.
@@ -54,6 +54,15 @@ type AgentSessionSpec struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9_.-]*$`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="persona is immutable"
 	Persona string `json:"persona,omitempty"`
+
+	// hookApproval is the policy for tool calls a lifecycle hook asks a person to approve
+	// (permissionDecision "ask"). Nobody can approve inside a runner pod: deny, the
+	// default, refuses such a call with the hook's reason; allow approves it in advance.
+	// Either way the decision is recorded in the session.
+	// +optional
+	// +kubebuilder:validation:Enum=deny;allow
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="hookApproval is immutable"
+	HookApproval string `json:"hookApproval,omitempty"`
 
 	// extensions are extension layers mounted read-only into the runner, nearest first: an
 	// artifact in an earlier layer shadows the same artifact in a later one. They come after

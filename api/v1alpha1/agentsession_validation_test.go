@@ -120,6 +120,8 @@ func testInvalidSpecs(t *testing.T, cp *testenv.ControlPlane) {
 			[]string{"spec.model.provider", "Unsupported value", "anthropic"}},
 		{"empty model name", func(s *v1.AgentSession) { s.Spec.Model.Name = "" },
 			[]string{"spec.model.name"}},
+		{"unknown hook approval policy", func(s *v1.AgentSession) { s.Spec.HookApproval = "ask" },
+			[]string{"spec.hookApproval", "Unsupported value", "deny", "allow"}},
 		{"openai-compatible without baseURL", func(s *v1.AgentSession) { s.Spec.Model.Provider = v1.ProviderOpenAICompatible },
 			[]string{"spec.model", "baseURL is required for provider openai-compatible"}},
 		{"anthropic without API key", func(s *v1.AgentSession) { s.Spec.Model.APIKeySecretRef = nil },
@@ -248,6 +250,7 @@ func testImmutability(t *testing.T, cp *testenv.ControlPlane) {
 		{"change prompt", func(s *v1.AgentSession) { s.Spec.Prompt = "Something else." }, "prompt is immutable"},
 		{"change model", func(s *v1.AgentSession) { s.Spec.Model.Name = "claude-opus-4-1" }, "model is immutable"},
 		{"add toolset", func(s *v1.AgentSession) { s.Spec.Toolset = "readonly" }, "spec is immutable except for cancel"},
+		{"add hook approval", func(s *v1.AgentSession) { s.Spec.HookApproval = "allow" }, "spec is immutable except for cancel"},
 		{"change budget", func(s *v1.AgentSession) { s.Spec.Budget.MaxTurns = ptr.To[int32](5) }, "budget is immutable"},
 		{"add extensions", func(s *v1.AgentSession) {
 			s.Spec.Extensions = []v1.ExtensionLayer{{ConfigMap: &v1.ConfigMapLayer{Name: "x"}}}

@@ -20,6 +20,7 @@ import (
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/headless"
+	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/store"
@@ -39,6 +40,7 @@ type runFlags struct {
 	atifOutput                            string
 	atifPlaintext                         bool
 	toolset                               string
+	hookApproval                          string
 }
 
 // Default models, used when --model is not given for a new session.
@@ -96,6 +98,7 @@ cancelled by SIGINT or SIGTERM.`,
 	fl.StringVar(&f.label, "label", "", "a `label` for the new session")
 	fl.StringVar(&f.workspace, "workspace", "", "the workspace root the tools are confined to (default: the enclosing git repository, or the current directory)")
 	fl.StringVar(&f.toolset, "toolset", "", "offer only the tools of the `toolset` named in toolsets.toml")
+	fl.StringVar(&f.hookApproval, "hook-approval", "deny", "the `policy` for tool calls a hook asks a person to approve: deny, or allow (approved in advance)")
 	fl.IntVar(&f.maxTurns, "max-turns", 100, "stop after this many model requests (0: no limit)")
 	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "stop once input and output tokens reach this many (0: no limit)")
 	fl.DurationVar(&f.maxDuration, "max-duration", time.Hour, "stop after this much wall time (0: no limit)")
@@ -196,6 +199,7 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 		Layers:          src.Layers,
 		Workspace:       src.Workspace,
 		Toolset:         f.toolset,
+		Approve:         hooks.ApprovalPolicies[f.hookApproval],
 		Getenv:          src.Getenv,
 		UserHome:        src.UserHome,
 		DisabledPlugins: src.DisabledPlugins,
@@ -285,6 +289,9 @@ func (f runFlags) validate() error {
 		return errors.New("--resume and --fork-from are exclusive: give one session to continue")
 	case f.maxTurns < 0:
 		return fmt.Errorf("--max-turns %d: want 0 (no limit) or more", f.maxTurns)
+	case hooks.ApprovalPolicies[f.hookApproval] == nil:
+		_, err := hooks.ParseApprovalPolicy(f.hookApproval)
+		return fmt.Errorf("--hook-approval: %w", err)
 	case f.maxTokens < 0:
 		return fmt.Errorf("--max-tokens %d: want 0 (no limit) or more", f.maxTokens)
 	case f.maxDuration < 0:

@@ -472,3 +472,47 @@ esac
 		t.Errorf("%d model requests after the second run, want still 1", n)
 	}
 }
+
+// TestRunHookApproval runs a call a hook asks a person to approve: refused
+// by default, run with --hook-approval allow; an unknown policy is a
+// configuration error.
+func TestRunHookApproval(t *testing.T) {
+	t.Parallel()
+	ask := toolTurn(call("c1", "bash", map[string]any{"command": "touch approved"}))
+	e := newE2E(t, ask, answer("refused"), ask, answer("ran"))
+	writeFile(t, filepath.Join(e.home, "hooks.toml"), "[[hooks.PreToolUse]]\nmatcher = \"bash\"\n[[hooks.PreToolUse.hooks]]\n"+
+		`command = "echo '{\"hookSpecificOutput\": {\"permissionDecision\": \"ask\", \"permissionDecisionReason\": \"commands need a person\"}}'"`+"\n", 0o644)
+
+	out := e.run("run", "go")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	if r := toolResults(t, e.model.Requests()[1])["c1"]; !r.isError || !strings.Contains(r.text, "approval required; denied in a headless run") {
+		t.Errorf("default policy: result %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "approved")); err == nil {
+		t.Error("the command ran without approval")
+	}
+
+	out = e.run("run", "--hook-approval", "allow", "go")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "approved")); err != nil {
+		t.Errorf("the approved command did not run: %v", err)
+	}
+	var approval string
+	for _, ev := range out.events {
+		if ev.Type == agent.EventHook && ev.Status == "PreToolUse:allow" {
+			approval = ev.Reason
+		}
+	}
+	if !strings.Contains(approval, "approved in advance") {
+		t.Errorf("the hook event does not say who approved: %q", approval)
+	}
+
+	out = e.run("run", "--hook-approval", "ask", "go")
+	if out.code != 2 || !strings.Contains(out.stderr, `--hook-approval: unknown approval policy "ask": use deny`) {
+		t.Errorf("unknown policy: exit %d\n%s", out.code, out.stderr)
+	}
+}

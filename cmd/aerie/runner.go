@@ -21,6 +21,7 @@ import (
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/headless"
+	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/store"
@@ -346,6 +347,7 @@ func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, d
 		Workspace:     cfg.Executor.Workspace,
 		Pins:          pins,
 		Toolset:       cfg.Toolset,
+		Approve:       hooks.ApprovalPolicies[cfg.HookApproval],
 		Persona:       cfg.Persona,
 		ContextWindow: cfg.Model.ContextWindow,
 		MaxDuration:   time.Duration(cfg.Budget.MaxDuration),

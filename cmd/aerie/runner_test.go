@@ -437,3 +437,43 @@ func TestRunnerContinuations(t *testing.T) {
 		t.Errorf("forked session's user messages (-want +got):\n%s", diff)
 	}
 }
+
+// TestRunnerHookApproval runs a pod whose spec layer has a hook that asks
+// a person to approve every command: by default nobody can, and the call
+// is refused; with hookApproval allow it runs.
+func TestRunnerHookApproval(t *testing.T) {
+	t.Parallel()
+	ask := toolTurn(call("c1", "bash", map[string]any{"command": "touch approved"}))
+	p := newPod(t, "", ask, answer("refused"), ask, answer("ran"))
+	layer := t.TempDir()
+	hook := "[[hooks.PreToolUse]]\nmatcher = \"bash\"\n[[hooks.PreToolUse.hooks]]\n" +
+		`command = "echo '{\"hookSpecificOutput\": {\"permissionDecision\": \"ask\", \"permissionDecisionReason\": \"commands need a person\"}}'"` + "\n"
+	if err := os.WriteFile(filepath.Join(layer, "hooks.toml"), []byte(hook), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withLayer := func(c *runconfig.Config) {
+		c.Layers = []runconfig.Layer{{Name: "guard", Kind: runconfig.LayerSpec, Dir: layer}}
+		c.Trust.Sources = []string{"Extensions"}
+	}
+	res := p.run(t.Context(), p.config(withLayer))
+	if res.code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", res.code, res.stderr)
+	}
+	if r := toolResults(t, p.model.Requests()[1])["c1"]; !r.isError || !strings.Contains(r.text, "commands need a person (approval required; denied in a headless run)") {
+		t.Errorf("default policy: result %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(p.ws, "approved")); err == nil {
+		t.Error("the command ran without approval")
+	}
+
+	res = p.run(t.Context(), p.config(withLayer, func(c *runconfig.Config) { c.HookApproval = runconfig.HookApprovalAllow }))
+	if res.code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", res.code, res.stderr)
+	}
+	if r := toolResults(t, p.model.Requests()[3])["c1"]; r.isError {
+		t.Errorf("allow policy: result %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(p.ws, "approved")); err != nil {
+		t.Errorf("the approved command did not run: %v", err)
+	}
+}

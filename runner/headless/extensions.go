@@ -179,7 +179,8 @@ func (k *kit) build(x *Extensions, opts Options) (loadout, error) {
 				k.journal.Append(e)
 			}
 		},
-		Logger: opts.Logger,
+		Approve: opts.Approve,
+		Logger:  opts.Logger,
 	})
 	reg, err := registry(opts, hooks.WrapAll(all, engine))
 	if err != nil {

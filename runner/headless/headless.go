@@ -165,6 +165,10 @@ type Options struct {
 	// Toolset names the toolset (toolsets.toml) that selects the tools
 	// offered; empty offers the persona's toolset, or every tool.
 	Toolset string
+	// Approve decides the tool calls a hook asks a person to approve
+	// (permissionDecision "ask"); nil is hooks.DenyApprovals, since
+	// nobody can approve in a headless run.
+	Approve hooks.ApprovalPolicy
 	// Persona names the persona (personas/<name>.toml in a layer) whose
 	// prompt replaces System and whose toolset applies when Toolset is
 	// empty; empty is the default persona, System itself. A resumed or

@@ -235,6 +235,28 @@ func TestAskPolicy(t *testing.T) {
 	}
 }
 
+// TestParseApprovalPolicy names the policies a session can choose.
+func TestParseApprovalPolicy(t *testing.T) {
+	t.Parallel()
+	req := ApprovalRequest{Tool: "bash", Reason: "rm needs a person"}
+	for name, want := range map[string]Approval{
+		"":      {Allowed: false, Reason: "rm needs a person (approval required; denied in a headless run)", Policy: "deny"},
+		"deny":  {Allowed: false, Reason: "rm needs a person (approval required; denied in a headless run)", Policy: "deny"},
+		"allow": {Allowed: true, Reason: "rm needs a person (approved in advance by the session's approval policy)", Policy: "allow"},
+	} {
+		p, err := ParseApprovalPolicy(name)
+		if err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+		if diff := cmp.Diff(want, p(t.Context(), req)); diff != "" {
+			t.Errorf("policy %q (-want +got):\n%s", name, diff)
+		}
+	}
+	if _, err := ParseApprovalPolicy("ask"); err == nil || !strings.Contains(err.Error(), `unknown approval policy "ask": use deny`) {
+		t.Errorf("an unknown policy: %v", err)
+	}
+}
+
 // TestCombine checks how several hooks of one event combine.
 func TestCombine(t *testing.T) {
 	t.Parallel()

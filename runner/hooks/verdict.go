@@ -181,6 +181,33 @@ func DenyApprovals(_ context.Context, req ApprovalRequest) Approval {
 	return Approval{Allowed: false, Reason: reason, Policy: "deny"}
 }
 
+// AllowApprovals approves every call a hook asked about: the session's
+// author approved them in advance. The call runs as if the hooks had
+// allowed it, and the verdict records who approved.
+func AllowApprovals(_ context.Context, req ApprovalRequest) Approval {
+	reason := "approved in advance by the session's approval policy"
+	if req.Reason != "" {
+		reason = req.Reason + " (" + reason + ")"
+	}
+	return Approval{Allowed: true, Reason: reason, Policy: "allow"}
+}
+
+// ApprovalPolicies are the policies a session can name, by name; "deny" is
+// the default.
+var ApprovalPolicies = map[string]ApprovalPolicy{"deny": DenyApprovals, "allow": AllowApprovals}
+
+// ParseApprovalPolicy returns the policy name names; "" is the default,
+// deny.
+func ParseApprovalPolicy(name string) (ApprovalPolicy, error) {
+	if name == "" {
+		return DenyApprovals, nil
+	}
+	if p, ok := ApprovalPolicies[name]; ok {
+		return p, nil
+	}
+	return nil, fmt.Errorf("unknown approval policy %q: use deny (the default: a call a hook asks about is refused) or allow (it runs)", name)
+}
+
 // Verdict is what the hooks of one event decided together. Hooks run one
 // after the other, in order; their answers combine so that:
 //   - a block beats an ask, which beats an allow; a PreToolUse or

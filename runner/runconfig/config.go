@@ -63,6 +63,13 @@ const (
 	ProviderScripted         = "scripted"
 )
 
+// Hook approval policies, as AgentSession's spec.hookApproval spells them
+// and aerie run's --hook-approval takes them.
+const (
+	HookApprovalDeny  = "deny"
+	HookApprovalAllow = "allow"
+)
+
 // APIKeyEnv is the environment variable that carries the provider's API key
 // into the agent container, the same one `aerie run` reads; empty for a
 // provider that takes none.
@@ -104,6 +111,10 @@ type Config struct {
 	// Toolset and Persona select from the layers' toolsets and personas.
 	Toolset string `json:"toolset,omitempty"`
 	Persona string `json:"persona,omitempty"`
+
+	// HookApproval is the policy for tool calls a hook asks a person to
+	// approve: "deny" (also when empty) or "allow".
+	HookApproval string `json:"hookApproval,omitempty"`
 
 	// Layers are the extension layers mounted in the pod, nearest first
 	// (spec, then namespace, then platform).
@@ -297,6 +308,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Model.Name == "" {
 		add(fieldErr("model.name", "missing"))
+	}
+	switch c.HookApproval {
+	case "", HookApprovalDeny, HookApprovalAllow:
+	default:
+		add(fieldErr("hookApproval", "%q: want deny or allow", c.HookApproval))
 	}
 	if c.Model.Provider == ProviderOpenAICompatible && c.Model.BaseURL == "" {
 		add(fieldErr("model.baseURL", "missing: provider openai-compatible needs the server's URL"))

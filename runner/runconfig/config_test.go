@@ -79,6 +79,7 @@ func TestConfigValidate(t *testing.T) {
 		{"base url", func(c *Config) { c.Model.Provider = ProviderOpenAICompatible }, "model.baseURL"},
 		{"context window", func(c *Config) { c.Model.ContextWindow = -1 }, "model.contextWindow"},
 		{"max output", func(c *Config) { c.Model.MaxOutputTokens = -1 }, "model.maxOutputTokens"},
+		{"hook approval", func(c *Config) { c.HookApproval = "ask" }, "hookApproval"},
 		{"layer name", func(c *Config) { c.Layers[0].Name = "" }, "layers[0].name"},
 		{"layer kind", func(c *Config) { c.Layers[1].Kind = "project" }, "layers[1].kind"},
 		{"layer dir", func(c *Config) { c.Layers[1].Dir = "layers/1" }, "layers[1].dir"},

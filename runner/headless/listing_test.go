@@ -15,6 +15,20 @@ import (
 	"github.com/aerie-run/aerie/runner/skills"
 )
 
+// writeTree writes files (by slash path) below dir.
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestListingLoadsAlike: every loader finds with the load's listing of
 // the layers exactly what it finds without one — plugins, their skills,
 // MCP declarations, hooks, skills — in layers that hold them and layers
@@ -35,15 +49,7 @@ func TestListingLoadsAlike(t *testing.T) {
 		"home/skills/b/SKILL.md":                         "---\nname: b\ndescription: Use b.\n---\n",
 		"home/plugins/q/.claude-plugin/plugin.json":      `{"name":"q"}`,
 	}
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTree(t, dir, files)
 	layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: ws, Workspace: ws, Home: home})
 	if err != nil {
 		t.Fatal(err)

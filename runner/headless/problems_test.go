@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,15 +32,7 @@ func TestProblemsLogged(t *testing.T) {
 		"ws/.aerie/mcp_servers/broken.yaml":              "id: [\n",
 		"ws/.aerie/plugins/p/.claude-plugin/plugin.json": "{",
 	}
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTree(t, dir, files)
 	layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: ws, Workspace: ws, Home: home})
 	if err != nil {
 		t.Fatal(err)

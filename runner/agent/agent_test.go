@@ -35,6 +35,17 @@ func (r *recorder) Append(p store.Payload) int64 {
 
 func (r *recorder) Barrier(context.Context) error { return nil }
 
+// statuses are the statuses of the tool completions recorded.
+func (r *recorder) statuses() []store.ToolStatus {
+	var out []store.ToolStatus
+	for _, p := range r.entries {
+		if c, ok := p.(store.ToolCompletion); ok {
+			out = append(out, c.Status)
+		}
+	}
+	return out
+}
+
 func (r *recorder) kinds() []store.EntryKind {
 	var ks []store.EntryKind
 	for _, p := range r.entries {
@@ -175,12 +186,7 @@ func TestLoopCancelDuringTools(t *testing.T) {
 	if r.Outcome != Cancelled || !errors.Is(r.Err, stop) || ran != 1 {
 		t.Fatalf("result %+v after %d tool runs, want cancelled by the cause after 1", r, ran)
 	}
-	var statuses []store.ToolStatus
-	for _, p := range j.entries {
-		if c, ok := p.(store.ToolCompletion); ok {
-			statuses = append(statuses, c.Status)
-		}
-	}
+	statuses := j.statuses()
 	if diff := cmp.Diff([]store.ToolStatus{store.ToolCancelled, store.ToolCancelled, store.ToolCancelled}, statuses); diff != "" {
 		t.Errorf("completions (-want +got):\n%s", diff)
 	}
@@ -223,12 +229,7 @@ func TestLoopToolEndsTurn(t *testing.T) {
 	if n := len(model.got); n != 1 {
 		t.Errorf("%d model requests, want 1", n)
 	}
-	var statuses []store.ToolStatus
-	for _, p := range j.entries {
-		if c, ok := p.(store.ToolCompletion); ok {
-			statuses = append(statuses, c.Status)
-		}
-	}
+	statuses := j.statuses()
 	if diff := cmp.Diff([]store.ToolStatus{store.ToolOK, store.ToolOK, store.ToolCancelled}, statuses); diff != "" {
 		t.Errorf("completions (-want +got):\n%s", diff)
 	}

@@ -63,8 +63,9 @@ const (
 	StatusShadowed Status = "shadowed"
 	// StatusSkipped files could not be used; Problems say why.
 	StatusSkipped Status = "skipped"
-	// StatusUntrusted files are project files without a matching trust
-	// pin.
+	// StatusUntrusted files need a trust pin and have none that matches:
+	// project files, and $AERIE_HOME files the agent wrote. Their File's
+	// Trust says whether no pin covers them or they changed since pinned.
 	StatusUntrusted Status = "untrusted"
 )
 
@@ -76,6 +77,11 @@ type File struct {
 	Status Status           `json:"status"`
 	// Reason says why a file is not active.
 	Reason string `json:"reason,omitempty"`
+	// Trust is the verdict of the trust check, for a file that needs a
+	// pin: trusted, untrusted, or modified when a pin covers the file but
+	// it (or an executable it runs) changed since. Empty for a file that
+	// needs none, or that was skipped before its trust was checked.
+	Trust extensions.TrustStatus `json:"trust,omitempty"`
 	// Hooks counts the hooks the file declares (when it parsed).
 	Hooks int `json:"hooks"`
 	// Executables are what a trust pin of the file covers besides the file:
@@ -280,8 +286,10 @@ func (ld *layerLoad) use(src Source, f Format, rd read, hooks []Hook, probs []Pr
 		return
 	}
 	needs, prov := ld.needsTrust(src.File)
+	var trust extensions.TrustStatus
 	if needs {
-		ok, reason := false, "no trust pins"
+		reason := "no trust pins"
+		trust = extensions.Untrusted
 		switch t := ld.trust.(type) {
 		case nil:
 		case Guarder:
@@ -291,22 +299,31 @@ func (ld *layerLoad) use(src Source, f Format, rd read, hooks []Hook, probs []Pr
 			// pin is computed from the bytes just read, and the scripts
 			// are read through it.
 			v := g.VerifyRead(rd.data, rd.info, ld.root)
-			ok, reason = v.Status == extensions.Trusted, v.Reason
+			trust, reason = v.Status, v.Reason
 			for i := range hooks {
 				hooks[i].Source.guard = g
 			}
 		default:
-			ok, reason = t.Trusted(ld.l, src.File, Executables(hooks))
+			// A Trust that is not a Guarder says yes or no; it cannot
+			// tell a changed file from one never pinned.
+			if ok, r := t.Trusted(ld.l, src.File, Executables(hooks)); ok {
+				trust = extensions.Trusted
+			} else {
+				reason = r
+			}
 		}
-		if !ok {
-			p := Problem{Layer: ld.l.Name, File: src.File, Reason: "untrusted: " + reason}
+		if trust != extensions.Trusted {
+			// The problem says modified rather than untrusted when a pin
+			// covers the file: the fix is to restore it, or to review it
+			// and pin it again.
+			p := Problem{Layer: ld.l.Name, File: src.File, Reason: string(trust) + ": " + reason}
 			ld.out.Problems = append(ld.out.Problems, p)
-			ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusUntrusted, Reason: reason, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov})
+			ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusUntrusted, Reason: reason, Trust: trust, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov})
 			return
 		}
 	}
 	ld.out.Hooks = append(ld.out.Hooks, hooks...)
-	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusActive, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov})
+	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusActive, Trust: trust, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov})
 }
 
 // needsTrust reports whether the hook file at path runs only with a trust

@@ -37,15 +37,17 @@ func (l Loaded) Artifacts(workspace string) []extensions.Artifact {
 		}
 		switch f.Status {
 		case StatusActive:
-			a.Status = extensions.StatusActive
-			if f.Layer.NeedsTrust() || a.Provenance != nil && a.Provenance.State != extensions.ProvenanceLegacy {
-				a.Trust = extensions.Trusted
-			}
+			// Trusted for a file that needed a pin, empty for one that
+			// did not.
+			a.Status, a.Trust = extensions.StatusActive, f.Trust
 		case StatusShadowed:
 			a.Status = extensions.StatusShadowed
 		case StatusUntrusted:
-			a.Status = extensions.StatusInactive
-			a.Trust = extensions.Untrusted
+			// Untrusted or modified, as custom tools are reported.
+			a.Status, a.Trust = extensions.StatusInactive, f.Trust
+			if a.Trust == "" {
+				a.Trust = extensions.Untrusted
+			}
 			if pin, err := extensions.ComputePin(workspace, f.Layer, f.Path, f.Executables); err == nil {
 				a.Pin = &pin
 			}

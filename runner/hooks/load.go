@@ -18,6 +18,15 @@ import (
 // repository cannot stall discovery with a huge one.
 const MaxFileSize = 1 << 20
 
+// MaxFiles caps the hooks/*.yaml files loaded from one layer, in name
+// order; the rest are reported as left out. A hooks directory is written
+// by hand and holds a handful of files, so 256 is far above any real one,
+// while a repository that plants ten thousand cannot make every session
+// read and parse them all, nor run ten thousand hooks on every event. The
+// directory's entries are read at most extensions.MaxDirEntries at a
+// time, as a custom tools directory's are.
+const MaxFiles = 256
+
 // Trust decides whether a project layer's hook file may run. manifest is
 // the file's absolute path; executables are the hooks' Executables, the
 // path-bearing first command tokens and scripts, in order, each once.
@@ -251,22 +260,29 @@ func (ld *layerLoad) shadowed(out *Loaded) {
 // yamls loads the layer's hooks/*.yaml in file name order.
 func (ld *layerLoad) yamls() {
 	// The entries come sorted, and with their types, from the directory.
-	entries, _, err := ld.root.ReadDir("hooks", 0)
+	entries, more, err := ld.root.ReadDir("hooks", extensions.MaxDirEntries)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
+	dir := Source{Layer: ld.l, File: ld.path("hooks")}
 	if err != nil {
-		src := Source{Layer: ld.l, File: ld.path("hooks")}
-		ld.skip(src, FormatYAML, read{}, []Problem{{Layer: ld.l.Name, File: src.File, Reason: fmt.Sprintf("cannot read the hooks directory: %v", unwrapPath(err))}})
+		ld.skip(dir, FormatYAML, read{}, []Problem{{Layer: ld.l.Name, File: dir.File, Reason: fmt.Sprintf("cannot read the hooks directory: %v", unwrapPath(err))}})
 		return
+	}
+	var names []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".yaml") && !e.IsDir() {
+			names = append(names, e.Name()) // scripts and other files are not configuration
+		}
+	}
+	if len(names) > MaxFiles || more {
+		ld.skip(dir, FormatYAML, read{}, []Problem{{Layer: ld.l.Name, File: dir.File, Reason: leftOut(names, more)}})
+		names = names[:min(len(names), MaxFiles)]
 	}
 	// The layer's files share their scripts' checks.
 	scripts := map[string]scriptCheck{}
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".yaml") || e.IsDir() {
-			continue // scripts and other files are not configuration
-		}
-		rel := "hooks/" + e.Name()
+	for _, name := range names {
+		rel := "hooks/" + name
 		src := Source{Layer: ld.l, File: ld.path(rel), Dir: ld.path("hooks"), Root: ld.l.Dir, Confined: ld.l.NeedsTrust(), Home: ld.opts.Home}
 		rd, err := readBounded(ld.root, rel)
 		if err != nil {
@@ -276,6 +292,22 @@ func (ld *layerLoad) yamls() {
 		hooks, probs := parseYAML(rd.data, src, ld.opts.Dir, ld.root, ld.res, scripts)
 		ld.use(src, FormatYAML, rd, hooks, probs)
 	}
+}
+
+// leftOut says which of a hooks directory's YAML files, names in name
+// order, are not loaded, and how to load them all.
+func leftOut(names []string, more bool) string {
+	var b strings.Builder
+	if len(names) > MaxFiles {
+		fmt.Fprintf(&b, "only the first %d hook files in name order are loaded; the other %d, from hooks/%s on, are not", MaxFiles, len(names)-MaxFiles, names[MaxFiles])
+	} else {
+		fmt.Fprintf(&b, "only %d hook files are loaded", len(names))
+	}
+	if more {
+		fmt.Fprintf(&b, ", and the directory has more than %d entries, of which only the first %d read were looked at", extensions.MaxDirEntries, extensions.MaxDirEntries)
+	}
+	b.WriteString("; keep the hooks in fewer files, or spread them over layers")
+	return b.String()
 }
 
 // use adds a parsed file's hooks, or skips it for its problems or for

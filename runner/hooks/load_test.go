@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -578,5 +579,68 @@ func TestTrustStatusReported(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantArts, arts); diff != "" {
 		t.Errorf("report (-want +got):\n%s", diff)
+	}
+}
+
+// TestBoundedDiscovery: a layer whose hooks directory holds 10,000 hook
+// files and a 100 MB one loads only the first MaxFiles in name order,
+// says which were left out, and refuses the big one unread.
+func TestBoundedDiscovery(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	hooksDir := filepath.Join(dir, "hooks")
+	if err := os.MkdirAll(hooksDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	doc := []byte("hooks:\n  Stop:\n    - hooks: [{type: command, command: 'true'}]\n")
+	for i := range 10000 {
+		if err := os.WriteFile(filepath.Join(hooksDir, fmt.Sprintf("h%05d.yaml", i)), doc, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A sparse 100 MB hook file sorted first: refused on its size, unread.
+	big := filepath.Join(hooksDir, "a-big.yaml")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(100 << 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	start := time.Now()
+	got, err := Load([]extensions.Layer{{Name: "spec[0]", Dir: dir, Kind: extensions.KindSpec}}, nil, LoadOptions{Dir: dir})
+	t.Logf("loaded a hooks directory of 10,001 files in %s", time.Since(start))
+	// The layer is private: what was left out is an error for whoever runs
+	// the session, as well as a line of the report.
+	if err == nil || !strings.Contains(err.Error(), "only the first 256 hook files") {
+		t.Errorf("error %v, want one saying what was left out", err)
+	}
+	if len(got.Hooks) != MaxFiles-1 || len(got.Files) != MaxFiles+1 {
+		t.Errorf("%d hooks from %d files, want %d from %d", len(got.Hooks), len(got.Files), MaxFiles-1, MaxFiles+1)
+	}
+	byPath := map[string]File{}
+	for _, f := range got.Files {
+		byPath[f.Path] = f
+	}
+	if f := byPath[hooksDir]; f.Status != StatusSkipped ||
+		f.Reason != "only the first 256 hook files in name order are loaded; the other 9745, from hooks/h00255.yaml on, are not; keep the hooks in fewer files, or spread them over layers" {
+		t.Errorf("hooks directory: %s %q", f.Status, f.Reason)
+	}
+	if f := byPath[big]; f.Status != StatusSkipped || !strings.Contains(f.Reason, "larger than 1048576 bytes") {
+		t.Errorf("big file: %s %q", f.Status, f.Reason)
+	}
+	if f := byPath[filepath.Join(hooksDir, "h00254.yaml")]; f.Status != StatusActive {
+		t.Errorf("the last file within the cap: %s %q", f.Status, f.Reason)
+	}
+	if _, ok := byPath[filepath.Join(hooksDir, "h00255.yaml")]; ok {
+		t.Error("the first file past the cap was loaded")
+	}
+	// The report says it too.
+	for _, a := range got.Artifacts("") {
+		if a.Path == hooksDir && (a.Status != extensions.StatusSkipped || !strings.HasPrefix(a.Reason, "only the first 256")) {
+			t.Errorf("report: %s %q", a.Status, a.Reason)
+		}
 	}
 }

@@ -3,10 +3,12 @@ package skills
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,9 +22,11 @@ import (
 // says.
 const MaxFileSize = 1 << 20
 
-// maxDirs bounds the directories one root's search visits, so that a
-// root holding a huge tree (a checkout, a node_modules) cannot stall the
-// start of a session. No real skill collection comes near it.
+// maxDirs bounds the directories one root's search visits, skill
+// directories and links to them included, so that a root holding a huge
+// tree (a checkout, a node_modules) or ten thousand planted skills cannot
+// stall the start of a session. No real skill collection comes near it:
+// ten times the thousand skills discovery is measured with.
 const maxDirs = 10_000
 
 // Root is one place skills are searched, recursively.
@@ -276,9 +280,12 @@ type discovery struct {
 	// through them, a path resolves in one system call and a listing
 	// costs no lstat per entry.
 	inner, outerDir *extensions.Dir
-	dirs            int
-	items           []item
-	errs            []error
+	// dirs counts the directories visited; stopped is set once the search
+	// stops at maxDirs.
+	dirs    int
+	stopped bool
+	items   []item
+	errs    []error
 }
 
 // item is one finding, in the order found: a candidate skill, or a
@@ -349,13 +356,52 @@ func (d *discovery) run() {
 	d.walk(".")
 }
 
-// readDir lists the directory dir of the tree, sorted by name.
-func (d *discovery) readDir(dir string) ([]fs.DirEntry, error) {
+// readDir lists the directory dir of the tree, sorted by name: at most
+// extensions.MaxDirEntries entries, as a custom tools directory is read;
+// more reports that some were left out.
+func (d *discovery) readDir(dir string) (entries []fs.DirEntry, more bool, err error) {
 	if d.inner != nil {
-		entries, _, err := d.inner.ReadDir(dir, 0)
-		return entries, err
+		return d.inner.ReadDir(dir, extensions.MaxDirEntries)
 	}
-	return fs.ReadDir(d.tree, dir)
+	f, err := d.tree.Open(dir)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	rd, ok := f.(fs.ReadDirFile)
+	if !ok {
+		return nil, false, &fs.PathError{Op: "readdir", Path: dir, Err: errors.ErrUnsupported}
+	}
+	// In chunks: ReadDir(n) allocates room for n entries at once. One
+	// entry past the cap tells whether there are more.
+	for len(entries) <= extensions.MaxDirEntries {
+		des, err := rd.ReadDir(min(256, extensions.MaxDirEntries+1-len(entries)))
+		entries = append(entries, des...)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	if more = len(entries) > extensions.MaxDirEntries; more {
+		entries = entries[:extensions.MaxDirEntries]
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, more, nil
+}
+
+// full reports whether the search has visited maxDirs directories, and
+// records, once, that it stops at p: the first directory it leaves out.
+func (d *discovery) full(p string) bool {
+	if d.dirs < maxDirs {
+		return false
+	}
+	if !d.stopped {
+		d.stopped = true
+		d.leftOut(p, "the search stopped after %d directories: this one and those after it in name order are not searched; keep skills in a smaller tree", maxDirs)
+	}
+	return true
 }
 
 // isDir reports whether the path p (from the confining directory, or the
@@ -383,17 +429,17 @@ func (d *discovery) isDir(p string) (bool, error) {
 // its subdirectories are searched in name order, and symbolic links
 // straight to a single skill are followed.
 func (d *discovery) walk(dir string) {
-	d.dirs++
-	if d.dirs == maxDirs+1 {
-		d.problem(d.abs(dir), "search stopped after %d directories; keep skills in a smaller tree", maxDirs)
-	}
-	if d.dirs > maxDirs {
+	if d.full(dir) {
 		return
 	}
-	entries, err := d.readDir(dir)
+	d.dirs++
+	entries, more, err := d.readDir(dir)
 	if err != nil {
 		d.skipDir(dir, "cannot read the directory: %s", describe(err))
 		return
+	}
+	if more {
+		d.leftOut(dir, "the directory has more than %d entries: only the first %d it lists are searched; keep skills in a smaller directory", extensions.MaxDirEntries, extensions.MaxDirEntries)
 	}
 	if d.items == nil {
 		// Most entries of a skills directory are skills.
@@ -414,6 +460,8 @@ func (d *discovery) walk(dir string) {
 		case name == ".git":
 			// Version control internals never hold skills; a layer that is
 			// a checkout would otherwise cost a walk of its objects.
+		case (e.IsDir() || e.Type()&fs.ModeSymlink != 0) && d.full(p):
+			return
 		case e.IsDir():
 			// Most subdirectories are skills: try their SKILL.md first,
 			// and list only those without one.
@@ -426,6 +474,7 @@ func (d *discovery) walk(dir string) {
 			d.skill(p, r)
 			r.release()
 		case e.Type()&fs.ModeSymlink != 0:
+			d.dirs++
 			d.link(p)
 		}
 	}
@@ -521,6 +570,20 @@ func (d *discovery) skipDir(p, format string, args ...any) {
 		problem: &Problem{Root: d.root.Name, File: abs, Reason: reason},
 		entry:   Entry{Root: d.root.Name, Path: abs, Status: StatusSkipped, Reason: reason},
 	})
+}
+
+// leftOut records a directory, at p in the tree, that a bound of the
+// search leaves (partly) unsearched. It is in the report, and in a strict
+// root it is an error: whoever runs the session would otherwise lose
+// skills without a word.
+func (d *discovery) leftOut(p, format string, args ...any) {
+	abs := d.abs(p)
+	reason := fmt.Sprintf(format, args...)
+	prob := &Problem{Root: d.root.Name, File: abs, Reason: reason}
+	d.items = append(d.items, item{problem: prob, entry: Entry{Root: d.root.Name, Path: abs, Status: StatusSkipped, Reason: reason}})
+	if d.root.Strict {
+		d.errs = append(d.errs, *prob)
+	}
 }
 
 // problem records a problem with the root itself; in a strict root it is

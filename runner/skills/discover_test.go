@@ -2,12 +2,14 @@ package skills
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -449,5 +451,95 @@ func TestDiscoverProjectPluginConfined(t *testing.T) {
 	}
 	if _, ok := set.Lookup("lint:leaked"); ok {
 		t.Error("a skill outside the workspace was discovered")
+	}
+}
+
+// TestBoundedDiscovery: a skills directory of 10,000 skills and a 100 MB
+// SKILL.md, in a project layer and in a private one, does not stall
+// discovery: the big file is refused unread, the search stops at its cap
+// with the first directory left out named in the report, and only in the
+// private layer is that an error.
+func TestBoundedDiscovery(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	skillsDir := filepath.Join(dir, "skills")
+	for i := range 10000 {
+		name := fmt.Sprintf("s%05d", i)
+		write(t, skillsDir, map[string]string{name + "/SKILL.md": md(name, "Use for "+name+".")})
+	}
+	// A sparse 100 MB SKILL.md sorted first: refused on its size, unread.
+	big := filepath.Join(skillsDir, "a-big")
+	if err := os.Mkdir(big, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(big, "SKILL.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(100 << 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	// A project layer's root is confined to the workspace, and read
+	// through it; a private one is read as it is.
+	for _, root := range []Root{{Name: "project", Dir: skillsDir, Confine: dir}, {Name: "private", Dir: skillsDir, Strict: true}} {
+		start := time.Now()
+		set, err := Discover([]Root{root})
+		t.Logf("%s: searched a skills directory of 10,001 skills in %s", root.Name, time.Since(start))
+		if root.Strict != (err != nil) || root.Strict && !strings.Contains(err.Error(), "the search stopped after 10000 directories") {
+			t.Errorf("%s: error %v", root.Name, err)
+		}
+		// The root, a-big and 9,998 skill directories make 10,000.
+		if set.Len() != maxDirs-2 {
+			t.Errorf("%s: %d skills, want %d", root.Name, set.Len(), maxDirs-2)
+		}
+		byPath := map[string]Entry{}
+		for _, e := range set.Entries {
+			byPath[e.Path] = e
+		}
+		if e := byPath[big]; e.Status != StatusSkipped || !strings.Contains(e.Reason, "larger than 1 MB") {
+			t.Errorf("%s: big SKILL.md: %s %q", root.Name, e.Status, e.Reason)
+		}
+		if e := byPath[filepath.Join(skillsDir, "s09998")]; e.Status != StatusSkipped || e.Reason != "the search stopped after 10000 directories: this one and those after it in name order are not searched; keep skills in a smaller tree" {
+			t.Errorf("%s: first directory left out: %s %q", root.Name, e.Status, e.Reason)
+		}
+		if e := byPath[filepath.Join(skillsDir, "s09997")]; e.Status != StatusActive {
+			t.Errorf("%s: the last skill within the cap: %+v", root.Name, e)
+		}
+		if _, ok := byPath[filepath.Join(skillsDir, "s09999")]; ok {
+			t.Errorf("%s: a directory past the cap was searched", root.Name)
+		}
+	}
+}
+
+// TestBoundedListing: a skills directory of more entries than
+// extensions.MaxDirEntries is listed only that far, and the report says so.
+func TestBoundedListing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	skillsDir := filepath.Join(dir, "skills")
+	write(t, skillsDir, map[string]string{"one/SKILL.md": md("one", "Use for one.")})
+	for i := range extensions.MaxDirEntries {
+		f, err := os.Create(filepath.Join(skillsDir, fmt.Sprintf("f%06d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	for _, root := range []Root{{Name: "project", Dir: skillsDir, Confine: dir}, {Name: "private", Dir: skillsDir, Strict: true}} {
+		set, err := Discover([]Root{root})
+		if root.Strict != (err != nil) {
+			t.Errorf("%s: error %v", root.Name, err)
+		}
+		var found bool
+		for _, e := range set.Entries {
+			if e.Path == skillsDir {
+				found = e.Status == StatusSkipped && e.Reason == "the directory has more than 65536 entries: only the first 65536 it lists are searched; keep skills in a smaller directory"
+			}
+		}
+		if !found {
+			t.Errorf("%s: no report of the entries left out: %+v", root.Name, set.Entries)
+		}
 	}
 }

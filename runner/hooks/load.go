@@ -96,6 +96,11 @@ type File struct {
 	// Executables are what a trust pin of the file covers besides the file:
 	// its hooks' path-bearing programs and scripts (when it parsed).
 	Executables []string `json:"executables,omitempty"`
+	// Shadowed lists, for the nearest hooks.toml, the farther ones it
+	// shadows.
+	Shadowed []extensions.Copy `json:"shadowed,omitempty"`
+	// ShadowedBy is, for a farther hooks.toml, the path of the nearest.
+	ShadowedBy string `json:"shadowed_by,omitempty"`
 
 	// digest is the digest of the bytes Load read, for the report; ""
 	// when it read none.
@@ -143,19 +148,21 @@ func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Loaded, err
 	wg.Wait()
 
 	var (
-		out       Loaded
-		errs      []error
-		tomlFound bool
+		out  Loaded
+		errs []error
+		// nearest is the index in out.Files of the nearest hooks.toml,
+		// -1 until there is one.
+		nearest = -1
 	)
 	for _, ld := range found {
 		if ld.missing {
 			continue
 		}
 		if ld.hasTOML {
-			if tomlFound {
-				ld.shadowed(&out)
+			if nearest >= 0 {
+				ld.shadowed(&out, nearest)
 			} else {
-				tomlFound = true
+				nearest = len(out.Files)
 				ld.useTOML(&out)
 			}
 		}
@@ -249,12 +256,25 @@ func (ld *layerLoad) useTOML(out *Loaded) {
 	ld.out, ld.errs = yamls, append(ld.errs, yamlErrs...)
 }
 
-// shadowed records a farther hooks.toml in out.
-func (ld *layerLoad) shadowed(out *Loaded) {
-	out.Files = append(out.Files, File{
+// shadowed records a farther hooks.toml in out, and lists it among the
+// copies the nearest one, out.Files[nearest], shadows: whatever became of
+// the nearest, a farther hooks.toml never replaces it.
+func (ld *layerLoad) shadowed(out *Loaded, nearest int) {
+	w := &out.Files[nearest]
+	reason := "shadowed by " + w.Path
+	if w.Status != StatusActive {
+		state := string(w.Status)
+		if w.Trust != "" {
+			state = string(w.Trust) // modified says more than untrusted
+		}
+		reason = fmt.Sprintf("not used: the nearer %s is %s, and a farther hooks.toml never replaces it", w.Path, state)
+	}
+	f := File{
 		Layer: ld.l, Path: ld.path("hooks.toml"), Format: FormatTOML, Status: StatusShadowed,
-		Reason: "a nearer layer's hooks.toml wins", digest: ld.toml.digest(),
-	})
+		ShadowedBy: w.Path, Reason: reason, digest: ld.toml.digest(),
+	}
+	w.Shadowed = append(w.Shadowed, extensions.Copy{Layer: f.Layer.Name, Path: f.Path})
+	out.Files = append(out.Files, f)
 }
 
 // yamls loads the layer's hooks/*.yaml in file name order.

@@ -644,3 +644,57 @@ func TestBoundedDiscovery(t *testing.T) {
 		}
 	}
 }
+
+// TestShadowedCopies: the nearest hooks.toml lists the farther ones it
+// shadows, and each of them names it, in the files and in the report; a
+// farther one says so when the nearest is not used either.
+func TestShadowedCopies(t *testing.T) {
+	t.Parallel()
+	stop := tomlFile(t, spec{Event: Stop, Command: "true"})
+	for _, tc := range []struct {
+		name, near, reason string
+	}{
+		{"nearest active", stop, "shadowed by %s"},
+		{"nearest malformed", "[[hooks.Stop]]\nmatcher = 3\n", "not used: the nearer %s is skipped, and a farther hooks.toml never replaces it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			near := layer(t, "spec[0]", extensions.KindSpec, map[string]string{"hooks.toml": tc.near})
+			far := layer(t, "platform", extensions.KindPlatform, map[string]string{"hooks.toml": stop})
+			home := layer(t, "home", extensions.KindHome, map[string]string{"hooks.toml": stop})
+			got, _ := Load([]extensions.Layer{near, far, home}, nil, LoadOptions{})
+			nearPath := filepath.Join(near.Dir, "hooks.toml")
+			want := []extensions.Copy{{Layer: "platform", Path: filepath.Join(far.Dir, "hooks.toml")}, {Layer: "home", Path: filepath.Join(home.Dir, "hooks.toml")}}
+			arts := got.Artifacts("")
+			if len(arts) != 3 {
+				t.Fatalf("artifacts %+v", arts)
+			}
+			if diff := cmp.Diff(want, arts[0].Shadowed); diff != "" || arts[0].Path != nearPath || arts[0].ShadowedBy != "" {
+				t.Errorf("nearest %s shadows (-want +got):\n%s", arts[0].Path, diff)
+			}
+			for _, a := range arts[1:] {
+				if a.Status != extensions.StatusShadowed || a.ShadowedBy != nearPath || a.Reason != fmt.Sprintf(tc.reason, nearPath) || len(a.Shadowed) != 0 {
+					t.Errorf("farther %s: %s, shadowed by %q, reason %q", a.Path, a.Status, a.ShadowedBy, a.Reason)
+				}
+			}
+		})
+	}
+}
+
+// TestReportReasonsSanitized: a reason quoting a hook file's content is
+// reported without control characters, credentials or unbounded length;
+// Problems keep it whole, for whoever fixes the file.
+func TestReportReasonsSanitized(t *testing.T) {
+	t.Parallel()
+	p := layer(t, "proj", extensions.KindProject, map[string]string{
+		"hooks/bad.yaml": "hooks:\n  \"Stop\\e[2Jtoken=hunter2" + strings.Repeat("x", 1000) + "\":\n    - hooks: [{type: command, command: 'true'}]\n",
+	})
+	got, _ := Load([]extensions.Layer{p}, nil, LoadOptions{})
+	if len(got.Files) != 1 || !strings.Contains(got.Files[0].Reason, "hunter2") {
+		t.Fatalf("files %+v", got.Files)
+	}
+	a := got.Artifacts("")[0]
+	if a.Status != extensions.StatusSkipped || strings.Contains(a.Reason, "hunter2") || strings.ContainsRune(a.Reason, '\x1b') || len(a.Reason) > 500 || !strings.Contains(a.Reason, "token=[redacted]") {
+		t.Errorf("reason %q", a.Reason)
+	}
+}

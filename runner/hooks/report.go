@@ -10,19 +10,24 @@ import (
 const TypeHooks extensions.Type = "hooks"
 
 // Artifacts describes the hook files for the extensions report: each with
-// its layer, status and reason, and for a project file without a valid pin,
+// its layer, status, trust, sanitized reason and shadowed copies, and for a
+// project file without a valid pin,
 // the pin that would trust it as it is now (computed over the same file and
 // executables the trust check covers).
 func (l Loaded) Artifacts(workspace string) []extensions.Artifact {
 	arts := make([]extensions.Artifact, 0, len(l.Files))
 	for _, f := range l.Files {
 		a := extensions.Artifact{
-			Type:      TypeHooks,
-			Name:      filepath.Base(f.Path),
-			Layer:     f.Layer.Name,
-			LayerKind: f.Layer.Kind,
-			Path:      f.Path,
-			Reason:    f.Reason,
+			Type:       TypeHooks,
+			Name:       filepath.Base(f.Path),
+			Layer:      f.Layer.Name,
+			LayerKind:  f.Layer.Kind,
+			Path:       f.Path,
+			Shadowed:   f.Shadowed,
+			ShadowedBy: f.ShadowedBy,
+			// Reasons quote the files (a YAML error quotes the value at
+			// fault), which the workspace controls.
+			Reason: extensions.SanitizeReason(f.Reason),
 		}
 		if f.Layer.Kind == extensions.KindHome {
 			// Files extension_manage wrote carry their provenance: as Load

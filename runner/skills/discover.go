@@ -48,6 +48,11 @@ type Root struct {
 	// Namespace, when set, is the plugin the root belongs to: its skills
 	// are named <namespace>:<skill>.
 	Namespace string `json:"namespace,omitempty"`
+	// Kind is the kind of extension layer the root is in, for the report:
+	// the layer's, for a layer's skills/ and a plugin's skills; project for
+	// the working directory's .agents/skills and .claude/skills, which the
+	// workspace holds; empty for the home directory's, which are in none.
+	Kind extensions.Kind `json:"kind,omitempty"`
 }
 
 // Options locate the workspace conventions around the layers.
@@ -88,14 +93,14 @@ func Roots(layers []extensions.Layer, opts Options) []Root {
 	}
 	if opts.WorkDir != "" {
 		for _, conv := range []string{".agents/skills", ".claude/skills"} {
-			roots = append(roots, Root{Name: "workdir " + conv, Dir: filepath.Join(opts.WorkDir, conv), Confine: ws})
+			roots = append(roots, Root{Name: "workdir " + conv, Dir: filepath.Join(opts.WorkDir, conv), Confine: ws, Kind: extensions.KindProject})
 		}
 	}
 	for _, l := range layers {
 		if opts.Listing.Absent(l, "skills") {
 			continue // a missing root holds no skills
 		}
-		r := Root{Name: l.Name, Dir: filepath.Join(l.Dir, "skills"), Strict: l.Private()}
+		r := Root{Name: l.Name, Dir: filepath.Join(l.Dir, "skills"), Strict: l.Private(), Kind: l.Kind}
 		if l.Kind == extensions.KindProject {
 			r.Confine = ws
 			if r.Confine == "" || !within(r.Confine, l.Dir) {
@@ -110,6 +115,12 @@ func Roots(layers []extensions.Layer, opts Options) []Root {
 		// repository's: its skills are confined like the project's.
 		if p.Confine == "" && ws != "" && within(ws, p.Dir) {
 			p.Confine = ws
+		}
+		// A plugin is in a layer's plugins/ directory.
+		for _, l := range layers {
+			if p.Kind == "" && l.Dir != "" && within(l.Dir, p.Dir) {
+				p.Kind = l.Kind
+			}
 		}
 		roots = append(roots, p)
 	}
@@ -146,11 +157,50 @@ type Entry struct {
 	Name string `json:"name,omitempty"`
 	// Root is the name of the root it was found in.
 	Root string `json:"root"`
+	// Kind is the root's Kind.
+	Kind extensions.Kind `json:"kind,omitempty"`
 	// Path is the skill's directory.
 	Path   string `json:"path"`
 	Status Status `json:"status"`
 	// Reason says why the skill is not active.
 	Reason string `json:"reason,omitempty"`
+	// Digest is "sha256:…" over the SKILL.md, when discovery read it
+	// whole; FileDigest has it for the others.
+	Digest string `json:"digest,omitempty"`
+
+	// file is the SKILL.md discovery read (in part, when Digest is
+	// empty); its zero value means none.
+	file fileRef
+}
+
+// fileRef locates a skill's SKILL.md as discovery read it: the skill's
+// directory, and when the root is confined, the confining directory and
+// the skill directory's slash path from it.
+type fileRef struct {
+	dir, confine, rel string
+}
+
+// FileDigest returns the entry's Digest, or when discovery read only the
+// SKILL.md's frontmatter, the digest of the SKILL.md as it is now, read as
+// discovery reads it: confined, bounded by MaxFileSize and without
+// blocking on a FIFO. It is "" for an entry without a readable SKILL.md.
+// Discovery leaves a skill's body unread, so that starting a session does
+// not read every skill in full; only a report that shows digests pays for
+// it.
+func (e Entry) FileDigest() string {
+	if e.Digest != "" || e.file.dir == "" {
+		return e.Digest
+	}
+	root, err := Skill{Dir: e.file.dir, confine: e.file.confine, rel: e.file.rel}.open()
+	if err != nil {
+		return ""
+	}
+	defer root.Close()
+	r := readIn(root, "SKILL.md")
+	if r.err != nil {
+		return ""
+	}
+	return extensions.Digest(r.data)
 }
 
 // Problem is a reason a skill, or a place searched, could not be used.
@@ -230,7 +280,7 @@ func DiscoverIn(roots []Root, listing *extensions.Listing) (*Set, error) {
 				s.Problems = append(s.Problems, *it.problem)
 			}
 			if it.skill != nil {
-				s.add(*it.skill)
+				s.add(*it.skill, it.entry)
 			} else if it.entry.Path != "" {
 				s.Entries = append(s.Entries, it.entry)
 			}
@@ -247,16 +297,17 @@ func DiscoverIn(roots []Root, listing *extensions.Listing) (*Set, error) {
 const maxWorkers = 8
 
 // add adds sk unless a skill of its name came first.
-func (s *Set) add(sk Skill) {
+func (s *Set) add(sk Skill, e Entry) {
 	if i, dup := s.byName[sk.Name]; dup {
 		first := s.skills[i]
-		s.Entries = append(s.Entries, Entry{Name: sk.Name, Root: sk.Root, Path: sk.Dir, Status: StatusShadowed,
-			Reason: fmt.Sprintf("a skill of the same name was found first, in %s (%s)", first.Root, first.Dir)})
+		e.Status, e.Reason = StatusShadowed, fmt.Sprintf("a skill of the same name was found first, in %s (%s)", first.Root, first.Dir)
+		s.Entries = append(s.Entries, e)
 		return
 	}
 	s.byName[sk.Name] = len(s.skills)
 	s.skills = append(s.skills, sk)
-	s.Entries = append(s.Entries, Entry{Name: sk.Name, Root: sk.Root, Path: sk.Dir, Status: StatusActive})
+	e.Status = StatusActive
+	s.Entries = append(s.Entries, e)
 }
 
 // discovery searches one root.
@@ -288,9 +339,9 @@ type discovery struct {
 	errs    []error
 }
 
-// item is one finding, in the order found: a candidate skill, or a
-// skipped directory, or a problem, or a skipped directory with its
-// problem.
+// item is one finding, in the order found: a candidate skill with its
+// entry (whose status the merge decides), or a skipped directory, or a
+// problem, or a skipped directory with its problem.
 type item struct {
 	skill   *Skill
 	entry   Entry
@@ -505,19 +556,32 @@ func (d *discovery) link(p string) {
 // skill makes the skill in dir (a path in the tree) from its SKILL.md.
 func (d *discovery) skill(dir string, r readResult) {
 	abs := d.abs(dir)
+	rel := dir
+	if d.confined != "" {
+		rel = path.Join(d.base, dir)
+	}
+	e := Entry{Root: d.root.Name, Kind: d.root.Kind, Path: abs}
+	if r.err == nil {
+		e.file = fileRef{dir: abs, confine: d.confined, rel: rel}
+		if r.pooled == nil {
+			// Read whole: its digest costs no read. (One read for its
+			// frontmatter only gets it from FileDigest.)
+			e.Digest = extensions.Digest(r.data)
+		}
+	}
 	// The SKILL.md's path is for problems only.
 	file := func() string { return filepath.Join(abs, "SKILL.md") }
 	if r.err != nil {
-		d.malformed(abs, file(), "", r.err.Error())
+		d.malformed(e, file(), "", r.err.Error())
 		return
 	}
 	fm, err := ParseFrontmatter(r.data)
 	if err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {
-			d.malformed(abs, file(), fe.Field, fe.Reason)
+			d.malformed(e, file(), fe.Field, fe.Reason)
 		} else {
-			d.malformed(abs, file(), "", err.Error())
+			d.malformed(e, file(), "", err.Error())
 		}
 		return
 	}
@@ -525,18 +589,15 @@ func (d *discovery) skill(dir string, r readResult) {
 	if name == "" {
 		name = filepath.Base(abs)
 		if !ValidName(name) {
-			d.malformed(abs, file(), "name", fmt.Sprintf("missing, and the directory name %q is not a valid skill name; add a name of lowercase letters, digits and single hyphens", name))
+			d.malformed(e, file(), "name", fmt.Sprintf("missing, and the directory name %q is not a valid skill name; add a name of lowercase letters, digits and single hyphens", name))
 			return
 		}
 	}
 	if d.root.Namespace != "" {
 		name = d.root.Namespace + ":" + name
 	}
-	rel := dir
-	if d.confined != "" {
-		rel = path.Join(d.base, dir)
-	}
-	d.items = append(d.items, item{skill: &Skill{
+	e.Name = name
+	d.items = append(d.items, item{entry: e, skill: &Skill{
 		Name: name, Description: fm.Description, Dir: abs, Root: d.root.Name, Plugin: d.root.Namespace,
 		confine: d.confined, rel: rel,
 	}})
@@ -547,15 +608,15 @@ func (d *discovery) abs(p string) string {
 	return filepath.Join(d.root.Dir, filepath.FromSlash(p))
 }
 
-// malformed records a skill that cannot be used: an error in a strict
-// root, skipped elsewhere.
-func (d *discovery) malformed(dir, file, field, reason string) {
+// malformed records the skill of e that cannot be used: an error in a
+// strict root, skipped elsewhere.
+func (d *discovery) malformed(e Entry, file, field, reason string) {
 	p := &Problem{Root: d.root.Name, File: file, Field: field, Reason: reason}
-	r := reason
+	e.Status, e.Reason = StatusSkipped, reason
 	if field != "" {
-		r = field + ": " + reason
+		e.Reason = field + ": " + reason
 	}
-	d.items = append(d.items, item{problem: p, entry: Entry{Root: d.root.Name, Path: dir, Status: StatusSkipped, Reason: r}})
+	d.items = append(d.items, item{problem: p, entry: e})
 	if d.root.Strict {
 		d.errs = append(d.errs, *p)
 	}
@@ -568,7 +629,7 @@ func (d *discovery) skipDir(p, format string, args ...any) {
 	reason := fmt.Sprintf(format, args...)
 	d.items = append(d.items, item{
 		problem: &Problem{Root: d.root.Name, File: abs, Reason: reason},
-		entry:   Entry{Root: d.root.Name, Path: abs, Status: StatusSkipped, Reason: reason},
+		entry:   Entry{Root: d.root.Name, Kind: d.root.Kind, Path: abs, Status: StatusSkipped, Reason: reason},
 	})
 }
 
@@ -580,7 +641,7 @@ func (d *discovery) leftOut(p, format string, args ...any) {
 	abs := d.abs(p)
 	reason := fmt.Sprintf(format, args...)
 	prob := &Problem{Root: d.root.Name, File: abs, Reason: reason}
-	d.items = append(d.items, item{problem: prob, entry: Entry{Root: d.root.Name, Path: abs, Status: StatusSkipped, Reason: reason}})
+	d.items = append(d.items, item{problem: prob, entry: Entry{Root: d.root.Name, Kind: d.root.Kind, Path: abs, Status: StatusSkipped, Reason: reason}})
 	if d.root.Strict {
 		d.errs = append(d.errs, *prob)
 	}

@@ -79,16 +79,17 @@ func TestRootsOrder(t *testing.T) {
 	plugin := Root{Name: "plugin review", Dir: "/home/u/.aerie/plugins/review/skills", Namespace: "review"}
 	projectPlugin := Root{Name: "plugin lint", Dir: "/ws/.aerie/plugins/lint/skills", Namespace: "lint"}
 	got := Roots(layers, Options{WorkDir: "/ws/sub", Workspace: "/ws", Home: "/home/u", Plugins: []Root{plugin, projectPlugin}})
+	// Each with the kind of the layer it is in, for the report.
 	want := []Root{
-		{Name: "workdir .agents/skills", Dir: "/ws/sub/.agents/skills", Confine: "/ws"},
-		{Name: "workdir .claude/skills", Dir: "/ws/sub/.claude/skills", Confine: "/ws"},
-		{Name: "sub/.aerie", Dir: "/ws/sub/.aerie/skills", Confine: "/ws"},
-		{Name: ".aerie", Dir: "/ws/.aerie/skills", Confine: "/ws"},
-		{Name: "spec[0]", Dir: "/etc/aerie/layers/0/skills", Strict: true},
-		{Name: "home", Dir: "/home/u/.aerie/skills", Strict: true},
-		{Name: "bundled", Dir: "/opt/aerie/bundled/skills", Strict: true},
-		plugin,
-		{Name: "plugin lint", Dir: "/ws/.aerie/plugins/lint/skills", Namespace: "lint", Confine: "/ws"},
+		{Name: "workdir .agents/skills", Dir: "/ws/sub/.agents/skills", Confine: "/ws", Kind: extensions.KindProject},
+		{Name: "workdir .claude/skills", Dir: "/ws/sub/.claude/skills", Confine: "/ws", Kind: extensions.KindProject},
+		{Name: "sub/.aerie", Dir: "/ws/sub/.aerie/skills", Confine: "/ws", Kind: extensions.KindProject},
+		{Name: ".aerie", Dir: "/ws/.aerie/skills", Confine: "/ws", Kind: extensions.KindProject},
+		{Name: "spec[0]", Dir: "/etc/aerie/layers/0/skills", Strict: true, Kind: extensions.KindSpec},
+		{Name: "home", Dir: "/home/u/.aerie/skills", Strict: true, Kind: extensions.KindHome},
+		{Name: "bundled", Dir: "/opt/aerie/bundled/skills", Strict: true, Kind: extensions.KindBundled},
+		{Name: "plugin review", Dir: "/home/u/.aerie/plugins/review/skills", Namespace: "review", Kind: extensions.KindHome},
+		{Name: "plugin lint", Dir: "/ws/.aerie/plugins/lint/skills", Namespace: "lint", Confine: "/ws", Kind: extensions.KindProject},
 		{Name: "home .agents/skills", Dir: "/home/u/.agents/skills"},
 		{Name: "home .claude/skills", Dir: "/home/u/.claude/skills"},
 	}
@@ -98,7 +99,7 @@ func TestRootsOrder(t *testing.T) {
 	// Without a workspace, project layers stay inside their project
 	// directory and there are no working-directory conventions.
 	got = Roots(layers[:1], Options{})
-	if diff := cmp.Diff([]Root{{Name: "sub/.aerie", Dir: "/ws/sub/.aerie/skills", Confine: "/ws/sub"}}, got); diff != "" {
+	if diff := cmp.Diff([]Root{{Name: "sub/.aerie", Dir: "/ws/sub/.aerie/skills", Confine: "/ws/sub", Kind: extensions.KindProject}}, got); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
 	}
 }
@@ -541,5 +542,56 @@ func TestBoundedListing(t *testing.T) {
 		if !found {
 			t.Errorf("%s: no report of the entries left out: %+v", root.Name, set.Entries)
 		}
+	}
+}
+
+// TestEntryDigests: every entry whose SKILL.md could be read has the
+// digest of its bytes and the kind of its root: from the bytes discovery
+// read when it read the file whole, from FileDigest when it read only the
+// frontmatter. A shadowed skill has its own digest; a SKILL.md that cannot
+// be read has none.
+func TestEntryDigests(t *testing.T) {
+	t.Parallel()
+	small := md("small", "Use for small things.")
+	big := md("big", "Use for big things.") + strings.Repeat("Follow the steps. ", 1000)
+	bad := md("Bad_Name", "Use never.")
+	ws := tree(t, map[string]string{
+		".aerie/skills/small/SKILL.md":    small,
+		".aerie/skills/big/SKILL.md":      big,
+		".aerie/skills/bad/SKILL.md":      bad,
+		".aerie/skills/linked":            "-> ../../shared/big",
+		"shared/big/SKILL.md":             big,
+		".aerie/skills/dir/SKILL.md/x":    "a directory, not a file",
+		"home/skills/small/SKILL.md":      small,
+		"home/skills/nested/big/SKILL.md": big,
+	})
+	layers := []extensions.Layer{
+		{Name: ".aerie", Dir: filepath.Join(ws, ".aerie"), Kind: extensions.KindProject},
+		{Name: "home", Dir: filepath.Join(ws, "home"), Kind: extensions.KindHome},
+	}
+	set, _ := Discover(Roots(layers, Options{Workspace: ws}))
+	digest := func(s string) string { return extensions.Digest([]byte(s)) }
+	type got struct {
+		Path         string
+		Kind         extensions.Kind
+		Status       Status
+		Digest, File string
+	}
+	var gots []got
+	for _, e := range set.Entries {
+		rel, _ := filepath.Rel(ws, e.Path)
+		gots = append(gots, got{rel, e.Kind, e.Status, e.Digest, e.FileDigest()})
+	}
+	want := []got{
+		{".aerie/skills/bad", extensions.KindProject, StatusSkipped, digest(bad), digest(bad)},
+		{".aerie/skills/big", extensions.KindProject, StatusActive, "", digest(big)},
+		{".aerie/skills/dir", extensions.KindProject, StatusSkipped, "", ""},
+		{".aerie/skills/linked", extensions.KindProject, StatusShadowed, "", digest(big)},
+		{".aerie/skills/small", extensions.KindProject, StatusActive, digest(small), digest(small)},
+		{"home/skills/nested/big", extensions.KindHome, StatusShadowed, "", digest(big)},
+		{"home/skills/small", extensions.KindHome, StatusShadowed, digest(small), digest(small)},
+	}
+	if diff := cmp.Diff(want, gots); diff != "" {
+		t.Errorf("entries (-want +got):\n%s", diff)
 	}
 }

@@ -180,6 +180,12 @@ const maxReason = 400
 // reasons through it, since they quote files a repository controls. It is
 // idempotent.
 func SanitizeReason(msg string) string {
+	if msg == "" {
+		// Most artifacts have no reason: the report builders call this for
+		// every one, and the credential patterns cost allocations even on
+		// an empty message.
+		return ""
+	}
 	msg = strings.Map(func(r rune) rune {
 		if r == utf8.RuneError || unicode.IsControl(r) {
 			return ' '

@@ -168,16 +168,16 @@ type Entry struct {
 	// whole; FileDigest has it for the others.
 	Digest string `json:"digest,omitempty"`
 
-	// file is the SKILL.md discovery read (in part, when Digest is
-	// empty); its zero value means none.
+	// file locates the SKILL.md in Path that discovery read (in part,
+	// when Digest is empty); its zero value means it read none.
 	file fileRef
 }
 
-// fileRef locates a skill's SKILL.md as discovery read it: the skill's
-// directory, and when the root is confined, the confining directory and
-// the skill directory's slash path from it.
+// fileRef locates a skill's SKILL.md as discovery read it, as Skill does:
+// the confining directory ("" for none), and the skill directory's slash
+// path from it (from the root's directory when unconfined, never empty).
 type fileRef struct {
-	dir, confine, rel string
+	confine, rel string
 }
 
 // FileDigest returns the entry's Digest, or when discovery read only the
@@ -188,10 +188,10 @@ type fileRef struct {
 // not read every skill in full; only a report that shows digests pays for
 // it.
 func (e Entry) FileDigest() string {
-	if e.Digest != "" || e.file.dir == "" {
+	if e.Digest != "" || e.file.rel == "" {
 		return e.Digest
 	}
-	root, err := Skill{Dir: e.file.dir, confine: e.file.confine, rel: e.file.rel}.open()
+	root, err := Skill{Dir: e.Path, confine: e.file.confine, rel: e.file.rel}.open()
 	if err != nil {
 		return ""
 	}
@@ -562,7 +562,7 @@ func (d *discovery) skill(dir string, r readResult) {
 	}
 	e := Entry{Root: d.root.Name, Kind: d.root.Kind, Path: abs}
 	if r.err == nil {
-		e.file = fileRef{dir: abs, confine: d.confined, rel: rel}
+		e.file = fileRef{confine: d.confined, rel: rel}
 		if r.pooled == nil {
 			// Read whole: its digest costs no read. (One read for its
 			// frontmatter only gets it from FileDigest.)

@@ -172,11 +172,20 @@ func locateKey(doc []byte, key string) int {
 // maxReason bounds a reason in the report.
 const maxReason = 400
 
-// sanitize makes err's message safe to show in the report: control
-// characters (terminal escapes included) become spaces, runs of space
-// collapse, anything that looks like a credential is masked, and the
-// message is cut to maxReason bytes.
-func sanitize(msg string) string {
+// SanitizeReason makes a message safe to show as an artifact's reason in
+// the report: control characters (terminal escapes included) become
+// spaces, runs of space collapse, anything that looks like a credential is
+// masked, and the message is cut to maxReason bytes. Every loader that
+// reports artifacts (hooks, skills, plugins, MCP servers) passes its
+// reasons through it, since they quote files a repository controls. It is
+// idempotent.
+func SanitizeReason(msg string) string {
+	if msg == "" {
+		// Most artifacts have no reason: the report builders call this for
+		// every one, and the credential patterns cost allocations even on
+		// an empty message.
+		return ""
+	}
 	msg = strings.Map(func(r rune) rune {
 		if r == utf8.RuneError || unicode.IsControl(r) {
 			return ' '

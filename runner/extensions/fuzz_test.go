@@ -41,7 +41,7 @@ func checkFileError(t *testing.T, doc []byte, err error) {
 	if lines := bytes.Count(doc, []byte("\n")) + 1; fe.Line < 0 || fe.Line > lines {
 		t.Fatalf("error %v: line %d outside a %d-line file", err, fe.Line, lines)
 	}
-	if s := sanitize(err.Error()); !utf8.ValidString(s) || len(s) > maxReason+len("…") || strings.ContainsAny(s, "\n\r\x1b") {
+	if s := SanitizeReason(err.Error()); !utf8.ValidString(s) || len(s) > maxReason+len("…") || strings.ContainsAny(s, "\n\r\x1b") {
 		t.Fatalf("sanitized reason %q", s)
 	}
 }

@@ -116,12 +116,12 @@ func readProvenanceOf(f files, name string, data func() []byte) Provenance {
 		return Provenance{State: ProvenanceLegacy}
 	}
 	if err != nil {
-		return Provenance{State: ProvenanceUnknown, Sidecar: f.path(sc), Reason: sanitize(err.Error())}
+		return Provenance{State: ProvenanceUnknown, Sidecar: f.path(sc), Reason: SanitizeReason(err.Error())}
 	}
 	p, err := ParseProvenance(doc)
 	p.Sidecar = f.path(sc)
 	if err != nil {
-		return Provenance{State: ProvenanceUnknown, Sidecar: p.Sidecar, Reason: sanitize(err.Error())}
+		return Provenance{State: ProvenanceUnknown, Sidecar: p.Sidecar, Reason: SanitizeReason(err.Error())}
 	}
 	if b := data(); b != nil && p.Digest != digest(b) {
 		p.DigestMismatch = true
@@ -162,7 +162,7 @@ func ReadProvenances(l Layer, paths []string) []Provenance {
 			}
 		}
 		if rootErr != nil {
-			out[i] = Provenance{State: ProvenanceUnknown, Reason: sanitize(rootErr.Error())}
+			out[i] = Provenance{State: ProvenanceUnknown, Reason: SanitizeReason(rootErr.Error())}
 			continue
 		}
 		f := rootFiles{root: root, dir: l.Dir, prefix: "."}

@@ -103,7 +103,7 @@ func newArtifact(t Type, lv layerView, name string) Artifact {
 
 // skip marks a skipped with err.
 func (a *Artifact) skip(err error) {
-	a.Status, a.Err, a.Reason = StatusSkipped, err, sanitize(err.Error())
+	a.Status, a.Err, a.Reason = StatusSkipped, err, SanitizeReason(err.Error())
 }
 
 // setProvenance records p, and its activation boundary.

@@ -127,3 +127,27 @@ func TestReportGolden(t *testing.T) {
 		t.Errorf("problems (-want +got):\n%s", diff)
 	}
 }
+
+// TestSanitizeReason: what every loader's reasons go through before the
+// report shows them.
+func TestSanitizeReason(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", 300) // 600 bytes
+	tests := []struct{ in, want string }{
+		{"plain reason", "plain reason"},
+		{"line one\n\tline two\x1b[31m red", "line one line two [31m red"},
+		{"token=abc123 and api_key: xyz, password=hunter2;", "token=[redacted] and api_key: [redacted], password=[redacted];"},
+		{"fetch https://user:s3cret@example.com/x failed", "fetch https://user:[redacted]@example.com/x failed"},
+		{"uses sk-abcdefghijklmnop and ghp_abcdefghijklmnopqrstu", "uses [redacted] and [redacted]"},
+		{long, strings.Repeat("é", 200) + "…"},
+	}
+	for _, tt := range tests {
+		got := SanitizeReason(tt.in)
+		if got != tt.want {
+			t.Errorf("SanitizeReason(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if again := SanitizeReason(got); again != got {
+			t.Errorf("SanitizeReason is not idempotent on %q: %q", got, again)
+		}
+	}
+}

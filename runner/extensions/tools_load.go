@@ -173,7 +173,7 @@ func loadTool(lv layerView, name string, sidecar bool, opts ToolOptions) (Artifa
 	verdict := opts.Pins.verdict(lv.Layer, a.Path, []string{t.argv[0]}, &loaded{doc: doc, prov: a.Provenance, open: lv.files.openBase})
 	a.Trust = verdict.Status
 	if verdict.Status != Trusted {
-		a.Status, a.Reason, a.Pin = StatusInactive, sanitize(verdict.Reason), verdict.Pin
+		a.Status, a.Reason, a.Pin = StatusInactive, SanitizeReason(verdict.Reason), verdict.Pin
 		return a, nil
 	}
 	if verdict.Pinned {

@@ -273,12 +273,12 @@ func (p *Pins) check(l Layer, manifest string, executables []string, pre *loaded
 		pin, ids, err = computePin(p.workspace, l, manifest, executables)
 	}
 	if err != nil {
-		return Verdict{Status: Untrusted, Reason: sanitize(err.Error()), Pinned: true}, nil
+		return Verdict{Status: Untrusted, Reason: SanitizeReason(err.Error()), Pinned: true}, nil
 	}
 	v := Verdict{Pin: &pin, Pinned: true}
 	switch {
 	case p.err != nil:
-		v.Status, v.Reason = Untrusted, "a trust file is malformed, so nothing that needs a pin runs: "+sanitize(p.err.Error())
+		v.Status, v.Reason = Untrusted, "a trust file is malformed, so nothing that needs a pin runs: "+SanitizeReason(p.err.Error())
 	case len(p.byPath[pin.Path]) == 0:
 		v.Status, v.Reason = Untrusted, fmt.Sprintf("no trust pin for %s; review it and add the pin shown to $AERIE_HOME/%s", pin.Path, TrustFile)
 	case slices.Contains(p.byPath[pin.Path], pin.SHA256):

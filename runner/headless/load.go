@@ -151,13 +151,14 @@ func (x *Extensions) Err() error {
 // its layer, status, trust, provenance and reason.
 func (x *Extensions) Report() extensions.Report { return x.report(true) }
 
-// report is Report; without provenance it leaves out what the sidecars
-// of the skills in $AERIE_HOME say, a read per skill that only the report
-// shows: extension_manage learns what a load made of its artifacts from
-// their status, trust and reason alone.
-func (x *Extensions) report(provenance bool) extensions.Report {
+// report is Report; without full it leaves out what costs a read per
+// skill and only the report shows: what the sidecars of the skills in
+// $AERIE_HOME say, and the digests of the SKILL.md files discovery read
+// only in part. extension_manage learns what a load made of its artifacts
+// from their status, trust and reason alone.
+func (x *Extensions) report(full bool) extensions.Report {
 	r := x.Set.Report
-	hookArts, skillArts, mcpArts := x.Hooks.Artifacts(x.workspace), SkillArtifacts(x.Skills), MCPArtifacts(x.MCP)
+	hookArts, skillArts, mcpArts := x.Hooks.Artifacts(x.workspace), SkillArtifacts(x.Skills, full), MCPArtifacts(x.MCP)
 	var pluginArts []extensions.Artifact
 	if x.Plugins != nil {
 		pluginArts = x.Plugins.Artifacts()
@@ -173,7 +174,7 @@ func (x *Extensions) report(provenance bool) extensions.Report {
 	arts = append(arts, pluginArts...)
 	arts = append(arts, skillArts...)
 	r.Artifacts = append(arts, mcpArts...)
-	if provenance {
+	if full {
 		r.Artifacts = withSkillProvenance(r.Layers, r.Artifacts)
 	}
 	return r

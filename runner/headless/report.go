@@ -12,23 +12,51 @@ const (
 	TypeMCPServer extensions.Type = "mcp_server"
 )
 
-// SkillArtifacts describes the skills discovery found, for the report.
-func SkillArtifacts(set *skills.Set) []extensions.Artifact {
+// SkillArtifacts describes the skills discovery found, for the report:
+// each with its root as its layer, the root's layer kind, the digest of
+// its SKILL.md and a sanitized reason (a malformed skill's quotes the
+// file). With digests, a SKILL.md discovery read only as far as its
+// frontmatter is read now for its digest; without, it has none, and the
+// report costs no read.
+func SkillArtifacts(set *skills.Set, digests bool) []extensions.Artifact {
 	if set == nil {
 		return nil
 	}
 	arts := make([]extensions.Artifact, 0, len(set.Entries))
 	for _, e := range set.Entries {
-		arts = append(arts, extensions.Artifact{Type: TypeSkill, Name: e.Name, Layer: e.Root, Path: e.Path, Status: extensions.Status(e.Status), Reason: e.Reason})
+		a := extensions.Artifact{
+			Type: TypeSkill, Name: e.Name, Layer: e.Root, LayerKind: e.Kind, Path: e.Path,
+			Status: extensions.Status(e.Status), Digest: e.Digest, Reason: extensions.SanitizeReason(e.Reason),
+		}
+		if digests {
+			a.Digest = e.FileDigest()
+		}
+		arts = append(arts, a)
 	}
 	return arts
 }
 
-// MCPArtifacts describes the MCP server declarations found, for the report.
+// MCPArtifacts describes the MCP server declarations found, for the
+// report, in its terms: an untrusted declaration is inactive with trust
+// untrusted, as a custom tool is, and a disabled one inactive; reasons are
+// sanitized, since they quote the declarations.
 func MCPArtifacts(cfg mcp.Config) []extensions.Artifact {
 	arts := make([]extensions.Artifact, 0, len(cfg.Files))
 	for _, f := range cfg.Files {
-		arts = append(arts, extensions.Artifact{Type: TypeMCPServer, Name: f.ID, Layer: f.Layer.Name, LayerKind: f.Layer.Kind, Path: f.Path, Status: extensions.Status(f.Status), Reason: f.Reason})
+		a := extensions.Artifact{
+			Type: TypeMCPServer, Name: f.ID, Layer: f.Layer.Name, LayerKind: f.Layer.Kind, Path: f.Path,
+			Status: extensions.Status(f.Status), Reason: extensions.SanitizeReason(f.Reason),
+		}
+		switch f.Status {
+		case mcp.StatusUntrusted:
+			a.Status, a.Trust = extensions.StatusInactive, extensions.Untrusted
+		case mcp.StatusDisabled:
+			a.Status = extensions.StatusInactive
+			if a.Reason == "" {
+				a.Reason = "disabled: true in its declaration"
+			}
+		}
+		arts = append(arts, a)
 	}
 	return arts
 }

@@ -18,6 +18,15 @@ import (
 // repository cannot stall discovery with a huge one.
 const MaxFileSize = 1 << 20
 
+// MaxFiles caps the hooks/*.yaml files loaded from one layer, in name
+// order; the rest are reported as left out. A hooks directory is written
+// by hand and holds a handful of files, so 256 is far above any real one,
+// while a repository that plants ten thousand cannot make every session
+// read and parse them all, nor run ten thousand hooks on every event. The
+// directory's entries are read at most extensions.MaxDirEntries at a
+// time, as a custom tools directory's are.
+const MaxFiles = 256
+
 // Trust decides whether a project layer's hook file may run. manifest is
 // the file's absolute path; executables are the hooks' Executables, the
 // path-bearing first command tokens and scripts, in order, each once.
@@ -63,8 +72,9 @@ const (
 	StatusShadowed Status = "shadowed"
 	// StatusSkipped files could not be used; Problems say why.
 	StatusSkipped Status = "skipped"
-	// StatusUntrusted files are project files without a matching trust
-	// pin.
+	// StatusUntrusted files need a trust pin and have none that matches:
+	// project files, and $AERIE_HOME files the agent wrote. Their File's
+	// Trust says whether no pin covers them or they changed since pinned.
 	StatusUntrusted Status = "untrusted"
 )
 
@@ -76,11 +86,21 @@ type File struct {
 	Status Status           `json:"status"`
 	// Reason says why a file is not active.
 	Reason string `json:"reason,omitempty"`
+	// Trust is the verdict of the trust check, for a file that needs a
+	// pin: trusted, untrusted, or modified when a pin covers the file but
+	// it (or an executable it runs) changed since. Empty for a file that
+	// needs none, or that was skipped before its trust was checked.
+	Trust extensions.TrustStatus `json:"trust,omitempty"`
 	// Hooks counts the hooks the file declares (when it parsed).
 	Hooks int `json:"hooks"`
 	// Executables are what a trust pin of the file covers besides the file:
 	// its hooks' path-bearing programs and scripts (when it parsed).
 	Executables []string `json:"executables,omitempty"`
+	// Shadowed lists, for the nearest hooks.toml, the farther ones it
+	// shadows.
+	Shadowed []extensions.Copy `json:"shadowed,omitempty"`
+	// ShadowedBy is, for a farther hooks.toml, the path of the nearest.
+	ShadowedBy string `json:"shadowed_by,omitempty"`
 
 	// digest is the digest of the bytes Load read, for the report; ""
 	// when it read none.
@@ -128,19 +148,21 @@ func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Loaded, err
 	wg.Wait()
 
 	var (
-		out       Loaded
-		errs      []error
-		tomlFound bool
+		out  Loaded
+		errs []error
+		// nearest is the index in out.Files of the nearest hooks.toml,
+		// -1 until there is one.
+		nearest = -1
 	)
 	for _, ld := range found {
 		if ld.missing {
 			continue
 		}
 		if ld.hasTOML {
-			if tomlFound {
-				ld.shadowed(&out)
+			if nearest >= 0 {
+				ld.shadowed(&out, nearest)
 			} else {
-				tomlFound = true
+				nearest = len(out.Files)
 				ld.useTOML(&out)
 			}
 		}
@@ -234,33 +256,53 @@ func (ld *layerLoad) useTOML(out *Loaded) {
 	ld.out, ld.errs = yamls, append(ld.errs, yamlErrs...)
 }
 
-// shadowed records a farther hooks.toml in out.
-func (ld *layerLoad) shadowed(out *Loaded) {
-	out.Files = append(out.Files, File{
+// shadowed records a farther hooks.toml in out, and lists it among the
+// copies the nearest one, out.Files[nearest], shadows: whatever became of
+// the nearest, a farther hooks.toml never replaces it.
+func (ld *layerLoad) shadowed(out *Loaded, nearest int) {
+	w := &out.Files[nearest]
+	reason := "shadowed by " + w.Path
+	if w.Status != StatusActive {
+		state := string(w.Status)
+		if w.Trust != "" {
+			state = string(w.Trust) // modified says more than untrusted
+		}
+		reason = fmt.Sprintf("not used: the nearer %s is %s, and a farther hooks.toml never replaces it", w.Path, state)
+	}
+	f := File{
 		Layer: ld.l, Path: ld.path("hooks.toml"), Format: FormatTOML, Status: StatusShadowed,
-		Reason: "a nearer layer's hooks.toml wins", digest: ld.toml.digest(),
-	})
+		ShadowedBy: w.Path, Reason: reason, digest: ld.toml.digest(),
+	}
+	w.Shadowed = append(w.Shadowed, extensions.Copy{Layer: f.Layer.Name, Path: f.Path})
+	out.Files = append(out.Files, f)
 }
 
 // yamls loads the layer's hooks/*.yaml in file name order.
 func (ld *layerLoad) yamls() {
 	// The entries come sorted, and with their types, from the directory.
-	entries, _, err := ld.root.ReadDir("hooks", 0)
+	entries, more, err := ld.root.ReadDir("hooks", extensions.MaxDirEntries)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
+	dir := Source{Layer: ld.l, File: ld.path("hooks")}
 	if err != nil {
-		src := Source{Layer: ld.l, File: ld.path("hooks")}
-		ld.skip(src, FormatYAML, read{}, []Problem{{Layer: ld.l.Name, File: src.File, Reason: fmt.Sprintf("cannot read the hooks directory: %v", unwrapPath(err))}})
+		ld.skip(dir, FormatYAML, read{}, []Problem{{Layer: ld.l.Name, File: dir.File, Reason: fmt.Sprintf("cannot read the hooks directory: %v", unwrapPath(err))}})
 		return
+	}
+	var names []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".yaml") && !e.IsDir() {
+			names = append(names, e.Name()) // scripts and other files are not configuration
+		}
+	}
+	if len(names) > MaxFiles || more {
+		ld.skip(dir, FormatYAML, read{}, []Problem{{Layer: ld.l.Name, File: dir.File, Reason: leftOut(names, more)}})
+		names = names[:min(len(names), MaxFiles)]
 	}
 	// The layer's files share their scripts' checks.
 	scripts := map[string]scriptCheck{}
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".yaml") || e.IsDir() {
-			continue // scripts and other files are not configuration
-		}
-		rel := "hooks/" + e.Name()
+	for _, name := range names {
+		rel := "hooks/" + name
 		src := Source{Layer: ld.l, File: ld.path(rel), Dir: ld.path("hooks"), Root: ld.l.Dir, Confined: ld.l.NeedsTrust(), Home: ld.opts.Home}
 		rd, err := readBounded(ld.root, rel)
 		if err != nil {
@@ -272,6 +314,22 @@ func (ld *layerLoad) yamls() {
 	}
 }
 
+// leftOut says which of a hooks directory's YAML files, names in name
+// order, are not loaded, and how to load them all.
+func leftOut(names []string, more bool) string {
+	var b strings.Builder
+	if len(names) > MaxFiles {
+		fmt.Fprintf(&b, "only the first %d hook files in name order are loaded; the other %d, from hooks/%s on, are not", MaxFiles, len(names)-MaxFiles, names[MaxFiles])
+	} else {
+		fmt.Fprintf(&b, "only %d hook files are loaded", len(names))
+	}
+	if more {
+		fmt.Fprintf(&b, ", and the directory has more than %d entries, of which only the first %d read were looked at", extensions.MaxDirEntries, extensions.MaxDirEntries)
+	}
+	b.WriteString("; keep the hooks in fewer files, or spread them over layers")
+	return b.String()
+}
+
 // use adds a parsed file's hooks, or skips it for its problems or for
 // want of trust. rd is the file as read.
 func (ld *layerLoad) use(src Source, f Format, rd read, hooks []Hook, probs []Problem) {
@@ -280,8 +338,10 @@ func (ld *layerLoad) use(src Source, f Format, rd read, hooks []Hook, probs []Pr
 		return
 	}
 	needs, prov := ld.needsTrust(src.File)
+	var trust extensions.TrustStatus
 	if needs {
-		ok, reason := false, "no trust pins"
+		reason := "no trust pins"
+		trust = extensions.Untrusted
 		switch t := ld.trust.(type) {
 		case nil:
 		case Guarder:
@@ -291,22 +351,31 @@ func (ld *layerLoad) use(src Source, f Format, rd read, hooks []Hook, probs []Pr
 			// pin is computed from the bytes just read, and the scripts
 			// are read through it.
 			v := g.VerifyRead(rd.data, rd.info, ld.root)
-			ok, reason = v.Status == extensions.Trusted, v.Reason
+			trust, reason = v.Status, v.Reason
 			for i := range hooks {
 				hooks[i].Source.guard = g
 			}
 		default:
-			ok, reason = t.Trusted(ld.l, src.File, Executables(hooks))
+			// A Trust that is not a Guarder says yes or no; it cannot
+			// tell a changed file from one never pinned.
+			if ok, r := t.Trusted(ld.l, src.File, Executables(hooks)); ok {
+				trust = extensions.Trusted
+			} else {
+				reason = r
+			}
 		}
-		if !ok {
-			p := Problem{Layer: ld.l.Name, File: src.File, Reason: "untrusted: " + reason}
+		if trust != extensions.Trusted {
+			// The problem says modified rather than untrusted when a pin
+			// covers the file: the fix is to restore it, or to review it
+			// and pin it again.
+			p := Problem{Layer: ld.l.Name, File: src.File, Reason: string(trust) + ": " + reason}
 			ld.out.Problems = append(ld.out.Problems, p)
-			ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusUntrusted, Reason: reason, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov})
+			ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusUntrusted, Reason: reason, Trust: trust, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov})
 			return
 		}
 	}
 	ld.out.Hooks = append(ld.out.Hooks, hooks...)
-	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusActive, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov})
+	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusActive, Trust: trust, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov})
 }
 
 // needsTrust reports whether the hook file at path runs only with a trust

@@ -10,19 +10,24 @@ import (
 const TypeHooks extensions.Type = "hooks"
 
 // Artifacts describes the hook files for the extensions report: each with
-// its layer, status and reason, and for a project file without a valid pin,
+// its layer, status, trust, sanitized reason and shadowed copies, and for a
+// project file without a valid pin,
 // the pin that would trust it as it is now (computed over the same file and
 // executables the trust check covers).
 func (l Loaded) Artifacts(workspace string) []extensions.Artifact {
 	arts := make([]extensions.Artifact, 0, len(l.Files))
 	for _, f := range l.Files {
 		a := extensions.Artifact{
-			Type:      TypeHooks,
-			Name:      filepath.Base(f.Path),
-			Layer:     f.Layer.Name,
-			LayerKind: f.Layer.Kind,
-			Path:      f.Path,
-			Reason:    f.Reason,
+			Type:       TypeHooks,
+			Name:       filepath.Base(f.Path),
+			Layer:      f.Layer.Name,
+			LayerKind:  f.Layer.Kind,
+			Path:       f.Path,
+			Shadowed:   f.Shadowed,
+			ShadowedBy: f.ShadowedBy,
+			// Reasons quote the files (a YAML error quotes the value at
+			// fault), which the workspace controls.
+			Reason: extensions.SanitizeReason(f.Reason),
 		}
 		if f.Layer.Kind == extensions.KindHome {
 			// Files extension_manage wrote carry their provenance: as Load
@@ -37,15 +42,17 @@ func (l Loaded) Artifacts(workspace string) []extensions.Artifact {
 		}
 		switch f.Status {
 		case StatusActive:
-			a.Status = extensions.StatusActive
-			if f.Layer.NeedsTrust() || a.Provenance != nil && a.Provenance.State != extensions.ProvenanceLegacy {
-				a.Trust = extensions.Trusted
-			}
+			// Trusted for a file that needed a pin, empty for one that
+			// did not.
+			a.Status, a.Trust = extensions.StatusActive, f.Trust
 		case StatusShadowed:
 			a.Status = extensions.StatusShadowed
 		case StatusUntrusted:
-			a.Status = extensions.StatusInactive
-			a.Trust = extensions.Untrusted
+			// Untrusted or modified, as custom tools are reported.
+			a.Status, a.Trust = extensions.StatusInactive, f.Trust
+			if a.Trust == "" {
+				a.Trust = extensions.Untrusted
+			}
 			if pin, err := extensions.ComputePin(workspace, f.Layer, f.Path, f.Executables); err == nil {
 				a.Pin = &pin
 			}

@@ -100,9 +100,12 @@ func (s *Set) SkillRoots() []SkillRoot {
 }
 
 // Artifacts returns the entries as extensions report artifacts of type
-// "plugin".
+// "plugin", their reasons sanitized (a manifest error quotes the
+// manifest). A shadowed plugin names the artifact path of the nearer one,
+// which lists it among its copies.
 func (s *Set) Artifacts() []extensions.Artifact {
 	out := make([]extensions.Artifact, 0, len(s.Entries))
+	winners := map[string]int{} // a winner's directory → its index in out
 	for _, e := range s.Entries {
 		p := e.Manifest
 		if p == "" {
@@ -110,7 +113,15 @@ func (s *Set) Artifacts() []extensions.Artifact {
 		}
 		a := extensions.Artifact{
 			Type: TypePlugin, Name: e.Name, Layer: e.Layer.Name, LayerKind: e.Layer.Kind,
-			Path: p, Status: e.Status, Reason: e.Reason, ShadowedBy: e.ShadowedBy, Err: e.Err,
+			Path: p, Status: e.Status, Reason: extensions.SanitizeReason(e.Reason), Err: e.Err,
+		}
+		if e.ShadowedBy == "" {
+			winners[e.Dir] = len(out)
+		} else if w, ok := winners[e.ShadowedBy]; ok {
+			a.ShadowedBy = out[w].Path
+			out[w].Shadowed = append(out[w].Shadowed, extensions.Copy{Layer: a.Layer, Path: a.Path})
+		} else {
+			a.ShadowedBy = e.ShadowedBy
 		}
 		out = append(out, a)
 	}

@@ -253,6 +253,31 @@ mcp_servers:
 	if diff := cmp.Diff(want, status); diff != "" {
 		t.Errorf("statuses (-want +got):\n%s", diff)
 	}
+	// The shadowed review names the nearer one's artifact, which lists it.
+	arts := map[string]extensions.Artifact{}
+	for _, a := range set.Artifacts() {
+		arts[a.Layer+"/"+a.Name] = a
+	}
+	nearReview, farReview := arts["spec[0]/review"], arts["home/review"]
+	if farReview.ShadowedBy != nearReview.Path || !cmp.Equal(nearReview.Shadowed, []extensions.Copy{{Layer: "home", Path: farReview.Path}}) {
+		t.Errorf("near review shadows %+v; far review shadowed by %q, want %q", nearReview.Shadowed, farReview.ShadowedBy, nearReview.Path)
+	}
+}
+
+// TestArtifactReasonsSanitized: a manifest error quoting a credential and
+// control characters is reported without them.
+func TestArtifactReasonsSanitized(t *testing.T) {
+	t.Parallel()
+	l := layer(t, "proj", extensions.KindProject, map[string]string{
+		"plugins/leak/.aerie-plugin/plugin.yaml": "name: \"leak\\e[2J token=hunter2\"\n",
+	})
+	set, _ := Load([]extensions.Layer{l}, Options{})
+	if len(set.Entries) != 1 || !strings.Contains(set.Entries[0].Reason, "hunter2") {
+		t.Fatalf("entries %+v", set.Entries)
+	}
+	if r := set.Artifacts()[0].Reason; strings.Contains(r, "hunter2") || strings.ContainsRune(r, '\x1b') || !strings.Contains(r, "[redacted]") {
+		t.Errorf("reason %q", r)
+	}
 }
 
 func TestLoadErrors(t *testing.T) {

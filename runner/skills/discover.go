@@ -3,10 +3,12 @@ package skills
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,9 +22,11 @@ import (
 // says.
 const MaxFileSize = 1 << 20
 
-// maxDirs bounds the directories one root's search visits, so that a
-// root holding a huge tree (a checkout, a node_modules) cannot stall the
-// start of a session. No real skill collection comes near it.
+// maxDirs bounds the directories one root's search visits, skill
+// directories and links to them included, so that a root holding a huge
+// tree (a checkout, a node_modules) or ten thousand planted skills cannot
+// stall the start of a session. No real skill collection comes near it:
+// ten times the thousand skills discovery is measured with.
 const maxDirs = 10_000
 
 // Root is one place skills are searched, recursively.
@@ -44,6 +48,11 @@ type Root struct {
 	// Namespace, when set, is the plugin the root belongs to: its skills
 	// are named <namespace>:<skill>.
 	Namespace string `json:"namespace,omitempty"`
+	// Kind is the kind of extension layer the root is in, for the report:
+	// the layer's, for a layer's skills/ and a plugin's skills; project for
+	// the working directory's .agents/skills and .claude/skills, which the
+	// workspace holds; empty for the home directory's, which are in none.
+	Kind extensions.Kind `json:"kind,omitempty"`
 }
 
 // Options locate the workspace conventions around the layers.
@@ -84,14 +93,14 @@ func Roots(layers []extensions.Layer, opts Options) []Root {
 	}
 	if opts.WorkDir != "" {
 		for _, conv := range []string{".agents/skills", ".claude/skills"} {
-			roots = append(roots, Root{Name: "workdir " + conv, Dir: filepath.Join(opts.WorkDir, conv), Confine: ws})
+			roots = append(roots, Root{Name: "workdir " + conv, Dir: filepath.Join(opts.WorkDir, conv), Confine: ws, Kind: extensions.KindProject})
 		}
 	}
 	for _, l := range layers {
 		if opts.Listing.Absent(l, "skills") {
 			continue // a missing root holds no skills
 		}
-		r := Root{Name: l.Name, Dir: filepath.Join(l.Dir, "skills"), Strict: l.Private()}
+		r := Root{Name: l.Name, Dir: filepath.Join(l.Dir, "skills"), Strict: l.Private(), Kind: l.Kind}
 		if l.Kind == extensions.KindProject {
 			r.Confine = ws
 			if r.Confine == "" || !within(r.Confine, l.Dir) {
@@ -106,6 +115,12 @@ func Roots(layers []extensions.Layer, opts Options) []Root {
 		// repository's: its skills are confined like the project's.
 		if p.Confine == "" && ws != "" && within(ws, p.Dir) {
 			p.Confine = ws
+		}
+		// A plugin is in a layer's plugins/ directory.
+		for _, l := range layers {
+			if p.Kind == "" && l.Dir != "" && within(l.Dir, p.Dir) {
+				p.Kind = l.Kind
+			}
 		}
 		roots = append(roots, p)
 	}
@@ -142,11 +157,50 @@ type Entry struct {
 	Name string `json:"name,omitempty"`
 	// Root is the name of the root it was found in.
 	Root string `json:"root"`
+	// Kind is the root's Kind.
+	Kind extensions.Kind `json:"kind,omitempty"`
 	// Path is the skill's directory.
 	Path   string `json:"path"`
 	Status Status `json:"status"`
 	// Reason says why the skill is not active.
 	Reason string `json:"reason,omitempty"`
+	// Digest is "sha256:…" over the SKILL.md, when discovery read it
+	// whole; FileDigest has it for the others.
+	Digest string `json:"digest,omitempty"`
+
+	// file locates the SKILL.md in Path that discovery read (in part,
+	// when Digest is empty); its zero value means it read none.
+	file fileRef
+}
+
+// fileRef locates a skill's SKILL.md as discovery read it, as Skill does:
+// the confining directory ("" for none), and the skill directory's slash
+// path from it (from the root's directory when unconfined, never empty).
+type fileRef struct {
+	confine, rel string
+}
+
+// FileDigest returns the entry's Digest, or when discovery read only the
+// SKILL.md's frontmatter, the digest of the SKILL.md as it is now, read as
+// discovery reads it: confined, bounded by MaxFileSize and without
+// blocking on a FIFO. It is "" for an entry without a readable SKILL.md.
+// Discovery leaves a skill's body unread, so that starting a session does
+// not read every skill in full; only a report that shows digests pays for
+// it.
+func (e Entry) FileDigest() string {
+	if e.Digest != "" || e.file.rel == "" {
+		return e.Digest
+	}
+	root, err := Skill{Dir: e.Path, confine: e.file.confine, rel: e.file.rel}.open()
+	if err != nil {
+		return ""
+	}
+	defer root.Close()
+	r := readIn(root, "SKILL.md")
+	if r.err != nil {
+		return ""
+	}
+	return extensions.Digest(r.data)
 }
 
 // Problem is a reason a skill, or a place searched, could not be used.
@@ -226,7 +280,7 @@ func DiscoverIn(roots []Root, listing *extensions.Listing) (*Set, error) {
 				s.Problems = append(s.Problems, *it.problem)
 			}
 			if it.skill != nil {
-				s.add(*it.skill)
+				s.add(*it.skill, it.entry)
 			} else if it.entry.Path != "" {
 				s.Entries = append(s.Entries, it.entry)
 			}
@@ -243,16 +297,17 @@ func DiscoverIn(roots []Root, listing *extensions.Listing) (*Set, error) {
 const maxWorkers = 8
 
 // add adds sk unless a skill of its name came first.
-func (s *Set) add(sk Skill) {
+func (s *Set) add(sk Skill, e Entry) {
 	if i, dup := s.byName[sk.Name]; dup {
 		first := s.skills[i]
-		s.Entries = append(s.Entries, Entry{Name: sk.Name, Root: sk.Root, Path: sk.Dir, Status: StatusShadowed,
-			Reason: fmt.Sprintf("a skill of the same name was found first, in %s (%s)", first.Root, first.Dir)})
+		e.Status, e.Reason = StatusShadowed, fmt.Sprintf("a skill of the same name was found first, in %s (%s)", first.Root, first.Dir)
+		s.Entries = append(s.Entries, e)
 		return
 	}
 	s.byName[sk.Name] = len(s.skills)
 	s.skills = append(s.skills, sk)
-	s.Entries = append(s.Entries, Entry{Name: sk.Name, Root: sk.Root, Path: sk.Dir, Status: StatusActive})
+	e.Status = StatusActive
+	s.Entries = append(s.Entries, e)
 }
 
 // discovery searches one root.
@@ -276,14 +331,17 @@ type discovery struct {
 	// through them, a path resolves in one system call and a listing
 	// costs no lstat per entry.
 	inner, outerDir *extensions.Dir
-	dirs            int
-	items           []item
-	errs            []error
+	// dirs counts the directories visited; stopped is set once the search
+	// stops at maxDirs.
+	dirs    int
+	stopped bool
+	items   []item
+	errs    []error
 }
 
-// item is one finding, in the order found: a candidate skill, or a
-// skipped directory, or a problem, or a skipped directory with its
-// problem.
+// item is one finding, in the order found: a candidate skill with its
+// entry (whose status the merge decides), or a skipped directory, or a
+// problem, or a skipped directory with its problem.
 type item struct {
 	skill   *Skill
 	entry   Entry
@@ -349,13 +407,52 @@ func (d *discovery) run() {
 	d.walk(".")
 }
 
-// readDir lists the directory dir of the tree, sorted by name.
-func (d *discovery) readDir(dir string) ([]fs.DirEntry, error) {
+// readDir lists the directory dir of the tree, sorted by name: at most
+// extensions.MaxDirEntries entries, as a custom tools directory is read;
+// more reports that some were left out.
+func (d *discovery) readDir(dir string) (entries []fs.DirEntry, more bool, err error) {
 	if d.inner != nil {
-		entries, _, err := d.inner.ReadDir(dir, 0)
-		return entries, err
+		return d.inner.ReadDir(dir, extensions.MaxDirEntries)
 	}
-	return fs.ReadDir(d.tree, dir)
+	f, err := d.tree.Open(dir)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	rd, ok := f.(fs.ReadDirFile)
+	if !ok {
+		return nil, false, &fs.PathError{Op: "readdir", Path: dir, Err: errors.ErrUnsupported}
+	}
+	// In chunks: ReadDir(n) allocates room for n entries at once. One
+	// entry past the cap tells whether there are more.
+	for len(entries) <= extensions.MaxDirEntries {
+		des, err := rd.ReadDir(min(256, extensions.MaxDirEntries+1-len(entries)))
+		entries = append(entries, des...)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	if more = len(entries) > extensions.MaxDirEntries; more {
+		entries = entries[:extensions.MaxDirEntries]
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, more, nil
+}
+
+// full reports whether the search has visited maxDirs directories, and
+// records, once, that it stops at p: the first directory it leaves out.
+func (d *discovery) full(p string) bool {
+	if d.dirs < maxDirs {
+		return false
+	}
+	if !d.stopped {
+		d.stopped = true
+		d.leftOut(p, "the search stopped after %d directories: this one and those after it in name order are not searched; keep skills in a smaller tree", maxDirs)
+	}
+	return true
 }
 
 // isDir reports whether the path p (from the confining directory, or the
@@ -383,17 +480,17 @@ func (d *discovery) isDir(p string) (bool, error) {
 // its subdirectories are searched in name order, and symbolic links
 // straight to a single skill are followed.
 func (d *discovery) walk(dir string) {
-	d.dirs++
-	if d.dirs == maxDirs+1 {
-		d.problem(d.abs(dir), "search stopped after %d directories; keep skills in a smaller tree", maxDirs)
-	}
-	if d.dirs > maxDirs {
+	if d.full(dir) {
 		return
 	}
-	entries, err := d.readDir(dir)
+	d.dirs++
+	entries, more, err := d.readDir(dir)
 	if err != nil {
 		d.skipDir(dir, "cannot read the directory: %s", describe(err))
 		return
+	}
+	if more {
+		d.leftOut(dir, "the directory has more than %d entries: only the first %d it lists are searched; keep skills in a smaller directory", extensions.MaxDirEntries, extensions.MaxDirEntries)
 	}
 	if d.items == nil {
 		// Most entries of a skills directory are skills.
@@ -414,6 +511,8 @@ func (d *discovery) walk(dir string) {
 		case name == ".git":
 			// Version control internals never hold skills; a layer that is
 			// a checkout would otherwise cost a walk of its objects.
+		case (e.IsDir() || e.Type()&fs.ModeSymlink != 0) && d.full(p):
+			return
 		case e.IsDir():
 			// Most subdirectories are skills: try their SKILL.md first,
 			// and list only those without one.
@@ -426,6 +525,7 @@ func (d *discovery) walk(dir string) {
 			d.skill(p, r)
 			r.release()
 		case e.Type()&fs.ModeSymlink != 0:
+			d.dirs++
 			d.link(p)
 		}
 	}
@@ -456,19 +556,32 @@ func (d *discovery) link(p string) {
 // skill makes the skill in dir (a path in the tree) from its SKILL.md.
 func (d *discovery) skill(dir string, r readResult) {
 	abs := d.abs(dir)
+	rel := dir
+	if d.confined != "" {
+		rel = path.Join(d.base, dir)
+	}
+	e := Entry{Root: d.root.Name, Kind: d.root.Kind, Path: abs}
+	if r.err == nil {
+		e.file = fileRef{confine: d.confined, rel: rel}
+		if r.pooled == nil {
+			// Read whole: its digest costs no read. (One read for its
+			// frontmatter only gets it from FileDigest.)
+			e.Digest = extensions.Digest(r.data)
+		}
+	}
 	// The SKILL.md's path is for problems only.
 	file := func() string { return filepath.Join(abs, "SKILL.md") }
 	if r.err != nil {
-		d.malformed(abs, file(), "", r.err.Error())
+		d.malformed(e, file(), "", r.err.Error())
 		return
 	}
 	fm, err := ParseFrontmatter(r.data)
 	if err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {
-			d.malformed(abs, file(), fe.Field, fe.Reason)
+			d.malformed(e, file(), fe.Field, fe.Reason)
 		} else {
-			d.malformed(abs, file(), "", err.Error())
+			d.malformed(e, file(), "", err.Error())
 		}
 		return
 	}
@@ -476,18 +589,15 @@ func (d *discovery) skill(dir string, r readResult) {
 	if name == "" {
 		name = filepath.Base(abs)
 		if !ValidName(name) {
-			d.malformed(abs, file(), "name", fmt.Sprintf("missing, and the directory name %q is not a valid skill name; add a name of lowercase letters, digits and single hyphens", name))
+			d.malformed(e, file(), "name", fmt.Sprintf("missing, and the directory name %q is not a valid skill name; add a name of lowercase letters, digits and single hyphens", name))
 			return
 		}
 	}
 	if d.root.Namespace != "" {
 		name = d.root.Namespace + ":" + name
 	}
-	rel := dir
-	if d.confined != "" {
-		rel = path.Join(d.base, dir)
-	}
-	d.items = append(d.items, item{skill: &Skill{
+	e.Name = name
+	d.items = append(d.items, item{entry: e, skill: &Skill{
 		Name: name, Description: fm.Description, Dir: abs, Root: d.root.Name, Plugin: d.root.Namespace,
 		confine: d.confined, rel: rel,
 	}})
@@ -498,15 +608,15 @@ func (d *discovery) abs(p string) string {
 	return filepath.Join(d.root.Dir, filepath.FromSlash(p))
 }
 
-// malformed records a skill that cannot be used: an error in a strict
-// root, skipped elsewhere.
-func (d *discovery) malformed(dir, file, field, reason string) {
+// malformed records the skill of e that cannot be used: an error in a
+// strict root, skipped elsewhere.
+func (d *discovery) malformed(e Entry, file, field, reason string) {
 	p := &Problem{Root: d.root.Name, File: file, Field: field, Reason: reason}
-	r := reason
+	e.Status, e.Reason = StatusSkipped, reason
 	if field != "" {
-		r = field + ": " + reason
+		e.Reason = field + ": " + reason
 	}
-	d.items = append(d.items, item{problem: p, entry: Entry{Root: d.root.Name, Path: dir, Status: StatusSkipped, Reason: r}})
+	d.items = append(d.items, item{problem: p, entry: e})
 	if d.root.Strict {
 		d.errs = append(d.errs, *p)
 	}
@@ -519,8 +629,22 @@ func (d *discovery) skipDir(p, format string, args ...any) {
 	reason := fmt.Sprintf(format, args...)
 	d.items = append(d.items, item{
 		problem: &Problem{Root: d.root.Name, File: abs, Reason: reason},
-		entry:   Entry{Root: d.root.Name, Path: abs, Status: StatusSkipped, Reason: reason},
+		entry:   Entry{Root: d.root.Name, Kind: d.root.Kind, Path: abs, Status: StatusSkipped, Reason: reason},
 	})
+}
+
+// leftOut records a directory, at p in the tree, that a bound of the
+// search leaves (partly) unsearched. It is in the report, and in a strict
+// root it is an error: whoever runs the session would otherwise lose
+// skills without a word.
+func (d *discovery) leftOut(p, format string, args ...any) {
+	abs := d.abs(p)
+	reason := fmt.Sprintf(format, args...)
+	prob := &Problem{Root: d.root.Name, File: abs, Reason: reason}
+	d.items = append(d.items, item{problem: prob, entry: Entry{Root: d.root.Name, Kind: d.root.Kind, Path: abs, Status: StatusSkipped, Reason: reason}})
+	if d.root.Strict {
+		d.errs = append(d.errs, *prob)
+	}
 }
 
 // problem records a problem with the root itself; in a strict root it is

@@ -2,12 +2,14 @@ package skills
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -77,16 +79,17 @@ func TestRootsOrder(t *testing.T) {
 	plugin := Root{Name: "plugin review", Dir: "/home/u/.aerie/plugins/review/skills", Namespace: "review"}
 	projectPlugin := Root{Name: "plugin lint", Dir: "/ws/.aerie/plugins/lint/skills", Namespace: "lint"}
 	got := Roots(layers, Options{WorkDir: "/ws/sub", Workspace: "/ws", Home: "/home/u", Plugins: []Root{plugin, projectPlugin}})
+	// Each with the kind of the layer it is in, for the report.
 	want := []Root{
-		{Name: "workdir .agents/skills", Dir: "/ws/sub/.agents/skills", Confine: "/ws"},
-		{Name: "workdir .claude/skills", Dir: "/ws/sub/.claude/skills", Confine: "/ws"},
-		{Name: "sub/.aerie", Dir: "/ws/sub/.aerie/skills", Confine: "/ws"},
-		{Name: ".aerie", Dir: "/ws/.aerie/skills", Confine: "/ws"},
-		{Name: "spec[0]", Dir: "/etc/aerie/layers/0/skills", Strict: true},
-		{Name: "home", Dir: "/home/u/.aerie/skills", Strict: true},
-		{Name: "bundled", Dir: "/opt/aerie/bundled/skills", Strict: true},
-		plugin,
-		{Name: "plugin lint", Dir: "/ws/.aerie/plugins/lint/skills", Namespace: "lint", Confine: "/ws"},
+		{Name: "workdir .agents/skills", Dir: "/ws/sub/.agents/skills", Confine: "/ws", Kind: extensions.KindProject},
+		{Name: "workdir .claude/skills", Dir: "/ws/sub/.claude/skills", Confine: "/ws", Kind: extensions.KindProject},
+		{Name: "sub/.aerie", Dir: "/ws/sub/.aerie/skills", Confine: "/ws", Kind: extensions.KindProject},
+		{Name: ".aerie", Dir: "/ws/.aerie/skills", Confine: "/ws", Kind: extensions.KindProject},
+		{Name: "spec[0]", Dir: "/etc/aerie/layers/0/skills", Strict: true, Kind: extensions.KindSpec},
+		{Name: "home", Dir: "/home/u/.aerie/skills", Strict: true, Kind: extensions.KindHome},
+		{Name: "bundled", Dir: "/opt/aerie/bundled/skills", Strict: true, Kind: extensions.KindBundled},
+		{Name: "plugin review", Dir: "/home/u/.aerie/plugins/review/skills", Namespace: "review", Kind: extensions.KindHome},
+		{Name: "plugin lint", Dir: "/ws/.aerie/plugins/lint/skills", Namespace: "lint", Confine: "/ws", Kind: extensions.KindProject},
 		{Name: "home .agents/skills", Dir: "/home/u/.agents/skills"},
 		{Name: "home .claude/skills", Dir: "/home/u/.claude/skills"},
 	}
@@ -96,7 +99,7 @@ func TestRootsOrder(t *testing.T) {
 	// Without a workspace, project layers stay inside their project
 	// directory and there are no working-directory conventions.
 	got = Roots(layers[:1], Options{})
-	if diff := cmp.Diff([]Root{{Name: "sub/.aerie", Dir: "/ws/sub/.aerie/skills", Confine: "/ws/sub"}}, got); diff != "" {
+	if diff := cmp.Diff([]Root{{Name: "sub/.aerie", Dir: "/ws/sub/.aerie/skills", Confine: "/ws/sub", Kind: extensions.KindProject}}, got); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
 	}
 }
@@ -449,5 +452,146 @@ func TestDiscoverProjectPluginConfined(t *testing.T) {
 	}
 	if _, ok := set.Lookup("lint:leaked"); ok {
 		t.Error("a skill outside the workspace was discovered")
+	}
+}
+
+// TestBoundedDiscovery: a skills directory of 10,000 skills and a 100 MB
+// SKILL.md, in a project layer and in a private one, does not stall
+// discovery: the big file is refused unread, the search stops at its cap
+// with the first directory left out named in the report, and only in the
+// private layer is that an error.
+func TestBoundedDiscovery(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	skillsDir := filepath.Join(dir, "skills")
+	for i := range 10000 {
+		name := fmt.Sprintf("s%05d", i)
+		write(t, skillsDir, map[string]string{name + "/SKILL.md": md(name, "Use for "+name+".")})
+	}
+	// A sparse 100 MB SKILL.md sorted first: refused on its size, unread.
+	big := filepath.Join(skillsDir, "a-big")
+	if err := os.Mkdir(big, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(big, "SKILL.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(100 << 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	// A project layer's root is confined to the workspace, and read
+	// through it; a private one is read as it is.
+	for _, root := range []Root{{Name: "project", Dir: skillsDir, Confine: dir}, {Name: "private", Dir: skillsDir, Strict: true}} {
+		start := time.Now()
+		set, err := Discover([]Root{root})
+		t.Logf("%s: searched a skills directory of 10,001 skills in %s", root.Name, time.Since(start))
+		if root.Strict != (err != nil) || root.Strict && !strings.Contains(err.Error(), "the search stopped after 10000 directories") {
+			t.Errorf("%s: error %v", root.Name, err)
+		}
+		// The root, a-big and 9,998 skill directories make 10,000.
+		if set.Len() != maxDirs-2 {
+			t.Errorf("%s: %d skills, want %d", root.Name, set.Len(), maxDirs-2)
+		}
+		byPath := map[string]Entry{}
+		for _, e := range set.Entries {
+			byPath[e.Path] = e
+		}
+		if e := byPath[big]; e.Status != StatusSkipped || !strings.Contains(e.Reason, "larger than 1 MB") {
+			t.Errorf("%s: big SKILL.md: %s %q", root.Name, e.Status, e.Reason)
+		}
+		if e := byPath[filepath.Join(skillsDir, "s09998")]; e.Status != StatusSkipped || e.Reason != "the search stopped after 10000 directories: this one and those after it in name order are not searched; keep skills in a smaller tree" {
+			t.Errorf("%s: first directory left out: %s %q", root.Name, e.Status, e.Reason)
+		}
+		if e := byPath[filepath.Join(skillsDir, "s09997")]; e.Status != StatusActive {
+			t.Errorf("%s: the last skill within the cap: %+v", root.Name, e)
+		}
+		if _, ok := byPath[filepath.Join(skillsDir, "s09999")]; ok {
+			t.Errorf("%s: a directory past the cap was searched", root.Name)
+		}
+	}
+}
+
+// TestBoundedListing: a skills directory of more entries than
+// extensions.MaxDirEntries is listed only that far, and the report says so.
+func TestBoundedListing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	skillsDir := filepath.Join(dir, "skills")
+	write(t, skillsDir, map[string]string{"one/SKILL.md": md("one", "Use for one.")})
+	for i := range extensions.MaxDirEntries {
+		f, err := os.Create(filepath.Join(skillsDir, fmt.Sprintf("f%06d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	for _, root := range []Root{{Name: "project", Dir: skillsDir, Confine: dir}, {Name: "private", Dir: skillsDir, Strict: true}} {
+		set, err := Discover([]Root{root})
+		if root.Strict != (err != nil) {
+			t.Errorf("%s: error %v", root.Name, err)
+		}
+		var found bool
+		for _, e := range set.Entries {
+			if e.Path == skillsDir {
+				found = e.Status == StatusSkipped && e.Reason == "the directory has more than 65536 entries: only the first 65536 it lists are searched; keep skills in a smaller directory"
+			}
+		}
+		if !found {
+			t.Errorf("%s: no report of the entries left out: %+v", root.Name, set.Entries)
+		}
+	}
+}
+
+// TestEntryDigests: every entry whose SKILL.md could be read has the
+// digest of its bytes and the kind of its root: from the bytes discovery
+// read when it read the file whole, from FileDigest when it read only the
+// frontmatter. A shadowed skill has its own digest; a SKILL.md that cannot
+// be read has none.
+func TestEntryDigests(t *testing.T) {
+	t.Parallel()
+	small := md("small", "Use for small things.")
+	big := md("big", "Use for big things.") + strings.Repeat("Follow the steps. ", 1000)
+	bad := md("Bad_Name", "Use never.")
+	ws := tree(t, map[string]string{
+		".aerie/skills/small/SKILL.md":    small,
+		".aerie/skills/big/SKILL.md":      big,
+		".aerie/skills/bad/SKILL.md":      bad,
+		".aerie/skills/linked":            "-> ../../shared/big",
+		"shared/big/SKILL.md":             big,
+		".aerie/skills/dir/SKILL.md/x":    "a directory, not a file",
+		"home/skills/small/SKILL.md":      small,
+		"home/skills/nested/big/SKILL.md": big,
+	})
+	layers := []extensions.Layer{
+		{Name: ".aerie", Dir: filepath.Join(ws, ".aerie"), Kind: extensions.KindProject},
+		{Name: "home", Dir: filepath.Join(ws, "home"), Kind: extensions.KindHome},
+	}
+	set, _ := Discover(Roots(layers, Options{Workspace: ws}))
+	digest := func(s string) string { return extensions.Digest([]byte(s)) }
+	type got struct {
+		Path         string
+		Kind         extensions.Kind
+		Status       Status
+		Digest, File string
+	}
+	var gots []got
+	for _, e := range set.Entries {
+		rel, _ := filepath.Rel(ws, e.Path)
+		gots = append(gots, got{rel, e.Kind, e.Status, e.Digest, e.FileDigest()})
+	}
+	want := []got{
+		{".aerie/skills/bad", extensions.KindProject, StatusSkipped, digest(bad), digest(bad)},
+		{".aerie/skills/big", extensions.KindProject, StatusActive, "", digest(big)},
+		{".aerie/skills/dir", extensions.KindProject, StatusSkipped, "", ""},
+		{".aerie/skills/linked", extensions.KindProject, StatusShadowed, "", digest(big)},
+		{".aerie/skills/small", extensions.KindProject, StatusActive, digest(small), digest(small)},
+		{"home/skills/nested/big", extensions.KindHome, StatusShadowed, "", digest(big)},
+		{"home/skills/small", extensions.KindHome, StatusShadowed, digest(small), digest(small)},
+	}
+	if diff := cmp.Diff(want, gots); diff != "" {
+		t.Errorf("entries (-want +got):\n%s", diff)
 	}
 }

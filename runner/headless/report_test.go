@@ -1,0 +1,97 @@
+package headless
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aerie-run/aerie/runner/extensions"
+)
+
+// TestReportSkillsAndMCP: the report's skill entries have their layer's
+// kind and the digest of their SKILL.md — one read only as far as its
+// frontmatter is digested for the full report alone — and the skill and
+// MCP entries' reasons are sanitized; an untrusted or disabled MCP
+// declaration is reported in the report's terms.
+func TestReportSkillsAndMCP(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ws, home := filepath.Join(dir, "ws"), filepath.Join(dir, "home")
+	small := "---\nname: small\ndescription: Use it.\n---\nBody.\n"
+	big := "---\nname: big\ndescription: Use it.\n---\n" + strings.Repeat("Follow the steps. ", 500)
+	leak := "token=hunter2\x1b[2J" + strings.Repeat("x", 1000)
+	files := map[string]string{
+		"ws/.aerie/skills/small/SKILL.md": small,
+		"ws/.aerie/skills/big/SKILL.md":   big,
+		"ws/.aerie/skills/leak/SKILL.md":  "---\nname: \"" + strings.ReplaceAll(leak, "\x1b", `\e`) + "\"\ndescription: Use it.\n---\n",
+		"ws/.aerie/mcp_servers/x.yaml":    "id: x\ntype: stdio\ncommand: x-server\n",
+		"ws/.aerie/mcp_servers/z.yaml":    "id: z\ntype: \"" + strings.ReplaceAll(leak, "\x1b", `\e`) + "\"\ncommand: z\n",
+		"home/mcp_servers/y.yaml":         "id: y\ntype: stdio\ncommand: y-server\ndisabled: true\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: ws, Workspace: ws, Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := LoadExtensions(LoadOptions{Layers: layers, Workspace: ws, Dir: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type entry struct {
+		Type   extensions.Type
+		Name   string
+		Kind   extensions.Kind
+		Status extensions.Status
+		Trust  extensions.TrustStatus
+		Digest string
+		Reason string
+	}
+	entries := func(r extensions.Report) []entry {
+		var out []entry
+		for _, a := range r.Artifacts {
+			if a.Type != TypeSkill && a.Type != TypeMCPServer {
+				continue
+			}
+			if len(a.Reason) > 40 {
+				a.Reason = a.Reason[:40] // enough to tell them apart
+			}
+			out = append(out, entry{a.Type, filepath.Base(a.Path), a.LayerKind, a.Status, a.Trust, a.Digest, a.Reason})
+		}
+		return out
+	}
+	digest := func(s string) string { return extensions.Digest([]byte(s)) }
+	leakDoc := files["ws/.aerie/skills/leak/SKILL.md"]
+	want := []entry{
+		{TypeSkill, "big", extensions.KindProject, extensions.StatusActive, "", digest(big), ""},
+		{TypeSkill, "leak", extensions.KindProject, extensions.StatusSkipped, "", digest(leakDoc), `name: "token=[redacted] is not a valid s`},
+		{TypeSkill, "small", extensions.KindProject, extensions.StatusActive, "", digest(small), ""},
+		{TypeMCPServer, "x.yaml", extensions.KindProject, extensions.StatusInactive, extensions.Untrusted, "", "no trust pin for .aerie/mcp_servers/x.ya"},
+		{TypeMCPServer, "z.yaml", extensions.KindProject, extensions.StatusSkipped, "", "", `type: "token=[redacted] one of stdio, ht`},
+		{TypeMCPServer, "y.yaml", extensions.KindHome, extensions.StatusInactive, "", "", "disabled: true in its declaration"},
+	}
+	full := x.Report()
+	if diff := cmp.Diff(want, entries(full)); diff != "" {
+		t.Errorf("report (-want +got):\n%s", diff)
+	}
+	for _, a := range full.Artifacts {
+		if len(a.Reason) > 500 || strings.Contains(a.Reason, "hunter2") {
+			t.Errorf("%s: reason %q", a.Path, a.Reason)
+		}
+	}
+	// What a session start reports costs no read for a digest.
+	want[0].Digest = ""
+	if diff := cmp.Diff(want, entries(x.report(false))); diff != "" {
+		t.Errorf("report without reads (-want +got):\n%s", diff)
+	}
+}

@@ -27,6 +27,13 @@ const MaxFileSize = 1 << 20
 // time, as a custom tools directory's are.
 const MaxFiles = 256
 
+// MaxLayerBytes bounds the bytes of one layer's hooks/*.yaml files
+// together. Parsing a megabyte of hooks takes a sizeable fraction of a
+// second, so MaxFiles files of MaxFileSize each would stall a session's
+// start; real hook files are a few kilobytes. A file that would take the
+// layer past the bound, in name order, is skipped unread, with the reason.
+const MaxLayerBytes = 2 << 20
+
 // Trust decides whether a project layer's hook file may run. manifest is
 // the file's absolute path; executables are the hooks' Executables, the
 // path-bearing first command tokens and scripts, in order, each once.
@@ -229,7 +236,7 @@ func (ld *layerLoad) read() {
 	}
 	ld.root = root
 	if !noTOML {
-		ld.toml, ld.tomlErr = readBounded(root, "hooks.toml")
+		ld.toml, ld.tomlErr = readBounded(root, "hooks.toml", MaxFileSize)
 		ld.hasTOML = !errors.Is(ld.tomlErr, fs.ErrNotExist)
 	}
 	if !noYAML {
@@ -301,14 +308,20 @@ func (ld *layerLoad) yamls() {
 	}
 	// The layer's files share their scripts' checks.
 	scripts := map[string]scriptCheck{}
+	var size int64 // of the files read so far
 	for _, name := range names {
 		rel := "hooks/" + name
 		src := Source{Layer: ld.l, File: ld.path(rel), Dir: ld.path("hooks"), Root: ld.l.Dir, Confined: ld.l.NeedsTrust(), Home: ld.opts.Home}
-		rd, err := readBounded(ld.root, rel)
+		rd, err := readBounded(ld.root, rel, min(MaxFileSize, MaxLayerBytes-size))
+		var large *tooLarge
+		if errors.As(err, &large) && large.size <= MaxFileSize {
+			err = fmt.Errorf("not read: its %d bytes would take the layer's hook files past the %d bytes they may hold together (the files before it in name order hold %d); keep hooks in smaller files, or spread them over layers", large.size, MaxLayerBytes, size)
+		}
 		if err != nil {
 			ld.skip(src, FormatYAML, read{}, []Problem{{Layer: ld.l.Name, File: src.File, Reason: err.Error()}})
 			continue
 		}
+		size += int64(len(rd.data))
 		hooks, probs := parseYAML(rd.data, src, ld.opts.Dir, ld.root, ld.res, scripts)
 		ld.use(src, FormatYAML, rd, hooks, probs)
 	}
@@ -478,10 +491,17 @@ func (r read) digest() string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// tooLarge is the error of a file over the size it may have.
+type tooLarge struct{ size, max int64 }
+
+func (e *tooLarge) Error() string {
+	return fmt.Sprintf("larger than %d bytes (%d); not read", e.max, e.size)
+}
+
 // readBounded reads the regular file name in root, refusing one larger
-// than MaxFileSize without reading it. It does not block on a FIFO
-// planted in place of a hook file.
-func readBounded(root *extensions.Dir, name string) (read, error) {
+// than max bytes without reading it (a *tooLarge). It does not block on a
+// FIFO planted in place of a hook file.
+func readBounded(root *extensions.Dir, name string, max int64) (read, error) {
 	f, err := root.Open(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -497,8 +517,8 @@ func readBounded(root *extensions.Dir, name string) (read, error) {
 	if !fi.Mode().IsRegular() {
 		return read{}, errors.New("not a regular file")
 	}
-	if fi.Size() > MaxFileSize {
-		return read{}, fmt.Errorf("larger than %d bytes (%d); not read", MaxFileSize, fi.Size())
+	if fi.Size() > max {
+		return read{}, &tooLarge{size: fi.Size(), max: max}
 	}
 	// The size the file had when checked: one that grows meanwhile is read
 	// as it was.

@@ -645,6 +645,40 @@ func TestBoundedDiscovery(t *testing.T) {
 	}
 }
 
+// TestLayerBytes: a layer's hook files are read until they hold
+// MaxLayerBytes together; a file that would go past is skipped unread, and
+// a smaller one after it still fits.
+func TestLayerBytes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	doc := "hooks:\n  Stop:\n    - hooks: [{type: command, command: 'true'}]\n"
+	// Three files of 900 KB, padded with a comment line, and a small one.
+	padded := doc + "#" + strings.Repeat("x", 900_000-len(doc)-2) + "\n"
+	files := map[string]string{"hooks/a.yaml": padded, "hooks/b.yaml": padded, "hooks/c.yaml": padded, "hooks/d.yaml": doc}
+	for name, content := range files {
+		if err := os.MkdirAll(filepath.Join(dir, "hooks"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := Load([]extensions.Layer{{Name: "spec[0]", Dir: dir, Kind: extensions.KindSpec}}, nil, LoadOptions{Dir: dir})
+	status := map[string]string{}
+	for _, f := range got.Files {
+		status[filepath.Base(f.Path)] = string(f.Status) + " " + f.Reason
+	}
+	want := map[string]string{
+		"a.yaml": "active ",
+		"b.yaml": "active ",
+		"c.yaml": "skipped not read: its 900000 bytes would take the layer's hook files past the 2097152 bytes they may hold together (the files before it in name order hold 1800000); keep hooks in smaller files, or spread them over layers",
+		"d.yaml": "active ",
+	}
+	if diff := cmp.Diff(want, status); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+}
+
 // TestShadowedCopies: the nearest hooks.toml lists the farther ones it
 // shadows, and each of them names it, in the files and in the report; a
 // farther one says so when the nearest is not used either.

@@ -84,7 +84,7 @@ func fileDigest(workspace string, f File) string {
 		return ""
 	}
 	defer root.Close()
-	rd, err := readBounded(root, rel)
+	rd, err := readBounded(root, rel, MaxFileSize)
 	if err != nil {
 		return ""
 	}

@@ -17,6 +17,14 @@ import (
 // MaxFileSize bounds a declaration file; larger ones are not read.
 const MaxFileSize = 1 << 20
 
+// MaxFiles caps the declarations read from one layer's mcp_servers/, in
+// name order. Each declares a server a session connects to (a process, for
+// stdio), so a real layer holds a handful; a repository that plants ten
+// thousand cannot make every session read them all. The directory's
+// entries are read at most extensions.MaxDirEntries at a time, as a
+// custom tools directory's are.
+const MaxFiles = 128
+
 // Trust decides whether a project layer's server may be used: manifest
 // is the declaration's absolute path, executables the command when it is
 // a path (relative ones resolved against the working directory). Trust
@@ -126,7 +134,7 @@ func (c *Config) loadLayer(l extensions.Layer, trust Trust, opts LoadOptions) []
 	}
 	defer root.Close()
 	dir := filepath.Join(l.Dir, "mcp_servers")
-	entries, err := fs.ReadDir(root.FS(), "mcp_servers")
+	entries, more, err := readDir(root, "mcp_servers")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -134,7 +142,8 @@ func (c *Config) loadLayer(l extensions.Layer, trust Trust, opts LoadOptions) []
 		fail(Problem{Layer: l.Name, File: dir, Reason: fmt.Sprintf("cannot read the directory: %v", unwrapPath(err))})
 		return errs
 	}
-	for _, e := range entries {
+	declarations := 0
+	for i, e := range entries {
 		name := e.Name()
 		path := filepath.Join(dir, name)
 		id, isYAML := strings.CutSuffix(name, ".yaml")
@@ -147,6 +156,19 @@ func (c *Config) loadLayer(l extensions.Layer, trust Trust, opts LoadOptions) []
 					Reason: fmt.Sprintf("only mcp_servers/*.yaml files declare servers; rename it %s.yaml", strings.TrimSuffix(name, ext))})
 			}
 			continue
+		}
+		if declarations++; declarations > MaxFiles {
+			var rest int
+			for _, e := range entries[i:] {
+				if strings.HasSuffix(e.Name(), ".yaml") && !strings.HasPrefix(e.Name(), ".") {
+					rest++
+				}
+			}
+			more = false // said below
+			reason := fmt.Sprintf("only the first %d declarations in name order are read; the other %d, from mcp_servers/%s on, are not; declare fewer servers, or spread them over layers", MaxFiles, rest, name)
+			c.Files = append(c.Files, File{Layer: l, Path: dir, Status: StatusSkipped, Reason: reason})
+			fail(Problem{Layer: l.Name, File: dir, Reason: reason})
+			break
 		}
 		if first, dup := c.claimed[id]; dup {
 			c.Files = append(c.Files, File{Layer: l, Path: path, ID: id, Status: StatusShadowed,
@@ -191,7 +213,31 @@ func (c *Config) loadLayer(l extensions.Layer, trust Trust, opts LoadOptions) []
 		c.claimed[id] = f
 		c.Files = append(c.Files, f)
 	}
+	if more {
+		reason := fmt.Sprintf("the directory has more than %d entries; only the first %d read were looked at; declare fewer servers, or spread them over layers", extensions.MaxDirEntries, extensions.MaxDirEntries)
+		c.Files = append(c.Files, File{Layer: l, Path: dir, Status: StatusSkipped, Reason: reason})
+		fail(Problem{Layer: l.Name, File: dir, Reason: reason})
+	}
 	return errs
+}
+
+// readDir reads at most extensions.MaxDirEntries entries of the directory
+// name in root, sorted by name; more reports that it has others.
+func readDir(root *os.Root, name string) (entries []fs.DirEntry, more bool, err error) {
+	d, err := root.Open(name)
+	if err != nil {
+		return nil, false, err
+	}
+	defer d.Close()
+	entries, err = d.ReadDir(extensions.MaxDirEntries + 1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, false, err
+	}
+	if len(entries) > extensions.MaxDirEntries {
+		entries, more = entries[:extensions.MaxDirEntries], true
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, more, nil
 }
 
 // executables returns what a trust pin must cover besides the manifest:

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -269,6 +270,60 @@ func TestAddPlugin(t *testing.T) {
 	for _, s := range c.Servers {
 		if s.ID == "remote" && s.URL != "https://x/${AERIE_PLUGIN_ROOT}" {
 			t.Errorf("an http server's url was expanded: %s", s.URL)
+		}
+	}
+}
+
+// TestBoundedDiscovery: a layer whose mcp_servers/ holds 10,000
+// declarations and a 100 MB one reads only the first MaxFiles in name
+// order, says which were left out, and refuses the big one unread.
+func TestBoundedDiscovery(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	decls := filepath.Join(dir, "mcp_servers")
+	if err := os.MkdirAll(decls, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10000 {
+		id := fmt.Sprintf("s%05d", i)
+		if err := os.WriteFile(filepath.Join(decls, id+".yaml"), []byte(stdioDecl(id, "srv")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A sparse 100 MB declaration sorted first: refused on its size, unread.
+	f, err := os.Create(filepath.Join(decls, "a-big.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(100 << 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	c, err := Load([]extensions.Layer{{Name: "spec[0]", Dir: dir, Kind: extensions.KindSpec}}, nil, LoadOptions{})
+	const leftOut = "only the first 128 declarations in name order are read; the other 9873, from mcp_servers/s00127.yaml on, are not; declare fewer servers, or spread them over layers"
+	// The layer is private: what was left out is an error for whoever runs
+	// the session, as well as a line of the report.
+	if err == nil || !strings.Contains(err.Error(), leftOut) {
+		t.Errorf("error %v, want one saying what was left out", err)
+	}
+	if len(c.Servers) != MaxFiles-1 {
+		t.Errorf("%d servers, want %d", len(c.Servers), MaxFiles-1)
+	}
+	got := map[string]string{}
+	for _, f := range c.Files {
+		got[filepath.Base(f.Path)] = string(f.Status) + ": " + f.Reason
+	}
+	if len(got) != MaxFiles+1 {
+		t.Errorf("%d files reported, want %d", len(got), MaxFiles+1)
+	}
+	for name, want := range map[string]string{
+		"mcp_servers": "skipped: " + leftOut,
+		"a-big.yaml":  "skipped: larger than 1 MB (104857600 bytes); not read",
+		"s00126.yaml": "active: ",
+	} {
+		if got[name] != want {
+			t.Errorf("%s: %q, want %q", name, got[name], want)
 		}
 	}
 }

@@ -28,17 +28,19 @@ func newExtensionsCmd(a *app) *cobra.Command {
 .aerie/ (and .osprey/) directories from the current directory up to the
 workspace root, $AERIE_HOME, and the artifacts built into aerie — and every
 artifact found in them: custom tools, SYSTEM.md, APPEND_SYSTEM.md, AGENTS.md
-and CLAUDE.md, tool-descriptions.toml, toolsets.toml and trust.toml. Each has
-its layer, path, status (active, inactive, shadowed, skipped), the copies it
-shadows, its trust and provenance, its digest, and a reason when it is not
-active.
+and CLAUDE.md, tool-descriptions.toml, toolsets.toml, trust.toml, hooks
+(hooks.toml and hooks/*.yaml), skills, plugins and MCP server declarations.
+Each has its layer, path, status (active, inactive, shadowed, skipped), the
+copies it shadows, its trust and provenance, its digest, and a reason when it
+is not active.
 
 The workspace root is the Git repository containing the current directory,
 or the current directory itself outside one; --workspace sets it.
 
-A project's custom tool runs only when $AERIE_HOME/trust.toml pins it. For an
-inactive tool the report shows the pin that would trust it as it is now;
-review the manifest and its script, then append the pin to trust.toml:
+A project's custom tool, hook file or MCP server runs only when
+$AERIE_HOME/trust.toml pins it. For an inactive tool or hook file the report
+shows the pin that would trust it as it is now; review the manifest and what
+it runs, then append the pin to trust.toml:
 
   [[pin]]
   path = ".aerie/tools/word_count.toml"

@@ -363,7 +363,7 @@ func (d *discovery) run() {
 		}
 		d.tree = os.DirFS(d.root.Dir)
 		d.outer, d.base = d.tree, "."
-		d.treeRead = fileReader{head: true, fd: -1, dir: d.root.Dir}
+		d.treeRead = fileReader{head: newFullReads(), fd: -1, dir: d.root.Dir}
 		if fd, err := unix.Open(d.root.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
 			defer unix.Close(fd)
 			d.treeRead.fd = fd
@@ -403,7 +403,8 @@ func (d *discovery) run() {
 	}
 	defer inner.Close()
 	d.inner, d.outerDir, d.base, d.confined = inner, outer, filepath.ToSlash(rel), d.root.Confine
-	d.treeRead, d.outRead = fileReader{head: true, fd: -1, confined: inner}, fileReader{head: true, fd: -1, confined: outer}
+	budget := newFullReads()
+	d.treeRead, d.outRead = fileReader{head: budget, fd: -1, confined: inner}, fileReader{head: budget, fd: -1, confined: outer}
 	d.walk(".")
 }
 

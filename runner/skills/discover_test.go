@@ -514,6 +514,41 @@ func TestBoundedDiscovery(t *testing.T) {
 	}
 }
 
+// TestBoundedFullReads: SKILL.md files whose frontmatter does not end in
+// the first frontmatterHead bytes are read in full only until the search
+// has read maxFullReads bytes of them; the rest are refused unread.
+func TestBoundedFullReads(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	skillsDir := filepath.Join(dir, "skills")
+	const size = 1 << 20
+	files := map[string]string{}
+	for i := range 40 {
+		name := fmt.Sprintf("s%02d", i)
+		doc := "---\nname: " + name + "\ndescription: Use for " + name + ".\nnotes: " + strings.Repeat("x", frontmatterHead) + "\n---\n"
+		files[name+"/SKILL.md"] = doc + strings.Repeat("body\n", (size-len(doc))/5)
+	}
+	write(t, skillsDir, files)
+	for _, root := range []Root{{Name: "project", Dir: skillsDir, Confine: dir}, {Name: "private", Dir: skillsDir}} {
+		set, _ := Discover([]Root{root})
+		fit := maxFullReads / size // files of just under size bytes each
+		if set.Len() != fit {
+			t.Errorf("%s: %d skills, want %d", root.Name, set.Len(), fit)
+		}
+		byPath := map[string]Entry{}
+		for _, e := range set.Entries {
+			byPath[e.Path] = e
+		}
+		if e := byPath[filepath.Join(skillsDir, fmt.Sprintf("s%02d", fit-1))]; e.Status != StatusActive {
+			t.Errorf("%s: the last skill within the bound: %s %q", root.Name, e.Status, e.Reason)
+		}
+		e := byPath[filepath.Join(skillsDir, fmt.Sprintf("s%02d", fit))]
+		if e.Status != StatusSkipped || !strings.Contains(e.Reason, "not read: its frontmatter does not end in the first 4096 bytes, and the search has read") {
+			t.Errorf("%s: the first skill past the bound: %s %q", root.Name, e.Status, e.Reason)
+		}
+	}
+}
+
 // TestBoundedListing: a skills directory of more entries than
 // extensions.MaxDirEntries is listed only that far, and the report says so.
 func TestBoundedListing(t *testing.T) {

@@ -39,9 +39,10 @@ func (r readResult) release() {
 // descriptor and reads them with bare system calls: open, fstat, read,
 // close.
 type fileReader struct {
-	// head reads a SKILL.md only as far as its frontmatter, the rest when
-	// that is not enough (see readSized).
-	head bool
+	// head, when set, reads a SKILL.md only as far as its frontmatter,
+	// the rest when that is not enough, within the budget it holds (see
+	// readSized).
+	head *fullReads
 	// confined, when set, is the directory, read beneath it.
 	confined *extensions.Dir
 	// fd is the directory, or -1 to open through root or dir.
@@ -119,7 +120,7 @@ func openAt(dirfd int, name string, beneath bool) (int, error) {
 }
 
 // readFD reads the open file fd, as readFile does, and closes it.
-func readFD(fd int, head bool) readResult {
+func readFD(fd int, head *fullReads) readResult {
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -157,7 +158,7 @@ func (fd fdReader) Read(p []byte) (int, error) {
 func readFile(f interface {
 	io.Reader
 	Stat() (fs.FileInfo, error)
-}, head bool) readResult {
+}, head *fullReads) readResult {
 	var (
 		regular bool
 		size    int64
@@ -188,6 +189,19 @@ func readFile(f interface {
 // the skill tool reads, is then left on disk.
 const frontmatterHead = 4 << 10
 
+// maxFullReads bounds the bytes of the SKILL.md files one search reads in
+// full because their frontmatter did not end in the first frontmatterHead
+// bytes. Without it ten thousand planted skills of a megabyte each would
+// make every session read ten gigabytes before it starts; real skills
+// whose frontmatter runs that long are rare and small.
+const maxFullReads = 32 << 20
+
+// fullReads is what is left of one search's maxFullReads. A search reads
+// its files one at a time, so it needs no lock.
+type fullReads struct{ left int64 }
+
+func newFullReads() *fullReads { return &fullReads{left: maxFullReads} }
+
 var headPool = sync.Pool{New: func() any {
 	b := make([]byte, frontmatterHead)
 	return &b
@@ -198,12 +212,14 @@ var headPool = sync.Pool{New: func() any {
 // only frontmatterHead bytes, and stops there when they hold the whole
 // frontmatter: its data then ends with the closing "---" line, which
 // ParseFrontmatter reads exactly as the whole file, and must be released.
-func readSized(r io.Reader, size int64, head bool) readResult {
+// Otherwise it reads the rest when head's budget still holds the file's
+// size, and refuses the file when it does not.
+func readSized(r io.Reader, size int64, head *fullReads) readResult {
 	var (
 		data []byte
 		n    int
 	)
-	if head && size > frontmatterHead {
+	if head != nil && size > frontmatterHead {
 		bp := headPool.Get().(*[]byte)
 		m, err := io.ReadFull(r, *bp)
 		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -213,12 +229,17 @@ func readSized(r io.Reader, size int64, head bool) readResult {
 		if end := frontmatterEnd((*bp)[:m]); end > 0 {
 			return readResult{data: (*bp)[:end], pooled: bp}
 		}
+		if m == frontmatterHead && size > head.left {
+			headPool.Put(bp)
+			return readResult{err: fmt.Errorf("not read: its frontmatter does not end in the first %d bytes, and the search has read %d bytes of such files in full already, as many as it may; put the frontmatter first and keep it short", frontmatterHead, maxFullReads-head.left)}
+		}
 		data = make([]byte, size)
 		n = copy(data, (*bp)[:m])
 		headPool.Put(bp)
 		if m < frontmatterHead {
 			return readResult{data: data[:n]} // it shrank: that is all
 		}
+		head.left -= size
 	} else {
 		data = make([]byte, size)
 	}

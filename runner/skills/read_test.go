@@ -61,11 +61,11 @@ func TestReadSized(t *testing.T) {
 	}
 	defer confined.Close()
 	readers := map[string]fileReader{
-		"path":     {head: true, fd: -1, dir: dir},
-		"root":     {head: true, fd: -1, root: root},
-		"fd":       {head: true, fd: fd},
-		"beneath":  {head: true, fd: fd, beneath: true},
-		"confined": {head: true, fd: -1, confined: confined},
+		"path":     {head: newFullReads(), fd: -1, dir: dir},
+		"root":     {head: newFullReads(), fd: -1, root: root},
+		"fd":       {head: newFullReads(), fd: fd},
+		"beneath":  {head: newFullReads(), fd: fd, beneath: true},
+		"confined": {head: newFullReads(), fd: -1, confined: confined},
 	}
 	for name, r := range readers {
 		for _, tt := range tests {

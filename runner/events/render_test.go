@@ -106,3 +106,19 @@ func TestHumanReload(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", buf.String(), want)
 	}
 }
+
+// TestHumanHooks shows what hooks say to the user, and why a hook ended a
+// completed run; a hook event with no message shows nothing.
+func TestHumanHooks(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	h := NewHuman(&buf)
+	h.Observe(agent.Event{Type: agent.EventHook, Tool: "bash", Status: "PreToolUse:none"})
+	h.Observe(agent.Event{Type: agent.EventHook, Tool: "bash", Status: "PreToolUse:none", Messages: []string{"the cost guard stopped the agent"}})
+	h.Observe(agent.Event{Type: agent.EventSessionEnd, Outcome: agent.Completed, Turn: 1, Reason: "a PreToolUse hook ended the turn: budget spent"})
+	want := "◆ PreToolUse hook: the cost guard stopped the agent\n" +
+		"● completed after 1 turns · a PreToolUse hook ended the turn: budget spent\n"
+	if buf.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", buf.String(), want)
+	}
+}

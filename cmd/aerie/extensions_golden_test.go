@@ -8,8 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/extensions"
 )
 
@@ -136,19 +135,7 @@ func TestExtensionsJSONGolden(t *testing.T) {
 
 	out, _ := extensionsJSON()
 	got := normalizePaths(out, map[string]string{e.ws: "$WS", e.home: "$AERIE_HOME"})
-	golden := filepath.Join("testdata", "extensions.golden.json")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("aerie extensions --json (-want +got); run go test ./cmd/aerie/ -run TestExtensionsJSONGolden -update to accept:\n%s", diff)
-	}
+	testenv.Golden(t, filepath.Join("testdata", "extensions.golden.json"), got, *update, "run go test ./cmd/aerie/ -run TestExtensionsJSONGolden -update")
 }
 
 // normalizePaths writes each directory of dirs in out as its placeholder,

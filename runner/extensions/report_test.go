@@ -3,12 +3,13 @@ package extensions
 import (
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/aerie-run/aerie/hack/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -78,19 +79,7 @@ func TestReportGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.ReplaceAll(string(b), dir, "$TMP") + "\n"
-	golden := filepath.Join("testdata", "report.golden.json")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("report (-want +got); run go test -update to accept:\n%s", diff)
-	}
+	testenv.Golden(t, filepath.Join("testdata", "report.golden.json"), got, *update, "run go test ./runner/extensions/ -run TestReportGolden -update")
 	if strings.Contains(got, "hunter2") {
 		t.Error("the report shows a credential")
 	}

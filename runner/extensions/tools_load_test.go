@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/aerie-run/aerie/hack/testenv"
 )
 
 func TestParseManifest(t *testing.T) {
@@ -357,14 +359,7 @@ func TestBoundedDiscovery(t *testing.T) {
 	}
 	// A sparse 100 MB manifest sorted first: refused on its size, unread.
 	big := filepath.Join(tools, "a-big.toml")
-	f, err := os.Create(big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(100 << 20); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	testenv.SparseFile(t, big, 100<<20)
 
 	start := time.Now()
 	loaded, arts, err := LoadTools(Source{Layers: []Layer{{Name: "spec[0]", Dir: dir, Kind: KindSpec}}, Workspace: dir}, ToolOptions{})

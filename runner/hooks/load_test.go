@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/extensions"
 )
 
@@ -600,14 +601,7 @@ func TestBoundedDiscovery(t *testing.T) {
 	}
 	// A sparse 100 MB hook file sorted first: refused on its size, unread.
 	big := filepath.Join(hooksDir, "a-big.yaml")
-	f, err := os.Create(big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(100 << 20); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	testenv.SparseFile(t, big, 100<<20)
 
 	start := time.Now()
 	got, err := Load([]extensions.Layer{{Name: "spec[0]", Dir: dir, Kind: extensions.KindSpec}}, nil, LoadOptions{Dir: dir})

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/extensions"
 )
 
@@ -291,14 +292,7 @@ func TestBoundedDiscovery(t *testing.T) {
 		}
 	}
 	// A sparse 100 MB declaration sorted first: refused on its size, unread.
-	f, err := os.Create(filepath.Join(decls, "a-big.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(100 << 20); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	testenv.SparseFile(t, filepath.Join(decls, "a-big.yaml"), 100<<20)
 
 	c, err := Load([]extensions.Layer{{Name: "spec[0]", Dir: dir, Kind: extensions.KindSpec}}, nil, LoadOptions{})
 	const leftOut = "only the first 128 declarations in name order are read; the other 9873, from mcp_servers/s00127.yaml on, are not; declare fewer servers, or spread them over layers"

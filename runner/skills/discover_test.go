@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/extensions"
 )
 
@@ -470,17 +471,7 @@ func TestBoundedDiscovery(t *testing.T) {
 	}
 	// A sparse 100 MB SKILL.md sorted first: refused on its size, unread.
 	big := filepath.Join(skillsDir, "a-big")
-	if err := os.Mkdir(big, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(filepath.Join(big, "SKILL.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(100 << 20); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	testenv.SparseFile(t, filepath.Join(big, "SKILL.md"), 100<<20)
 
 	// A project layer's root is confined to the workspace, and read
 	// through it; a private one is read as it is.

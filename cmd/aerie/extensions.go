@@ -38,9 +38,9 @@ The workspace root is the Git repository containing the current directory,
 or the current directory itself outside one; --workspace sets it.
 
 A project's custom tool, hook file or MCP server runs only when
-$AERIE_HOME/trust.toml pins it. For an inactive tool or hook file the report
-shows the pin that would trust it as it is now; review the manifest and what
-it runs, then append the pin to trust.toml:
+$AERIE_HOME/trust.toml pins it. For an inactive one the report shows the pin
+that would trust it as it is now; review the manifest and what it runs, then
+append the pin to trust.toml:
 
   [[pin]]
   path = ".aerie/tools/word_count.toml"

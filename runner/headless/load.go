@@ -158,7 +158,7 @@ func (x *Extensions) Report() extensions.Report { return x.report(true) }
 // from their status, trust and reason alone.
 func (x *Extensions) report(full bool) extensions.Report {
 	r := x.Set.Report
-	hookArts, skillArts, mcpArts := x.Hooks.Artifacts(x.workspace), SkillArtifacts(x.Skills, full), MCPArtifacts(x.MCP)
+	hookArts, skillArts, mcpArts := x.Hooks.Artifacts(x.workspace), SkillArtifacts(x.Skills, full), MCPArtifacts(x.MCP, x.workspace)
 	var pluginArts []extensions.Artifact
 	if x.Plugins != nil {
 		pluginArts = x.Plugins.Artifacts()

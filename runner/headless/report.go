@@ -38,9 +38,10 @@ func SkillArtifacts(set *skills.Set, digests bool) []extensions.Artifact {
 
 // MCPArtifacts describes the MCP server declarations found, for the
 // report, in its terms: an untrusted declaration is inactive with trust
-// untrusted, as a custom tool is, and a disabled one inactive; reasons are
-// sanitized, since they quote the declarations.
-func MCPArtifacts(cfg mcp.Config) []extensions.Artifact {
+// untrusted, as a custom tool is, with the pin that would trust it, and a
+// disabled one inactive; reasons are sanitized, since they quote the
+// declarations.
+func MCPArtifacts(cfg mcp.Config, workspace string) []extensions.Artifact {
 	arts := make([]extensions.Artifact, 0, len(cfg.Files))
 	for _, f := range cfg.Files {
 		a := extensions.Artifact{
@@ -50,6 +51,11 @@ func MCPArtifacts(cfg mcp.Config) []extensions.Artifact {
 		switch f.Status {
 		case mcp.StatusUntrusted:
 			a.Status, a.Trust = extensions.StatusInactive, extensions.Untrusted
+			// The pin that would trust it as it is now, over the same
+			// files the trust check covers.
+			if pin, err := extensions.ComputePin(workspace, f.Layer, f.Path, f.Executables); err == nil {
+				a.Pin = &pin
+			}
 		case mcp.StatusDisabled:
 			a.Status = extensions.StatusInactive
 			if a.Reason == "" {

@@ -73,6 +73,9 @@ type File struct {
 	Status Status `json:"status"`
 	// Reason says why a declaration is not active.
 	Reason string `json:"reason,omitempty"`
+	// Executables are what a trust pin of an untrusted declaration must
+	// cover besides it: its stdio command, when that is a path.
+	Executables []string `json:"executables,omitempty"`
 }
 
 // Config is the MCP servers a session uses and the report of how they
@@ -195,11 +198,12 @@ func (c *Config) loadLayer(l extensions.Layer, trust Trust, opts LoadOptions) []
 			f.Status = StatusDisabled
 		case l.NeedsTrust():
 			ok, reason := false, "no trust pins"
+			exes := executables(srv, opts.Dir)
 			if trust != nil {
-				ok, reason = trust.Trusted(l, path, executables(srv, opts.Dir))
+				ok, reason = trust.Trusted(l, path, exes)
 			}
 			if !ok {
-				f.Status, f.Reason = StatusUntrusted, reason
+				f.Status, f.Reason, f.Executables = StatusUntrusted, reason, exes
 				c.Problems = append(c.Problems, Problem{Layer: l.Name, File: path, Reason: "untrusted: " + reason})
 				break
 			}

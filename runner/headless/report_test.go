@@ -1,7 +1,6 @@
 package headless
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,15 +30,7 @@ func TestReportSkillsAndMCP(t *testing.T) {
 		"ws/.aerie/mcp_servers/z.yaml":    "id: z\ntype: \"" + strings.ReplaceAll(leak, "\x1b", `\e`) + "\"\ncommand: z\n",
 		"home/mcp_servers/y.yaml":         "id: y\ntype: stdio\ncommand: y-server\ndisabled: true\n",
 	}
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTree(t, dir, files)
 	layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: ws, Workspace: ws, Home: home})
 	if err != nil {
 		t.Fatal(err)

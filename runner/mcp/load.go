@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/aerie-run/aerie/runner/extensions"
 )
@@ -127,7 +125,7 @@ func (c *Config) loadLayer(l extensions.Layer, trust Trust, opts LoadOptions) []
 	if opts.Listing.Absent(l, "mcp_servers") {
 		return nil
 	}
-	root, err := os.OpenRoot(l.Dir)
+	root, err := extensions.OpenDir(l.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -137,7 +135,7 @@ func (c *Config) loadLayer(l extensions.Layer, trust Trust, opts LoadOptions) []
 	}
 	defer root.Close()
 	dir := filepath.Join(l.Dir, "mcp_servers")
-	entries, more, err := readDir(root, "mcp_servers")
+	entries, more, err := root.ReadDir("mcp_servers", extensions.MaxDirEntries)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -223,25 +221,6 @@ func (c *Config) loadLayer(l extensions.Layer, trust Trust, opts LoadOptions) []
 		fail(Problem{Layer: l.Name, File: dir, Reason: reason})
 	}
 	return errs
-}
-
-// readDir reads at most extensions.MaxDirEntries entries of the directory
-// name in root, sorted by name; more reports that it has others.
-func readDir(root *os.Root, name string) (entries []fs.DirEntry, more bool, err error) {
-	d, err := root.Open(name)
-	if err != nil {
-		return nil, false, err
-	}
-	defer d.Close()
-	entries, err = d.ReadDir(extensions.MaxDirEntries + 1)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, false, err
-	}
-	if len(entries) > extensions.MaxDirEntries {
-		entries, more = entries[:extensions.MaxDirEntries], true
-	}
-	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return entries, more, nil
 }
 
 // executables returns what a trust pin must cover besides the manifest:
@@ -345,13 +324,11 @@ func (c *Config) sort() {
 	slices.SortFunc(c.Servers, func(a, b Server) int { return strings.Compare(a.ID, b.ID) })
 }
 
-const nonblock = syscall.O_NONBLOCK
-
 // readBounded reads the regular file name in root, refusing one larger
 // than MaxFileSize without reading it.
-func readBounded(root *os.Root, name string) ([]byte, error) {
-	// O_NONBLOCK: a FIFO in place of a file must not stall loading.
-	f, err := root.OpenFile(name, os.O_RDONLY|nonblock, 0)
+func readBounded(root *extensions.Dir, name string) ([]byte, error) {
+	// It does not block on a FIFO in place of a file.
+	f, err := root.Open(name)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open: %v", describe(err))
 	}

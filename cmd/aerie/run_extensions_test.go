@@ -255,6 +255,28 @@ func TestRunSkills(t *testing.T) {
 	}
 }
 
+// TestRunIgnoresCurrentDirectorySkills runs in a repository whose top
+// directory holds skills/: neither a malformed skill there (which would fail
+// a private layer) nor a link out of the workspace is read, because the
+// bundled layer comes from the binary, not from the current directory.
+func TestRunIgnoresCurrentDirectorySkills(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, answer("done"))
+	writeFile(t, filepath.Join(e.ws, "skills/bad/SKILL.md"), "no frontmatter at all\n", 0o644)
+	outside := t.TempDir()
+	writeFile(t, filepath.Join(outside, "SKILL.md"), "---\nname: planted\ndescription: Read from outside the workspace.\n---\nsecret\n", 0o644)
+	if err := os.Symlink(outside, filepath.Join(e.ws, "skills/planted")); err != nil {
+		t.Fatal(err)
+	}
+	out := e.run("run", "hello")
+	if out.code != 0 {
+		t.Fatalf("exit %d; a repository's skills/ must not count as the bundled layer\n%s", out.code, out.stderr)
+	}
+	if sys := systemPrompt(t, e.model.Requests()[0]); strings.Contains(sys, "planted") {
+		t.Errorf("a skill linked from the current directory's skills/ was offered:\n%s", sys)
+	}
+}
+
 // TestRunPlugins installs a plugin and runs a session with its skill and
 // its hook.
 func TestRunPlugins(t *testing.T) {

@@ -97,6 +97,13 @@ func Roots(layers []extensions.Layer, opts Options) []Root {
 		}
 	}
 	for _, l := range layers {
+		if l.Dir == "" {
+			// A layer without a directory (the bundled layer, read from the
+			// binary) has no skills/ on disk. Joining its empty Dir would give
+			// the relative path "skills", and a repository's skills/ in the
+			// current directory would load as a private, unconfined layer.
+			continue
+		}
 		if opts.Listing.Absent(l, "skills") {
 			continue // a missing root holds no skills
 		}

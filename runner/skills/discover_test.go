@@ -97,6 +97,12 @@ func TestRootsOrder(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
 	}
+	// The bundled layer read from the binary has no directory: it gives no
+	// root, never the relative "skills" of the current directory.
+	got = Roots([]extensions.Layer{{Name: "bundled", Kind: extensions.KindBundled}}, Options{})
+	if len(got) != 0 {
+		t.Errorf("a layer without a directory gave roots %+v; want none", got)
+	}
 	// Without a workspace, project layers stay inside their project
 	// directory and there are no working-directory conventions.
 	got = Roots(layers[:1], Options{})

@@ -108,9 +108,9 @@ func newSessionTreeCmd(a *app) *cobra.Command {
 	var asJSON, all bool
 	cmd := &cobra.Command{
 		Use:   "tree",
-		Short: "Show the sessions of the current directory as trees of forks and subagents",
+		Short: "Show the sessions of the current directory as trees of forks",
 		Long: `Tree shows the sessions of the current directory under the sessions they were
-forked from or are subagents of, oldest first at every level. A session whose
+forked from, oldest first at every level. A session whose
 parent was deleted is shown as a root.
 
 --json prints {"tenant": DIR, "sessions": [NODE, ...]}, where NODE has the

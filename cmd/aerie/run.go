@@ -23,6 +23,7 @@ import (
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/tools"
 )
@@ -85,7 +86,7 @@ cancelled by SIGINT or SIGTERM.`,
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &cli.ExitError{Code: headless.ExitConfig, Err: err}
+		return &cli.ExitError{Code: runconfig.ExitConfig, Err: err}
 	})
 	fl := cmd.Flags()
 	fl.StringVar(&f.provider, "provider", "", "model `provider`: anthropic, openai, openai-compatible or scripted")
@@ -113,7 +114,7 @@ cancelled by SIGINT or SIGTERM.`,
 // or 1; once it has run, the exit status is its outcome's.
 func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	ctx := cmd.Context()
-	configErr := func(err error) error { return &cli.ExitError{Code: headless.ExitConfig, Err: err} }
+	configErr := func(err error) error { return &cli.ExitError{Code: runconfig.ExitConfig, Err: err} }
 	if err := f.validate(); err != nil {
 		return configErr(err)
 	}

@@ -63,7 +63,7 @@ error; 3 model or API failure; 4 a turn, token or time budget ran out; 130 or
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &cli.ExitError{Code: headless.ExitConfig, Err: err}
+		return &cli.ExitError{Code: runconfig.ExitConfig, Err: err}
 	})
 	fl := cmd.Flags()
 	fl.StringVar(&f.config, "config", f.config, "the runner configuration `file`")
@@ -80,7 +80,7 @@ func (a *app) runner(cmd *cobra.Command, f runnerFlags) error {
 	rep, err := a.runAttempt(ctx, cmd, f, logger)
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {
-		ee = &cli.ExitError{Code: headless.ExitFailure, Err: err}
+		ee = &cli.ExitError{Code: runconfig.ExitFailure, Err: err}
 	}
 	if ee != nil {
 		rep.ExitCode = ee.Code
@@ -101,7 +101,7 @@ func (a *app) runner(cmd *cobra.Command, f runnerFlags) error {
 // runAttempt runs the session and returns its report; an error that is not
 // an *cli.ExitError exits 1.
 func (a *app) runAttempt(ctx context.Context, cmd *cobra.Command, f runnerFlags, logger *slog.Logger) (runconfig.Report, error) {
-	configErr := func(err error) error { return &cli.ExitError{Code: headless.ExitConfig, Err: err} }
+	configErr := func(err error) error { return &cli.ExitError{Code: runconfig.ExitConfig, Err: err} }
 	var rep runconfig.Report
 	cfg, err := runconfig.Load(f.config)
 	if err != nil {
@@ -188,7 +188,7 @@ func (a *app) runAttempt(ctx context.Context, cmd *cobra.Command, f runnerFlags,
 		logger.Error("the journal failed: the stored transcript is incomplete", "err", r.JournalErr)
 	}
 	logger.Info("session ended", "outcome", r.Outcome, "exitCode", res.ExitCode, "reason", r.Reason)
-	if res.ExitCode != headless.ExitCompleted {
+	if res.ExitCode != runconfig.ExitCompleted {
 		msg := string(r.Outcome)
 		if r.Reason != "" {
 			msg += ": " + r.Reason
@@ -326,11 +326,11 @@ func dialExecutor(ctx context.Context, socket string, wait time.Duration) (*exec
 func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, dir string, exe headless.Executor, getenv func(string) string, logger *slog.Logger) (headless.Options, error) {
 	id, err := uuid.Parse(cfg.Session.ID)
 	if err != nil {
-		return headless.Options{}, &cli.ExitError{Code: headless.ExitConfig, Err: fmt.Errorf("session.id: %w", err)}
+		return headless.Options{}, &cli.ExitError{Code: runconfig.ExitConfig, Err: fmt.Errorf("session.id: %w", err)}
 	}
 	pins, err := sessionPins(cfg)
 	if err != nil {
-		return headless.Options{}, &cli.ExitError{Code: headless.ExitConfig, Err: err}
+		return headless.Options{}, &cli.ExitError{Code: runconfig.ExitConfig, Err: err}
 	}
 	opts := headless.Options{
 		Tenant:    cfg.Namespace,

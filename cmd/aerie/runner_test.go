@@ -238,7 +238,7 @@ func TestRunnerBudget(t *testing.T) {
 	t.Parallel()
 	p := newPod(t, "", toolTurn(call("c1", "bash", map[string]any{"command": "true"})), answer("never asked"))
 	res := p.run(t.Context(), p.config(func(c *runconfig.Config) { c.Budget.MaxTurns = 1 }))
-	if res.code != headless.ExitBudget || res.report.Outcome != runconfig.OutcomeBudgetExceeded || res.report.ExitCode != 4 {
+	if res.code != runconfig.ExitBudget || res.report.Outcome != runconfig.OutcomeBudgetExceeded || res.report.ExitCode != 4 {
 		t.Fatalf("exit %d, report %+v; stderr:\n%s", res.code, res.report, res.stderr)
 	}
 	if !strings.Contains(res.report.Reason, "turn budget") || res.report.Usage.ToolCalls != 1 {
@@ -259,22 +259,22 @@ func TestRunnerConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := p.runFile(t.Context(), bad)
-	if res.code != headless.ExitConfig || res.report.Outcome != runconfig.OutcomeFailed || !strings.Contains(res.report.Reason, "model.provider") || !strings.Contains(res.report.Reason, bad) {
+	if res.code != runconfig.ExitConfig || res.report.Outcome != runconfig.OutcomeFailed || !strings.Contains(res.report.Reason, "model.provider") || !strings.Contains(res.report.Reason, bad) {
 		t.Errorf("bad provider: exit %d, report %+v", res.code, res.report)
 	}
 
 	res = p.run(t.Context(), p.config(func(c *runconfig.Config) { c.Executor.WorkingDir = "services/billing" }))
-	if res.code != headless.ExitConfig || !strings.Contains(res.report.Reason, `workspace.workingDir "services/billing"`) {
+	if res.code != runconfig.ExitConfig || !strings.Contains(res.report.Reason, `workspace.workingDir "services/billing"`) {
 		t.Errorf("missing working dir: exit %d, report %+v", res.code, res.report)
 	}
 
 	res = p.run(t.Context(), p.config(func(c *runconfig.Config) { c.Executor.Socket = filepath.Join(dir, "none.sock") }), "--socket-wait", "300ms")
-	if res.code != headless.ExitFailure || !strings.Contains(res.report.Reason, "did not appear within 300ms") {
+	if res.code != runconfig.ExitFailure || !strings.Contains(res.report.Reason, "did not appear within 300ms") {
 		t.Errorf("no executor: exit %d, report %+v", res.code, res.report)
 	}
 
 	res = p.run(t.Context(), p.config(func(c *runconfig.Config) { c.Model.Provider, c.Model.Name = runconfig.ProviderScripted, "demo" }))
-	if res.code != headless.ExitConfig || !strings.Contains(res.report.Reason, `no script for scripted model "demo"`) {
+	if res.code != runconfig.ExitConfig || !strings.Contains(res.report.Reason, `no script for scripted model "demo"`) {
 		t.Errorf("scripted without a script: exit %d, report %+v", res.code, res.report)
 	}
 }
@@ -353,7 +353,7 @@ func TestRunnerSIGTERM(t *testing.T) {
 		}
 	}()
 	res := p.run(ctx, p.config())
-	if res.code != headless.ExitTerminated || res.report.Outcome != runconfig.OutcomeCancelled || res.report.ExitCode != 143 {
+	if res.code != runconfig.ExitTerminated || res.report.Outcome != runconfig.OutcomeCancelled || res.report.ExitCode != 143 {
 		t.Fatalf("exit %d, report %+v; stderr:\n%s", res.code, res.report, res.stderr)
 	}
 	b, err := os.ReadFile(filepath.Join(p.ws, "pid"))
@@ -366,32 +366,6 @@ func TestRunnerSIGTERM(t *testing.T) {
 	}
 	if err := syscall.Kill(pid, 0); err == nil {
 		t.Errorf("the tool's process %d is still alive", pid)
-	}
-}
-
-// TestRunnerExitCodes keeps the controller's copy of the exit statuses in
-// step with the runner's.
-func TestRunnerExitCodes(t *testing.T) {
-	t.Parallel()
-	pairs := [][2]int{
-		{runconfig.ExitCompleted, headless.ExitCompleted}, {runconfig.ExitFailure, headless.ExitFailure},
-		{runconfig.ExitConfig, headless.ExitConfig}, {runconfig.ExitModel, headless.ExitModel},
-		{runconfig.ExitBudget, headless.ExitBudget}, {runconfig.ExitInterrupted, headless.ExitInterrupted},
-		{runconfig.ExitTerminated, headless.ExitTerminated},
-	}
-	for _, p := range pairs {
-		if p[0] != p[1] {
-			t.Errorf("runconfig has %d where headless has %d", p[0], p[1])
-		}
-	}
-	for o, want := range map[agent.Outcome]string{
-		agent.Completed: runconfig.OutcomeCompleted, agent.BudgetExceeded: runconfig.OutcomeBudgetExceeded,
-		agent.DeadlineExceeded: runconfig.OutcomeDeadlineExceeded, agent.Cancelled: runconfig.OutcomeCancelled,
-		agent.ModelError: runconfig.OutcomeModelError, agent.Failed: runconfig.OutcomeFailed,
-	} {
-		if string(o) != want {
-			t.Errorf("agent outcome %q, runconfig %q", o, want)
-		}
 	}
 }
 

@@ -299,8 +299,8 @@ func TestRunnerTurnBudgetAcrossAttempts(t *testing.T) {
 	}
 	cfg.Session.Attempt, cfg.Prompt = 2, "Go on."
 	res := p.run(t.Context(), cfg)
-	if res.code != headless.ExitBudget || res.report.Usage.Requests != 3 {
-		t.Errorf("attempt 2: exit %d, usage %+v, want exit %d after 3 requests in all", res.code, res.report.Usage, headless.ExitBudget)
+	if res.code != runconfig.ExitBudget || res.report.Usage.Requests != 3 {
+		t.Errorf("attempt 2: exit %d, usage %+v, want exit %d after 3 requests in all", res.code, res.report.Usage, runconfig.ExitBudget)
 	}
 	if res.report.Outcome != runconfig.OutcomeBudgetExceeded {
 		t.Errorf("attempt 2: outcome %q, want %q", res.report.Outcome, runconfig.OutcomeBudgetExceeded)

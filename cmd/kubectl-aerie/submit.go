@@ -21,7 +21,7 @@ import (
 	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/events"
-	"github.com/aerie-run/aerie/runner/headless"
+	"github.com/aerie-run/aerie/runner/runconfig"
 )
 
 type submitFlags struct {
@@ -55,7 +55,7 @@ shown); 1 for other failures.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.submit(cmd, f) },
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &cli.ExitError{Code: headless.ExitConfig, Err: err}
+		return &cli.ExitError{Code: runconfig.ExitConfig, Err: err}
 	})
 	fl := cmd.Flags()
 	f.kube.add(fl)
@@ -87,7 +87,7 @@ type submitted struct {
 
 func (a *app) submit(cmd *cobra.Command, f submitFlags) error {
 	ctx := cmd.Context()
-	configErr := func(err error) error { return &cli.ExitError{Code: headless.ExitConfig, Err: err} }
+	configErr := func(err error) error { return &cli.ExitError{Code: runconfig.ExitConfig, Err: err} }
 	sess, err := f.session(cmd.InOrStdin())
 	if err != nil {
 		return configErr(err)

@@ -25,33 +25,13 @@ import (
 	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
-// Exit statuses of a headless run. A CI job can trust them: 0 only when the
-// session completed.
-const (
-	ExitCompleted = 0
-	// ExitFailure: aerie failed at something other than the model (storage,
-	// an internal error).
-	ExitFailure = 1
-	// ExitConfig: the run could not start: bad flags, configuration, an
-	// unknown session, a provider without credentials.
-	ExitConfig = 2
-	// ExitModel: the model API failed after its retries, or the model ended
-	// without a usable answer.
-	ExitModel = 3
-	// ExitBudget: a turn, token or time budget ran out.
-	ExitBudget = 4
-	// ExitInterrupted and ExitTerminated: the run was cancelled by SIGINT or
-	// by SIGTERM (or a cancel request), as shells report them.
-	ExitInterrupted = 130
-	ExitTerminated  = 143
-)
-
 // ConfigError is a problem that stops a run before it starts. It exits
-// ExitConfig.
+// runconfig.ExitConfig.
 type ConfigError struct{ Err error }
 
 func (e *ConfigError) Error() string { return e.Err.Error() }
@@ -80,19 +60,19 @@ func signalName(s syscall.Signal) string {
 func ExitCode(r agent.Result) int {
 	switch r.Outcome {
 	case agent.Completed:
-		return ExitCompleted
+		return runconfig.ExitCompleted
 	case agent.ModelError:
-		return ExitModel
+		return runconfig.ExitModel
 	case agent.BudgetExceeded, agent.DeadlineExceeded:
-		return ExitBudget
+		return runconfig.ExitBudget
 	case agent.Cancelled:
 		var sig *SignalError
 		if errors.As(r.Err, &sig) && sig.Signal == syscall.SIGINT {
-			return ExitInterrupted
+			return runconfig.ExitInterrupted
 		}
-		return ExitTerminated
+		return runconfig.ExitTerminated
 	}
-	return ExitFailure
+	return runconfig.ExitFailure
 }
 
 // Store is what a run needs of the session store.
@@ -350,7 +330,7 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 		_, _ = opts.Executor.TeardownAll(tctx)
 		cancel()
 		_ = w.Close(cleanup)
-		code := ExitFailure
+		code := runconfig.ExitFailure
 		emit(opts.Observe, agent.Event{Type: agent.EventSessionEnd, Session: sess.ID.String(), Outcome: agent.Failed, Reason: err.Error(), ExitCode: &code})
 		return Report{}, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/store"
 )
 
@@ -205,8 +206,8 @@ func TestNewSessionCancelledWhileStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Result.Outcome != agent.Cancelled || rep.ExitCode != ExitTerminated {
-		t.Errorf("outcome %s, exit %d; want cancelled and %d", rep.Result.Outcome, rep.ExitCode, ExitTerminated)
+	if rep.Result.Outcome != agent.Cancelled || rep.ExitCode != runconfig.ExitTerminated {
+		t.Errorf("outcome %s, exit %d; want cancelled and %d", rep.Result.Outcome, rep.ExitCode, runconfig.ExitTerminated)
 	}
 	if _, err := os.Stat(filepath.Join(r.ws, "a.txt")); err == nil {
 		t.Error("the tool ran after the cancel")

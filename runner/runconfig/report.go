@@ -150,15 +150,25 @@ func DecodeReport(b []byte) (Report, error) {
 	return r, nil
 }
 
-// Exit statuses of the runner, the same as `aerie run`'s (package headless
-// defines them; they are repeated here so that the controller, which maps
-// them to an AgentSession's status, does not import the runner).
+// Exit statuses of the runner and of `aerie run`. A CI job can trust them: 0
+// only when the session completed. They are defined here, in the contract
+// between the runner and the controller, so that the controller maps them to
+// an AgentSession's status without importing the runner.
 const (
-	ExitCompleted   = 0
-	ExitFailure     = 1
-	ExitConfig      = 2
-	ExitModel       = 3
-	ExitBudget      = 4
+	ExitCompleted = 0
+	// ExitFailure: aerie failed at something other than the model (storage,
+	// an internal error).
+	ExitFailure = 1
+	// ExitConfig: the run could not start: bad flags, configuration, an
+	// unknown session, a provider without credentials.
+	ExitConfig = 2
+	// ExitModel: the model API failed after its retries, or the model ended
+	// without a usable answer.
+	ExitModel = 3
+	// ExitBudget: a turn, token or time budget ran out.
+	ExitBudget = 4
+	// ExitInterrupted and ExitTerminated: the run was cancelled by SIGINT or
+	// by SIGTERM (or a cancel request), as shells report them.
 	ExitInterrupted = 130
 	ExitTerminated  = 143
 	// ExitKilled is SIGKILL's status, as the kubelet reports a container

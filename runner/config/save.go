@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/aerie-run/aerie/runner/atomicfile"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
 )
@@ -58,7 +59,7 @@ func SaveDatabaseURL(home, databaseURL string) (string, error) {
 	if err != nil {
 		return file, err
 	}
-	if err := writeFileAtomic(target, out, perm); err != nil {
+	if err := atomicfile.Write(target, out, perm); err != nil {
 		return file, fmt.Errorf("write global config: %w", err)
 	}
 	return file, nil
@@ -227,45 +228,4 @@ func quote(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
-}
-
-// writeFileAtomic replaces path with data: readers see the old file or the
-// new one, never a torn mix, and a crash leaves at worst a stray temp file.
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	// Chmod before writing so the content is never readable with the temp
-	// file's mode when that is wider than perm.
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	// Make the rename itself durable; failure here is not worth reporting
-	// on file systems that cannot sync directories.
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }

@@ -12,9 +12,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/aerie-run/aerie/runner/atomicfile"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/google/uuid"
@@ -878,15 +878,16 @@ func WriteTrajectory(path string, t *Trajectory) error {
 	if err != nil {
 		return fmt.Errorf("write trajectory %s: %w", path, err)
 	}
-	if err := writeFileAtomic(path, data); err != nil {
+	if err := writeTrajectoryFile(path, data); err != nil {
 		return fmt.Errorf("write trajectory %s: %w", path, err)
 	}
 	return nil
 }
 
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// writeTrajectoryFile creates path's directories and replaces path,
+// keeping an existing file's permissions.
+func writeTrajectoryFile(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
 	perm := os.FileMode(0o644)
@@ -896,41 +897,5 @@ func writeFileAtomic(path string, data []byte) (err error) {
 		}
 		perm = fi.Mode().Perm()
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	// The rename is durable only once the directory is. Some filesystems
-	// cannot sync a directory; the file is in place there all the same.
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err = d.Sync(); errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
-		err = nil
-	}
-	return err
+	return atomicfile.Write(path, data, perm)
 }

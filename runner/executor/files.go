@@ -2,8 +2,6 @@ package executor
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io/fs"
 	"iter"
@@ -12,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/aerie-run/aerie/runner/atomicfile"
 )
 
 // The file operations go through an os.Root: every path is resolved by
@@ -205,7 +205,7 @@ func (l *Local) WriteFile(ctx context.Context, name string, data []byte, perm fs
 	case !errors.Is(err, fs.ErrNotExist):
 		return pathErr("write", name, err)
 	}
-	if err := l.writeAtomic(dir, target, data, mode); err != nil {
+	if err := atomicfile.WriteIn(l.root, target, data, mode); err != nil {
 		return pathErr("write", name, err)
 	}
 	return nil
@@ -238,44 +238,4 @@ func (l *Local) resolve(rel string) (string, error) {
 		rel = next
 	}
 	return "", syscall.ELOOP
-}
-
-// writeAtomic writes data to a new file beside target, syncs it, renames
-// it over target and syncs the directory.
-func (l *Local) writeAtomic(dir, target string, data []byte, mode fs.FileMode) (err error) {
-	var suffix [6]byte
-	_, _ = rand.Read(suffix[:])
-	tmp := filepath.Join(dir, "."+filepath.Base(target)+".aerie-"+hex.EncodeToString(suffix[:]))
-	f, err := l.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			_ = l.root.Remove(tmp)
-		}
-	}()
-	// The umask narrowed the mode at creation; an existing file's mode is
-	// to be kept exactly.
-	if err := f.Chmod(mode); err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := l.root.Rename(tmp, target); err != nil {
-		return err
-	}
-	if d, err := l.root.Open(dir); err == nil {
-		_ = d.Sync() // durability of the rename; the write itself is done
-		d.Close()
-	}
-	return nil
 }

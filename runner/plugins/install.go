@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aerie-run/aerie/runner/atomicfile"
 	"gopkg.in/yaml.v3"
 )
 
@@ -60,18 +61,8 @@ func writeInstall(dir string, in *Install) error {
 	if err != nil {
 		return fmt.Errorf("encode install record: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".aerie-install-*.tmp")
-	if err != nil {
-		return fmt.Errorf("write install record: %w", err)
-	}
-	_, werr := tmp.Write(append([]byte("# Written by aerie plugin install; do not edit.\n"), data...))
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write install record: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, InstallFile)); err != nil {
-		os.Remove(tmp.Name())
+	data = append([]byte("# Written by aerie plugin install; do not edit.\n"), data...)
+	if err := atomicfile.Write(filepath.Join(dir, InstallFile), data, 0o600); err != nil {
 		return fmt.Errorf("write install record: %w", err)
 	}
 	return nil

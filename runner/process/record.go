@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/aerie-run/aerie/runner/atomicfile"
 )
 
 // RegistryDir is the registry's directory under aerie's home.
@@ -86,46 +88,9 @@ func (r *Registry) Register(rec Record) error {
 	if err := os.Chmod(r.dir, 0o700); err != nil {
 		return fmt.Errorf("create process registry: %w", err)
 	}
-	if err := writeAtomic(r.dir, rec.ID+recordExt, append(data, '\n')); err != nil {
+	if err := atomicfile.Write(filepath.Join(r.dir, rec.ID+recordExt), append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("register process group %s: %w", rec.ID, err)
 	}
-	return nil
-}
-
-// writeAtomic writes data to dir/name through a temporary file in dir.
-func writeAtomic(dir, name string, data []byte) (err error) {
-	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	// CreateTemp makes 0600 files; say so rather than rely on it.
-	if err := f.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return nil // published; only durability across a crash is weaker
-	}
-	defer d.Close()
-	_ = d.Sync()
 	return nil
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/aerie-run/aerie/runner/atomicfile"
 )
 
 // Default capping limits, in bytes.
@@ -86,21 +88,9 @@ func (c *Capper) spill(callID, s string) (string, error) {
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		return "", fmt.Errorf("create sidecar directory: %w", err)
 	}
-	f, err := os.CreateTemp(c.Dir, ".spill-*")
-	if err != nil {
-		return "", fmt.Errorf("create sidecar file: %w", err)
-	}
-	tmp := f.Name()
-	_, werr := f.WriteString(s)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("write sidecar file: %w", err)
-	}
 	path := filepath.Join(c.Dir, name)
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("publish sidecar file: %w", err)
+	if err := atomicfile.Write(path, []byte(s), 0o600); err != nil {
+		return "", fmt.Errorf("write sidecar file: %w", err)
 	}
 	return path, nil
 }

@@ -120,7 +120,7 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	}
 	// The provider's encoders are built while the run starts (a resumed
 	// session's provider is only a guess until the store is read).
-	provider.Warm(a.defaultSettings(store.Settings{Provider: f.provider}).Provider, f.api)
+	warmProvider(a.defaultSettings(store.Settings{Provider: f.provider}).Provider, f.api)
 	prompt, err := a.prompt(cmd, args, f)
 	if err != nil {
 		return configErr(err)
@@ -298,7 +298,7 @@ func (f runFlags) validate() error {
 	case f.maxDuration < 0:
 		return fmt.Errorf("--max-duration %s: want 0 (no limit) or more", f.maxDuration)
 	case f.provider != "" && !knownProvider(f.provider):
-		return fmt.Errorf("--provider %q: want one of anthropic, openai, openai-compatible, scripted", f.provider)
+		return fmt.Errorf("--provider %q: want one of %s", f.provider, providerNames)
 	case f.script != "" && f.provider != "" && f.provider != provider.NameScripted:
 		return fmt.Errorf("--script is for --provider scripted, not %s", f.provider)
 	}
@@ -422,7 +422,7 @@ func (a *app) modelFactory(f runFlags, layers []extensions.Layer, logger *slog.L
 			}
 			cfg.ScriptPath = path
 		}
-		return provider.New(cfg)
+		return newProvider(cfg)
 	}
 }
 

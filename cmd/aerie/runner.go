@@ -108,7 +108,7 @@ func (a *app) runAttempt(ctx context.Context, cmd *cobra.Command, f runnerFlags,
 		return rep, configErr(err)
 	}
 	rep.SessionID = cfg.Session.ID
-	provider.Warm(cfg.Model.Provider, cfg.Model.API)
+	warmProvider(cfg.Model.Provider, cfg.Model.API)
 	logger = logger.With("session", cfg.Session.ID, "agentSession", cfg.AgentSession, "attempt", cfg.Session.Attempt)
 	dsn := a.getenv(runconfig.DatabaseURLEnv)
 	if dsn == "" {
@@ -430,7 +430,7 @@ func podModel(cfg *runconfig.Config, getenv func(string) string, logger *slog.Lo
 			}
 			pc.ScriptPath = p
 		}
-		return provider.New(pc)
+		return newProvider(pc)
 	}
 }
 

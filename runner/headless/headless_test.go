@@ -16,6 +16,7 @@ import (
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/provider/anthropic"
 	"github.com/aerie-run/aerie/runner/store"
 )
 
@@ -52,7 +53,7 @@ func TestRunOnPostgres(t *testing.T) {
 		Prompt:   "write a.txt",
 		Settings: store.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
 		NewModel: func(s store.Settings) (agent.Model, error) {
-			return provider.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+			return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
 		},
 		System:   "be brief",
 		Executor: exe,
@@ -139,7 +140,7 @@ func TestRunLayersPersonaWindow(t *testing.T) {
 		Tenant: "team-a", Dir: ws, Workspace: ws, Prompt: "review it",
 		Settings: store.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
 		NewModel: func(s store.Settings) (agent.Model, error) {
-			return provider.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+			return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
 		},
 		System: "default persona", Layers: layers, Persona: "reviewer", ContextWindow: 50_000, Executor: exe,
 	}

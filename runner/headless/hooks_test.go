@@ -17,6 +17,7 @@ import (
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/provider/anthropic"
 	"github.com/aerie-run/aerie/runner/store"
 )
 
@@ -61,7 +62,7 @@ func TestHookVerdictsJournaled(t *testing.T) {
 		Tenant: ws, Dir: ws, Prompt: "delete build",
 		Settings: store.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
 		NewModel: func(s store.Settings) (agent.Model, error) {
-			return provider.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+			return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
 		},
 		Layers:   []extensions.Layer{{Name: "home", Dir: home, Kind: extensions.KindHome}},
 		Executor: exe,

@@ -18,6 +18,7 @@ import (
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/provider/anthropic"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/store"
 )
@@ -70,7 +71,7 @@ func newPendingRun(t *testing.T, first testenv.Turn) *pendingRun {
 			Tenant: ws, Dir: ws, Prompt: "write a.txt",
 			Settings: store.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
 			NewModel: func(s store.Settings) (agent.Model, error) {
-				return provider.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+				return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
 			},
 			Executor: exe,
 		},

@@ -16,6 +16,7 @@ import (
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/provider/anthropic"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/tools"
 )
@@ -55,7 +56,7 @@ func runIn(t *testing.T, extra []tools.Tool, home string, turns ...testenv.Turn)
 		Prompt:   "go",
 		Settings: store.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
 		NewModel: func(s store.Settings) (agent.Model, error) {
-			return provider.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+			return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
 		},
 		System:   "PERSONA",
 		Layers:   layers,

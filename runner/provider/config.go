@@ -41,11 +41,6 @@ const (
 	// wait, and reading the whole streamed answer. It is generous because an
 	// answer of tens of thousands of tokens takes minutes to stream.
 	DefaultTimeout = 20 * time.Minute
-	// DefaultAnthropicMaxOutputTokens is sent when neither the request nor the
-	// Config caps the output, because the Messages API requires max_tokens.
-	// Every Claude 4 model accepts it. The OpenAI APIs default to the model's
-	// own limit, so nothing is sent there.
-	DefaultAnthropicMaxOutputTokens = 32000
 
 	// responseHeaderTimeout fails an attempt whose server accepted the request
 	// but sends no response headers, so that it is retried instead of using up
@@ -96,7 +91,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-func (c Config) maxRetries() int {
+// Retries is how many times a failed attempt is retried: MaxRetries, with
+// its default.
+func (c Config) Retries() int {
 	switch {
 	case c.MaxRetries < 0:
 		return 0
@@ -106,14 +103,17 @@ func (c Config) maxRetries() int {
 	return c.MaxRetries
 }
 
-func (c Config) timeout() time.Duration {
+// CallTimeout bounds each model call: Timeout, with its default.
+func (c Config) CallTimeout() time.Duration {
 	if c.Timeout == 0 {
 		return DefaultTimeout
 	}
 	return c.Timeout
 }
 
-func (c Config) httpClient() *http.Client {
+// Client is the HTTP client that sends the requests: HTTPClient, or one
+// with a response-header timeout.
+func (c Config) Client() *http.Client {
 	if c.HTTPClient != nil {
 		return c.HTTPClient
 	}
@@ -125,56 +125,19 @@ func (c Config) httpClient() *http.Client {
 	return &http.Client{}
 }
 
-func (c Config) logger() *slog.Logger {
+// Log is the logger of failed attempts: Logger, or one that discards.
+func (c Config) Log() *slog.Logger {
 	if c.Logger == nil {
 		return slog.New(slog.DiscardHandler)
 	}
 	return c.Logger
 }
 
-// New returns the Provider that cfg selects, or an error that names the
-// Config field at fault.
-func New(cfg Config) (Provider, error) {
-	switch cfg.Provider {
-	case NameAnthropic:
-		return NewAnthropic(cfg)
-	case NameOpenAI, NameOpenAICompatible:
-		api, err := cfg.openAIAPI()
-		if err != nil {
-			return nil, err
-		}
-		if api == APIResponses {
-			return NewOpenAIResponses(cfg)
-		}
-		return NewOpenAIChat(cfg)
-	case NameScripted:
-		return newScripted(cfg)
-	case "":
-		return nil, fmt.Errorf("provider: Config.Provider is empty; want one of %s", providerNames)
-	default:
-		return nil, fmt.Errorf("provider: Config.Provider %q is not a known provider; want one of %s", cfg.Provider, providerNames)
-	}
-}
-
-const providerNames = NameAnthropic + ", " + NameOpenAI + ", " + NameOpenAICompatible + ", " + NameScripted
-
-// openAIAPI returns the wire API of an OpenAI provider.
-func (c Config) openAIAPI() (string, error) {
-	switch c.API {
-	case APIResponses, APIChatCompletions:
-		return c.API, nil
-	case "":
-		if c.Provider == NameOpenAI {
-			return APIResponses, nil
-		}
-		return APIChatCompletions, nil
-	}
-	return "", fmt.Errorf("provider: %s: Config.API %q is not a known API; want %s or %s", c.Provider, c.API, APIResponses, APIChatCompletions)
-}
-
-// check validates the fields every remote provider shares. It names the
-// field at fault, because the error reaches a person who wrote a session spec.
-func (c Config) check(name string, keyRequired bool) error {
+// Check validates the fields every provider that calls an API shares, for
+// the provider name (whose API needs a key if keyRequired). It names the
+// field at fault, because the error reaches a person who wrote a session
+// spec.
+func (c Config) Check(name string, keyRequired bool) error {
 	var errs []error
 	if c.Model == "" {
 		errs = append(errs, errors.New("Config.Model is empty; name the model, for example claude-sonnet-4-5 or gpt-5"))
@@ -249,13 +212,16 @@ func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
 // the value.
 func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
-// retryLog is an SDK middleware that logs the failed attempts the SDKs retry
+// RetryLog is an SDK middleware that logs the failed attempts the SDKs retry
 // (429, 408, 409, 5xx, connection errors), below their retry loops so that
 // each attempt is seen: rate limiting and outages show in the logs even when
 // a retry succeeds. The caller sees the error of the last attempt, so this is
 // information, not an error report. It logs the status and the server's
 // retry-after, never headers or bodies, which could carry the key.
-func retryLog(log *slog.Logger, provider, model string) func(*http.Request, func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+//
+// Both SDKs take it as their option.Middleware, and both number the attempt
+// in the X-Stainless-Retry-Count header.
+func RetryLog(log *slog.Logger, provider, model string) func(*http.Request, func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	return func(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 		res, err := next(req)
 		attrs := []any{"provider", provider, "model", model, "attempt", req.Header.Get("X-Stainless-Retry-Count")}

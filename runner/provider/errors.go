@@ -2,16 +2,11 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/packages/ssestream"
 )
 
 // ErrContextOverflow matches (with errors.Is) an APIError that says the
@@ -21,7 +16,8 @@ var ErrContextOverflow = errors.New("the request exceeds the model's context win
 
 // APIError is an error answer from a model API: an HTTP error status, or an
 // error event in the middle of a stream (StatusCode is then the stream's 200).
-// It wraps the SDK's own error.
+// Each provider translates its SDK's errors into it, so that callers tell a
+// rate limit from a bad request without knowing the SDK.
 type APIError struct {
 	// StatusCode is the HTTP status of the response.
 	StatusCode int
@@ -35,8 +31,8 @@ type APIError struct {
 	Message string
 	// RequestID identifies the request for the provider's support.
 	RequestID string
-
-	err error
+	// Err is the SDK's own error, if any.
+	Err error
 }
 
 func (e *APIError) Error() string {
@@ -57,7 +53,7 @@ func (e *APIError) Error() string {
 }
 
 // Unwrap returns the SDK's error.
-func (e *APIError) Unwrap() error { return e.err }
+func (e *APIError) Unwrap() error { return e.Err }
 
 // Is reports whether the error is ErrContextOverflow. Neither API has one code
 // for it, so it is recognized by the codes and wordings the providers use.
@@ -80,53 +76,12 @@ func (e *APIError) Is(target error) bool {
 	return false
 }
 
-// apiError turns an SDK error into an *APIError where there is one, and
-// leaves every other error (connection, context) as it is.
-func apiError(err error) error {
-	var aerr *anthropic.Error
-	if errors.As(err, &aerr) {
-		return &APIError{
-			StatusCode: aerr.StatusCode,
-			Type:       string(aerr.Type()),
-			Code:       string(aerr.ErrorCode()),
-			Message:    aerr.Message,
-			RequestID:  aerr.RequestID,
-			err:        err,
-		}
-	}
-	var oerr *openai.Error
-	if errors.As(err, &oerr) {
-		e := &APIError{StatusCode: oerr.StatusCode, Type: oerr.Type, Code: oerr.Code, Message: oerr.Message, err: err}
-		if oerr.Response != nil {
-			e.RequestID = oerr.Response.Header.Get("x-request-id")
-		}
-		return e
-	}
-	var serr *ssestream.StreamError
-	if errors.As(err, &serr) {
-		// An error event in a Chat Completions stream: {"error": {...}}.
-		var event struct {
-			Error struct {
-				Message string `json:"message"`
-				Type    string `json:"type"`
-				Code    any    `json:"code"` // a string, a number or null, depending on the server
-			} `json:"error"`
-		}
-		e := &APIError{StatusCode: http.StatusOK, Message: serr.Message, err: err}
-		if json.Unmarshal(serr.Event.Data, &event) == nil && event.Error.Message != "" {
-			e.Message, e.Type = event.Error.Message, event.Error.Type
-			if event.Error.Code != nil {
-				e.Code = fmt.Sprint(event.Error.Code)
-			}
-		}
-		return e
-	}
-	return err
-}
-
-// callError wraps the error of a model call with what was being done, and says
-// plainly when the call's own deadline (not the caller's) ran out.
-func callError(ctx, parent context.Context, timeout time.Duration, what string, err error) error {
+// CallError wraps the error of a model call with what was being done, and
+// says plainly when the call's own deadline (not the caller's) ran out: ctx
+// is the call's context, parent the caller's, and timeout the call's
+// deadline. The provider has already translated err into an *APIError where
+// it is one.
+func CallError(ctx, parent context.Context, timeout time.Duration, what string, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 		if parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return fmt.Errorf("%s: no complete answer within the %s timeout: %w", what, timeout, context.DeadlineExceeded)
@@ -135,5 +90,5 @@ func callError(ctx, parent context.Context, timeout time.Duration, what string, 
 			return fmt.Errorf("%s: %w", what, context.Cause(parent))
 		}
 	}
-	return fmt.Errorf("%s: %w", what, apiError(err))
+	return fmt.Errorf("%s: %w", what, err)
 }

@@ -70,3 +70,7 @@ func FuzzScriptedParse(f *testing.F) {
 		}
 	})
 }
+
+func userRequest(text string) provider.Request {
+	return provider.Request{Messages: []provider.Message{provider.UserMessage(text)}}
+}

@@ -4,17 +4,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 )
 
-// splitSystem checks the conversation's shape and returns the system prompt
-// (one text per system message) apart from the rest. Every provider checks the
-// same rules, so that a conversation one provider accepts the others accept
-// too: system messages first, tool calls only from the assistant, tool results
-// only in tool messages.
-func splitSystem(msgs []Message) (system []string, conv []Message, err error) {
-	// The system messages come first, so the conversation is the rest of
-	// msgs, shared rather than copied: the callers only read it.
+// SplitSystem checks the conversation's shape and returns the system prompt
+// (one text per system message) apart from the rest. Every provider checks
+// the same rules, so that a conversation one provider accepts the others
+// accept too: system messages first, tool calls only from the assistant, tool
+// results only in tool messages.
+//
+// The conversation shares msgs' array: callers only read it.
+func SplitSystem(msgs []Message) (system []string, conv []Message, err error) {
 	start := 0
 	for i, m := range msgs {
 		if m.Role == RoleSystem {
@@ -62,9 +61,10 @@ func allowedContent(r Role, t ContentType) bool {
 	return false
 }
 
-// schemaObject returns a tool's input schema as a JSON object, key by key. A
-// tool without a schema takes no arguments.
-func schemaObject(t Tool) (map[string]json.RawMessage, error) {
+// Schema returns the tool's input schema as a JSON object, key by key, for
+// the providers to translate into their wire formats. A tool without a
+// schema takes no arguments.
+func (t Tool) Schema() (map[string]json.RawMessage, error) {
 	if t.Name == "" {
 		return nil, errors.New("a tool without a name")
 	}
@@ -77,21 +77,3 @@ func schemaObject(t Tool) (map[string]json.RawMessage, error) {
 	}
 	return schema, nil
 }
-
-// schemaMap is schemaObject decoded for the OpenAI SDK, which takes the schema
-// as a map.
-func schemaMap(t Tool) (map[string]any, error) {
-	obj, err := schemaObject(t)
-	if err != nil {
-		return nil, err
-	}
-	m := make(map[string]any, len(obj))
-	for k, v := range obj {
-		m[k] = v
-	}
-	return m, nil
-}
-
-// joinText joins texts with blank lines, for APIs that take the system prompt
-// as one string.
-func joinText(texts []string) string { return strings.Join(texts, "\n\n") }

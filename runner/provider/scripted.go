@@ -48,7 +48,9 @@ func LoadScript(path string) (*Scripted, error) {
 	return NewScripted(filepath.Base(path), turns), nil
 }
 
-func newScripted(cfg Config) (*Scripted, error) {
+// LoadScripted returns the scripted provider cfg configures: it checks that
+// cfg names a script and no API or key, and loads cfg.ScriptPath.
+func LoadScripted(cfg Config) (*Scripted, error) {
 	var errs []error
 	if cfg.ScriptPath == "" {
 		errs = append(errs, errors.New("Config.ScriptPath is empty; name the script file to replay"))
@@ -82,7 +84,7 @@ func (s *Scripted) Stream(ctx context.Context, req Request) iter.Seq2[Part, erro
 			yield(Part{}, fmt.Errorf("scripted: %w", err))
 			return
 		}
-		if _, _, err := splitSystem(req.Messages); err != nil {
+		if _, _, err := SplitSystem(req.Messages); err != nil {
 			yield(Part{}, fmt.Errorf("scripted: %w", err))
 			return
 		}

@@ -35,7 +35,7 @@ func TestScriptedReplay(t *testing.T) {
 	if err := os.WriteFile(path, []byte(demoScript), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p, err := provider.New(provider.Config{Provider: "scripted", Model: "demo", ScriptPath: path})
+	p, err := provider.LoadScripted(provider.Config{Provider: "scripted", Model: "demo", ScriptPath: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,5 +156,46 @@ func TestScriptedAnchors(t *testing.T) {
 	}
 	if got := turns[1].Message.ToolCalls()[0].Arguments; got != `{"command":"ls"}` {
 		t.Errorf("aliased arguments %q", got)
+	}
+}
+
+func TestLoadScriptedChecksConfig(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "demo.yaml")
+	if err := os.WriteFile(script, []byte("turns:\n  - text: hi\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := provider.LoadScripted(provider.Config{Provider: "scripted", ScriptPath: script})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name() != "scripted" || p.Remaining() != 1 {
+		t.Errorf("Name() = %q with %d turns, want scripted with 1", p.Name(), p.Remaining())
+	}
+	for _, tc := range []struct {
+		name    string
+		cfg     provider.Config
+		wantErr []string // substrings of the error
+	}{
+		{name: "scripted without script", cfg: provider.Config{Provider: "scripted"},
+			wantErr: []string{"scripted", "Config.ScriptPath is empty"}},
+		{name: "scripted with key", cfg: provider.Config{Provider: "scripted", ScriptPath: script, APIKey: "k"},
+			wantErr: []string{"takes no key"}},
+		{name: "scripted with API", cfg: provider.Config{Provider: "scripted", ScriptPath: script, API: "responses"},
+			wantErr: []string{`Config.API "responses"`}},
+		{name: "scripted missing file", cfg: provider.Config{Provider: "scripted", ScriptPath: filepath.Join(t.TempDir(), "nope.yaml")},
+			wantErr: []string{"nope.yaml", "no such file"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := provider.LoadScripted(tc.cfg)
+			if err == nil {
+				t.Fatalf("LoadScripted succeeded, want an error")
+			}
+			for _, s := range tc.wantErr {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not say %q", err, s)
+				}
+			}
+		})
 	}
 }

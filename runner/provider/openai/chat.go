@@ -1,22 +1,21 @@
-package provider
+package openai
 
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"iter"
 	"time"
 
 	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
+
+	"github.com/aerie-run/aerie/runner/provider"
 )
 
-// OpenAIChat is the Chat Completions API (POST /chat/completions), streamed:
+// Chat is the Chat Completions API (POST /chat/completions), streamed:
 // OpenAI's own, or an OpenAI-compatible server's (vLLM, Ollama, LiteLLM, ...).
-type OpenAIChat struct {
+type Chat struct {
 	name      string
 	compat    bool
 	client    openai.ChatCompletionService
@@ -25,68 +24,35 @@ type OpenAIChat struct {
 	timeout   time.Duration
 }
 
-// NewOpenAIChat returns a Chat Completions client for provider openai or
+// NewChat returns a Chat Completions client for provider openai or
 // openai-compatible (cfg.Provider says which).
 //
 // The client reads nothing from the environment (no OPENAI_API_KEY,
 // OPENAI_BASE_URL, organization or project): everything comes from cfg.
-func NewOpenAIChat(cfg Config) (*OpenAIChat, error) {
-	opts, err := openAIOptions(cfg)
+func NewChat(cfg provider.Config) (*Chat, error) {
+	opts, err := clientOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &OpenAIChat{
+	return &Chat{
 		name:      cfg.Provider,
-		compat:    cfg.Provider == NameOpenAICompatible,
+		compat:    cfg.Provider == provider.NameOpenAICompatible,
 		client:    openai.NewChatCompletionService(opts...),
 		model:     cfg.Model,
 		maxTokens: cfg.MaxOutputTokens,
-		timeout:   cfg.timeout(),
+		timeout:   cfg.CallTimeout(),
 	}, nil
 }
 
-// openAIOptions checks cfg for an OpenAI provider and returns the SDK options
-// both OpenAI APIs share.
-func openAIOptions(cfg Config) ([]option.RequestOption, error) {
-	if cfg.Provider != NameOpenAI && cfg.Provider != NameOpenAICompatible {
-		return nil, fmt.Errorf("provider: Config.Provider %q is not an OpenAI provider; want %s or %s", cfg.Provider, NameOpenAI, NameOpenAICompatible)
-	}
-	if err := cfg.check(cfg.Provider, cfg.Provider == NameOpenAI); err != nil {
-		return nil, err
-	}
-	if _, err := cfg.openAIAPI(); err != nil {
-		return nil, err
-	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = "https://api.openai.com/v1"
-	}
-	// The services are built without openai.NewClient, which would read
-	// OPENAI_* variables from the environment of the runner.
-	opts := []option.RequestOption{
-		option.WithHTTPClient(cfg.httpClient()),
-		option.WithBaseURL(base),
-		// Retries are the SDK's: it retries 408, 409, 429, 5xx and connection
-		// errors with exponential backoff, waiting what retry-after-ms or
-		// retry-after say (up to two minutes; a longer wait ends the retries).
-		option.WithMaxRetries(cfg.maxRetries()),
-		option.WithMiddleware(retryLog(cfg.logger(), cfg.Provider, cfg.Model)),
-	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(string(cfg.APIKey)))
-	}
-	return opts, nil
-}
-
 // Name returns "openai" or "openai-compatible".
-func (o *OpenAIChat) Name() string { return o.name }
+func (o *Chat) Name() string { return o.name }
 
 // Stream sends req to the Chat Completions API and streams the answer.
-func (o *OpenAIChat) Stream(ctx context.Context, req Request) iter.Seq2[Part, error] {
-	return func(yield func(Part, error) bool) {
+func (o *Chat) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Part, error] {
+	return func(yield func(provider.Part, error) bool) {
 		params, err := o.params(req)
 		if err != nil {
-			yield(Part{}, fmt.Errorf("%s: %w", o.name, err))
+			yield(provider.Part{}, fmt.Errorf("%s: %w", o.name, err))
 			return
 		}
 		callCtx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -101,24 +67,24 @@ func (o *OpenAIChat) Stream(ctx context.Context, req Request) iter.Seq2[Part, er
 			}
 		}
 		if err := stream.Err(); err != nil {
-			yield(Part{}, callError(callCtx, ctx, o.timeout, o.name+": stream chat completion", err))
+			yield(provider.Part{}, provider.CallError(callCtx, ctx, o.timeout, o.name+": stream chat completion", apiError(err)))
 			return
 		}
 		// [DONE] and a dropped connection both end the stream without an
 		// error; only a finish reason says the answer is complete.
 		if dec.finish == "" {
-			yield(Part{}, fmt.Errorf("%s: stream chat completion: %w", o.name, ErrIncomplete))
+			yield(provider.Part{}, fmt.Errorf("%s: stream chat completion: %w", o.name, provider.ErrIncomplete))
 			return
 		}
 		if !dec.endCalls(yield) {
 			return
 		}
-		yield(Part{Type: PartFinish, Usage: dec.usage, StopReason: chatStop(dec.finish, len(dec.order) > 0)}, nil)
+		yield(provider.Part{Type: provider.PartFinish, Usage: dec.usage, StopReason: chatStop(dec.finish, len(dec.order) > 0)}, nil)
 	}
 }
 
-func (o *OpenAIChat) params(req Request) (openai.ChatCompletionNewParams, error) {
-	system, conv, err := splitSystem(req.Messages)
+func (o *Chat) params(req provider.Request) (openai.ChatCompletionNewParams, error) {
+	system, conv, err := provider.SplitSystem(req.Messages)
 	if err != nil {
 		return openai.ChatCompletionNewParams{}, err
 	}
@@ -156,11 +122,11 @@ func (o *OpenAIChat) params(req Request) (openai.ChatCompletionNewParams, error)
 	return p, nil
 }
 
-func chatMessages(m Message) []openai.ChatCompletionMessageParamUnion {
+func chatMessages(m provider.Message) []openai.ChatCompletionMessageParamUnion {
 	switch m.Role {
-	case RoleUser:
+	case provider.RoleUser:
 		return []openai.ChatCompletionMessageParamUnion{openai.UserMessage(m.Text())}
-	case RoleTool:
+	case provider.RoleTool:
 		// One tool message per result. The API has no error flag: the text
 		// itself says that the tool failed.
 		var out []openai.ChatCompletionMessageParamUnion
@@ -196,7 +162,7 @@ func chatMessages(m Message) []openai.ChatCompletionMessageParamUnion {
 type chatDecoder struct {
 	calls  map[int64]*chatCall
 	order  []int64
-	usage  Usage
+	usage  provider.Usage
 	finish string
 }
 
@@ -205,10 +171,10 @@ type chatCall struct {
 	ended bool
 }
 
-func (d *chatDecoder) chunk(ch openai.ChatCompletionChunk, yield func(Part, error) bool) bool {
+func (d *chatDecoder) chunk(ch openai.ChatCompletionChunk, yield func(provider.Part, error) bool) bool {
 	if ch.JSON.Usage.Valid() && ch.Usage.JSON.PromptTokens.Valid() {
 		u := ch.Usage
-		d.usage = Usage{
+		d.usage = provider.Usage{
 			InputTokens:      u.PromptTokens,
 			OutputTokens:     u.CompletionTokens,
 			CacheReadTokens:  u.PromptTokensDetails.CachedTokens,
@@ -225,14 +191,14 @@ func (d *chatDecoder) chunk(ch openai.ChatCompletionChunk, yield func(Part, erro
 		if f, ok := c.Delta.JSON.ExtraFields[field]; ok {
 			var text string
 			if json.Unmarshal([]byte(f.Raw()), &text) == nil && text != "" {
-				if !yield(Part{Type: PartReasoningDelta, Text: text}, nil) {
+				if !yield(provider.Part{Type: provider.PartReasoningDelta, Text: text}, nil) {
 					return false
 				}
 			}
 		}
 	}
 	if c.Delta.Content != "" {
-		if !yield(Part{Type: PartTextDelta, Text: c.Delta.Content}, nil) {
+		if !yield(provider.Part{Type: provider.PartTextDelta, Text: c.Delta.Content}, nil) {
 			return false
 		}
 	}
@@ -247,12 +213,12 @@ func (d *chatDecoder) chunk(ch openai.ChatCompletionChunk, yield func(Part, erro
 			}
 			d.calls[tc.Index] = call
 			d.order = append(d.order, tc.Index)
-			if !yield(Part{Type: PartToolCallStart, ToolCallID: call.id, ToolName: tc.Function.Name}, nil) {
+			if !yield(provider.Part{Type: provider.PartToolCallStart, ToolCallID: call.id, ToolName: tc.Function.Name}, nil) {
 				return false
 			}
 		}
 		if tc.Function.Arguments != "" {
-			if !yield(Part{Type: PartToolCallDelta, ToolCallID: call.id, Text: tc.Function.Arguments}, nil) {
+			if !yield(provider.Part{Type: provider.PartToolCallDelta, ToolCallID: call.id, Text: tc.Function.Arguments}, nil) {
 				return false
 			}
 		}
@@ -264,14 +230,14 @@ func (d *chatDecoder) chunk(ch openai.ChatCompletionChunk, yield func(Part, erro
 }
 
 // endCalls ends every tool call, in the order they started.
-func (d *chatDecoder) endCalls(yield func(Part, error) bool) bool {
+func (d *chatDecoder) endCalls(yield func(provider.Part, error) bool) bool {
 	for _, i := range d.order {
 		call := d.calls[i]
 		if call.ended {
 			continue
 		}
 		call.ended = true
-		if !yield(Part{Type: PartToolCallEnd, ToolCallID: call.id}, nil) {
+		if !yield(provider.Part{Type: provider.PartToolCallEnd, ToolCallID: call.id}, nil) {
 			return false
 		}
 	}
@@ -280,25 +246,29 @@ func (d *chatDecoder) endCalls(yield func(Part, error) bool) bool {
 
 // chatStop normalizes a finish reason. Some compatible servers say "stop"
 // after tool calls; the calls are what matters.
-func chatStop(reason string, toolCalls bool) StopReason {
+func chatStop(reason string, toolCalls bool) provider.StopReason {
 	switch reason {
 	case "stop":
 		if toolCalls {
-			return StopToolUse
+			return provider.StopToolUse
 		}
-		return StopEndTurn
+		return provider.StopEndTurn
 	case "tool_calls", "function_call":
-		return StopToolUse
+		return provider.StopToolUse
 	case "length":
-		return StopMaxTokens
+		return provider.StopMaxTokens
 	case "content_filter":
-		return StopRefusal
+		return provider.StopRefusal
 	}
-	return StopReason(reason)
+	return provider.StopReason(reason)
 }
 
-func newCallID() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	return "call_" + hex.EncodeToString(b)
+// Encode returns the JSON body Stream sends for req, without sending it
+// (and without "stream", which the SDK adds on sending).
+func (o *Chat) Encode(req provider.Request) ([]byte, error) {
+	p, err := o.params(req)
+	if err != nil {
+		return nil, err
+	}
+	return p.MarshalJSON()
 }

@@ -1,4 +1,4 @@
-package provider
+package openai
 
 import (
 	"cmp"
@@ -10,16 +10,18 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/aerie-run/aerie/runner/provider"
 )
 
-// OpenAIResponses is the OpenAI Responses API (POST /responses), streamed.
+// Responses is the OpenAI Responses API (POST /responses), streamed.
 //
 // Requests are stateless: every request carries the whole conversation and
 // asks the server not to store the response (store: false), so no session
 // state lives at OpenAI and a resumed or forked session needs nothing there.
 // The price is that the reasoning items of reasoning models are not sent back
 // in later requests.
-type OpenAIResponses struct {
+type Responses struct {
 	name      string
 	client    responses.ResponseService
 	model     string
@@ -27,33 +29,33 @@ type OpenAIResponses struct {
 	timeout   time.Duration
 }
 
-// NewOpenAIResponses returns a Responses API client for provider openai (or
+// NewResponses returns a Responses API client for provider openai (or
 // openai-compatible, for servers that implement the Responses API).
 //
 // The client reads nothing from the environment: everything comes from cfg.
-func NewOpenAIResponses(cfg Config) (*OpenAIResponses, error) {
-	opts, err := openAIOptions(cfg)
+func NewResponses(cfg provider.Config) (*Responses, error) {
+	opts, err := clientOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &OpenAIResponses{
+	return &Responses{
 		name:      cfg.Provider,
 		client:    responses.NewResponseService(opts...),
 		model:     cfg.Model,
 		maxTokens: cfg.MaxOutputTokens,
-		timeout:   cfg.timeout(),
+		timeout:   cfg.CallTimeout(),
 	}, nil
 }
 
 // Name returns "openai" or "openai-compatible".
-func (o *OpenAIResponses) Name() string { return o.name }
+func (o *Responses) Name() string { return o.name }
 
 // Stream sends req to the Responses API and streams the answer.
-func (o *OpenAIResponses) Stream(ctx context.Context, req Request) iter.Seq2[Part, error] {
-	return func(yield func(Part, error) bool) {
+func (o *Responses) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Part, error] {
+	return func(yield func(provider.Part, error) bool) {
 		params, err := o.params(req)
 		if err != nil {
-			yield(Part{}, fmt.Errorf("%s: %w", o.name, err))
+			yield(provider.Part{}, fmt.Errorf("%s: %w", o.name, err))
 			return
 		}
 		callCtx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -67,22 +69,22 @@ func (o *OpenAIResponses) Stream(ctx context.Context, req Request) iter.Seq2[Par
 				return
 			}
 			if dec.err != nil {
-				yield(Part{}, fmt.Errorf("%s: stream response: %w", o.name, dec.err))
+				yield(provider.Part{}, fmt.Errorf("%s: stream response: %w", o.name, dec.err))
 				return
 			}
 		}
 		if err := stream.Err(); err != nil {
-			yield(Part{}, callError(callCtx, ctx, o.timeout, o.name+": stream response", err))
+			yield(provider.Part{}, provider.CallError(callCtx, ctx, o.timeout, o.name+": stream response", apiError(err)))
 			return
 		}
 		if !dec.done {
-			yield(Part{}, fmt.Errorf("%s: stream response: %w", o.name, ErrIncomplete))
+			yield(provider.Part{}, fmt.Errorf("%s: stream response: %w", o.name, provider.ErrIncomplete))
 		}
 	}
 }
 
-func (o *OpenAIResponses) params(req Request) (responses.ResponseNewParams, error) {
-	system, conv, err := splitSystem(req.Messages)
+func (o *Responses) params(req provider.Request) (responses.ResponseNewParams, error) {
+	system, conv, err := provider.SplitSystem(req.Messages)
 	if err != nil {
 		return responses.ResponseNewParams{}, err
 	}
@@ -118,7 +120,7 @@ func (o *OpenAIResponses) params(req Request) (responses.ResponseNewParams, erro
 	return p, nil
 }
 
-func responsesItems(m Message) []responses.ResponseInputItemUnionParam {
+func responsesItems(m provider.Message) []responses.ResponseInputItemUnionParam {
 	var items []responses.ResponseInputItemUnionParam
 	message := func(role responses.EasyInputMessageRole, text string) {
 		if text == "" {
@@ -130,9 +132,9 @@ func responsesItems(m Message) []responses.ResponseInputItemUnionParam {
 		}})
 	}
 	switch m.Role {
-	case RoleUser:
+	case provider.RoleUser:
 		message(responses.EasyInputMessageRoleUser, m.Text())
-	case RoleTool:
+	case provider.RoleTool:
 		// The API has no error flag: the text itself says that the tool failed.
 		for _, c := range m.Content {
 			items = append(items, responses.ResponseInputItemUnionParam{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
@@ -140,15 +142,15 @@ func responsesItems(m Message) []responses.ResponseInputItemUnionParam {
 				Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openai.String(c.Text)},
 			}})
 		}
-	case RoleAssistant:
+	case provider.RoleAssistant:
 		// Text and calls in the order the model produced them; consecutive
 		// text contents make one message.
 		var text string
 		for _, c := range m.Content {
 			switch c.Type {
-			case ContentText:
+			case provider.ContentText:
 				text += c.Text
-			case ContentToolCall:
+			case provider.ContentToolCall:
 				message(responses.EasyInputMessageRoleAssistant, text)
 				text = ""
 				items = append(items, responses.ResponseInputItemParamOfFunctionCall(c.Arguments, c.ToolCallID, c.ToolName))
@@ -175,7 +177,7 @@ type responsesItem struct {
 	ended  bool
 }
 
-func (d *responsesDecoder) event(ev responses.ResponseStreamEventUnion, yield func(Part, error) bool) bool {
+func (d *responsesDecoder) event(ev responses.ResponseStreamEventUnion, yield func(provider.Part, error) bool) bool {
 	switch ev.Type {
 	case "response.output_item.added":
 		return d.start(ev.Item, yield)
@@ -183,12 +185,12 @@ func (d *responsesDecoder) event(ev responses.ResponseStreamEventUnion, yield fu
 		if it, ok := d.items[ev.ItemID]; ok {
 			it.deltas = true
 		}
-		return yield(Part{Type: PartTextDelta, Text: ev.Delta}, nil)
+		return yield(provider.Part{Type: provider.PartTextDelta, Text: ev.Delta}, nil)
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
 		if it, ok := d.items[ev.ItemID]; ok {
 			it.deltas = true
 		}
-		return yield(Part{Type: PartReasoningDelta, Text: ev.Delta}, nil)
+		return yield(provider.Part{Type: provider.PartReasoningDelta, Text: ev.Delta}, nil)
 	case "response.function_call_arguments.delta":
 		it, ok := d.items[ev.ItemID]
 		if !ok || it.kind != "function_call" {
@@ -199,21 +201,21 @@ func (d *responsesDecoder) event(ev responses.ResponseStreamEventUnion, yield fu
 			return true
 		}
 		it.deltas = true
-		return yield(Part{Type: PartToolCallDelta, ToolCallID: it.callID, Text: ev.Delta}, nil)
+		return yield(provider.Part{Type: provider.PartToolCallDelta, ToolCallID: it.callID, Text: ev.Delta}, nil)
 	case "response.output_item.done":
 		return d.end(ev.Item, yield)
 	case "response.completed", "response.incomplete":
 		return d.finish(ev.Response, yield)
 	case "response.failed":
 		e := ev.Response.Error
-		d.err = &APIError{StatusCode: http.StatusOK, Type: "response.failed", Code: string(e.Code), Message: e.Message}
+		d.err = &provider.APIError{StatusCode: http.StatusOK, Type: "response.failed", Code: string(e.Code), Message: e.Message}
 	case "error":
-		d.err = &APIError{StatusCode: http.StatusOK, Type: "error", Code: ev.Code, Message: ev.Message}
+		d.err = &provider.APIError{StatusCode: http.StatusOK, Type: "error", Code: ev.Code, Message: ev.Message}
 	}
 	return true
 }
 
-func (d *responsesDecoder) start(item responses.ResponseOutputItemUnion, yield func(Part, error) bool) bool {
+func (d *responsesDecoder) start(item responses.ResponseOutputItemUnion, yield func(provider.Part, error) bool) bool {
 	it := &responsesItem{kind: item.Type}
 	d.items[item.ID] = it
 	if item.Type == "function_call" {
@@ -221,12 +223,12 @@ func (d *responsesDecoder) start(item responses.ResponseOutputItemUnion, yield f
 		// from a server that leaves call_id out.
 		it.callID = cmp.Or(item.CallID, item.ID, newCallID())
 		d.calls = true
-		return yield(Part{Type: PartToolCallStart, ToolCallID: it.callID, ToolName: item.Name}, nil)
+		return yield(provider.Part{Type: provider.PartToolCallStart, ToolCallID: it.callID, ToolName: item.Name}, nil)
 	}
 	return true
 }
 
-func (d *responsesDecoder) end(item responses.ResponseOutputItemUnion, yield func(Part, error) bool) bool {
+func (d *responsesDecoder) end(item responses.ResponseOutputItemUnion, yield func(provider.Part, error) bool) bool {
 	it, ok := d.items[item.ID]
 	if !ok {
 		// A server that announces items only when they are done.
@@ -244,18 +246,18 @@ func (d *responsesDecoder) end(item responses.ResponseOutputItemUnion, yield fun
 		// Without argument deltas, the finished item is the only place the
 		// arguments appear.
 		if !it.deltas && item.Arguments.OfString != "" {
-			if !yield(Part{Type: PartToolCallDelta, ToolCallID: it.callID, Text: item.Arguments.OfString}, nil) {
+			if !yield(provider.Part{Type: provider.PartToolCallDelta, ToolCallID: it.callID, Text: item.Arguments.OfString}, nil) {
 				return false
 			}
 		}
-		return yield(Part{Type: PartToolCallEnd, ToolCallID: it.callID}, nil)
+		return yield(provider.Part{Type: provider.PartToolCallEnd, ToolCallID: it.callID}, nil)
 	case "message":
 		// Likewise for text: a server that streams no deltas still sends the
 		// finished message.
 		if !it.deltas {
 			for _, c := range item.Content {
 				if c.Type == "output_text" && c.Text != "" {
-					if !yield(Part{Type: PartTextDelta, Text: c.Text}, nil) {
+					if !yield(provider.Part{Type: provider.PartTextDelta, Text: c.Text}, nil) {
 						return false
 					}
 				}
@@ -266,7 +268,7 @@ func (d *responsesDecoder) end(item responses.ResponseOutputItemUnion, yield fun
 			for _, sum := range item.Summary {
 				if sum.Text != "" {
 					it.deltas = true
-					if !yield(Part{Type: PartReasoningDelta, Text: sum.Text}, nil) {
+					if !yield(provider.Part{Type: provider.PartReasoningDelta, Text: sum.Text}, nil) {
 						return false
 					}
 				}
@@ -275,34 +277,44 @@ func (d *responsesDecoder) end(item responses.ResponseOutputItemUnion, yield fun
 		// Reasoning the server kept to itself (no summary) leaves nothing to
 		// show or to keep.
 		if it.deltas {
-			return yield(Part{Type: PartReasoningEnd}, nil)
+			return yield(provider.Part{Type: provider.PartReasoningEnd}, nil)
 		}
 	}
 	return true
 }
 
-func (d *responsesDecoder) finish(r responses.Response, yield func(Part, error) bool) bool {
+func (d *responsesDecoder) finish(r responses.Response, yield func(provider.Part, error) bool) bool {
 	d.done = true
 	u := r.Usage
-	usage := Usage{
+	usage := provider.Usage{
 		InputTokens:      u.InputTokens,
 		OutputTokens:     u.OutputTokens,
 		CacheReadTokens:  u.InputTokensDetails.CachedTokens,
 		CacheWriteTokens: u.InputTokensDetails.CacheWriteTokens,
 	}
-	stop := StopEndTurn
+	stop := provider.StopEndTurn
 	switch {
 	case r.Status == responses.ResponseStatusIncomplete:
 		switch reason := r.IncompleteDetails.Reason; reason {
 		case "max_output_tokens":
-			stop = StopMaxTokens
+			stop = provider.StopMaxTokens
 		case "content_filter":
-			stop = StopRefusal
+			stop = provider.StopRefusal
 		default:
-			stop = StopReason(reason)
+			stop = provider.StopReason(reason)
 		}
 	case d.calls:
-		stop = StopToolUse
+		stop = provider.StopToolUse
 	}
-	return yield(Part{Type: PartFinish, Usage: usage, StopReason: stop}, nil)
+	return yield(provider.Part{Type: provider.PartFinish, Usage: usage, StopReason: stop}, nil)
+}
+
+// Encode returns the JSON body Stream sends for req, without sending it
+// (and without "stream", which the SDK adds on sending).
+func (o *Responses) Encode(req provider.Request) ([]byte, error) {
+	p, err := o.params(req)
+	if err != nil {
+		return nil, err
+	}
+	return p.MarshalJSON()
 }

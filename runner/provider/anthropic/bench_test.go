@@ -1,21 +1,23 @@
-package provider
+package anthropic
 
 import (
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"testing"
+
+	"github.com/aerie-run/aerie/runner/provider"
 )
 
 // benchConversation is a coding session of n tool-calling turns: a system
 // prompt, the task, then per turn the assistant's bash call and its result.
-func benchConversation(n int) []Message {
-	msgs := []Message{SystemMessage("You are a coding agent."), UserMessage("Fix the flaky test in runner/journal.")}
+func benchConversation(n int) []provider.Message {
+	msgs := []provider.Message{provider.SystemMessage("You are a coding agent."), provider.UserMessage("Fix the flaky test in runner/journal.")}
 	for i := range n {
 		id := "call_" + strconv.Itoa(i)
 		msgs = append(msgs,
-			Message{Role: RoleAssistant, Content: []Content{Text("Let me run the tests."), ToolCall(id, "bash", fmt.Sprintf(`{"command":"go test -run TestJournal/%d ./runner/journal/"}`, i))}},
-			Message{Role: RoleTool, Content: []Content{ToolResult(id, "ok  \tgithub.com/aerie-run/aerie/runner/journal\t0.123s\n", false)}},
+			provider.Message{Role: provider.RoleAssistant, Content: []provider.Content{provider.Text("Let me run the tests."), provider.ToolCall(id, "bash", fmt.Sprintf(`{"command":"go test -run TestJournal/%d ./runner/journal/"}`, i))}},
+			provider.Message{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult(id, "ok  \tgithub.com/aerie-run/aerie/runner/journal\t0.123s\n", false)}},
 		)
 	}
 	return msgs
@@ -23,10 +25,10 @@ func benchConversation(n int) []Message {
 
 // benchTools are n tools the size of aerie's built-in ones: a paragraph of
 // description and a schema of four properties.
-func benchTools(n int) []Tool {
-	tools := make([]Tool, n)
+func benchTools(n int) []provider.Tool {
+	tools := make([]provider.Tool, n)
 	for i := range tools {
-		tools[i] = Tool{
+		tools[i] = provider.Tool{
 			Name: "tool_" + strconv.Itoa(i),
 			Description: "Run a bash command in the workspace and return its combined standard output and error, " +
 				"followed by the exit code when it is not zero. The command runs in its own process group, " +
@@ -42,26 +44,26 @@ func benchTools(n int) []Tool {
 	return tools
 }
 
-// BenchmarkAnthropicRequest measures building and encoding the body of a
+// BenchmarkRequest measures building and encoding the body of a
 // Messages request for a conversation of 10 and 100 turns, with one tool
 // and with twelve (as many as aerie's built-in tools): the work the loop
 // does, before the request leaves, at every turn.
-func BenchmarkAnthropicRequest(b *testing.B) {
-	a, err := NewAnthropic(Config{Provider: NameAnthropic, Model: "claude-sonnet-4-5", APIKey: "k"})
+func BenchmarkRequest(b *testing.B) {
+	a, err := New(provider.Config{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5", APIKey: "k"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, bc := range []struct {
 		name  string
 		turns int
-		tools []Tool
+		tools []provider.Tool
 	}{
-		{"turns=10", 10, []Tool{{Name: "bash", Description: "Run a command.", InputSchema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)}}},
-		{"turns=100", 100, []Tool{{Name: "bash", Description: "Run a command.", InputSchema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)}}},
+		{"turns=10", 10, []provider.Tool{{Name: "bash", Description: "Run a command.", InputSchema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)}}},
+		{"turns=100", 100, []provider.Tool{{Name: "bash", Description: "Run a command.", InputSchema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)}}},
 		{"turns=100/tools=12", 100, benchTools(12)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			req := Request{Messages: benchConversation(bc.turns), Tools: bc.tools}
+			req := provider.Request{Messages: benchConversation(bc.turns), Tools: bc.tools}
 			for b.Loop() {
 				if _, err := a.body(req); err != nil {
 					b.Fatal(err)

@@ -1,4 +1,4 @@
-package provider
+package anthropic
 
 import (
 	"encoding/json"
@@ -6,15 +6,17 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/aerie-run/aerie/runner/provider"
 )
 
-// TestAnthropicRequestReusesEncodings checks that a request built from the
+// TestRequestReusesEncodings checks that a request built from the
 // encodings kept from earlier requests is the one built from scratch,
 // as the conversation grows, repeats a block, and is compacted.
-func TestAnthropicRequestReusesEncodings(t *testing.T) {
+func TestRequestReusesEncodings(t *testing.T) {
 	t.Parallel()
-	newClient := func() *Anthropic {
-		a, err := NewAnthropic(Config{Provider: NameAnthropic, Model: "claude-sonnet-4-5", APIKey: "k"})
+	newClient := func() *Messages {
+		a, err := New(provider.Config{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5", APIKey: "k"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -23,14 +25,14 @@ func TestAnthropicRequestReusesEncodings(t *testing.T) {
 	long := benchConversation(6)
 	// The same tool call twice, and reasoning that is and is not sent back.
 	long = append(long,
-		Message{Role: RoleAssistant, Content: []Content{{Type: ContentReasoning, Text: "hmm", Signature: "sig"}, {Type: ContentReasoning, Text: "unsigned"}, ToolCall("call_0", "bash", `{"command":"go test"}`)}},
-		Message{Role: RoleTool, Content: []Content{ToolResult("call_0", "FAIL", true)}},
-		Message{Role: RoleTool, Content: []Content{ToolResult("call_0", "FAIL", true)}},
+		provider.Message{Role: provider.RoleAssistant, Content: []provider.Content{{Type: provider.ContentReasoning, Text: "hmm", Signature: "sig"}, {Type: provider.ContentReasoning, Text: "unsigned"}, provider.ToolCall("call_0", "bash", `{"command":"go test"}`)}},
+		provider.Message{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult("call_0", "FAIL", true)}},
+		provider.Message{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult("call_0", "FAIL", true)}},
 	)
-	compacted := append([]Message{SystemMessage("You are a coding agent."), UserMessage("Summary of the work so far.")}, long[8:]...)
+	compacted := append([]provider.Message{provider.SystemMessage("You are a coding agent."), provider.UserMessage("Summary of the work so far.")}, long[8:]...)
 	warm, warmBody := newClient(), newClient()
-	for i, msgs := range [][]Message{long[:4], long[:8], long, compacted, long, long[:6], long} {
-		req := Request{Messages: msgs}
+	for i, msgs := range [][]provider.Message{long[:4], long[:8], long, compacted, long, long[:6], long} {
+		req := provider.Request{Messages: msgs}
 		checkBody(t, warmBody, req)
 		got, err := warm.params(req)
 		if err != nil {
@@ -60,13 +62,13 @@ func TestAnthropicRequestReusesEncodings(t *testing.T) {
 // checkBody checks that a's body for req is the request that params
 // builds, streamed, both as JSON values (the order of the keys differs),
 // and that a client without kept encodings makes the same body.
-func checkBody(t *testing.T, a *Anthropic, req Request) {
+func checkBody(t *testing.T, a *Messages, req provider.Request) {
 	t.Helper()
 	body, err := a.body(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := NewAnthropic(Config{Provider: NameAnthropic, Model: a.model, MaxOutputTokens: a.maxTokens, APIKey: "k"})
+	fresh, err := New(provider.Config{Provider: provider.NameAnthropic, Model: a.model, MaxOutputTokens: a.maxTokens, APIKey: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,94 +105,94 @@ func jsonValue(t *testing.T, b []byte) map[string]any {
 	return v
 }
 
-// TestAnthropicBody checks the request body against the SDK's encoding of
+// TestBody checks the request body against the SDK's encoding of
 // the same params: system prompts, tools (with schema keywords the SDK has
 // no field for), output limits, and a system prompt and tools that change
 // between requests of one client.
-func TestAnthropicBody(t *testing.T) {
+func TestBody(t *testing.T) {
 	t.Parallel()
-	a, err := NewAnthropic(Config{Provider: NameAnthropic, Model: "claude-sonnet-4-5", APIKey: "k"})
+	a, err := New(provider.Config{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5", APIKey: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	conv := benchConversation(3)
-	tools := []Tool{
+	tools := []provider.Tool{
 		{Name: "bash", Description: "Run a <command> & \"more\"", InputSchema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"],"additionalProperties":false,"$defs":{"x":{"type":"integer"}}}`)},
 		{Name: "noargs"},
 	}
-	for _, req := range []Request{
+	for _, req := range []provider.Request{
 		{Messages: conv},
 		{Messages: conv, Tools: tools},
 		{Messages: conv, Tools: tools, MaxOutputTokens: 77},
 		{Messages: conv[1:], Tools: tools[:1]},
-		{Messages: append([]Message{SystemMessage("first"), SystemMessage("second \u2028")}, conv[1:]...), Tools: tools},
-		{Messages: append([]Message{SystemMessage("first")}, conv[1:]...), Tools: tools},
+		{Messages: append([]provider.Message{provider.SystemMessage("first"), provider.SystemMessage("second \u2028")}, conv[1:]...), Tools: tools},
+		{Messages: append([]provider.Message{provider.SystemMessage("first")}, conv[1:]...), Tools: tools},
 		{Messages: conv, Tools: tools},
 	} {
 		checkBody(t, a, req)
 	}
-	if _, err := a.body(Request{Messages: conv, Tools: []Tool{{Name: "bad", InputSchema: json.RawMessage(`[1]`)}}}); err == nil {
+	if _, err := a.body(provider.Request{Messages: conv, Tools: []provider.Tool{{Name: "bad", InputSchema: json.RawMessage(`[1]`)}}}); err == nil {
 		t.Error("a tool whose schema is not an object was encoded")
 	}
-	if _, err := a.body(Request{Messages: []Message{SystemMessage("only")}}); err == nil {
+	if _, err := a.body(provider.Request{Messages: []provider.Message{provider.SystemMessage("only")}}); err == nil {
 		t.Error("a request without a conversation was encoded")
 	}
 }
 
-// FuzzAnthropicBody checks that the body made of kept encodings is the
+// FuzzBody checks that the body made of kept encodings is the
 // SDK's encoding of the params, whatever the texts, arguments and tool
 // description, and as the conversation grows and changes.
-func FuzzAnthropicBody(f *testing.F) {
+func FuzzBody(f *testing.F) {
 	f.Add("hello", `{"command":"ls"}`, "result", "Run a command.")
 	f.Add("<&>\u2028\\", "not json", "", "")
 	f.Add("", `{"a":[1,{"b":null}]}`, "\x00\xff", "é")
-	a, err := NewAnthropic(Config{Provider: NameAnthropic, Model: "claude-sonnet-4-5", APIKey: "k"})
+	a, err := New(provider.Config{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5", APIKey: "k"})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, text, args, result, desc string) {
-		conv := []Message{
-			SystemMessage("system"),
-			UserMessage(text),
-			{Role: RoleAssistant, Content: []Content{Text(text), ToolCall("c1", "bash", args)}},
-			{Role: RoleTool, Content: []Content{ToolResult("c1", result, result == "")}},
+		conv := []provider.Message{
+			provider.SystemMessage("system"),
+			provider.UserMessage(text),
+			{Role: provider.RoleAssistant, Content: []provider.Content{provider.Text(text), provider.ToolCall("c1", "bash", args)}},
+			{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult("c1", result, result == "")}},
 		}
-		tools := []Tool{{Name: "bash", Description: desc}}
-		for _, msgs := range [][]Message{conv[:2], conv, append(conv[:1:1], conv[2:]...), conv} {
-			if _, _, err := splitSystem(msgs); err != nil {
+		tools := []provider.Tool{{Name: "bash", Description: desc}}
+		for _, msgs := range [][]provider.Message{conv[:2], conv, append(conv[:1:1], conv[2:]...), conv} {
+			if _, _, err := provider.SplitSystem(msgs); err != nil {
 				continue
 			}
-			checkBody(t, a, Request{Messages: msgs, Tools: tools})
+			checkBody(t, a, provider.Request{Messages: msgs, Tools: tools})
 		}
 	})
 }
 
-// TestAnthropicRequestMatchesSDK checks the messages params builds from
+// TestRequestMatchesSDK checks the messages params builds from
 // encoded blocks against the SDK's own message constructors, byte for byte:
 // merged sides, blocks that are not sent, arguments that are not JSON,
 // characters JSON escapes.
-func TestAnthropicRequestMatchesSDK(t *testing.T) {
+func TestRequestMatchesSDK(t *testing.T) {
 	t.Parallel()
-	a, err := NewAnthropic(Config{Provider: NameAnthropic, Model: "claude-sonnet-4-5", APIKey: "k"})
+	a, err := New(provider.Config{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5", APIKey: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	msgs := append(benchConversation(3),
-		Message{Role: RoleAssistant, Content: []Content{
-			{Type: ContentReasoning, Text: "hmm", Signature: "sig"},
-			{Type: ContentReasoning, Signature: "encrypted", Redacted: true},
-			{Type: ContentReasoning, Text: "from another provider"},
-			Text(""),
-			ToolCall("c", "bash", "not json"),
+		provider.Message{Role: provider.RoleAssistant, Content: []provider.Content{
+			{Type: provider.ContentReasoning, Text: "hmm", Signature: "sig"},
+			{Type: provider.ContentReasoning, Signature: "encrypted", Redacted: true},
+			{Type: provider.ContentReasoning, Text: "from another provider"},
+			provider.Text(""),
+			provider.ToolCall("c", "bash", "not json"),
 		}},
-		Message{Role: RoleTool, Content: []Content{ToolResult("c", "", true)}},
-		UserMessage("more \u2028 \"quoted\" <html> \\ é"),
+		provider.Message{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult("c", "", true)}},
+		provider.UserMessage("more \u2028 \"quoted\" <html> \\ é"),
 	)
-	p, err := a.params(Request{Messages: msgs})
+	p, err := a.params(provider.Request{Messages: msgs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, conv, err := splitSystem(msgs)
+	_, conv, err := provider.SplitSystem(msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,14 +201,14 @@ func TestAnthropicRequestMatchesSDK(t *testing.T) {
 	for _, m := range conv {
 		var blocks []anthropic.ContentBlockParamUnion
 		for _, c := range m.Content {
-			if b, ok := anthropicContentBlock(c); ok {
+			if b, ok := contentBlock(c); ok {
 				blocks = append(blocks, b)
 			}
 		}
 		if len(blocks) == 0 {
 			continue
 		}
-		assistant := m.Role == RoleAssistant
+		assistant := m.Role == provider.RoleAssistant
 		if n := len(turns); n > 0 && sides[n-1] == assistant {
 			turns[n-1] = append(turns[n-1], blocks...)
 			continue

@@ -1,4 +1,12 @@
-package provider_test
+// Package providertest is the conformance suite every provider of a model
+// API passes: the providers' tests run it against the fake model server of
+// hack/testenv, which speaks each API's real wire format, through the real
+// SDKs.
+//
+//	providertest.Run(t, providertest.Kind{Name: "anthropic", New: ..., ...})
+//
+// It is imported by tests only.
+package providertest
 
 import (
 	"context"
@@ -6,6 +14,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -17,79 +26,107 @@ import (
 	"github.com/aerie-run/aerie/runner/provider"
 )
 
-const testKey = "sk-test-0123456789abcdef"
+// Key is the API key the kinds' configurations carry, which no error and no
+// log may show.
+const Key = "sk-test-0123456789abcdef"
 
-// kind is one way of reaching a model API, tested against the fake server's
-// real wire formats through the real SDKs.
-type kind struct {
-	name   string
-	config func(ms *testenv.ModelServer) provider.Config
-	// checkKey checks that the API key arrived in the header the API expects.
-	checkKey func(t *testing.T, h http.Header)
+// Kind is one way of reaching a model API.
+type Kind struct {
+	// Name names the kind in the names of subtests, for example
+	// "openai-chat".
+	Name string
+	// New makes the provider.
+	New func(provider.Config) (provider.Provider, error)
+	// Config is the configuration that reaches ms, with Key as its API key.
+	Config func(ms *testenv.ModelServer) provider.Config
+	// CheckKey checks that the API key arrived in the header the API
+	// expects.
+	CheckKey func(t *testing.T, h http.Header)
+	// ReasoningSignature is the signature the kind's reasoning carries, for
+	// an API that signs its reasoning to accept it back; the fake server
+	// signs the first turn's "modelserver-signature-1".
+	ReasoningSignature string
+	// RequestBody is the JSON body the API receives for BodyRequest.
+	RequestBody string
 }
 
-func kinds() []kind {
-	bearer := func(t *testing.T, h http.Header) {
-		t.Helper()
-		if got, want := h.Get("Authorization"), "Bearer "+testKey; got != want {
-			t.Errorf("Authorization = %q, want %q", got, want)
-		}
-		if got := h.Get("X-Api-Key"); got != "" {
-			t.Errorf("X-Api-Key = %q, want none", got)
-		}
+// Run runs the suite for each kind: each case runs every kind in parallel,
+// each kind against a fake server of its own. One case sets environment
+// variables, so t must not be parallel.
+func Run(t *testing.T, kinds ...Kind) {
+	for _, c := range []struct {
+		name string
+		test func(t *testing.T, kinds []Kind)
+	}{
+		{"Text", testText},
+		{"ToolCalls", testToolCalls},
+		{"Reasoning", testReasoning},
+		{"StopReasons", testStopReasons},
+		{"RetryAfter", testRetryAfter},
+		{"ServerErrorRetried", testServerErrorRetried},
+		{"RetriesBounded", testRetriesBounded},
+		{"BadRequestNotRetried", testBadRequestNotRetried},
+		{"ContextOverflow", testContextOverflow},
+		{"Timeout", testTimeout},
+		{"StreamError", testStreamError},
+		{"MalformedToolCall", testMalformedToolCall},
+		{"Conversation", testConversation},
+		{"RequestBody", testRequestBody},
+		{"Encode", testEncode},
+		{"IgnoresEnvironment", testIgnoresEnvironment},
+		{"EarlyBreak", testEarlyBreak},
+		{"InvalidRequest", testInvalidRequest},
+		{"RetryLog", testRetryLog},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.test(t, kinds) })
 	}
-	return []kind{
-		{
-			name: "anthropic",
-			config: func(ms *testenv.ModelServer) provider.Config {
-				return provider.Config{Provider: "anthropic", Model: "claude-test", APIKey: testKey, BaseURL: ms.URL()}
-			},
-			checkKey: func(t *testing.T, h http.Header) {
-				t.Helper()
-				if got := h.Get("X-Api-Key"); got != testKey {
-					t.Errorf("X-Api-Key = %q, want %q", got, testKey)
-				}
-				if got := h.Get("Authorization"); got != "" {
-					t.Errorf("Authorization = %q, want none", got)
-				}
-				if got := h.Get("Anthropic-Version"); got == "" {
-					t.Error("no anthropic-version header")
-				}
-			},
+}
+
+// BodyRequest is the conversation whose request RequestBody is: a system
+// prompt, user text, an assistant's signed reasoning, text and tool call,
+// the call's failed result, a tool definition and an output cap.
+func BodyRequest() provider.Request {
+	return provider.Request{
+		Messages: []provider.Message{
+			provider.SystemMessage("You are terse."),
+			provider.UserMessage("List the files."),
+			{Role: provider.RoleAssistant, Content: []provider.Content{
+				{Type: provider.ContentReasoning, Text: "I should run ls.", Signature: "sig-1"},
+				provider.Text("Listing."),
+				provider.ToolCall("call_1", "bash", `{"command":"ls"}`),
+			}},
+			{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult("call_1", "ls: permission denied", true)}},
 		},
-		{
-			name: "openai-chat",
-			config: func(ms *testenv.ModelServer) provider.Config {
-				return provider.Config{Provider: "openai", API: "chat-completions", Model: "gpt-test", APIKey: testKey, BaseURL: ms.OpenAIURL()}
-			},
-			checkKey: bearer,
-		},
-		{
-			name: "openai-responses",
-			config: func(ms *testenv.ModelServer) provider.Config {
-				return provider.Config{Provider: "openai", Model: "gpt-test", APIKey: testKey, BaseURL: ms.OpenAIURL()}
-			},
-			checkKey: bearer,
-		},
-		{
-			name: "openai-compatible",
-			config: func(ms *testenv.ModelServer) provider.Config {
-				return provider.Config{Provider: "openai-compatible", Model: "qwen-test", APIKey: testKey, BaseURL: ms.OpenAIURL()}
-			},
-			checkKey: bearer,
-		},
+		Tools:           []provider.Tool{{Name: "bash", Description: "Run a command.", InputSchema: json.RawMessage(BodySchema)}},
+		MaxOutputTokens: 1000,
 	}
+}
+
+// BodySchema is the input schema of BodyRequest's tool.
+const BodySchema = `{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`
+
+// ServeStream serves body verbatim as an event stream to every request,
+// for streams from servers that take liberties the fake model server does
+// not, and returns the server's URL.
+func ServeStream(t *testing.T, body string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // forEachKind runs test for every kind, in parallel, each against its own
 // fake server serving turns.
-func forEachKind(t *testing.T, turns []testenv.Turn, test func(t *testing.T, k kind, ms *testenv.ModelServer, p provider.Provider)) {
+func forEachKind(t *testing.T, kinds []Kind, turns []testenv.Turn, test func(t *testing.T, k Kind, ms *testenv.ModelServer, p provider.Provider)) {
 	t.Helper()
-	for _, k := range kinds() {
-		t.Run(k.name, func(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.Name, func(t *testing.T) {
 			t.Parallel()
 			ms := testenv.StartModelServer(t, turns...)
-			p, err := provider.New(k.config(ms))
+			p, err := k.New(k.Config(ms))
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
@@ -132,12 +169,12 @@ func countParts(parts []provider.Part, typ provider.PartType, id string) int {
 	return n
 }
 
-func TestProviderText(t *testing.T) {
+func testText(t *testing.T, kinds []Kind) {
 	turn := testenv.Turn{
 		Text:  "Hello from the fake model, in several pieces.",
 		Usage: testenv.TokenUsage{InputTokens: 1200, OutputTokens: 35, CacheReadTokens: 1000, CacheWriteTokens: 150},
 	}
-	forEachKind(t, []testenv.Turn{turn}, func(t *testing.T, k kind, ms *testenv.ModelServer, p provider.Provider) {
+	forEachKind(t, kinds, []testenv.Turn{turn}, func(t *testing.T, k Kind, ms *testenv.ModelServer, p provider.Provider) {
 		parts, resp, err := collect(t, p, userRequest("hi"))
 		if err != nil {
 			t.Fatal(err)
@@ -159,12 +196,12 @@ func TestProviderText(t *testing.T) {
 		if reqs := ms.Requests(); len(reqs) != 1 {
 			t.Errorf("%d requests, want 1", len(reqs))
 		} else {
-			k.checkKey(t, reqs[0].Header)
+			k.CheckKey(t, reqs[0].Header)
 		}
 	})
 }
 
-func TestProviderToolCalls(t *testing.T) {
+func testToolCalls(t *testing.T, kinds []Kind) {
 	turn := testenv.Turn{
 		Text: "Let me look.",
 		ToolCalls: []testenv.ToolCall{
@@ -173,7 +210,7 @@ func TestProviderToolCalls(t *testing.T) {
 		},
 		Usage: testenv.TokenUsage{InputTokens: 500, OutputTokens: 60},
 	}
-	forEachKind(t, []testenv.Turn{turn}, func(t *testing.T, k kind, ms *testenv.ModelServer, p provider.Provider) {
+	forEachKind(t, kinds, []testenv.Turn{turn}, func(t *testing.T, k Kind, ms *testenv.ModelServer, p provider.Provider) {
 		parts, resp, err := collect(t, p, userRequest("look around"))
 		if err != nil {
 			t.Fatal(err)
@@ -201,19 +238,15 @@ func TestProviderToolCalls(t *testing.T) {
 	})
 }
 
-func TestProviderReasoning(t *testing.T) {
+func testReasoning(t *testing.T, kinds []Kind) {
 	turn := testenv.Turn{Reasoning: "The user wants a greeting.", Text: "Hello."}
-	forEachKind(t, []testenv.Turn{turn}, func(t *testing.T, k kind, ms *testenv.ModelServer, p provider.Provider) {
+	forEachKind(t, kinds, []testenv.Turn{turn}, func(t *testing.T, k Kind, ms *testenv.ModelServer, p provider.Provider) {
 		_, resp, err := collect(t, p, userRequest("hi"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		reasoning := provider.Content{Type: provider.ContentReasoning, Text: turn.Reasoning}
-		if k.name == "anthropic" {
-			// Anthropic signs its thinking; the signature must survive to be
-			// sent back.
-			reasoning.Signature = "modelserver-signature-1"
-		}
+		// A signature must survive, to be sent back.
+		reasoning := provider.Content{Type: provider.ContentReasoning, Text: turn.Reasoning, Signature: k.ReasoningSignature}
 		want := provider.Message{Role: provider.RoleAssistant, Content: []provider.Content{reasoning, provider.Text("Hello.")}}
 		if diff := cmp.Diff(want, resp.Message); diff != "" {
 			t.Errorf("message (-want +got):\n%s", diff)
@@ -221,13 +254,13 @@ func TestProviderReasoning(t *testing.T) {
 	})
 }
 
-func TestProviderStopReasons(t *testing.T) {
+func testStopReasons(t *testing.T, kinds []Kind) {
 	turns := []testenv.Turn{
 		{Text: "This answer is cut", StopReason: "max_tokens"},
 		{Text: "I can't", StopReason: "refusal"},
 		{Text: "Done."},
 	}
-	forEachKind(t, turns, func(t *testing.T, k kind, ms *testenv.ModelServer, p provider.Provider) {
+	forEachKind(t, kinds, turns, func(t *testing.T, k Kind, ms *testenv.ModelServer, p provider.Provider) {
 		for _, want := range []provider.StopReason{provider.StopMaxTokens, provider.StopRefusal, provider.StopEndTurn} {
 			_, resp, err := collect(t, p, userRequest("go"))
 			if err != nil {
@@ -240,10 +273,10 @@ func TestProviderStopReasons(t *testing.T) {
 	})
 }
 
-// TestProviderRetryAfter checks that a 429 is retried after the wait the
+// testRetryAfter checks that a 429 is retried after the wait the
 // server asks for: the gap between the two requests the server saw is at
 // least the header's value (the SDKs wait exactly that long).
-func TestProviderRetryAfter(t *testing.T) {
+func testRetryAfter(t *testing.T, kinds []Kind) {
 	for _, tc := range []struct {
 		name   string
 		header http.Header
@@ -255,7 +288,7 @@ func TestProviderRetryAfter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			turn := testenv.Turn{Text: "after the wait", Faults: []testenv.Fault{{Status: http.StatusTooManyRequests, Header: tc.header}}}
-			forEachKind(t, []testenv.Turn{turn}, func(t *testing.T, k kind, ms *testenv.ModelServer, p provider.Provider) {
+			forEachKind(t, kinds, []testenv.Turn{turn}, func(t *testing.T, k Kind, ms *testenv.ModelServer, p provider.Provider) {
 				_, resp, err := collect(t, p, userRequest("hi"))
 				if err != nil {
 					t.Fatal(err)
@@ -276,9 +309,9 @@ func TestProviderRetryAfter(t *testing.T) {
 	}
 }
 
-func TestProviderServerErrorRetried(t *testing.T) {
+func testServerErrorRetried(t *testing.T, kinds []Kind) {
 	turn := testenv.Turn{Text: "recovered", Faults: []testenv.Fault{{Status: http.StatusInternalServerError}, {Status: http.StatusBadGateway}}}
-	forEachKind(t, []testenv.Turn{turn}, func(t *testing.T, k kind, ms *testenv.ModelServer, p provider.Provider) {
+	forEachKind(t, kinds, []testenv.Turn{turn}, func(t *testing.T, k Kind, ms *testenv.ModelServer, p provider.Provider) {
 		_, resp, err := collect(t, p, userRequest("hi"))
 		if err != nil {
 			t.Fatal(err)
@@ -292,15 +325,15 @@ func TestProviderServerErrorRetried(t *testing.T) {
 	})
 }
 
-func TestProviderRetriesBounded(t *testing.T) {
+func testRetriesBounded(t *testing.T, kinds []Kind) {
 	faults := make([]testenv.Fault, 3)
 	for i := range faults {
 		faults[i] = testenv.Fault{Status: http.StatusServiceUnavailable, Header: http.Header{"Retry-After-Ms": {"10"}}}
 	}
-	forEachKind(t, []testenv.Turn{{Text: "never", Faults: faults}}, func(t *testing.T, k kind, ms *testenv.ModelServer, _ provider.Provider) {
-		cfg := k.config(ms)
+	forEachKind(t, kinds, []testenv.Turn{{Text: "never", Faults: faults}}, func(t *testing.T, k Kind, ms *testenv.ModelServer, _ provider.Provider) {
+		cfg := k.Config(ms)
 		cfg.MaxRetries = 1
-		p, err := provider.New(cfg)
+		p, err := k.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,9 +348,9 @@ func TestProviderRetriesBounded(t *testing.T) {
 	})
 }
 
-func TestProviderBadRequestNotRetried(t *testing.T) {
+func testBadRequestNotRetried(t *testing.T, kinds []Kind) {
 	turn := testenv.Turn{Text: "unused", Faults: []testenv.Fault{{Status: http.StatusBadRequest, Message: "messages.0: the field content is required"}}}
-	forEachKind(t, []testenv.Turn{turn}, func(t *testing.T, k kind, ms *testenv.ModelServer, p provider.Provider) {
+	forEachKind(t, kinds, []testenv.Turn{turn}, func(t *testing.T, k Kind, ms *testenv.ModelServer, p provider.Provider) {
 		_, _, err := collect(t, p, userRequest("hi"))
 		if err == nil {
 			t.Fatal("no error")
@@ -334,7 +367,7 @@ func TestProviderBadRequestNotRetried(t *testing.T) {
 				t.Errorf("error %q does not say %q", err, s)
 			}
 		}
-		if strings.Contains(err.Error(), testKey) {
+		if strings.Contains(err.Error(), Key) {
 			t.Errorf("error %q shows the API key", err)
 		}
 		if n := len(ms.Requests()); n != 1 {
@@ -343,13 +376,13 @@ func TestProviderBadRequestNotRetried(t *testing.T) {
 	})
 }
 
-func TestProviderContextOverflow(t *testing.T) {
+func testContextOverflow(t *testing.T, kinds []Kind) {
 	turn := testenv.Turn{Faults: []testenv.Fault{{
 		Status:  http.StatusBadRequest,
 		Message: "prompt is too long: 210000 tokens > 200000 maximum",
 		Code:    "context_length_exceeded",
 	}}}
-	forEachKind(t, []testenv.Turn{turn}, func(t *testing.T, k kind, ms *testenv.ModelServer, p provider.Provider) {
+	forEachKind(t, kinds, []testenv.Turn{turn}, func(t *testing.T, k Kind, ms *testenv.ModelServer, p provider.Provider) {
 		_, _, err := collect(t, p, userRequest("a very long prompt"))
 		if !errors.Is(err, provider.ErrContextOverflow) {
 			t.Errorf("error %v is not ErrContextOverflow", err)
@@ -357,11 +390,11 @@ func TestProviderContextOverflow(t *testing.T) {
 	})
 }
 
-func TestProviderTimeout(t *testing.T) {
-	forEachKind(t, []testenv.Turn{{Text: "too late", Delay: time.Minute}}, func(t *testing.T, k kind, ms *testenv.ModelServer, _ provider.Provider) {
-		cfg := k.config(ms)
+func testTimeout(t *testing.T, kinds []Kind) {
+	forEachKind(t, kinds, []testenv.Turn{{Text: "too late", Delay: time.Minute}}, func(t *testing.T, k Kind, ms *testenv.ModelServer, _ provider.Provider) {
+		cfg := k.Config(ms)
 		cfg.Timeout = 200 * time.Millisecond
-		p, err := provider.New(cfg)
+		p, err := k.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -375,9 +408,9 @@ func TestProviderTimeout(t *testing.T) {
 	})
 }
 
-func TestProviderStreamError(t *testing.T) {
+func testStreamError(t *testing.T, kinds []Kind) {
 	turn := testenv.Turn{Text: "partial answer", StreamError: "the model is overloaded"}
-	forEachKind(t, []testenv.Turn{turn}, func(t *testing.T, k kind, ms *testenv.ModelServer, p provider.Provider) {
+	forEachKind(t, kinds, []testenv.Turn{turn}, func(t *testing.T, k Kind, ms *testenv.ModelServer, p provider.Provider) {
 		parts, _, err := collect(t, p, userRequest("hi"))
 		var aerr *provider.APIError
 		if !errors.As(err, &aerr) || !strings.Contains(aerr.Message, "the model is overloaded") {
@@ -394,12 +427,12 @@ func TestProviderStreamError(t *testing.T) {
 	})
 }
 
-// TestProviderMalformedToolCall checks that a tool call the model botched
+// testMalformedToolCall checks that a tool call the model botched
 // (arguments that are not JSON, a tool that does not exist) reaches the
 // caller as it is, for the agent loop to answer with an error result.
-func TestProviderMalformedToolCall(t *testing.T) {
+func testMalformedToolCall(t *testing.T, kinds []Kind) {
 	turn := testenv.Turn{ToolCalls: []testenv.ToolCall{{ID: "call_x", Name: "no_such_tool", Arguments: `{"path": "README.md"`}}}
-	forEachKind(t, []testenv.Turn{turn}, func(t *testing.T, k kind, ms *testenv.ModelServer, p provider.Provider) {
+	forEachKind(t, kinds, []testenv.Turn{turn}, func(t *testing.T, k Kind, ms *testenv.ModelServer, p provider.Provider) {
 		_, resp, err := collect(t, p, userRequest("hi"))
 		if err != nil {
 			t.Fatal(err)
@@ -411,14 +444,14 @@ func TestProviderMalformedToolCall(t *testing.T) {
 	})
 }
 
-// TestProviderConversation sends a second request with the first answer and
+// testConversation sends a second request with the first answer and
 // the tool results in it, as the agent loop does.
-func TestProviderConversation(t *testing.T) {
+func testConversation(t *testing.T, kinds []Kind) {
 	turns := []testenv.Turn{
 		{ToolCalls: []testenv.ToolCall{{Name: "bash", Arguments: `{"command":"ls"}`}}},
 		{Text: "There are two files."},
 	}
-	forEachKind(t, turns, func(t *testing.T, k kind, ms *testenv.ModelServer, p provider.Provider) {
+	forEachKind(t, kinds, turns, func(t *testing.T, k Kind, ms *testenv.ModelServer, p provider.Provider) {
 		req := provider.Request{Messages: []provider.Message{provider.SystemMessage("Be brief."), provider.UserMessage("What is here?")}}
 		_, first, err := collect(t, p, req)
 		if err != nil {
@@ -443,68 +476,14 @@ func TestProviderConversation(t *testing.T) {
 	})
 }
 
-// TestProviderRequestBody checks the request each API receives for one
-// conversation: system prompt, user text, an assistant tool call and its
-// failed result, a tool definition and an output cap.
-func TestProviderRequestBody(t *testing.T) {
-	schema := `{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`
-	req := provider.Request{
-		Messages: []provider.Message{
-			provider.SystemMessage("You are terse."),
-			provider.UserMessage("List the files."),
-			{Role: provider.RoleAssistant, Content: []provider.Content{
-				{Type: provider.ContentReasoning, Text: "I should run ls.", Signature: "sig-1"},
-				provider.Text("Listing."),
-				provider.ToolCall("call_1", "bash", `{"command":"ls"}`),
-			}},
-			{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult("call_1", "ls: permission denied", true)}},
-		},
-		Tools:           []provider.Tool{{Name: "bash", Description: "Run a command.", InputSchema: json.RawMessage(schema)}},
-		MaxOutputTokens: 1000,
-	}
-	chatMessages := `[
-		{"role": "system", "content": "You are terse."},
-		{"role": "user", "content": "List the files."},
-		{"role": "assistant", "content": "Listing.", "tool_calls": [
-			{"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}}]},
-		{"role": "tool", "tool_call_id": "call_1", "content": "ls: permission denied"}]`
-	chatTools := `[{"type": "function", "function": {"name": "bash", "description": "Run a command.", "parameters": ` + schema + `}}]`
-	want := map[string]string{
-		"anthropic": `{
-			"model": "claude-test", "max_tokens": 1000, "stream": true,
-			"cache_control": {"type": "ephemeral"},
-			"system": [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}],
-			"messages": [
-				{"role": "user", "content": [{"type": "text", "text": "List the files."}]},
-				{"role": "assistant", "content": [
-					{"type": "thinking", "thinking": "I should run ls.", "signature": "sig-1"},
-					{"type": "text", "text": "Listing."},
-					{"type": "tool_use", "id": "call_1", "name": "bash", "input": {"command": "ls"}}]},
-				{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "is_error": true,
-					"content": [{"type": "text", "text": "ls: permission denied"}]}]}],
-			"tools": [{"name": "bash", "description": "Run a command.", "input_schema": ` + schema + `}]}`,
-		"openai-chat": `{
-			"model": "gpt-test", "stream": true, "stream_options": {"include_usage": true}, "max_completion_tokens": 1000,
-			"messages": ` + chatMessages + `, "tools": ` + chatTools + `}`,
-		"openai-compatible": `{
-			"model": "qwen-test", "stream": true, "stream_options": {"include_usage": true}, "max_tokens": 1000,
-			"messages": ` + chatMessages + `, "tools": ` + chatTools + `}`,
-		"openai-responses": `{
-			"model": "gpt-test", "stream": true, "store": false, "max_output_tokens": 1000,
-			"instructions": "You are terse.",
-			"input": [
-				{"role": "user", "content": "List the files."},
-				{"role": "assistant", "content": "Listing."},
-				{"type": "function_call", "call_id": "call_1", "name": "bash", "arguments": "{\"command\":\"ls\"}"},
-				{"type": "function_call_output", "call_id": "call_1", "output": "ls: permission denied"}],
-			"tools": [{"type": "function", "name": "bash", "description": "Run a command.", "parameters": ` + schema + `, "strict": false}]}`,
-	}
-	forEachKind(t, []testenv.Turn{{Text: "ok"}}, func(t *testing.T, k kind, ms *testenv.ModelServer, p provider.Provider) {
-		if _, _, err := collect(t, p, req); err != nil {
+// testRequestBody checks the request each API receives for BodyRequest.
+func testRequestBody(t *testing.T, kinds []Kind) {
+	forEachKind(t, kinds, []testenv.Turn{{Text: "ok"}}, func(t *testing.T, k Kind, ms *testenv.ModelServer, p provider.Provider) {
+		if _, _, err := collect(t, p, BodyRequest()); err != nil {
 			t.Fatal(err)
 		}
 		var wantBody, gotBody map[string]any
-		if err := json.Unmarshal([]byte(want[k.name]), &wantBody); err != nil {
+		if err := json.Unmarshal([]byte(k.RequestBody), &wantBody); err != nil {
 			t.Fatalf("want: %v", err)
 		}
 		if err := ms.Requests()[0].Decode(&gotBody); err != nil {
@@ -516,9 +495,43 @@ func TestProviderRequestBody(t *testing.T) {
 	})
 }
 
-// TestProviderIgnoresEnvironment checks that the SDKs' environment variables
+// testEncode checks that what a provider's Encode makes is the body the
+// server receives for the same request (less "stream", which the SDKs add
+// on sending), so that encoding a request ahead of time warms the encoders
+// the real one goes through.
+func testEncode(t *testing.T, kinds []Kind) {
+	forEachKind(t, kinds, []testenv.Turn{{Text: "ok"}}, func(t *testing.T, k Kind, ms *testenv.ModelServer, p provider.Provider) {
+		if _, _, err := collect(t, p, BodyRequest()); err != nil {
+			t.Fatal(err)
+		}
+		e, ok := p.(interface {
+			Encode(provider.Request) ([]byte, error)
+		})
+		if !ok {
+			t.Fatalf("%T cannot encode a request without sending it", p)
+		}
+		encoded, err := e.Encode(BodyRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sent, enc map[string]any
+		if err := ms.Requests()[0].Decode(&sent); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(encoded, &enc); err != nil {
+			t.Fatalf("Encode made %s: %v", encoded, err)
+		}
+		delete(sent, "stream")
+		delete(enc, "stream")
+		if diff := cmp.Diff(sent, enc); diff != "" {
+			t.Errorf("encoded body differs from the sent one (-sent +encoded):\n%s", diff)
+		}
+	})
+}
+
+// testIgnoresEnvironment checks that the SDKs' environment variables
 // do not reach the clients: the key and endpoint are the Config's alone.
-func TestProviderIgnoresEnvironment(t *testing.T) {
+func testIgnoresEnvironment(t *testing.T, kinds []Kind) {
 	for _, v := range []string{"ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"} {
 		t.Setenv(v, "http://127.0.0.1:1")
 	}
@@ -527,10 +540,10 @@ func TestProviderIgnoresEnvironment(t *testing.T) {
 	}
 	t.Setenv("OPENAI_ORG_ID", "org-from-the-environment")
 	t.Setenv("OPENAI_CUSTOM_HEADERS", "X-Leak: yes")
-	for _, k := range kinds() {
-		t.Run(k.name, func(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.Name, func(t *testing.T) {
 			ms := testenv.StartModelServer(t, testenv.Turn{Text: "ok"})
-			p, err := provider.New(k.config(ms))
+			p, err := k.New(k.Config(ms))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -538,7 +551,7 @@ func TestProviderIgnoresEnvironment(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := ms.Requests()[0].Header
-			k.checkKey(t, h)
+			k.CheckKey(t, h)
 			for _, name := range []string{"OpenAI-Organization", "X-Leak"} {
 				if v := h.Get(name); v != "" {
 					t.Errorf("%s: %q from the environment", name, v)
@@ -548,9 +561,9 @@ func TestProviderIgnoresEnvironment(t *testing.T) {
 	}
 }
 
-func TestProviderEarlyBreak(t *testing.T) {
+func testEarlyBreak(t *testing.T, kinds []Kind) {
 	turn := testenv.Turn{Text: "a long answer the caller stops reading"}
-	forEachKind(t, []testenv.Turn{turn}, func(t *testing.T, k kind, ms *testenv.ModelServer, p provider.Provider) {
+	forEachKind(t, kinds, []testenv.Turn{turn}, func(t *testing.T, k Kind, ms *testenv.ModelServer, p provider.Provider) {
 		for part, err := range p.Stream(t.Context(), userRequest("hi")) {
 			if err != nil {
 				t.Fatal(err)
@@ -562,7 +575,7 @@ func TestProviderEarlyBreak(t *testing.T) {
 	})
 }
 
-func TestProviderInvalidRequest(t *testing.T) {
+func testInvalidRequest(t *testing.T, kinds []Kind) {
 	for _, tc := range []struct {
 		name string
 		req  provider.Request
@@ -576,7 +589,7 @@ func TestProviderInvalidRequest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			forEachKind(t, nil, func(t *testing.T, k kind, ms *testenv.ModelServer, p provider.Provider) {
+			forEachKind(t, kinds, nil, func(t *testing.T, k Kind, ms *testenv.ModelServer, p provider.Provider) {
 				_, _, err := collect(t, p, tc.req)
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Errorf("error %v, want one that says %q", err, tc.want)
@@ -589,15 +602,15 @@ func TestProviderInvalidRequest(t *testing.T) {
 	}
 }
 
-// TestProviderRetryLog checks that each retried attempt is logged with what
+// testRetryLog checks that each retried attempt is logged with what
 // an operator needs (status, the server's wait), and never with the key.
-func TestProviderRetryLog(t *testing.T) {
+func testRetryLog(t *testing.T, kinds []Kind) {
 	turn := testenv.Turn{Text: "ok", Faults: []testenv.Fault{{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After-Ms": {"10"}}}}}
-	forEachKind(t, []testenv.Turn{turn}, func(t *testing.T, k kind, ms *testenv.ModelServer, _ provider.Provider) {
+	forEachKind(t, kinds, []testenv.Turn{turn}, func(t *testing.T, k Kind, ms *testenv.ModelServer, _ provider.Provider) {
 		var logged syncBuffer
-		cfg := k.config(ms)
+		cfg := k.Config(ms)
 		cfg.Logger = slog.New(slog.NewJSONHandler(&logged, nil))
-		p, err := provider.New(cfg)
+		p, err := k.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -617,7 +630,7 @@ func TestProviderRetryLog(t *testing.T) {
 				t.Errorf("%s = %v, want %v in %s", key, rec[key], want, lines[0])
 			}
 		}
-		if strings.Contains(logged.String(), testKey) {
+		if strings.Contains(logged.String(), Key) {
 			t.Errorf("the log shows the key: %s", logged.String())
 		}
 	})

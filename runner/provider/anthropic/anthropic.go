@@ -1,4 +1,12 @@
-package provider
+// Package anthropic is the provider of the Anthropic Messages API (POST
+// /v1/messages), streamed through the Anthropic SDK: it translates
+// provider's neutral requests into the API's wire format and the API's
+// stream back into parts.
+//
+// The SDK waits whatever retry-after-ms or retry-after (seconds or an HTTP
+// date) says before a retry; without them it backs off exponentially from
+// half a second to at most eight, with jitter.
+package anthropic
 
 import (
 	"bytes"
@@ -14,10 +22,17 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+
+	"github.com/aerie-run/aerie/runner/provider"
 )
 
-// Anthropic is the Anthropic Messages API (POST /v1/messages), streamed.
-type Anthropic struct {
+// DefaultMaxOutputTokens is sent when neither the request nor the Config
+// caps the output, because the Messages API requires max_tokens. Every
+// Claude 4 model accepts it.
+const DefaultMaxOutputTokens = 32000
+
+// Messages is the Anthropic Messages API (POST /v1/messages), streamed.
+type Messages struct {
 	client    anthropic.Client
 	model     string
 	maxTokens int64
@@ -33,37 +48,37 @@ type Anthropic struct {
 	// head is the encoding of the system prompt and the tools of the last
 	// request, which the next one nearly always repeats; size is the size
 	// of the last body, the next one's first guess.
-	head anthropicHead
+	head encodedHead
 	size int
 }
 
 // keptBlock is a content block with its encoding.
 type keptBlock struct {
-	c Content
+	c provider.Content
 	b encodedBlock
 }
 
-// anthropicHead is the encoded system prompt and tools of a request, with
+// encodedHead is the encoded system prompt and tools of a request, with
 // what they were encoded from.
-type anthropicHead struct {
+type encodedHead struct {
 	system []string
-	tools  []Tool
+	tools  []provider.Tool
 	json   []byte // `,"system":[...],"tools":[...]`, each only when present
 }
 
 // encodedBlock is a content block as the Messages API takes it; ok is false
-// for content that is not sent (see anthropicBlock).
+// for content that is not sent (see contentBlock).
 type encodedBlock struct {
 	json json.RawMessage
 	ok   bool
 }
 
-// NewAnthropic returns a client for the Anthropic Messages API.
+// New returns a client for the Anthropic Messages API.
 //
 // The client reads nothing from the environment (no ANTHROPIC_API_KEY,
 // ANTHROPIC_BASE_URL or profile): the key and endpoint are cfg's alone.
-func NewAnthropic(cfg Config) (*Anthropic, error) {
-	if err := cfg.check(NameAnthropic, true); err != nil {
+func New(cfg provider.Config) (*Messages, error) {
+	if err := cfg.Check(provider.NameAnthropic, true); err != nil {
 		return nil, err
 	}
 	if cfg.API != "" {
@@ -71,7 +86,7 @@ func NewAnthropic(cfg Config) (*Anthropic, error) {
 	}
 	opts := []option.RequestOption{
 		option.WithoutEnvironmentDefaults(),
-		option.WithHTTPClient(cfg.httpClient()),
+		option.WithHTTPClient(cfg.Client()),
 		// The documented header for API keys. The SDK's WithAPIKey sends
 		// "Authorization: Bearer", which Anthropic-compatible proxies may not
 		// accept.
@@ -79,33 +94,33 @@ func NewAnthropic(cfg Config) (*Anthropic, error) {
 		// Retries are the SDK's: it retries 408, 409, 429, 5xx and connection
 		// errors with exponential backoff, waiting what retry-after-ms or
 		// retry-after say when the server sends them.
-		option.WithMaxRetries(cfg.maxRetries()),
-		option.WithMiddleware(retryLog(cfg.logger(), NameAnthropic, cfg.Model)),
+		option.WithMaxRetries(cfg.Retries()),
+		option.WithMiddleware(provider.RetryLog(cfg.Log(), provider.NameAnthropic, cfg.Model)),
 	}
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
 	}
 	maxTokens := cfg.MaxOutputTokens
 	if maxTokens == 0 {
-		maxTokens = DefaultAnthropicMaxOutputTokens
+		maxTokens = DefaultMaxOutputTokens
 	}
-	return &Anthropic{
+	return &Messages{
 		client:    anthropic.NewClient(opts...),
 		model:     cfg.Model,
 		maxTokens: maxTokens,
-		timeout:   cfg.timeout(),
+		timeout:   cfg.CallTimeout(),
 	}, nil
 }
 
 // Name returns "anthropic".
-func (a *Anthropic) Name() string { return NameAnthropic }
+func (a *Messages) Name() string { return provider.NameAnthropic }
 
 // Stream sends req to the Messages API and streams the answer.
-func (a *Anthropic) Stream(ctx context.Context, req Request) iter.Seq2[Part, error] {
-	return func(yield func(Part, error) bool) {
+func (a *Messages) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Part, error] {
+	return func(yield func(provider.Part, error) bool) {
 		body, err := a.body(req)
 		if err != nil {
-			yield(Part{}, fmt.Errorf("anthropic: %w", err))
+			yield(provider.Part{}, fmt.Errorf("anthropic: %w", err))
 			return
 		}
 		callCtx, cancel := context.WithTimeout(ctx, a.timeout)
@@ -120,28 +135,28 @@ func (a *Anthropic) Stream(ctx context.Context, req Request) iter.Seq2[Part, err
 			option.WithRequestBody("application/json", body))
 		defer stream.Close()
 
-		var dec anthropicDecoder
+		var dec decoder
 		for stream.Next() {
 			if !dec.event(stream.Current(), yield) {
 				return
 			}
 			if dec.err != nil {
-				yield(Part{}, fmt.Errorf("anthropic: stream messages: %w", dec.err))
+				yield(provider.Part{}, fmt.Errorf("anthropic: stream messages: %w", dec.err))
 				return
 			}
 		}
 		if err := stream.Err(); err != nil {
-			yield(Part{}, callError(callCtx, ctx, a.timeout, "anthropic: stream messages", err))
+			yield(provider.Part{}, provider.CallError(callCtx, ctx, a.timeout, "anthropic: stream messages", apiError(err)))
 			return
 		}
 		if !dec.stopped {
-			yield(Part{}, fmt.Errorf("anthropic: stream messages: %w", ErrIncomplete))
+			yield(provider.Part{}, fmt.Errorf("anthropic: stream messages: %w", provider.ErrIncomplete))
 		}
 	}
 }
 
 // outputTokens is the output token limit of req.
-func (a *Anthropic) outputTokens(req Request) int64 {
+func (a *Messages) outputTokens(req provider.Request) int64 {
 	if req.MaxOutputTokens > 0 {
 		return req.MaxOutputTokens
 	}
@@ -151,8 +166,8 @@ func (a *Anthropic) outputTokens(req Request) int64 {
 // params translates req into the Messages API's request, as the SDK's
 // types hold it. Requests are sent as body makes them, which is the same
 // request; params is what body is checked against.
-func (a *Anthropic) params(req Request) (anthropic.MessageNewParams, error) {
-	system, conv, err := splitSystem(req.Messages)
+func (a *Messages) params(req provider.Request) (anthropic.MessageNewParams, error) {
+	system, conv, err := provider.SplitSystem(req.Messages)
 	if err != nil {
 		return anthropic.MessageNewParams{}, err
 	}
@@ -164,9 +179,9 @@ func (a *Anthropic) params(req Request) (anthropic.MessageNewParams, error) {
 		// cache instead of paying for it again.
 		CacheControl: anthropic.NewCacheControlEphemeralParam(),
 	}
-	p.System = anthropicSystem(system)
+	p.System = systemBlocks(system)
 	for _, t := range req.Tools {
-		tool, err := anthropicTool(t)
+		tool, err := toolParam(t)
 		if err != nil {
 			return p, err
 		}
@@ -179,13 +194,13 @@ func (a *Anthropic) params(req Request) (anthropic.MessageNewParams, error) {
 		return p, err
 	}
 	for i, blocks := range turns {
-		p.Messages = append(p.Messages, param.Override[anthropic.MessageParam](anthropicMessage(anthropicRole(assistant[i]), blocks)))
+		p.Messages = append(p.Messages, param.Override[anthropic.MessageParam](messageJSON(roleName(assistant[i]), blocks)))
 	}
 	return p, nil
 }
 
-// anthropicSystem is the system prompt as the API takes it.
-func anthropicSystem(system []string) []anthropic.TextBlockParam {
+// systemBlocks is the system prompt as the API takes it.
+func systemBlocks(system []string) []anthropic.TextBlockParam {
 	var blocks []anthropic.TextBlockParam
 	for _, text := range system {
 		blocks = append(blocks, anthropic.TextBlockParam{Text: text})
@@ -198,7 +213,7 @@ func anthropicSystem(system []string) []anthropic.TextBlockParam {
 	return blocks
 }
 
-func anthropicRole(assistant bool) string {
+func roleName(assistant bool) string {
 	if assistant {
 		return "assistant"
 	}
@@ -210,8 +225,8 @@ func anthropicRole(assistant bool) string {
 // encoder, as the SDK would encode it within the whole, and kept for the
 // next request (the system prompt and tools, each content block); only
 // their joints are written here.
-func (a *Anthropic) body(req Request) ([]byte, error) {
-	system, conv, err := splitSystem(req.Messages)
+func (a *Messages) body(req provider.Request) ([]byte, error) {
+	system, conv, err := provider.SplitSystem(req.Messages)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +250,7 @@ func (a *Anthropic) body(req Request) ([]byte, error) {
 	// Automatic prompt caching: see params.
 	b = append(b, `,"cache_control":{"type":"ephemeral"}`...)
 	b = append(b, head...)
-	// The messages are written as appendAnthropicMessage writes them. No
+	// The messages are written as appendMessage writes them. No
 	// messages (nothing but empty text) is left out, as the SDK leaves it,
 	// for the API to refuse.
 	role := ""
@@ -251,7 +266,7 @@ func (a *Anthropic) body(req Request) ([]byte, error) {
 			b = append(b, ',')
 		}
 		b = append(b, block...)
-		role = anthropicRole(assistant)
+		role = roleName(assistant)
 	})
 	if err != nil {
 		return nil, err
@@ -268,13 +283,13 @@ func (a *Anthropic) body(req Request) ([]byte, error) {
 
 // encodeHead returns the encoding of the system prompt and the tools,
 // kept from the last request when they are the same. a.mu must be held.
-func (a *Anthropic) encodeHead(system []string, tools []Tool) ([]byte, error) {
+func (a *Messages) encodeHead(system []string, tools []provider.Tool) ([]byte, error) {
 	h := &a.head
 	if h.json != nil && slices.Equal(h.system, system) && slices.EqualFunc(h.tools, tools, sameTool) {
 		return h.json, nil
 	}
 	var b []byte
-	if blocks := anthropicSystem(system); len(blocks) > 0 {
+	if blocks := systemBlocks(system); len(blocks) > 0 {
 		b = append(b, `,"system":[`...)
 		for i, block := range blocks {
 			js, err := block.MarshalJSON()
@@ -291,7 +306,7 @@ func (a *Anthropic) encodeHead(system []string, tools []Tool) ([]byte, error) {
 	if len(tools) > 0 {
 		b = append(b, `,"tools":[`...)
 		for i, t := range tools {
-			tool, err := anthropicTool(t)
+			tool, err := toolParam(t)
 			if err != nil {
 				return nil, err
 			}
@@ -309,17 +324,17 @@ func (a *Anthropic) encodeHead(system []string, tools []Tool) ([]byte, error) {
 	if b == nil {
 		b = []byte{}
 	}
-	*h = anthropicHead{system: slices.Clone(system), tools: slices.Clone(tools), json: b}
+	*h = encodedHead{system: slices.Clone(system), tools: slices.Clone(tools), json: b}
 	return b, nil
 }
 
-func sameTool(a, b Tool) bool {
+func sameTool(a, b provider.Tool) bool {
 	return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.InputSchema, b.InputSchema)
 }
 
 // turns groups the conversation's encoded blocks into the API's messages
 // (see blocks). a.mu must be held.
-func (a *Anthropic) turns(conv []Message) (turns [][]json.RawMessage, assistant []bool, err error) {
+func (a *Messages) turns(conv []provider.Message) (turns [][]json.RawMessage, assistant []bool, err error) {
 	err = a.blocks(conv, func(isAssistant, first bool, b json.RawMessage) {
 		if first {
 			turns = append(turns, nil)
@@ -340,13 +355,13 @@ func (a *Anthropic) turns(conv []Message) (turns [][]json.RawMessage, assistant 
 // after turn, finds its blocks at the same places in a.last, and the new
 // ones are appended to it. Any other (compacted, forked) has its blocks
 // looked up by value among the last request's.
-func (a *Anthropic) blocks(conv []Message, yield func(assistant, first bool, b json.RawMessage)) error {
-	n := 0                             // blocks so far
-	var index map[Content]encodedBlock // the last request's blocks, once the prefix is left
-	var kept []keptBlock               // this request's blocks, once the prefix is left
-	started, side := false, false      // whether a message is open, and its side
+func (a *Messages) blocks(conv []provider.Message, yield func(assistant, first bool, b json.RawMessage)) error {
+	n := 0                                      // blocks so far
+	var index map[provider.Content]encodedBlock // the last request's blocks, once the prefix is left
+	var kept []keptBlock                        // this request's blocks, once the prefix is left
+	started, side := false, false               // whether a message is open, and its side
 	for _, m := range conv {
-		isAssistant := m.Role == RoleAssistant
+		isAssistant := m.Role == provider.RoleAssistant
 		for _, c := range m.Content {
 			var b encodedBlock
 			switch {
@@ -354,13 +369,13 @@ func (a *Anthropic) blocks(conv []Message, yield func(assistant, first bool, b j
 				b = a.last[n].b
 			case index == nil && n == len(a.last):
 				var err error
-				if b, err = encodeAnthropicBlock(c); err != nil {
+				if b, err = encodeBlock(c); err != nil {
 					return err
 				}
 				a.last = append(a.last, keptBlock{c, b})
 			default:
 				if index == nil {
-					index = make(map[Content]encodedBlock, len(a.last))
+					index = make(map[provider.Content]encodedBlock, len(a.last))
 					for _, k := range a.last {
 						index[k.c] = k.b
 					}
@@ -369,7 +384,7 @@ func (a *Anthropic) blocks(conv []Message, yield func(assistant, first bool, b j
 				var seen bool
 				if b, seen = index[c]; !seen {
 					var err error
-					if b, err = encodeAnthropicBlock(c); err != nil {
+					if b, err = encodeBlock(c); err != nil {
 						return err
 					}
 					index[c] = b
@@ -396,18 +411,18 @@ func (a *Anthropic) blocks(conv []Message, yield func(assistant, first bool, b j
 	return nil
 }
 
-// anthropicMessage is the JSON of a message of encoded blocks, as the SDK
+// messageJSON is the JSON of a message of encoded blocks, as the SDK
 // would write it.
-func anthropicMessage(role string, blocks []json.RawMessage) json.RawMessage {
+func messageJSON(role string, blocks []json.RawMessage) json.RawMessage {
 	n := len(`{"content":[],"role":""}`) + len(role) + len(blocks)
 	for _, b := range blocks {
 		n += len(b)
 	}
-	return appendAnthropicMessage(make([]byte, 0, n), role, blocks)
+	return appendMessage(make([]byte, 0, n), role, blocks)
 }
 
-// appendAnthropicMessage appends the JSON of a message of encoded blocks.
-func appendAnthropicMessage(out []byte, role string, blocks []json.RawMessage) []byte {
+// appendMessage appends the JSON of a message of encoded blocks.
+func appendMessage(out []byte, role string, blocks []json.RawMessage) []byte {
 	out = append(out, `{"content":[`...)
 	for i, b := range blocks {
 		if i > 0 {
@@ -421,9 +436,9 @@ func appendAnthropicMessage(out []byte, role string, blocks []json.RawMessage) [
 	return out
 }
 
-// encodeAnthropicBlock encodes c as the Messages API takes it.
-func encodeAnthropicBlock(c Content) (encodedBlock, error) {
-	block, ok := anthropicContentBlock(c)
+// encodeBlock encodes c as the Messages API takes it.
+func encodeBlock(c provider.Content) (encodedBlock, error) {
+	block, ok := contentBlock(c)
 	if !ok {
 		return encodedBlock{}, nil
 	}
@@ -434,15 +449,15 @@ func encodeAnthropicBlock(c Content) (encodedBlock, error) {
 	return encodedBlock{json: b, ok: true}, nil
 }
 
-// anthropicContentBlock translates c; ok is false for content that is not
+// contentBlock translates c; ok is false for content that is not
 // sent.
-func anthropicContentBlock(c Content) (block anthropic.ContentBlockParamUnion, ok bool) {
+func contentBlock(c provider.Content) (block anthropic.ContentBlockParamUnion, ok bool) {
 	switch c.Type {
-	case ContentText:
+	case provider.ContentText:
 		if c.Text != "" {
 			return anthropic.NewTextBlock(c.Text), true
 		}
-	case ContentReasoning:
+	case provider.ContentReasoning:
 		// Thinking goes back only with the signature Anthropic gave it;
 		// reasoning from another provider cannot be verified and is dropped.
 		switch {
@@ -452,9 +467,9 @@ func anthropicContentBlock(c Content) (block anthropic.ContentBlockParamUnion, o
 		default:
 			return anthropic.NewThinkingBlock(c.Signature, c.Text), true
 		}
-	case ContentToolCall:
+	case provider.ContentToolCall:
 		return anthropic.NewToolUseBlock(c.ToolCallID, toolInput(c.Arguments), c.ToolName), true
-	case ContentToolResult:
+	case provider.ContentToolResult:
 		tr := anthropic.ToolResultBlockParam{ToolUseID: c.ToolCallID}
 		if c.Text != "" {
 			tr.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: c.Text}}}
@@ -478,12 +493,12 @@ func toolInput(arguments string) json.RawMessage {
 	return json.RawMessage(arguments)
 }
 
-func anthropicTool(t Tool) (anthropic.ToolParam, error) {
+func toolParam(t provider.Tool) (anthropic.ToolParam, error) {
 	tool := anthropic.ToolParam{Name: t.Name}
 	if t.Description != "" {
 		tool.Description = anthropic.String(t.Description)
 	}
-	schema, err := schemaObject(t)
+	schema, err := t.Schema()
 	if err != nil {
 		return tool, err
 	}
@@ -510,17 +525,17 @@ func anthropicTool(t Tool) (anthropic.ToolParam, error) {
 	return tool, nil
 }
 
-// anthropicDecoder turns stream events into parts. Content blocks are
+// decoder turns stream events into parts. Content blocks are
 // addressed by index, and more than one can be open at a time.
-type anthropicDecoder struct {
-	blocks  map[int64]*anthropicBlock
-	usage   Usage
-	stop    StopReason
+type decoder struct {
+	blocks  map[int64]*streamBlock
+	usage   provider.Usage
+	stop    provider.StopReason
 	stopped bool
 	err     error
 }
 
-type anthropicBlock struct {
+type streamBlock struct {
 	kind      string // text, thinking, tool_use; anything else is ignored
 	id        string
 	signature string
@@ -530,14 +545,14 @@ type anthropicBlock struct {
 
 // event handles one event. It returns false when yield asks to stop; a stream
 // that breaks the protocol sets d.err.
-func (d *anthropicDecoder) event(ev anthropic.MessageStreamEventUnion, yield func(Part, error) bool) bool {
+func (d *decoder) event(ev anthropic.MessageStreamEventUnion, yield func(provider.Part, error) bool) bool {
 	if d.blocks == nil {
-		d.blocks = map[int64]*anthropicBlock{}
+		d.blocks = map[int64]*streamBlock{}
 	}
 	switch ev.Type {
 	case "message_start":
 		u := ev.Message.Usage
-		d.usage = Usage{
+		d.usage = provider.Usage{
 			InputTokens:      u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
 			OutputTokens:     u.OutputTokens,
 			CacheReadTokens:  u.CacheReadInputTokens,
@@ -545,26 +560,26 @@ func (d *anthropicDecoder) event(ev anthropic.MessageStreamEventUnion, yield fun
 		}
 	case "content_block_start":
 		cb := ev.ContentBlock
-		b := &anthropicBlock{kind: cb.Type}
+		b := &streamBlock{kind: cb.Type}
 		d.blocks[ev.Index] = b
 		switch cb.Type {
 		case "text":
 			if cb.Text != "" {
-				return yield(Part{Type: PartTextDelta, Text: cb.Text}, nil)
+				return yield(provider.Part{Type: provider.PartTextDelta, Text: cb.Text}, nil)
 			}
 		case "thinking":
 			b.signature = cb.Signature
 			if cb.Thinking != "" {
-				return yield(Part{Type: PartReasoningDelta, Text: cb.Thinking}, nil)
+				return yield(provider.Part{Type: provider.PartReasoningDelta, Text: cb.Thinking}, nil)
 			}
 		case "redacted_thinking":
-			return yield(Part{Type: PartReasoningEnd, Signature: cb.Data, Redacted: true}, nil)
+			return yield(provider.Part{Type: provider.PartReasoningEnd, Signature: cb.Data, Redacted: true}, nil)
 		case "tool_use":
 			b.id = cb.ID
 			if raw := cb.JSON.Input.Raw(); raw != "" && raw != "{}" && raw != "null" {
 				b.input = raw
 			}
-			return yield(Part{Type: PartToolCallStart, ToolCallID: cb.ID, ToolName: cb.Name}, nil)
+			return yield(provider.Part{Type: provider.PartToolCallStart, ToolCallID: cb.ID, ToolName: cb.Name}, nil)
 		}
 	case "content_block_delta":
 		b, ok := d.blocks[ev.Index]
@@ -574,15 +589,15 @@ func (d *anthropicDecoder) event(ev anthropic.MessageStreamEventUnion, yield fun
 		}
 		switch ev.Delta.Type {
 		case "text_delta":
-			return yield(Part{Type: PartTextDelta, Text: ev.Delta.Text}, nil)
+			return yield(provider.Part{Type: provider.PartTextDelta, Text: ev.Delta.Text}, nil)
 		case "thinking_delta":
-			return yield(Part{Type: PartReasoningDelta, Text: ev.Delta.Thinking}, nil)
+			return yield(provider.Part{Type: provider.PartReasoningDelta, Text: ev.Delta.Thinking}, nil)
 		case "signature_delta":
 			b.signature += ev.Delta.Signature
 		case "input_json_delta":
 			if b.kind == "tool_use" && ev.Delta.PartialJSON != "" {
 				b.deltas = true
-				return yield(Part{Type: PartToolCallDelta, ToolCallID: b.id, Text: ev.Delta.PartialJSON}, nil)
+				return yield(provider.Part{Type: provider.PartToolCallDelta, ToolCallID: b.id, Text: ev.Delta.PartialJSON}, nil)
 			}
 		}
 	case "content_block_stop":
@@ -594,19 +609,19 @@ func (d *anthropicDecoder) event(ev anthropic.MessageStreamEventUnion, yield fun
 		delete(d.blocks, ev.Index)
 		switch b.kind {
 		case "thinking":
-			return yield(Part{Type: PartReasoningEnd, Signature: b.signature}, nil)
+			return yield(provider.Part{Type: provider.PartReasoningEnd, Signature: b.signature}, nil)
 		case "tool_use":
 			// A server that sends the whole input with the start event and no
 			// deltas (a proxy replaying a non-streamed answer) still delivers it.
 			if !b.deltas && b.input != "" {
-				if !yield(Part{Type: PartToolCallDelta, ToolCallID: b.id, Text: b.input}, nil) {
+				if !yield(provider.Part{Type: provider.PartToolCallDelta, ToolCallID: b.id, Text: b.input}, nil) {
 					return false
 				}
 			}
-			return yield(Part{Type: PartToolCallEnd, ToolCallID: b.id}, nil)
+			return yield(provider.Part{Type: provider.PartToolCallEnd, ToolCallID: b.id}, nil)
 		}
 	case "message_delta":
-		d.stop = anthropicStop(string(ev.Delta.StopReason))
+		d.stop = stopReason(string(ev.Delta.StopReason))
 		// The counts are cumulative totals; those that are absent keep the
 		// value message_start gave.
 		u := ev.Usage
@@ -622,19 +637,22 @@ func (d *anthropicDecoder) event(ev anthropic.MessageStreamEventUnion, yield fun
 		}
 	case "message_stop":
 		d.stopped = true
-		return yield(Part{Type: PartFinish, Usage: d.usage, StopReason: d.stop}, nil)
+		return yield(provider.Part{Type: provider.PartFinish, Usage: d.usage, StopReason: d.stop}, nil)
 	}
 	return true
 }
 
-func anthropicStop(reason string) StopReason {
+func stopReason(reason string) provider.StopReason {
 	switch reason {
 	case "model_context_window_exceeded":
-		return StopContextWindow
+		return provider.StopContextWindow
 	case "":
-		return StopEndTurn
+		return provider.StopEndTurn
 	}
 	// end_turn, tool_use, max_tokens, stop_sequence and refusal are already
 	// the normalized names; pause_turn and future reasons pass through.
-	return StopReason(reason)
+	return provider.StopReason(reason)
 }
+
+// Encode returns the JSON body Stream sends for req, without sending it.
+func (a *Messages) Encode(req provider.Request) ([]byte, error) { return a.body(req) }

@@ -1,4 +1,4 @@
-package provider_test
+package anthropic_test
 
 import (
 	"strconv"
@@ -7,18 +7,19 @@ import (
 
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/provider/anthropic"
 )
 
-// BenchmarkAnthropicTurn streams one answer with a bash call, as a turn of
+// BenchmarkTurn streams one answer with a bash call, as a turn of
 // a 100-turn session asks it, from the fake model server, and reports the
 // client's part: the time of the call less the server's own time answering
 // it (client-ms/op), which is what the loop spends on the request: building
 // and sending it, and reading the answer.
 //
-//	go test -run '^$' -bench AnthropicTurn -count 10 ./runner/provider/
-func BenchmarkAnthropicTurn(b *testing.B) {
+//	go test -run '^$' -bench Turn -count 10 ./runner/provider/anthropic/
+func BenchmarkTurn(b *testing.B) {
 	ms := testenv.StartModelServer(b)
-	p, err := provider.New(provider.Config{Provider: "anthropic", Model: "claude-test", APIKey: "k", BaseURL: ms.URL()})
+	p, err := anthropic.New(provider.Config{Provider: "anthropic", Model: "claude-test", APIKey: "k", BaseURL: ms.URL()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -144,7 +144,7 @@ func runnerConfig(s *aeriev1alpha1.AgentSession, a attempt) runconfig.Config {
 		},
 		Toolset:      s.Spec.Toolset,
 		Persona:      s.Spec.Persona,
-		HookApproval: s.Spec.HookApproval,
+		HookApproval: string(s.Spec.HookApproval),
 		Executor: runconfig.Executor{
 			Socket:    runconfig.DefaultSocket,
 			Workspace: runconfig.DefaultWorkspace,

@@ -63,7 +63,7 @@ func fullSession() *aeriev1alpha1.AgentSession {
 		Tolerations:        []corev1.Toleration{{Key: "agents", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 	}
 	s.Spec.Toolset = "review"
-	s.Spec.HookApproval = "allow"
+	s.Spec.HookApproval = aeriev1alpha1.HookApprovalAllow
 	return s
 }
 
@@ -318,5 +318,26 @@ func TestMirror(t *testing.T) {
 	files2, _ := runconfig.LayerFiles(src.Data, nil, src.Annotations)
 	if desiredMirror(src, "team-a", runconfig.LayerDigest(files2)).Name == m.Name {
 		t.Error("a changed platform layer keeps its mirror's name")
+	}
+}
+
+// TestHookApprovalReachesRunner: each policy the API accepts renders a
+// runner configuration the runner accepts, with the same policy.
+func TestHookApprovalReachesRunner(t *testing.T) {
+	t.Parallel()
+	for _, v := range []aeriev1alpha1.HookApproval{"", aeriev1alpha1.HookApprovalDeny, aeriev1alpha1.HookApprovalAllow} {
+		s := minimalSession()
+		s.Spec.HookApproval = v
+		cm, err := desiredConfigMap(s, attempt{Number: 1, SessionID: testUID, Prompt: "x"})
+		if err != nil {
+			t.Fatalf("hookApproval %q: %v", v, err)
+		}
+		c, err := runconfig.Parse([]byte(cm.Data[runconfig.FileName]))
+		if err != nil {
+			t.Fatalf("hookApproval %q: the runner refuses its config: %v", v, err)
+		}
+		if c.HookApproval != string(v) {
+			t.Errorf("hookApproval %q reached the runner as %q", v, c.HookApproval)
+		}
 	}
 }

@@ -60,9 +60,8 @@ type AgentSessionSpec struct {
 	// default, refuses such a call with the hook's reason; allow approves it in advance.
 	// Either way the decision is recorded in the session.
 	// +optional
-	// +kubebuilder:validation:Enum=deny;allow
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="hookApproval is immutable"
-	HookApproval string `json:"hookApproval,omitempty"`
+	HookApproval HookApproval `json:"hookApproval,omitempty"`
 
 	// extensions are extension layers mounted read-only into the runner, nearest first: an
 	// artifact in an earlier layer shadows the same artifact in a later one. They come after
@@ -166,6 +165,17 @@ type KeyReference struct {
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	Key string `json:"key"`
 }
+
+// HookApproval is the policy for tool calls a lifecycle hook asks a person to approve.
+// +kubebuilder:validation:Enum=deny;allow
+type HookApproval string
+
+const (
+	// HookApprovalDeny refuses such a call with the hook's reason.
+	HookApprovalDeny HookApproval = "deny"
+	// HookApprovalAllow approves such a call in advance.
+	HookApprovalAllow HookApproval = "allow"
+)
 
 // ModelProvider names a model API.
 // +kubebuilder:validation:Enum=anthropic;openai;openai-compatible;scripted

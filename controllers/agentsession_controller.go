@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -101,11 +100,24 @@ type scope struct {
 	now    metav1.Time
 	// pod is the current attempt's pod; nil when it does not exist.
 	pod *corev1.Pod
+	// observed is what pod shows and what the reconcile did: with the
+	// session, the input of computeStatus.
+	observed observation
+}
+
+// see makes pod (nil: none) the current attempt's pod and records what it
+// shows.
+func (sc *scope) see(pod *corev1.Pod) {
+	sc.pod = pod
+	sc.observed.pod = observePod(pod, sc.session.Spec.Cancel)
+	sc.observed.podMissing = pod == nil
 }
 
 // Reconcile brings one AgentSession a step closer to its end: guards first
-// (finished, cancel requested, deadline passed), then the run itself; one
-// status write at the end, events only on transitions.
+// (finished, cancel requested, deadline passed), then the run itself. The
+// phases act and record what they did in the scope; the status is computed
+// from that once, at the end, and written once, with events only on
+// transitions.
 func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	s := &aeriev1alpha1.AgentSession{}
 	if err := r.Client.Get(ctx, req.NamespacedName, s); err != nil {
@@ -139,6 +151,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			res = ctrl.Result{}
 			return
 		}
+		s.Status = computeStatus(s, sc.now, sc.observed)
 		// A conflict means the session was read from a cache that had
 		// not seen the last write yet: what was decided from it is
 		// dropped (children have fixed names, so nothing was created
@@ -153,7 +166,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return r.reconcileFinished(ctx, sc)
 	case s.Spec.Cancel:
 		return r.reconcileCancel(ctx, sc)
-	case sc.deadline().Before(sc.now.Time):
+	case pastDeadline(s, sc.now.Time):
 		return r.reconcileDeadline(ctx, sc)
 	}
 	return r.reconcileRun(ctx, sc)
@@ -166,16 +179,28 @@ func (r *AgentSessionReconciler) now() time.Time {
 	return time.Now()
 }
 
-// observe finds the current attempt's pod: by its recorded name in the
-// cache, then (when the cache has not seen it yet) from the API. A pod of a
-// later attempt than the status records (a status write that was lost)
-// becomes the current one.
+// observe records the current attempt's pod in the scope, and what it
+// shows.
 func (r *AgentSessionReconciler) observe(ctx context.Context, sc *scope) error {
-	s := sc.session
+	pod, err := r.currentPod(ctx, sc.session)
+	if err != nil {
+		return err
+	}
+	sc.see(pod)
+	return nil
+}
+
+// currentPod finds the pod of the session's current attempt, or nil: by
+// its attempt label in the cache, then (when the cache has not seen it yet)
+// by its name from the API. A pod of a later attempt than the status
+// records (a status write that was lost) becomes the current one, and the
+// status records it.
+func (r *AgentSessionReconciler) currentPod(ctx context.Context, s *aeriev1alpha1.AgentSession) (*corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(s.Namespace), client.MatchingLabels{LabelSessionUID: string(s.UID)}); err != nil {
-		return fmt.Errorf("list runner pods: %w", err)
+		return nil, fmt.Errorf("list runner pods: %w", err)
 	}
+	var current *corev1.Pod
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if !metav1.IsControlledBy(p, s) {
@@ -192,66 +217,40 @@ func (r *AgentSessionReconciler) observe(ctx context.Context, sc *scope) error {
 			}
 		}
 		if int32(n) == s.Status.Attempts {
-			sc.pod = p
+			current = p
 		}
 	}
-	if sc.pod != nil || s.Status.Attempts == 0 {
-		return nil
+	if current != nil || s.Status.Attempts == 0 {
+		return current, nil
 	}
 	var p corev1.Pod
 	err := r.Reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: childName(s.Name, s.Status.Attempts)}, &p)
 	switch {
 	case err == nil && metav1.IsControlledBy(&p, s):
-		sc.pod = &p
+		return &p, nil
 	case err != nil && !apierrors.IsNotFound(err):
-		return fmt.Errorf("get runner pod: %w", err)
+		return nil, fmt.Errorf("get runner pod: %w", err)
 	}
-	return nil
-}
-
-// deadline is when the session has run out of time whatever its pod
-// says: its maxDuration from the first pod, plus the time the runner and
-// then the kubelet get to report that themselves.
-func (sc *scope) deadline() time.Time {
-	s := sc.session
-	if s.Status.StartTime == nil || s.Spec.Budget == nil || s.Spec.Budget.MaxDuration == nil {
-		return time.Time{}.AddDate(10000, 0, 0)
-	}
-	return s.Status.StartTime.Add(s.Spec.Budget.MaxDuration.Duration + 2*deadlineSlack)
+	return nil, nil
 }
 
 // reconcileRun starts the first attempt, follows the current one, and
-// starts the next when a pod is lost.
+// starts the next when a pod is lost and attempts are left.
 func (r *AgentSessionReconciler) reconcileRun(ctx context.Context, sc *scope) (ctrl.Result, error) {
 	s := sc.session
 	if s.Status.Attempts == 0 {
 		return r.startAttempt(ctx, sc, 1, "")
 	}
-	res := observePod(sc.pod, false)
-	switch res.State {
-	case podPending:
-		s.Status.Phase = aeriev1alpha1.PhasePending
-		setCondition(s, aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, res.Message)
-		if c := meta.FindStatusCondition(s.Status.Conditions, aeriev1alpha1.ConditionSucceeded); c == nil || c.Reason != aeriev1alpha1.ReasonRetrying {
-			setCondition(s, aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonPending, res.Message)
-		}
-	case podRunning:
-		s.Status.Phase = aeriev1alpha1.PhaseRunning
-		setCondition(s, aeriev1alpha1.ConditionPodReady, metav1.ConditionTrue, aeriev1alpha1.ReasonRunning, res.Message)
-		setCondition(s, aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonRunning, "the agent is working on its task")
+	switch p := sc.observed.pod; p.State {
 	case podFinished:
-		finish(s, sc.now, res.Outcome, res.Reason, res.Message, res.ExitCode, res.Report)
 		return ctrl.Result{}, nil
 	case podLost:
-		n := s.Status.Attempts
-		if n >= maxAttempts(s) {
-			msg := fmt.Sprintf("the runner pod was lost in each of %d attempts; the last time: %s", n, res.Message)
-			finish(s, sc.now, aeriev1alpha1.OutcomeError, aeriev1alpha1.ReasonRetriesExhausted, msg, res.ExitCode, res.Report)
-			return ctrl.Result{}, nil
+		if n := s.Status.Attempts; n < maxAttempts(s) {
+			return r.startAttempt(ctx, sc, n+1, p.Message)
 		}
-		return r.startAttempt(ctx, sc, n+1, res.Message)
+		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{RequeueAfter: until(sc.deadline(), sc.now.Time)}, nil
+	return ctrl.Result{RequeueAfter: until(deadline(s), sc.now.Time)}, nil
 }
 
 // startAttempt resolves and creates attempt n's ConfigMap and pod. lost
@@ -261,8 +260,7 @@ func (r *AgentSessionReconciler) startAttempt(ctx context.Context, sc *scope, n 
 	res := &resolver{reader: r.Reader, apply: applyConfigMap(r.Client), own: ownConfigMap(r.Client), cfg: r.Config, present: r.secretKeys, now: sc.now.Time}
 	a, err := res.resolve(ctx, s, n, sc.now.Time)
 	if isReferenceError(err) {
-		setCondition(s, aeriev1alpha1.ConditionAccepted, metav1.ConditionFalse, aeriev1alpha1.ReasonInvalidReference, err.Error())
-		finish(s, sc.now, aeriev1alpha1.OutcomeError, aeriev1alpha1.ReasonInvalidReference, err.Error(), nil, nil)
+		sc.observed.rejected = err
 		return ctrl.Result{}, nil
 	}
 	if err != nil {
@@ -271,8 +269,7 @@ func (r *AgentSessionReconciler) startAttempt(ctx context.Context, sc *scope, n 
 	cm, err := desiredConfigMap(s, a)
 	if err != nil {
 		// The spec passed the CRD's validation but not the runner's.
-		setCondition(s, aeriev1alpha1.ConditionAccepted, metav1.ConditionFalse, aeriev1alpha1.ReasonInvalidReference, err.Error())
-		finish(s, sc.now, aeriev1alpha1.OutcomeError, aeriev1alpha1.ReasonInvalidReference, err.Error(), nil, nil)
+		sc.observed.rejected = err
 		return ctrl.Result{}, nil
 	}
 	// Created once: the ConfigMap is immutable, and a second rendering
@@ -290,36 +287,16 @@ func (r *AgentSessionReconciler) startAttempt(ctx context.Context, sc *scope, n 
 		st.StartTime = &sc.now
 	}
 	st.Attempts, st.PodName, st.SessionID = n, pod.Name, a.SessionID
-	if st.Phase == "" || st.Phase == aeriev1alpha1.PhaseRunning {
-		st.Phase = aeriev1alpha1.PhasePending
-	}
-	setCondition(s, aeriev1alpha1.ConditionAccepted, metav1.ConditionTrue, aeriev1alpha1.ReasonAccepted, "references resolved and the runner configuration rendered")
-	if n == 1 {
-		// What the pod's own first event will show, so that reconcile
-		// has nothing to write.
-		msg := observePod(pod, false).Message
-		setCondition(s, aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, msg)
-		setCondition(s, aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonPending, msg)
-	} else {
-		setCondition(s, aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPodLost, lost)
-		setCondition(s, aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonRetrying,
-			fmt.Sprintf("attempt %d of %d resumes session %s in pod %s: %s", n, maxAttempts(s), a.SessionID, pod.Name, lost))
-	}
-	return ctrl.Result{RequeueAfter: until(sc.deadline(), sc.now.Time)}, nil
+	sc.see(pod)
+	sc.observed.started, sc.observed.lost = true, lost
+	return ctrl.Result{RequeueAfter: until(deadline(s), sc.now.Time)}, nil
 }
 
 // reconcileCancel stops the current pod with its grace period, so the
-// runner tears every process group down and records the cancel, and
-// finishes the session once the pod has ended.
+// runner tears every process group down and records the cancel; the
+// session finishes once the pod has ended.
 func (r *AgentSessionReconciler) reconcileCancel(ctx context.Context, sc *scope) (ctrl.Result, error) {
-	s := sc.session
-	res := observePod(sc.pod, true)
-	switch res.State {
-	case podFinished:
-		finish(s, sc.now, res.Outcome, res.Reason, res.Message, res.ExitCode, res.Report)
-		return ctrl.Result{}, nil
-	case podLost:
-		finish(s, sc.now, aeriev1alpha1.OutcomeCancelled, aeriev1alpha1.ReasonCancelled, "the session was cancelled", res.ExitCode, res.Report)
+	if st := sc.observed.pod.State; st == podFinished || st == podLost {
 		return ctrl.Result{}, nil
 	}
 	if sc.pod.DeletionTimestamp.IsZero() {
@@ -327,18 +304,14 @@ func (r *AgentSessionReconciler) reconcileCancel(ctx context.Context, sc *scope)
 			return ctrl.Result{}, fmt.Errorf("delete runner pod %s: %w", sc.pod.Name, err)
 		}
 	}
-	setCondition(s, aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonCancelled,
-		"cancelling: waiting for the runner pod "+sc.pod.Name+" to tear down")
 	return ctrl.Result{}, nil
 }
 
-// reconcileDeadline ends a session whose maxDuration passed without its pod
-// reporting it (a pod that never started, a kubelet that never stopped it).
+// reconcileDeadline stops the pod of a session whose maxDuration passed
+// without the pod reporting it (a pod that never started, a kubelet that
+// never stopped it); the session ends timed out.
 func (r *AgentSessionReconciler) reconcileDeadline(ctx context.Context, sc *scope) (ctrl.Result, error) {
-	s := sc.session
-	res := observePod(sc.pod, false)
-	if res.State == podFinished {
-		finish(s, sc.now, res.Outcome, res.Reason, res.Message, res.ExitCode, res.Report)
+	if sc.observed.pod.State == podFinished {
 		return ctrl.Result{}, nil
 	}
 	if sc.pod != nil && sc.pod.DeletionTimestamp.IsZero() {
@@ -346,15 +319,6 @@ func (r *AgentSessionReconciler) reconcileDeadline(ctx context.Context, sc *scop
 			return ctrl.Result{}, fmt.Errorf("delete runner pod %s: %w", sc.pod.Name, err)
 		}
 	}
-	msg := fmt.Sprintf("the session's maxDuration of %s passed", s.Spec.Budget.MaxDuration.Duration)
-	switch c := meta.FindStatusCondition(s.Status.Conditions, aeriev1alpha1.ConditionPodReady); {
-	case res.State == podPending:
-		msg += " before the runner started: " + res.Message
-	case sc.pod == nil && c != nil && c.Reason == aeriev1alpha1.ReasonPending && c.Message != "":
-		// The cache lost sight of the pod; what was last seen of it stands.
-		msg += " before the runner started: " + c.Message
-	}
-	finish(s, sc.now, aeriev1alpha1.OutcomeTimedOut, aeriev1alpha1.ReasonDeadlineExceeded, msg, nil, nil)
 	return ctrl.Result{}, nil
 }
 
@@ -414,7 +378,6 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *aeriev1alpha1.
 // transitions as events and metrics.
 func (r *AgentSessionReconciler) writeStatus(ctx context.Context, sc *scope) error {
 	s := sc.session
-	s.Status.ObservedGeneration = s.Generation
 	if equality.Semantic.DeepEqual(sc.before.Status, s.Status) {
 		return nil
 	}
@@ -436,46 +399,6 @@ func (r *AgentSessionReconciler) writeStatus(ctx context.Context, sc *scope) err
 		r.Metrics.finished(s)
 	}
 	return nil
-}
-
-// event is a Kubernetes event to record.
-type event struct {
-	kind, reason, action, note string
-}
-
-// transitions are the events a status change calls for: a pod created, the
-// agent running, a retry, the end. A reconcile that changes nothing of
-// these records nothing.
-func transitions(before, after *aeriev1alpha1.AgentSessionStatus) []event {
-	var out []event
-	if after.Attempts > before.Attempts {
-		if after.Attempts == 1 {
-			out = append(out, event{corev1.EventTypeNormal, "Created", "CreatePod", "created runner pod " + after.PodName})
-		} else {
-			c := meta.FindStatusCondition(after.Conditions, aeriev1alpha1.ConditionSucceeded)
-			note := "created runner pod " + after.PodName
-			if c != nil {
-				note = c.Message
-			}
-			out = append(out, event{corev1.EventTypeWarning, aeriev1alpha1.ReasonRetrying, "CreatePod", note})
-		}
-	}
-	if after.Phase == aeriev1alpha1.PhaseRunning && before.Phase != aeriev1alpha1.PhaseRunning {
-		out = append(out, event{corev1.EventTypeNormal, aeriev1alpha1.ReasonRunning, "Run", "the agent is running in pod " + after.PodName})
-	}
-	if after.Phase.Finished() && !before.Phase.Finished() {
-		c := meta.FindStatusCondition(after.Conditions, aeriev1alpha1.ConditionSucceeded)
-		kind := corev1.EventTypeWarning
-		if after.Phase == aeriev1alpha1.PhaseSucceeded {
-			kind = corev1.EventTypeNormal
-		}
-		reason, note := string(after.Phase), ""
-		if c != nil {
-			reason, note = c.Reason, c.Message
-		}
-		out = append(out, event{kind, reason, "Finish", note})
-	}
-	return out
 }
 
 // until is the time from now to t, for a requeue; zero when t is far off

@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -256,33 +257,194 @@ func phaseOf(o aeriev1alpha1.Outcome) aeriev1alpha1.AgentSessionPhase {
 	return aeriev1alpha1.PhaseFailed
 }
 
-// setCondition sets a condition for the session's current generation.
-func setCondition(s *aeriev1alpha1.AgentSession, typ string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: truncateMessage(message), ObservedGeneration: s.Generation,
+// observation is what a reconcile found of the current attempt and did
+// about it. With the session (its spec, and the attempts, pod name, session
+// id and start time the reconcile recorded) it is all that computeStatus
+// reads.
+type observation struct {
+	// pod is what the current attempt's pod shows; podMissing says that no
+	// pod of the current attempt was found.
+	pod        podResult
+	podMissing bool
+	// started says that the reconcile created the current attempt's
+	// children; lost is why the previous attempt's pod was lost, when the
+	// attempt is a retry.
+	started bool
+	lost    string
+	// rejected is why the session cannot run: a reference that does not
+	// resolve, a spec the runner would refuse.
+	rejected error
+}
+
+// computeStatus is the session's status after a reconcile at now: phase,
+// conditions, result and usage, from the session and what the reconcile
+// observed, without a client or a clock. Its cases follow Reconcile's
+// guards: a finished session stays as it ended; then the attempt's own
+// end, a cancel, the deadline, and the run.
+func computeStatus(s *aeriev1alpha1.AgentSession, now metav1.Time, o observation) aeriev1alpha1.AgentSessionStatus {
+	u := &statusUpdate{st: *s.Status.DeepCopy(), generation: s.Generation, now: now}
+	st, p := &u.st, o.pod
+	st.ObservedGeneration = s.Generation
+	switch {
+	case st.Phase.Finished():
+		// Nothing that happens after the end changes how it ended.
+	case o.rejected != nil:
+		u.set(aeriev1alpha1.ConditionAccepted, metav1.ConditionFalse, aeriev1alpha1.ReasonInvalidReference, o.rejected.Error())
+		u.finish(podResult{Outcome: aeriev1alpha1.OutcomeError, Reason: aeriev1alpha1.ReasonInvalidReference, Message: o.rejected.Error()})
+	case o.started:
+		u.started(maxAttempts(s), p, o.lost)
+	case p.State == podFinished:
+		// The runner's account of its end wins over a cancel or a
+		// deadline that came after it.
+		u.finish(p)
+	case s.Spec.Cancel && p.State == podLost:
+		u.finish(podResult{Outcome: aeriev1alpha1.OutcomeCancelled, Reason: aeriev1alpha1.ReasonCancelled,
+			Message: "the session was cancelled", ExitCode: p.ExitCode, Report: p.Report})
+	case s.Spec.Cancel:
+		u.set(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonCancelled,
+			"cancelling: waiting for the runner pod "+st.PodName+" to tear down")
+	case pastDeadline(s, now.Time):
+		u.finish(podResult{Outcome: aeriev1alpha1.OutcomeTimedOut, Reason: aeriev1alpha1.ReasonDeadlineExceeded, Message: deadlineMessage(s, o)})
+	case p.State == podPending:
+		st.Phase = aeriev1alpha1.PhasePending
+		u.set(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, p.Message)
+		if c := meta.FindStatusCondition(st.Conditions, aeriev1alpha1.ConditionSucceeded); c == nil || c.Reason != aeriev1alpha1.ReasonRetrying {
+			u.set(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonPending, p.Message)
+		}
+	case p.State == podRunning:
+		st.Phase = aeriev1alpha1.PhaseRunning
+		u.set(aeriev1alpha1.ConditionPodReady, metav1.ConditionTrue, aeriev1alpha1.ReasonRunning, p.Message)
+		u.set(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonRunning, "the agent is working on its task")
+	default:
+		// Lost, and no attempt was started to replace it: the retries
+		// are spent.
+		u.finish(podResult{Outcome: aeriev1alpha1.OutcomeError, Reason: aeriev1alpha1.ReasonRetriesExhausted,
+			Message:  fmt.Sprintf("the runner pod was lost in each of %d attempts; the last time: %s", st.Attempts, p.Message),
+			ExitCode: p.ExitCode, Report: p.Report})
+	}
+	return u.st
+}
+
+// deadline is when the session has run out of time whatever its pod says:
+// its maxDuration from the first pod, plus the time the runner and then the
+// kubelet get to report that themselves.
+func deadline(s *aeriev1alpha1.AgentSession) time.Time {
+	if s.Status.StartTime == nil || s.Spec.Budget == nil || s.Spec.Budget.MaxDuration == nil {
+		return time.Time{}.AddDate(10000, 0, 0)
+	}
+	return s.Status.StartTime.Add(s.Spec.Budget.MaxDuration.Duration + 2*deadlineSlack)
+}
+
+// pastDeadline says whether the session's deadline has passed at now.
+func pastDeadline(s *aeriev1alpha1.AgentSession, now time.Time) bool {
+	return deadline(s).Before(now)
+}
+
+// deadlineMessage says that the session's time ran out, and what kept the
+// runner from starting, when it never did.
+func deadlineMessage(s *aeriev1alpha1.AgentSession, o observation) string {
+	msg := fmt.Sprintf("the session's maxDuration of %s passed", s.Spec.Budget.MaxDuration.Duration)
+	switch c := meta.FindStatusCondition(s.Status.Conditions, aeriev1alpha1.ConditionPodReady); {
+	case o.pod.State == podPending:
+		msg += " before the runner started: " + o.pod.Message
+	case o.podMissing && c != nil && c.Reason == aeriev1alpha1.ReasonPending && c.Message != "":
+		// The cache lost sight of the pod; what was last seen of it stands.
+		msg += " before the runner started: " + c.Message
+	}
+	return msg
+}
+
+// statusUpdate is a status being computed for a generation of a session,
+// at a time.
+type statusUpdate struct {
+	st         aeriev1alpha1.AgentSessionStatus
+	generation int64
+	now        metav1.Time
+}
+
+// set sets a condition; its transition time is now when its status changes.
+func (u *statusUpdate) set(typ string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&u.st.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: truncateMessage(message),
+		ObservedGeneration: u.generation, LastTransitionTime: u.now,
 	})
 }
 
-// finish records how the session ended: phase, result, completion time and
-// conditions. usage, when known, replaces the status's.
-func finish(s *aeriev1alpha1.AgentSession, now metav1.Time, outcome aeriev1alpha1.Outcome, reason, message string, exitCode *int32, rep *runconfig.Report) {
-	st := &s.Status
-	st.Phase = phaseOf(outcome)
-	st.CompletionTime = &now
-	st.Result = &aeriev1alpha1.Result{Outcome: outcome, ExitCode: exitCode, Message: truncateMessage(message)}
-	if rep != nil {
-		st.Result.Summary = rep.Summary
-		if u := usage(rep); u != nil {
-			st.Usage = u
-		}
+// started records that attempt st.Attempts was created: the first, whose
+// pod p shows what the pod's own first event will (so that the next
+// reconcile has nothing to write), or a retry after a pod was lost.
+func (u *statusUpdate) started(maxAttempts int32, p podResult, lost string) {
+	st := &u.st
+	st.Phase = aeriev1alpha1.PhasePending
+	u.set(aeriev1alpha1.ConditionAccepted, metav1.ConditionTrue, aeriev1alpha1.ReasonAccepted, "references resolved and the runner configuration rendered")
+	if st.Attempts <= 1 {
+		u.set(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, p.Message)
+		u.set(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonPending, p.Message)
+		return
+	}
+	u.set(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPodLost, lost)
+	u.set(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonRetrying,
+		fmt.Sprintf("attempt %d of %d resumes session %s in pod %s: %s", st.Attempts, maxAttempts, st.SessionID, st.PodName, lost))
+}
+
+// finish records how the session ended, as r says: phase, result,
+// completion time and conditions. The report's usage, when there is one,
+// replaces the status's.
+func (u *statusUpdate) finish(r podResult) {
+	st := &u.st
+	st.Phase = phaseOf(r.Outcome)
+	st.CompletionTime = &u.now
+	st.Result = &aeriev1alpha1.Result{Outcome: r.Outcome, ExitCode: r.ExitCode, Message: truncateMessage(r.Message)}
+	if r.Report != nil {
+		st.Result.Summary = r.Report.Summary
+		st.Usage = usage(r.Report)
 	}
 	succeeded := metav1.ConditionFalse
-	if outcome == aeriev1alpha1.OutcomeCompleted {
+	if r.Outcome == aeriev1alpha1.OutcomeCompleted {
 		succeeded = metav1.ConditionTrue
 	}
-	setCondition(s, aeriev1alpha1.ConditionSucceeded, succeeded, reason, message)
-	podReady := meta.FindStatusCondition(st.Conditions, aeriev1alpha1.ConditionPodReady)
-	if podReady == nil || podReady.Status != metav1.ConditionFalse {
-		setCondition(s, aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, reason, "the session finished")
+	u.set(aeriev1alpha1.ConditionSucceeded, succeeded, r.Reason, r.Message)
+	if c := meta.FindStatusCondition(st.Conditions, aeriev1alpha1.ConditionPodReady); c == nil || c.Status != metav1.ConditionFalse {
+		u.set(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, r.Reason, "the session finished")
 	}
+}
+
+// event is a Kubernetes event to record.
+type event struct {
+	kind, reason, action, note string
+}
+
+// transitions are the events a status change calls for: a pod created, the
+// agent running, a retry, the end. A reconcile that changes nothing of
+// these records nothing.
+func transitions(before, after *aeriev1alpha1.AgentSessionStatus) []event {
+	var out []event
+	if after.Attempts > before.Attempts {
+		if after.Attempts == 1 {
+			out = append(out, event{corev1.EventTypeNormal, "Created", "CreatePod", "created runner pod " + after.PodName})
+		} else {
+			c := meta.FindStatusCondition(after.Conditions, aeriev1alpha1.ConditionSucceeded)
+			note := "created runner pod " + after.PodName
+			if c != nil {
+				note = c.Message
+			}
+			out = append(out, event{corev1.EventTypeWarning, aeriev1alpha1.ReasonRetrying, "CreatePod", note})
+		}
+	}
+	if after.Phase == aeriev1alpha1.PhaseRunning && before.Phase != aeriev1alpha1.PhaseRunning {
+		out = append(out, event{corev1.EventTypeNormal, aeriev1alpha1.ReasonRunning, "Run", "the agent is running in pod " + after.PodName})
+	}
+	if after.Phase.Finished() && !before.Phase.Finished() {
+		c := meta.FindStatusCondition(after.Conditions, aeriev1alpha1.ConditionSucceeded)
+		kind := corev1.EventTypeWarning
+		if after.Phase == aeriev1alpha1.PhaseSucceeded {
+			kind = corev1.EventTypeNormal
+		}
+		reason, note := string(after.Phase), ""
+		if c != nil {
+			reason, note = c.Reason, c.Message
+		}
+		out = append(out, event{kind, reason, "Finish", note})
+	}
+	return out
 }

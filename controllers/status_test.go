@@ -1,11 +1,13 @@
 package controllers
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -112,40 +114,279 @@ func TestObservePod(t *testing.T) {
 	}
 }
 
-func TestFinish(t *testing.T) {
+// TestComputeStatus walks a session through the ways it can go, one
+// reconcile a row: the status before, what the reconcile observed, the
+// status after.
+func TestComputeStatus(t *testing.T) {
 	t.Parallel()
-	s := minimalSession()
-	s.Generation = 3
-	now := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	rep := &runconfig.Report{Outcome: runconfig.OutcomeCompleted, Summary: "Fixed.", Usage: runconfig.Usage{InputTokens: 100, OutputTokens: 20, CacheReadTokens: 5, Requests: 2, ToolCalls: 3}}
-	setCondition(s, aeriev1alpha1.ConditionPodReady, metav1.ConditionTrue, aeriev1alpha1.ReasonRunning, "")
-	finish(s, now, aeriev1alpha1.OutcomeCompleted, aeriev1alpha1.ReasonCompleted, "done", ptr.To(int32(0)), rep)
-
-	if s.Status.Phase != aeriev1alpha1.PhaseSucceeded || !s.Status.CompletionTime.Equal(&now) {
-		t.Errorf("phase %s, completion %v", s.Status.Phase, s.Status.CompletionTime)
+	then := metav1.NewTime(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
+	now := metav1.NewTime(then.Add(5 * time.Minute))
+	const gen = 2
+	cond := func(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen}
 	}
-	if diff := cmp.Diff(&aeriev1alpha1.Usage{InputTokens: 100, OutputTokens: 20, CacheReadTokens: 5, TotalTokens: 125, Turns: 2, ToolCalls: 3}, s.Status.Usage); diff != "" {
-		t.Errorf("usage (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(&aeriev1alpha1.Result{Outcome: aeriev1alpha1.OutcomeCompleted, Summary: "Fixed.", ExitCode: ptr.To(int32(0)), Message: "done"}, s.Status.Result); diff != "" {
-		t.Errorf("result (-want +got):\n%s", diff)
-	}
-	for typ, want := range map[string]metav1.ConditionStatus{aeriev1alpha1.ConditionSucceeded: metav1.ConditionTrue, aeriev1alpha1.ConditionPodReady: metav1.ConditionFalse} {
-		c := meta.FindStatusCondition(s.Status.Conditions, typ)
-		if c == nil || c.Status != want || c.ObservedGeneration != 3 {
-			t.Errorf("condition %s = %+v, want status %s for generation 3", typ, c, want)
+	accepted := cond(aeriev1alpha1.ConditionAccepted, metav1.ConditionTrue, aeriev1alpha1.ReasonAccepted, "references resolved and the runner configuration rendered")
+	// at is a session's status at attempt n, with what startAttempt and
+	// observe record besides the phase and conditions.
+	at := func(phase aeriev1alpha1.AgentSessionPhase, n int32, conds ...metav1.Condition) aeriev1alpha1.AgentSessionStatus {
+		return aeriev1alpha1.AgentSessionStatus{
+			Phase: phase, Attempts: n, PodName: childName("fix-tests", n), SessionID: testUID,
+			StartTime: &then, ObservedGeneration: gen, Conditions: conds,
 		}
 	}
+	ended := func(st aeriev1alpha1.AgentSessionStatus, r aeriev1alpha1.Result, u *aeriev1alpha1.Usage) aeriev1alpha1.AgentSessionStatus {
+		st.CompletionTime, st.Result, st.Usage = &now, &r, u
+		return st
+	}
+	const (
+		waiting   = "waiting for the runner pod to start"
+		creating  = "waiting for the agent container: ContainerCreating"
+		scheduled = "waiting to be scheduled: 0/3 nodes are available: 3 Insufficient memory."
+		evicted   = "Evicted: The node was low on resource: memory."
+	)
+	pending := at(aeriev1alpha1.PhasePending, 1, accepted,
+		cond(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, waiting),
+		cond(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonPending, waiting))
+	running := at(aeriev1alpha1.PhaseRunning, 1, accepted,
+		cond(aeriev1alpha1.ConditionPodReady, metav1.ConditionTrue, aeriev1alpha1.ReasonRunning, "the agent is running"),
+		cond(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonRunning, "the agent is working on its task"))
+	retrying := at(aeriev1alpha1.PhasePending, 2, accepted,
+		cond(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPodLost, evicted),
+		cond(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonRetrying, "attempt 2 of 3 resumes session "+testUID+" in pod fix-tests-2: "+evicted))
+	rep := &runconfig.Report{Outcome: runconfig.OutcomeCompleted, Summary: "Fixed.", Usage: runconfig.Usage{InputTokens: 100, OutputTokens: 20, CacheReadTokens: 5, Requests: 2, ToolCalls: 3}}
+	completed := podResult{State: podFinished, Outcome: aeriev1alpha1.OutcomeCompleted, Reason: aeriev1alpha1.ReasonCompleted, ExitCode: ptr.To(int32(0)), Message: "done", Report: rep}
+	cancel := func(s *aeriev1alpha1.AgentSession) { s.Spec.Cancel = true }
+	tenMinutes := func(s *aeriev1alpha1.AgentSession) {
+		s.Spec.Budget = &aeriev1alpha1.Budget{MaxDuration: &metav1.Duration{Duration: 10 * time.Minute}}
+	}
+	// overdue: started long enough ago for ten minutes and the slack to have passed.
+	overdue := func(st aeriev1alpha1.AgentSessionStatus) aeriev1alpha1.AgentSessionStatus {
+		st.StartTime = &metav1.Time{Time: now.Add(-10*time.Minute - 2*deadlineSlack - time.Second)}
+		return st
+	}
+	timedOut := func(before aeriev1alpha1.AgentSessionStatus, podReady metav1.Condition, msg string) aeriev1alpha1.AgentSessionStatus {
+		return ended(at(aeriev1alpha1.PhaseFailed, before.Attempts, accepted, podReady,
+			cond(aeriev1alpha1.ConditionSucceeded, metav1.ConditionFalse, aeriev1alpha1.ReasonDeadlineExceeded, msg)),
+			aeriev1alpha1.Result{Outcome: aeriev1alpha1.OutcomeTimedOut, Message: msg}, nil)
+	}
 
+	tests := []struct {
+		name   string
+		spec   func(*aeriev1alpha1.AgentSession)
+		before aeriev1alpha1.AgentSessionStatus
+		obs    observation
+		want   aeriev1alpha1.AgentSessionStatus
+	}{{
+		name:   "first attempt started",
+		before: aeriev1alpha1.AgentSessionStatus{Attempts: 1, PodName: "fix-tests-1", SessionID: testUID, StartTime: &then},
+		obs:    observation{pod: podResult{State: podPending, Message: waiting}, started: true},
+		want:   pending,
+	}, {
+		name:   "pending",
+		before: pending,
+		obs:    observation{pod: podResult{State: podPending, Message: creating}},
+		want: at(aeriev1alpha1.PhasePending, 1, accepted,
+			cond(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, creating),
+			cond(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonPending, creating)),
+	}, {
+		name:   "running",
+		before: pending,
+		obs:    observation{pod: podResult{State: podRunning, Message: "the agent is running"}},
+		want:   running,
+	}, {
+		name:   "completed",
+		before: running,
+		obs:    observation{pod: completed},
+		want: ended(at(aeriev1alpha1.PhaseSucceeded, 1, accepted,
+			cond(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonCompleted, "the session finished"),
+			cond(aeriev1alpha1.ConditionSucceeded, metav1.ConditionTrue, aeriev1alpha1.ReasonCompleted, "done")),
+			aeriev1alpha1.Result{Outcome: aeriev1alpha1.OutcomeCompleted, Summary: "Fixed.", ExitCode: ptr.To(int32(0)), Message: "done"},
+			&aeriev1alpha1.Usage{InputTokens: 100, OutputTokens: 20, CacheReadTokens: 5, TotalTokens: 125, Turns: 2, ToolCalls: 3}),
+	}, {
+		name:   "failed before it ran keeps why the pod was not ready",
+		before: pending,
+		obs:    observation{pod: podResult{State: podFinished, Outcome: aeriev1alpha1.OutcomeError, Reason: aeriev1alpha1.ReasonRunnerError, ExitCode: ptr.To(int32(2)), Message: "config: model.name: missing"}},
+		want: ended(at(aeriev1alpha1.PhaseFailed, 1, accepted,
+			cond(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, waiting),
+			cond(aeriev1alpha1.ConditionSucceeded, metav1.ConditionFalse, aeriev1alpha1.ReasonRunnerError, "config: model.name: missing")),
+			aeriev1alpha1.Result{Outcome: aeriev1alpha1.OutcomeError, ExitCode: ptr.To(int32(2)), Message: "config: model.name: missing"}, nil),
+	}, {
+		name: "retry started",
+		before: func() aeriev1alpha1.AgentSessionStatus {
+			st := running
+			st.Attempts, st.PodName = 2, "fix-tests-2"
+			return st
+		}(),
+		obs:  observation{pod: podResult{State: podPending, Message: waiting}, started: true, lost: evicted},
+		want: retrying,
+	}, {
+		name:   "pending after a retry stays retrying",
+		before: retrying,
+		obs:    observation{pod: podResult{State: podPending, Message: scheduled}},
+		want: at(aeriev1alpha1.PhasePending, 2, accepted,
+			cond(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, scheduled),
+			retrying.Conditions[2]),
+	}, {
+		name: "retries exhausted",
+		before: func() aeriev1alpha1.AgentSessionStatus {
+			st := running
+			st.Attempts, st.PodName = 3, "fix-tests-3"
+			return st
+		}(),
+		obs: observation{pod: podResult{State: podLost, ExitCode: ptr.To(int32(137)), Message: evicted}},
+		want: ended(at(aeriev1alpha1.PhaseFailed, 3, accepted,
+			cond(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonRetriesExhausted, "the session finished"),
+			cond(aeriev1alpha1.ConditionSucceeded, metav1.ConditionFalse, aeriev1alpha1.ReasonRetriesExhausted, "the runner pod was lost in each of 3 attempts; the last time: "+evicted)),
+			aeriev1alpha1.Result{Outcome: aeriev1alpha1.OutcomeError, ExitCode: ptr.To(int32(137)), Message: "the runner pod was lost in each of 3 attempts; the last time: " + evicted}, nil),
+	}, {
+		name: "rejected",
+		obs:  observation{pod: podResult{State: podLost, Message: "the runner pod was deleted"}, podMissing: true, rejected: errors.New(`ConfigMap "prompts" has no key "task"`)},
+		want: aeriev1alpha1.AgentSessionStatus{
+			Phase: aeriev1alpha1.PhaseFailed, ObservedGeneration: gen, CompletionTime: &now,
+			Result: &aeriev1alpha1.Result{Outcome: aeriev1alpha1.OutcomeError, Message: `ConfigMap "prompts" has no key "task"`},
+			Conditions: []metav1.Condition{
+				cond(aeriev1alpha1.ConditionAccepted, metav1.ConditionFalse, aeriev1alpha1.ReasonInvalidReference, `ConfigMap "prompts" has no key "task"`),
+				cond(aeriev1alpha1.ConditionSucceeded, metav1.ConditionFalse, aeriev1alpha1.ReasonInvalidReference, `ConfigMap "prompts" has no key "task"`),
+				cond(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonInvalidReference, "the session finished"),
+			},
+		},
+	}, {
+		name:   "cancelling",
+		spec:   cancel,
+		before: running,
+		obs:    observation{pod: podResult{State: podRunning, Message: "the agent is running"}},
+		want: at(aeriev1alpha1.PhaseRunning, 1, accepted, running.Conditions[1],
+			cond(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonCancelled, "cancelling: waiting for the runner pod fix-tests-1 to tear down")),
+	}, {
+		name:   "cancelled",
+		spec:   cancel,
+		before: running,
+		obs:    observation{pod: observePod(nil, true), podMissing: true},
+		want: ended(at(aeriev1alpha1.PhaseCancelled, 1, accepted,
+			cond(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonCancelled, "the session finished"),
+			cond(aeriev1alpha1.ConditionSucceeded, metav1.ConditionFalse, aeriev1alpha1.ReasonCancelled, "the session was cancelled")),
+			aeriev1alpha1.Result{Outcome: aeriev1alpha1.OutcomeCancelled, Message: "the session was cancelled"}, nil),
+	}, {
+		name:   "cancelled while the pod was taken away",
+		spec:   cancel,
+		before: running,
+		obs:    observation{pod: podResult{State: podLost, ExitCode: ptr.To(int32(137)), Message: "the agent container was OOM-killed"}},
+		want: ended(at(aeriev1alpha1.PhaseCancelled, 1, accepted,
+			cond(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonCancelled, "the session finished"),
+			cond(aeriev1alpha1.ConditionSucceeded, metav1.ConditionFalse, aeriev1alpha1.ReasonCancelled, "the session was cancelled")),
+			aeriev1alpha1.Result{Outcome: aeriev1alpha1.OutcomeCancelled, ExitCode: ptr.To(int32(137)), Message: "the session was cancelled"}, nil),
+	}, {
+		name:   "deadline before the runner started",
+		spec:   tenMinutes,
+		before: overdue(pending),
+		obs:    observation{pod: podResult{State: podPending, Message: scheduled}},
+		want: overdue(timedOut(pending, pending.Conditions[1],
+			"the session's maxDuration of 10m0s passed before the runner started: "+scheduled)),
+	}, {
+		name: "deadline with the pod out of the cache's sight",
+		spec: tenMinutes,
+		before: func() aeriev1alpha1.AgentSessionStatus {
+			st := overdue(pending)
+			st.Conditions = []metav1.Condition{accepted, cond(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, creating), pending.Conditions[2]}
+			return st
+		}(),
+		obs: observation{pod: podResult{State: podLost, Message: "the runner pod was deleted"}, podMissing: true},
+		want: overdue(timedOut(pending, cond(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, creating),
+			"the session's maxDuration of 10m0s passed before the runner started: "+creating)),
+	}, {
+		name:   "deadline while running",
+		spec:   tenMinutes,
+		before: overdue(running),
+		obs:    observation{pod: podResult{State: podRunning, Message: "the agent is running"}},
+		want: overdue(timedOut(running, cond(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonDeadlineExceeded, "the session finished"),
+			"the session's maxDuration of 10m0s passed")),
+	}, {
+		name:   "the runner's own end wins over the deadline",
+		spec:   tenMinutes,
+		before: overdue(running),
+		obs:    observation{pod: completed},
+		want: overdue(ended(at(aeriev1alpha1.PhaseSucceeded, 1, accepted,
+			cond(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonCompleted, "the session finished"),
+			cond(aeriev1alpha1.ConditionSucceeded, metav1.ConditionTrue, aeriev1alpha1.ReasonCompleted, "done")),
+			aeriev1alpha1.Result{Outcome: aeriev1alpha1.OutcomeCompleted, Summary: "Fixed.", ExitCode: ptr.To(int32(0)), Message: "done"},
+			&aeriev1alpha1.Usage{InputTokens: 100, OutputTokens: 20, CacheReadTokens: 5, TotalTokens: 125, Turns: 2, ToolCalls: 3})),
+	}, {
+		name: "finished stays finished",
+		spec: cancel,
+		before: func() aeriev1alpha1.AgentSessionStatus {
+			st := ended(running, aeriev1alpha1.Result{Outcome: aeriev1alpha1.OutcomeFailed}, nil)
+			st.Phase, st.ObservedGeneration = aeriev1alpha1.PhaseFailed, 1
+			return st
+		}(),
+		obs: observation{pod: podResult{State: podRunning, Message: "the agent is running"}, started: true},
+		want: func() aeriev1alpha1.AgentSessionStatus {
+			st := ended(running, aeriev1alpha1.Result{Outcome: aeriev1alpha1.OutcomeFailed}, nil)
+			st.Phase = aeriev1alpha1.PhaseFailed
+			return st
+		}(),
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := minimalSession()
+			s.Generation = gen
+			if tt.spec != nil {
+				tt.spec(s)
+			}
+			s.Status = *tt.before.DeepCopy()
+			got := computeStatus(s, now, tt.obs)
+			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime"),
+				cmpopts.SortSlices(func(a, b metav1.Condition) bool { return a.Type < b.Type })); diff != "" {
+				t.Errorf("computeStatus() (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.before, s.Status); diff != "" {
+				t.Errorf("computeStatus() changed the session it was given (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestComputeStatusTransitionTime: a condition's transition time is the
+// reconcile's when its status changes, and stays when only its reason or
+// message does.
+func TestComputeStatusTransitionTime(t *testing.T) {
+	t.Parallel()
+	then := metav1.NewTime(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
+	now := metav1.NewTime(then.Add(time.Minute))
+	s := minimalSession()
+	s.Status = aeriev1alpha1.AgentSessionStatus{Phase: aeriev1alpha1.PhasePending, Attempts: 1, PodName: "fix-tests-1", Conditions: []metav1.Condition{
+		{Type: aeriev1alpha1.ConditionPodReady, Status: metav1.ConditionFalse, Reason: aeriev1alpha1.ReasonPending, LastTransitionTime: then},
+		{Type: aeriev1alpha1.ConditionSucceeded, Status: metav1.ConditionUnknown, Reason: aeriev1alpha1.ReasonPending, LastTransitionTime: then},
+	}}
+	got := computeStatus(s, now, observation{pod: podResult{State: podRunning, Message: "the agent is running"}})
+	for typ, want := range map[string]metav1.Time{aeriev1alpha1.ConditionPodReady: now, aeriev1alpha1.ConditionSucceeded: then} {
+		if c := meta.FindStatusCondition(got.Conditions, typ); c == nil || !c.LastTransitionTime.Equal(&want) {
+			t.Errorf("%s = %+v, want its transition time at %s", typ, c, want)
+		}
+	}
+}
+
+// TestComputeStatusOutcomes: every outcome a runner reports ends the
+// session in its phase, with a False Succeeded condition unless it
+// completed, and messages bounded.
+func TestComputeStatusOutcomes(t *testing.T) {
+	t.Parallel()
+	now := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	for outcome, phase := range map[aeriev1alpha1.Outcome]aeriev1alpha1.AgentSessionPhase{
+		aeriev1alpha1.OutcomeCompleted: aeriev1alpha1.PhaseSucceeded, aeriev1alpha1.OutcomeFailed: aeriev1alpha1.PhaseFailed,
 		aeriev1alpha1.OutcomeCancelled: aeriev1alpha1.PhaseCancelled, aeriev1alpha1.OutcomeBudgetExceeded: aeriev1alpha1.PhaseFailed,
 		aeriev1alpha1.OutcomeError: aeriev1alpha1.PhaseFailed, aeriev1alpha1.OutcomeTimedOut: aeriev1alpha1.PhaseFailed,
 	} {
 		s := minimalSession()
-		finish(s, now, outcome, "R", strings.Repeat("m", 5000), nil, nil)
-		c := meta.FindStatusCondition(s.Status.Conditions, aeriev1alpha1.ConditionSucceeded)
-		if s.Status.Phase != phase || c.Status != metav1.ConditionFalse || len(c.Message) > maxMessageBytes+3 || s.Status.Usage != nil {
-			t.Errorf("finish(%s): phase %s, Succeeded %s, message %d bytes", outcome, s.Status.Phase, c.Status, len(c.Message))
+		s.Status = aeriev1alpha1.AgentSessionStatus{Phase: aeriev1alpha1.PhaseRunning, Attempts: 1}
+		st := computeStatus(s, now, observation{pod: podResult{State: podFinished, Outcome: outcome, Reason: "R", Message: strings.Repeat("m", 5000)}})
+		c := meta.FindStatusCondition(st.Conditions, aeriev1alpha1.ConditionSucceeded)
+		want := metav1.ConditionFalse
+		if outcome == aeriev1alpha1.OutcomeCompleted {
+			want = metav1.ConditionTrue
+		}
+		if st.Phase != phase || c == nil || c.Status != want || len(c.Message) > maxMessageBytes+3 || len(st.Result.Message) > maxMessageBytes+3 || st.Usage != nil {
+			t.Errorf("outcome %s: phase %s, Succeeded %+v, result message %d bytes, usage %v", outcome, st.Phase, c, len(st.Result.Message), st.Usage)
 		}
 	}
 }

@@ -240,103 +240,24 @@ func desiredConfigMap(s *aeriev1alpha1.AgentSession, a attempt) (*corev1.ConfigM
 // exited, so the runner can still tear the tools down through it.
 func desiredPod(cfg Config, s *aeriev1alpha1.AgentSession, a attempt) *corev1.Pod {
 	name := childName(s.Name, a.Number)
-	image := cfg.RunnerImage
 	var runner aeriev1alpha1.RunnerSpec
 	if s.Spec.Runner != nil {
 		runner = *s.Spec.Runner
-		if runner.Image != "" {
-			image = runner.Image
-		}
 	}
-	readOnly := func(name, path string) corev1.VolumeMount {
-		return corev1.VolumeMount{Name: name, MountPath: path, ReadOnly: true}
+	image := cfg.RunnerImage
+	if runner.Image != "" {
+		image = runner.Image
 	}
-
-	volumes := []corev1.Volume{
-		{Name: volumeConfig, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: name},
-			DefaultMode:          ptr.To(int32(runconfig.ModeFile)),
-		}}},
-		// The socket directory is memory-backed: it holds one socket.
-		{Name: volumeSocket, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi"))}}},
-		{Name: volumeAgentTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-		{Name: volumeWorkspaceTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-	}
-	workspaceVolume, workspaceSubPath := workspaceSource(s.Spec.Workspace)
-	volumes = append(volumes, corev1.Volume{Name: volumeWorkspace, VolumeSource: workspaceVolume})
-
-	var layerMounts []corev1.VolumeMount
-	for i, l := range a.Layers {
-		vname := fmt.Sprintf("layer-%d", i)
-		volumes = append(volumes, corev1.Volume{Name: vname, VolumeSource: l.Source})
-		m := readOnly(vname, runconfig.LayerDir(i))
-		m.SubPath = l.SubPath
-		layerMounts = append(layerMounts, m)
-	}
-
-	socketMount := corev1.VolumeMount{Name: volumeSocket, MountPath: runconfig.SocketDir}
-	workspaceMount := corev1.VolumeMount{Name: volumeWorkspace, MountPath: runconfig.DefaultWorkspace, SubPath: workspaceSubPath}
-	// The agent reads the project's layers and AGENTS.md itself, through
-	// an os.Root at the workspace (a link planted there cannot lead it to
-	// its own secrets), and never writes: the tools do, in the workspace
-	// container. Read-only, at the same path, so that a project tool's
-	// path means the same file in both containers.
-	agentWorkspaceMount := workspaceMount
-	agentWorkspaceMount.ReadOnly = true
-
-	agent := corev1.Container{
-		Name:            ContainerAgent,
-		Image:           image,
-		ImagePullPolicy: cfg.ImagePullPolicy,
-		Command:         []string{cfg.RunnerCommand, "runner", "--config", runconfig.DefaultPath},
-		Env:             agentEnv(cfg, s),
-		Resources:       cfg.AgentResources,
-		VolumeMounts: append([]corev1.VolumeMount{
-			readOnly(volumeConfig, runconfig.Dir),
-			socketMount,
-			{Name: volumeAgentTmp, MountPath: tmpDir},
-			agentWorkspaceMount,
-		}, layerMounts...),
-		TerminationMessagePath: runconfig.DefaultTerminationLog,
-		// A runner that died before writing its report leaves the tail
-		// of its log for people; the controller ignores what is not a
-		// report.
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		SecurityContext:          containerSecurity(cfg.AgentUser),
-	}
-
-	workspace := corev1.Container{
-		Name:            ContainerWorkspace,
-		Image:           image,
-		ImagePullPolicy: cfg.ImagePullPolicy,
-		Command:         []string{cfg.RunnerCommand, "executor", "serve", "--socket", runconfig.DefaultSocket, "--workspace", runconfig.DefaultWorkspace},
-		RestartPolicy:   ptr.To(corev1.ContainerRestartPolicyAlways),
-		WorkingDir:      runconfig.DefaultWorkspace,
-		Env: append([]corev1.EnvVar{
-			{Name: "HOME", Value: tmpDir},
-			{Name: "TMPDIR", Value: tmpDir},
-		}, runner.Env...),
-		VolumeMounts: append([]corev1.VolumeMount{
-			workspaceMount,
-			socketMount,
-			{Name: volumeWorkspaceTmp, MountPath: tmpDir},
-		}, layerMounts...),
-		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-		SecurityContext:          containerSecurity(cfg.WorkspaceUser),
-	}
-	if runner.Resources != nil {
-		workspace.Resources = *runner.Resources
-	}
-
+	volumes, mounts := podVolumes(name, s.Spec.Workspace, a.Layers)
 	var inits []corev1.Container
 	if w := s.Spec.Workspace; w != nil && w.Git != nil {
-		clone, vol := gitClone(cfg, w.Git, workspaceMount)
+		clone, vol := gitClone(cfg, w.Git, mounts.workspace)
 		inits = append(inits, clone)
 		if vol != nil {
 			volumes = append(volumes, *vol)
 		}
 	}
-	inits = append(inits, workspace)
+	inits = append(inits, workspaceContainer(cfg, image, runner, mounts))
 
 	pod := &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
@@ -362,7 +283,7 @@ func desiredPod(cfg Config, s *aeriev1alpha1.AgentSession, a attempt) *corev1.Po
 				SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			InitContainers: inits,
-			Containers:     []corev1.Container{agent},
+			Containers:     []corev1.Container{agentContainer(cfg, s, image, mounts)},
 			Volumes:        volumes,
 		},
 	}
@@ -370,6 +291,111 @@ func desiredPod(cfg Config, s *aeriev1alpha1.AgentSession, a attempt) *corev1.Po
 		pod.Spec.ActiveDeadlineSeconds = ptr.To(int64(math.Ceil((a.Remaining + cfg.TerminationGrace + deadlineSlack).Seconds())))
 	}
 	return pod
+}
+
+// podMounts are the mounts both containers of a runner pod have: the
+// workspace (read-write: the tools' mount), the executor socket's
+// directory and the layers, read-only, nearest first.
+type podMounts struct {
+	workspace, socket corev1.VolumeMount
+	layers            []corev1.VolumeMount
+}
+
+// podVolumes are the volumes of the runner pod name (all but a git
+// clone's credentials): its runner configuration, the socket's directory,
+// each container's /tmp, the workspace and the layers; and the mounts the
+// containers share.
+func podVolumes(name string, w *aeriev1alpha1.WorkspaceSpec, layers []resolvedLayer) ([]corev1.Volume, podMounts) {
+	volumes := []corev1.Volume{
+		{Name: volumeConfig, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name},
+			DefaultMode:          ptr.To(int32(runconfig.ModeFile)),
+		}}},
+		// The socket directory is memory-backed: it holds one socket.
+		{Name: volumeSocket, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi"))}}},
+		{Name: volumeAgentTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: volumeWorkspaceTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	workspaceVolume, workspaceSubPath := workspaceSource(w)
+	volumes = append(volumes, corev1.Volume{Name: volumeWorkspace, VolumeSource: workspaceVolume})
+	m := podMounts{
+		workspace: corev1.VolumeMount{Name: volumeWorkspace, MountPath: runconfig.DefaultWorkspace, SubPath: workspaceSubPath},
+		socket:    corev1.VolumeMount{Name: volumeSocket, MountPath: runconfig.SocketDir},
+	}
+	for i, l := range layers {
+		vname := fmt.Sprintf("layer-%d", i)
+		volumes = append(volumes, corev1.Volume{Name: vname, VolumeSource: l.Source})
+		mount := readOnlyMount(vname, runconfig.LayerDir(i))
+		mount.SubPath = l.SubPath
+		m.layers = append(m.layers, mount)
+	}
+	return volumes, m
+}
+
+func readOnlyMount(name, path string) corev1.VolumeMount {
+	return corev1.VolumeMount{Name: name, MountPath: path, ReadOnly: true}
+}
+
+// agentContainer runs the runner: the agent loop, which holds the model's
+// API key and the database DSN, and reaches the tools only through the
+// executor socket.
+func agentContainer(cfg Config, s *aeriev1alpha1.AgentSession, image string, m podMounts) corev1.Container {
+	// The agent reads the project's layers and AGENTS.md itself, through
+	// an os.Root at the workspace (a link planted there cannot lead it to
+	// its own secrets), and never writes: the tools do, in the workspace
+	// container. Read-only, at the same path, so that a project tool's
+	// path means the same file in both containers.
+	workspace := m.workspace
+	workspace.ReadOnly = true
+	return corev1.Container{
+		Name:            ContainerAgent,
+		Image:           image,
+		ImagePullPolicy: cfg.ImagePullPolicy,
+		Command:         []string{cfg.RunnerCommand, "runner", "--config", runconfig.DefaultPath},
+		Env:             agentEnv(cfg, s),
+		Resources:       cfg.AgentResources,
+		VolumeMounts: append([]corev1.VolumeMount{
+			readOnlyMount(volumeConfig, runconfig.Dir),
+			m.socket,
+			{Name: volumeAgentTmp, MountPath: tmpDir},
+			workspace,
+		}, m.layers...),
+		TerminationMessagePath: runconfig.DefaultTerminationLog,
+		// A runner that died before writing its report leaves the tail
+		// of its log for people; the controller ignores what is not a
+		// report.
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          containerSecurity(cfg.AgentUser),
+	}
+}
+
+// workspaceContainer runs the executor, where the tools run: as another
+// user than the agent, with none of its secrets, and the spec's
+// environment and resources.
+func workspaceContainer(cfg Config, image string, runner aeriev1alpha1.RunnerSpec, m podMounts) corev1.Container {
+	c := corev1.Container{
+		Name:            ContainerWorkspace,
+		Image:           image,
+		ImagePullPolicy: cfg.ImagePullPolicy,
+		Command:         []string{cfg.RunnerCommand, "executor", "serve", "--socket", runconfig.DefaultSocket, "--workspace", runconfig.DefaultWorkspace},
+		RestartPolicy:   ptr.To(corev1.ContainerRestartPolicyAlways),
+		WorkingDir:      runconfig.DefaultWorkspace,
+		Env: append([]corev1.EnvVar{
+			{Name: "HOME", Value: tmpDir},
+			{Name: "TMPDIR", Value: tmpDir},
+		}, runner.Env...),
+		VolumeMounts: append([]corev1.VolumeMount{
+			m.workspace,
+			m.socket,
+			{Name: volumeWorkspaceTmp, MountPath: tmpDir},
+		}, m.layers...),
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		SecurityContext:          containerSecurity(cfg.WorkspaceUser),
+	}
+	if runner.Resources != nil {
+		c.Resources = *runner.Resources
+	}
+	return c
 }
 
 // containerSecurity is the security context of every container: the

@@ -123,52 +123,64 @@ type chartCase struct {
 	args, noArgs []string
 	// policyNamespaces are where runner NetworkPolicies go ("$NS" for the release namespace).
 	policyNamespaces []string
+	// readers are the subjects bound to the metrics-reader ClusterRole.
+	readers []rbacv1.Subject
 }
 
 func testChart(t *testing.T, tl tools, cp *testenv.ControlPlane) {
 	appVersion := chartAppVersion(t, tl)
 	generatedRules, generatedNSRules := tl.generatedRules(t, "config/rbac/role.yaml")
 	leaderRules := tl.roleRules(t, "config/rbac/leader_election_role.yaml", "aerie-leader-election")
+	metricsAuthRules := tl.clusterRoleRules(t, "config/rbac/metrics_auth_role.yaml")
+	metricsReaderRules := tl.clusterRoleRules(t, "config/rbac/metrics_reader_role.yaml")
 	base := map[string]int{"CustomResourceDefinition": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1}
 	if len(generatedNSRules) > 0 {
 		// RBAC markers with namespace= grant a Role in the controller's namespace.
 		base["Role"], base["RoleBinding"] = 1, 1
 	}
-	with := func(extra map[string]int) map[string]int {
+	// The secure metrics endpoint's ClusterRoles (auth and reader) and the auth binding.
+	secureMetrics := map[string]int{"ClusterRole": 2, "ClusterRoleBinding": 1}
+	with := func(extras ...map[string]int) map[string]int {
 		m := maps.Clone(base)
-		for kind, n := range extra {
-			m[kind] += n
+		for _, extra := range extras {
+			for kind, n := range extra {
+				m[kind] += n
+			}
 		}
 		return m
 	}
 	cases := []chartCase{{
 		values:  chartValues[0],
 		release: "aerie-dev",
-		kinds: with(map[string]int{"ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Service": 2,
+		kinds: with(secureMetrics, map[string]int{"ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Service": 2,
 			"Secret": 1, "StatefulSet": 1}),
-		args: []string{"--leader-elect", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
+		args: []string{"--leader-elect", "--metrics-bind-address=:8443", "--metrics-secure=true", "--health-probe-bind-address=:8081",
 			"--namespace=$NS", "--runner-image=ghcr.io/aerie-run/aerie-runner:$APP",
 			"--database-secret=aerie-dev-postgresql", "--log-level=INFO"},
 	}, {
 		values:  chartValues[1],
 		release: "aerie-prod",
-		kinds: with(map[string]int{"ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Service": 1,
-			"ServiceMonitor": 1, "ConfigMap": 2, "NetworkPolicy": 2}),
+		kinds: with(secureMetrics, map[string]int{"ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Service": 1,
+			"ServiceMonitor": 1, "ConfigMap": 2, "NetworkPolicy": 2, "ClusterRoleBinding": 1}),
 		args: []string{"--leader-elect", "--namespace=$NS", "--database-secret=aerie-database", "--log-level=WARN",
 			"--runner-image=ghcr.io/aerie-run/aerie-runner@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-			"--leader-election-namespace=aerie-system"},
+			"--leader-election-namespace=aerie-system", "--metrics-secure=true", "--metrics-cert-path=/etc/aerie/metrics-certs"},
 		policyNamespaces: []string{"team-a", "team-b"},
+		readers: []rbacv1.Subject{
+			{Kind: "ServiceAccount", Name: "prometheus-k8s", Namespace: "monitoring"},
+			{Kind: "Group", APIGroup: rbacv1.GroupName, Name: "platform-oncall"},
+		},
 	}, {
 		values:           chartValues[2],
 		release:          "aerie-min",
 		kinds:            with(map[string]int{"NetworkPolicy": 1}),
 		args:             []string{"--metrics-bind-address=0", "--database-secret=aerie-database"},
-		noArgs:           []string{"--leader-elect"},
+		noArgs:           []string{"--leader-elect", "--metrics-secure=true"},
 		policyNamespaces: []string{"$NS"},
 	}, {
 		values:  chartValues[3],
 		release: "aerie-kind",
-		kinds: with(map[string]int{"ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Service": 2,
+		kinds: with(secureMetrics, map[string]int{"ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Service": 2,
 			"Secret": 1, "StatefulSet": 1, "NetworkPolicy": 1}),
 		args: []string{"--runner-image=ghcr.io/aerie-run/aerie-runner:dev", "--database-secret=aerie-kind-postgresql",
 			"--leader-elect"},
@@ -200,10 +212,42 @@ func testChart(t *testing.T, tl tools, cp *testenv.ControlPlane) {
 			requirePodsAdmitted(t, cp, podTemplates(t, objs))
 
 			// RBAC: exactly what the controller's markers generate, and the same leader-election
-			// grant as config/.
+			// and metrics grants as config/.
 			for _, u := range byKind(objs, "ClusterRole") {
-				if diff := cmp.Diff(generatedRules, convert[rbacv1.ClusterRole](t, u).Rules); diff != "" {
-					t.Errorf("ClusterRole %s drifted from config/rbac/role.yaml (run `make manifests`) (-generated +chart):\n%s", u.GetName(), diff)
+				rules := convert[rbacv1.ClusterRole](t, u).Rules
+				switch u.GetName() {
+				case tc.release + "-controller":
+					if diff := cmp.Diff(generatedRules, rules); diff != "" {
+						t.Errorf("ClusterRole %s drifted from config/rbac/role.yaml (run `make manifests`) (-generated +chart):\n%s", u.GetName(), diff)
+					}
+				case tc.release + "-metrics-auth":
+					if diff := cmp.Diff(metricsAuthRules, rules); diff != "" {
+						t.Errorf("ClusterRole %s differs from config/rbac/metrics_auth_role.yaml (-config +chart):\n%s", u.GetName(), diff)
+					}
+				case tc.release + "-metrics-reader":
+					if diff := cmp.Diff(metricsReaderRules, rules); diff != "" {
+						t.Errorf("ClusterRole %s differs from config/rbac/metrics_reader_role.yaml (-config +chart):\n%s", u.GetName(), diff)
+					}
+				default:
+					t.Errorf("unexpected %s", describe(u))
+				}
+			}
+			var readers []rbacv1.Subject
+			for _, u := range byKind(objs, "ClusterRoleBinding") {
+				if b := convert[rbacv1.ClusterRoleBinding](t, u); b.RoleRef.Name == tc.release+"-metrics-reader" {
+					readers = b.Subjects
+				}
+			}
+			if diff := cmp.Diff(tc.readers, readers); diff != "" {
+				t.Errorf("metrics readers (-want +got):\n%s", diff)
+			}
+			for _, u := range byKind(objs, "ServiceMonitor") {
+				endpoints, _, _ := unstructured.NestedSlice(u.Object, "spec", "endpoints")
+				for _, e := range endpoints {
+					e, _ := e.(map[string]any)
+					if e["scheme"] != "https" || e["bearerTokenFile"] == nil {
+						t.Errorf("%s scrapes %v without a bearer token, want HTTPS with Prometheus's token", describe(u), e["scheme"])
+					}
 				}
 			}
 			for _, u := range byKind(objs, "Role") {
@@ -341,7 +385,7 @@ func testKustomize(t *testing.T, tl tools, cp *testenv.ControlPlane) {
 	}
 	objs := decode(t, "kustomize build config/default", []byte(out))
 	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 1, "ServiceAccount": 1, "Role": 1,
-		"RoleBinding": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1}
+		"RoleBinding": 1, "ClusterRole": 3, "ClusterRoleBinding": 2, "Deployment": 1, "Service": 1}
 	if _, nsRules := tl.generatedRules(t, "config/rbac/role.yaml"); len(nsRules) > 0 {
 		want["Role"]++ // the generated namespaced Role, beside the leader-election one
 	}
@@ -354,6 +398,10 @@ func testKustomize(t *testing.T, tl tools, cp *testenv.ControlPlane) {
 	requirePodsAdmitted(t, cp, podTemplates(t, objs))
 	deploy := convert[appsv1.Deployment](t, byKind(objs, "Deployment")[0])
 	requireBindings(t, objs, deploy)
+	requireServicesSelectPods(t, objs)
+	if args := deploy.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--metrics-bind-address=:8443") || slices.Contains(args, "--metrics-secure=false") {
+		t.Errorf("controller args %q: want the secure metrics endpoint on :8443", args)
+	}
 }
 
 // testSamples applies config/samples: every sample must pass the CRD's schema and CEL rules.
@@ -404,7 +452,8 @@ func testKindSessions(t *testing.T, tl tools, cp *testenv.ControlPlane) {
 	}
 }
 
-// requireBindings checks that the controller runs as the ServiceAccount its bindings name.
+// requireBindings checks that the controller runs as the ServiceAccount its bindings name. The
+// binding of the metrics-reader ClusterRole is the scrapers', not the controller's.
 func requireBindings(t *testing.T, objs []*unstructured.Unstructured, deploy *appsv1.Deployment) {
 	t.Helper()
 	sa := deploy.Spec.Template.Spec.ServiceAccountName
@@ -415,7 +464,11 @@ func requireBindings(t *testing.T, objs []*unstructured.Unstructured, deploy *ap
 		for _, u := range byKind(objs, kind) {
 			var subjects []rbacv1.Subject
 			if kind == "ClusterRoleBinding" {
-				subjects = convert[rbacv1.ClusterRoleBinding](t, u).Subjects
+				b := convert[rbacv1.ClusterRoleBinding](t, u)
+				if strings.HasSuffix(b.RoleRef.Name, "-metrics-reader") {
+					continue
+				}
+				subjects = b.Subjects
 			} else {
 				subjects = convert[rbacv1.RoleBinding](t, u).Subjects
 			}

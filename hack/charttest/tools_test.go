@@ -318,6 +318,16 @@ func (tl tools) generatedRules(t *testing.T, rel string) (cluster, namespaced []
 	return cluster, namespaced
 }
 
+// clusterRoleRules reads the rules of the one ClusterRole in a file of RBAC objects.
+func (tl tools) clusterRoleRules(t *testing.T, rel string) []rbacv1.PolicyRule {
+	t.Helper()
+	roles := byKind(tl.readObjects(t, rel), "ClusterRole")
+	if len(roles) != 1 {
+		t.Fatalf("%s holds %d ClusterRoles, want one", rel, len(roles))
+	}
+	return convert[rbacv1.ClusterRole](t, roles[0]).Rules
+}
+
 // roleRules reads the rules of the Role named name in a file of RBAC objects.
 func (tl tools) roleRules(t *testing.T, rel, name string) []rbacv1.PolicyRule {
 	t.Helper()

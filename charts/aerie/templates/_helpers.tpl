@@ -105,6 +105,12 @@ on. Each failure names the values involved and the fix.
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) }}
 {{- fail "\n\nmetrics.serviceMonitor.enabled needs metrics.enabled=true: the ServiceMonitor scrapes the metrics Service." }}
 {{- end }}
+{{- if and (or .Values.metrics.certSecret .Values.metrics.readers) (not (and .Values.metrics.enabled .Values.metrics.secure)) }}
+{{- fail "\n\nmetrics.certSecret and metrics.readers need metrics.enabled=true and metrics.secure=true: only the secure endpoint serves a certificate and checks who may read it." }}
+{{- end }}
+{{- if and .Values.metrics.readers (not .Values.rbac.create) }}
+{{- fail "\n\nmetrics.readers needs rbac.create=true: with rbac.create=false, bind the readers to a ClusterRole allowing GET on /metrics yourself." }}
+{{- end }}
 {{- if and .Values.metrics.enabled (eq (int .Values.metrics.port) (int .Values.controller.healthProbePort)) }}
 {{- fail (printf "\n\nmetrics.port and controller.healthProbePort are both %d: the controller cannot serve both on one port." (int .Values.metrics.port)) }}
 {{- end }}

@@ -22,6 +22,8 @@ import (
 	aeriev1alpha1 "github.com/aerie-run/aerie/api/v1alpha1"
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/dburl"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // testPodDeletedResumes deletes a runner pod from outside, while the model
@@ -124,19 +126,19 @@ func testPodDeletedResumes(t *testing.T, e *e2e, name string, midTool bool) {
 			t.Errorf("entry %d has sequence number %d, want %d (a gap or a duplicate)", i, en.Seq, i+1)
 		}
 		switch p := en.Payload.(type) {
-		case store.UserMessage:
+		case transcript.UserMessage:
 			for _, b := range p.Content {
-				if b.Type == store.BlockText && b.Text == s.Spec.Prompt {
+				if b.Type == transcript.BlockText && b.Text == s.Spec.Prompt {
 					prompts++
 				}
 			}
-		case store.AssistantMessage:
+		case transcript.AssistantMessage:
 			for _, b := range p.Content {
-				if b.Type == store.BlockToolUse {
+				if b.Type == transcript.BlockToolUse {
 					calls[b.ID]++
 				}
 			}
-		case store.ToolResult:
+		case transcript.ToolResult:
 			results[p.CallID]++
 		}
 	}
@@ -211,9 +213,9 @@ func messagesOf(t *testing.T, r testenv.ModelRequest) []any {
 
 // storedEntries are the session's entries in PostgreSQL, after checking
 // that the stored session completed.
-func storedEntries(t *testing.T, e *e2e, s *aeriev1alpha1.AgentSession) []store.Entry {
+func storedEntries(t *testing.T, e *e2e, s *aeriev1alpha1.AgentSession) []transcript.Entry {
 	t.Helper()
-	st, err := store.Open(t.Context(), e.dsn)
+	st, err := dburl.Open(t.Context(), e.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +235,7 @@ func storedEntries(t *testing.T, e *e2e, s *aeriev1alpha1.AgentSession) []store.
 	return entries
 }
 
-func describeEntries(entries []store.Entry) string {
+func describeEntries(entries []transcript.Entry) string {
 	var b strings.Builder
 	for _, en := range entries {
 		p, _ := json.Marshal(en.Payload)

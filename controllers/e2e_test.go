@@ -28,6 +28,8 @@ import (
 	aeriev1alpha1 "github.com/aerie-run/aerie/api/v1alpha1"
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/dburl"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // e2eAPIKey and the database DSN are the secrets the end-to-end tests
@@ -308,7 +310,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 
 		// The journal is in PostgreSQL, under the namespace.
-		st, err := store.Open(t.Context(), e.dsn)
+		st, err := dburl.Open(t.Context(), e.dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -320,7 +322,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 		var tools int
 		for _, en := range entries {
-			if _, ok := en.Payload.(store.ToolResult); ok {
+			if _, ok := en.Payload.(transcript.ToolResult); ok {
 				tools++
 			}
 		}

@@ -19,7 +19,8 @@ import (
 	aeriev1alpha1 "github.com/aerie-run/aerie/api/v1alpha1"
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/extensions"
-	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/dburl"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // TestEndToEndWorkspace runs a session over a repository on a PVC, through
@@ -130,7 +131,7 @@ func TestEndToEndWorkspace(t *testing.T) {
 
 	// The journal records the layers, the project's with their path in
 	// the pod.
-	st, err := store.Open(t.Context(), e.dsn)
+	st, err := dburl.Open(t.Context(), e.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestEndToEndWorkspace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, ok := es[0].Payload.(store.Layers)
+	rec, ok := es[0].Payload.(transcript.Layers)
 	if !ok {
 		t.Fatalf("first entry %T, want the layers record", es[0].Payload)
 	}
@@ -151,7 +152,7 @@ func TestEndToEndWorkspace(t *testing.T) {
 		t.Errorf("layers record (-want +got):\n%s", diff)
 	}
 	for _, l := range es {
-		b, _ := store.EncodePayload(l.Payload)
+		b, _ := transcript.EncodePayload(l.Payload)
 		for _, secret := range []string{e2eAPIKey, e.dsn} {
 			if bytes.Contains(b, []byte(secret)) {
 				t.Errorf("entry %d holds %q", l.Seq, secret)

@@ -14,14 +14,14 @@ import (
 )
 
 // dbCheckFunc opens the database a database_url names and proves that it
-// answers. It is the seam where runner/store's Open (which also migrates)
-// can replace checkDatabase; setup only needs to know whether the
+// answers. It is the seam where runner/store/dburl's Open (which also
+// migrates) can replace checkDatabase; setup only needs to know whether the
 // connection works.
 type dbCheckFunc func(ctx context.Context, databaseURL string) error
 
-// checkDatabase is the dbCheckFunc used until runner/store lands: a plain
-// connect and ping, opening the database the way the store will, so that what
-// passes here also opens there.
+// checkDatabase is the dbCheckFunc in use: a plain connect and ping, opening
+// the database the way the store will, so that what passes here also opens
+// there.
 func checkDatabase(ctx context.Context, databaseURL string) error {
 	db, err := config.ParseDatabaseURL(databaseURL)
 	if err != nil {

@@ -24,8 +24,8 @@ import (
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/runconfig"
-	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/tools"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // runFlags are aerie run's options.
@@ -120,7 +120,7 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	}
 	// The provider's encoders are built while the run starts (a resumed
 	// session's provider is only a guess until the store is read).
-	warmProvider(a.defaultSettings(store.Settings{Provider: f.provider}).Provider, f.api)
+	warmProvider(a.defaultSettings(transcript.Settings{Provider: f.provider}).Provider, f.api)
 	prompt, err := a.prompt(cmd, args, f)
 	if err != nil {
 		return configErr(err)
@@ -191,7 +191,7 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 		Tenant:          dir,
 		Dir:             dir,
 		Prompt:          prompt,
-		Settings:        store.Settings{Provider: f.provider, Model: f.model},
+		Settings:        transcript.Settings{Provider: f.provider, Model: f.model},
 		NewModel:        a.modelFactory(f, layers, logger),
 		Label:           f.label,
 		Resume:          f.resume,
@@ -269,8 +269,12 @@ func writeTrajectory(ctx context.Context, o *openingStore, tenant string, rep he
 	if err != nil {
 		return fmt.Errorf("read session %s: %w", rep.Session.ID, err)
 	}
+	s := rep.Session
 	traj, err := events.BuildTrajectory(events.TrajectoryInput{
-		Session:             rep.Session,
+		Session: events.SessionRecord{
+			ID: s.ID, Kind: string(s.Kind), Label: s.Label, ParentID: s.ParentID, RootID: s.RootID,
+			CreatedAt: s.CreatedAt, Settings: s.Settings,
+		},
 		Entries:             entries,
 		SystemPrompt:        system,
 		IncludeSystemPrompt: f.atifPlaintext,
@@ -378,7 +382,7 @@ func workspaceRoot(dir, flag string) (string, error) {
 }
 
 // defaultSettings fills in the provider and model of a new session.
-func (a *app) defaultSettings(s store.Settings) store.Settings {
+func (a *app) defaultSettings(s transcript.Settings) transcript.Settings {
 	if s.Provider == "" {
 		switch {
 		case a.env.Getenv != nil && a.env.Getenv("ANTHROPIC_API_KEY") != "":
@@ -395,8 +399,8 @@ func (a *app) defaultSettings(s store.Settings) store.Settings {
 
 // modelFactory makes the provider for the settings a session runs with, from
 // the flags and the credentials in the environment.
-func (a *app) modelFactory(f runFlags, layers []extensions.Layer, logger *slog.Logger) func(store.Settings) (agent.Model, error) {
-	return func(s store.Settings) (agent.Model, error) {
+func (a *app) modelFactory(f runFlags, layers []extensions.Layer, logger *slog.Logger) func(transcript.Settings) (agent.Model, error) {
+	return func(s transcript.Settings) (agent.Model, error) {
 		cfg := provider.Config{Provider: s.Provider, Model: s.Model, BaseURL: f.baseURL, API: f.api, Logger: logger}
 		getenv := a.env.Getenv
 		if getenv == nil {

@@ -20,6 +20,8 @@ import (
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/sqlite"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // asMainEnv makes the test binary run aerie's main instead of the tests,
@@ -125,9 +127,9 @@ func (o runOutput) end(t *testing.T) agent.Event {
 }
 
 // store opens the session database the runs used.
-func (e *e2e) store() *store.SQLite {
+func (e *e2e) store() *store.DB {
 	e.t.Helper()
-	st, err := store.OpenSQLite(e.t.Context(), filepath.Join(e.home, "sessions.db"))
+	st, err := sqlite.Open(e.t.Context(), filepath.Join(e.home, "sessions.db"))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -136,7 +138,7 @@ func (e *e2e) store() *store.SQLite {
 }
 
 // entries returns the stored stream of the session with the given id.
-func (e *e2e) entries(id string) []store.Entry {
+func (e *e2e) entries(id string) []transcript.Entry {
 	e.t.Helper()
 	es, err := e.store().Entries(e.t.Context(), e.ws, uuidOf(e.t, id))
 	if err != nil {
@@ -145,8 +147,8 @@ func (e *e2e) entries(id string) []store.Entry {
 	return es
 }
 
-func kinds(es []store.Entry) map[store.EntryKind]int {
-	n := map[store.EntryKind]int{}
+func kinds(es []transcript.Entry) map[transcript.EntryKind]int {
+	n := map[transcript.EntryKind]int{}
 	for _, e := range es {
 		n[e.Kind()]++
 	}
@@ -321,10 +323,10 @@ func TestRunEveryBuiltinTool(t *testing.T) {
 
 	es := e.entries(end.Session)
 	k := kinds(es)
-	if k[store.KindToolCall] != 14 || k[store.KindToolCompletion] != 14 || k[store.KindToolResult] != 14 {
+	if k[transcript.KindToolCall] != 14 || k[transcript.KindToolCompletion] != 14 || k[transcript.KindToolResult] != 14 {
 		t.Errorf("journaled tool entries = %v, want 14 calls, results and completions", k)
 	}
-	if k[store.KindAssistantMessage] != 8 || k[store.KindUsage] != 8 || k[store.KindUserMessage] != 1 || k[store.KindCheckpoint] != 1 {
+	if k[transcript.KindAssistantMessage] != 8 || k[transcript.KindUsage] != 8 || k[transcript.KindUserMessage] != 1 || k[transcript.KindCheckpoint] != 1 {
 		t.Errorf("journaled entries = %v, want 8 assistant messages and usage snapshots, 1 user message, 1 checkpoint", k)
 	}
 	for i, en := range es {
@@ -332,7 +334,7 @@ func TestRunEveryBuiltinTool(t *testing.T) {
 			t.Fatalf("entry %d has sequence number %d: the stream has a gap or is out of order", i, en.Seq)
 		}
 	}
-	last := es[len(es)-1].Payload.(store.Checkpoint)
+	last := es[len(es)-1].Payload.(transcript.Checkpoint)
 	if last.Outcome != "completed" || last.Turn != 8 {
 		t.Errorf("final checkpoint = %+v", last)
 	}
@@ -440,17 +442,17 @@ sleep 300`
 	if end.Outcome != agent.Cancelled {
 		t.Errorf("outcome %q, want cancelled", end.Outcome)
 	}
-	var completion *store.ToolCompletion
+	var completion *transcript.ToolCompletion
 	es := e.entries(end.Session)
 	for _, en := range es {
-		if c, ok := en.Payload.(store.ToolCompletion); ok {
+		if c, ok := en.Payload.(transcript.ToolCompletion); ok {
 			completion = &c
 		}
 	}
-	if completion == nil || completion.Status != store.ToolCancelled {
+	if completion == nil || completion.Status != transcript.ToolCancelled {
 		t.Errorf("tool completion = %+v, want status cancelled", completion)
 	}
-	if cp, ok := es[len(es)-1].Payload.(store.Checkpoint); !ok || cp.Outcome != "cancelled" {
+	if cp, ok := es[len(es)-1].Payload.(transcript.Checkpoint); !ok || cp.Outcome != "cancelled" {
 		t.Errorf("last entry = %#v, want a cancelled checkpoint", es[len(es)-1].Payload)
 	}
 	sess, err := e.store().Session(t.Context(), e.ws, uuidOf(t, end.Session))
@@ -495,7 +497,7 @@ func TestRunResumeAndFork(t *testing.T) {
 		t.Errorf("the resumed request sent %q, want %q", strings.Join(texts, "|"), want)
 	}
 	es := e.entries(id)
-	if len(es) != 10 || es[len(es)-1].Seq != 10 || es[0].Kind() != store.KindLayers || es[5].Kind() != store.KindLayers {
+	if len(es) != 10 || es[len(es)-1].Seq != 10 || es[0].Kind() != transcript.KindLayers || es[5].Kind() != transcript.KindLayers {
 		t.Errorf("the resumed session has %d entries, want 10 (two runs of layers, user, assistant, usage, checkpoint)", len(es))
 	}
 
@@ -521,7 +523,7 @@ func TestRunResumeAndFork(t *testing.T) {
 	if len(req.Messages) != 5 || req.Model != "claude-opus-4-1" {
 		t.Errorf("the forked request sent %d messages to %s, want 5 to claude-opus-4-1", len(req.Messages), req.Model)
 	}
-	snap, err := st.Load(t.Context(), e.ws, uuidOf(t, child))
+	_, snap, err := st.Load(t.Context(), e.ws, uuidOf(t, child))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -636,7 +638,7 @@ func TestRunMalformedToolCalls(t *testing.T) {
 	}
 	// The malformed call is stored as the model wrote it.
 	for _, en := range e.entries(out.end(t).Session) {
-		if c, ok := en.Payload.(store.ToolCall); ok && c.CallID == "bad" && string(c.Input) != `"{\"path\": \"x.txt\""` {
+		if c, ok := en.Payload.(transcript.ToolCall); ok && c.CallID == "bad" && string(c.Input) != `"{\"path\": \"x.txt\""` {
 			t.Errorf("stored malformed arguments = %s", c.Input)
 		}
 	}

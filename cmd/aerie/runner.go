@@ -25,6 +25,7 @@ import (
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // runnerFlags are aerie runner's options.
@@ -282,7 +283,7 @@ func priorToolCalls(ctx context.Context, st store.Store, tenant string, opts hea
 		if through > 0 && e.Seq > through {
 			break
 		}
-		if _, ok := e.Payload.(store.ToolCall); ok {
+		if _, ok := e.Payload.(transcript.ToolCall); ok {
 			n++
 		}
 	}
@@ -336,7 +337,7 @@ func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, d
 		Tenant:    cfg.Namespace,
 		Dir:       dir,
 		Prompt:    cfg.Prompt,
-		Settings:  store.Settings{Provider: cfg.Model.Provider, Model: cfg.Model.Name},
+		Settings:  transcript.Settings{Provider: cfg.Model.Provider, Model: cfg.Model.Name},
 		NewModel:  podModel(cfg, getenv, logger),
 		SessionID: id,
 		Label:     cfg.AgentSession,
@@ -365,7 +366,7 @@ func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, d
 		opts.Stop = append(opts.Stop, agent.MaxTokens(cfg.Budget.MaxTokens))
 	}
 	if cfg.Session.Attempt > 1 {
-		snap, err := st.Load(ctx, cfg.Namespace, id)
+		_, snap, err := st.Load(ctx, cfg.Namespace, id)
 		switch {
 		case err == nil:
 			opts.Resume = id.String()
@@ -391,17 +392,17 @@ func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, d
 
 // hasPrompt reports whether the session's live entries hold prompt as a
 // user message.
-func hasPrompt(snap store.Snapshot, prompt string) bool {
+func hasPrompt(snap transcript.Snapshot, prompt string) bool {
 	if prompt == "" {
 		return true
 	}
 	for _, e := range snap.Entries {
-		m, ok := e.Payload.(store.UserMessage)
+		m, ok := e.Payload.(transcript.UserMessage)
 		if !ok {
 			continue
 		}
 		for _, b := range m.Content {
-			if b.Type == store.BlockText && b.Text == prompt {
+			if b.Type == transcript.BlockText && b.Text == prompt {
 				return true
 			}
 		}
@@ -411,8 +412,8 @@ func hasPrompt(snap store.Snapshot, prompt string) bool {
 
 // podModel makes the provider from the configuration and the API key in
 // the environment; the scripted provider's script is found in the layers.
-func podModel(cfg *runconfig.Config, getenv func(string) string, logger *slog.Logger) func(store.Settings) (agent.Model, error) {
-	return func(s store.Settings) (agent.Model, error) {
+func podModel(cfg *runconfig.Config, getenv func(string) string, logger *slog.Logger) func(transcript.Settings) (agent.Model, error) {
+	return func(s transcript.Settings) (agent.Model, error) {
 		pc := provider.Config{
 			Provider: s.Provider, Model: s.Model, BaseURL: cfg.Model.BaseURL, API: cfg.Model.API,
 			MaxOutputTokens: cfg.Model.MaxOutputTokens, Logger: logger,

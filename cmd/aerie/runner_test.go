@@ -23,6 +23,8 @@ import (
 	"github.com/aerie-run/aerie/runner/headless"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/dburl"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // pod is a runner pod in miniature: a real executor serving a workspace
@@ -150,7 +152,7 @@ func (p *pod) runFile(ctx context.Context, cfgPath string, extra ...string) runn
 
 func (p *pod) store() store.Store {
 	p.t.Helper()
-	st, err := store.Open(p.t.Context(), p.dsn)
+	st, err := dburl.Open(p.t.Context(), p.dsn)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -167,9 +169,9 @@ func userMessages(t *testing.T, st store.Store, tenant, id string) []string {
 	}
 	var out []string
 	for _, e := range es {
-		if m, ok := e.Payload.(store.UserMessage); ok {
+		if m, ok := e.Payload.(transcript.UserMessage); ok {
 			for _, b := range m.Content {
-				if b.Type == store.BlockText {
+				if b.Type == transcript.BlockText {
 					out = append(out, b.Text)
 				}
 			}
@@ -394,7 +396,7 @@ func TestRunnerContinuations(t *testing.T) {
 	}
 	var at int64
 	for _, e := range es {
-		if _, ok := e.Payload.(store.AssistantMessage); ok {
+		if _, ok := e.Payload.(transcript.AssistantMessage); ok {
 			at = e.Seq
 			break
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/aerie-run/aerie/runner/headless"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/runconfig"
-	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // writeTree writes files under dir: a content starting with "#!" is
@@ -164,7 +164,7 @@ func TestRunnerWorkspaceTrust(t *testing.T) {
 	}
 	var stored bytes.Buffer
 	for _, e := range es {
-		b, _ := store.EncodePayload(e.Payload)
+		b, _ := transcript.EncodePayload(e.Payload)
 		stored.Write(b)
 	}
 	for _, leak := range leaks {
@@ -179,7 +179,7 @@ func TestRunnerWorkspaceTrust(t *testing.T) {
 	}
 	var unknown bool
 	for _, e := range es {
-		if r, ok := e.Payload.(store.ToolResult); ok && r.CallID == "c2" && r.IsError {
+		if r, ok := e.Payload.(transcript.ToolResult); ok && r.CallID == "c2" && r.IsError {
 			unknown = true
 		}
 	}
@@ -189,7 +189,7 @@ func TestRunnerWorkspaceTrust(t *testing.T) {
 
 	// The layers record: the project layers the runner found, then the
 	// mounted ones, each with where it came from and a digest.
-	rec, ok := es[0].Payload.(store.Layers)
+	rec, ok := es[0].Payload.(transcript.Layers)
 	if !ok {
 		t.Fatalf("first entry %T, want the layers record", es[0].Payload)
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/dburl"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // sessionStore is what the session commands need of runner/store.
@@ -355,7 +357,7 @@ func (a *app) loadConfig(cmd *cobra.Command, dir, workspace string) (config.Load
 // openStore opens the session database at url, with its password kept out
 // of the error.
 func openStore(ctx context.Context, url string) (store.Store, error) {
-	st, err := store.Open(ctx, url)
+	st, err := dburl.Open(ctx, url)
 	if err != nil {
 		// Drivers do not print passwords, but the URL may end up quoted.
 		if msg := redactIn(err.Error(), url); msg != err.Error() {
@@ -624,7 +626,7 @@ func (o *openingStore) Close() error {
 	return o.st.Close()
 }
 
-func (o *openingStore) Append(ctx context.Context, tenant string, session uuid.UUID, entries []store.Entry) error {
+func (o *openingStore) Append(ctx context.Context, tenant string, session uuid.UUID, entries []transcript.Entry) error {
 	st, err := o.get(ctx)
 	if err != nil {
 		return err
@@ -656,10 +658,10 @@ func (o *openingStore) Fork(ctx context.Context, tenant string, source uuid.UUID
 	return st.Fork(ctx, tenant, source, opts)
 }
 
-func (o *openingStore) Load(ctx context.Context, tenant string, session uuid.UUID) (store.Snapshot, error) {
+func (o *openingStore) Load(ctx context.Context, tenant string, session uuid.UUID) (store.Session, transcript.Snapshot, error) {
 	st, err := o.get(ctx)
 	if err != nil {
-		return store.Snapshot{}, err
+		return store.Session{}, transcript.Snapshot{}, err
 	}
 	return st.Load(ctx, tenant, session)
 }

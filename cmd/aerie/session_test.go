@@ -15,6 +15,8 @@ import (
 
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/dburl"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // TestSessionSQLite runs the session commands against the default database:
@@ -208,7 +210,7 @@ func testSessionCommands(t *testing.T, newHome func(t *testing.T) string) {
 		// The child holds entries 1..5 and the fork record; the source is
 		// exactly as it was.
 		child := f.entries(t, got.Session.ID)
-		if len(child) != 6 || child[5].Kind() != store.KindFork {
+		if len(child) != 6 || child[5].Kind() != transcript.KindFork {
 			t.Errorf("child entries: %d, last %v; want 5 copied and a fork entry", len(child), child[len(child)-1].Kind())
 		}
 		if diff := cmp.Diff(before[:5], child[:5]); diff != "" {
@@ -507,37 +509,37 @@ func seedSessions(t *testing.T, home, dir string) sessionFixture {
 		}
 		return s
 	}
-	text := []store.Block{{Type: store.BlockText, Text: "hello"}}
-	call := func(id string) []store.Block {
-		return []store.Block{{Type: store.BlockToolUse, ID: id, Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)}}
+	text := []transcript.Block{{Type: transcript.BlockText, Text: "hello"}}
+	call := func(id string) []transcript.Block {
+		return []transcript.Block{{Type: transcript.BlockToolUse, ID: id, Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)}}
 	}
 	now := time.Now()
-	entries := func(payloads ...store.Payload) []store.Entry {
-		es := make([]store.Entry, len(payloads))
+	entries := func(payloads ...transcript.Payload) []transcript.Entry {
+		es := make([]transcript.Entry, len(payloads))
 		for i, p := range payloads {
-			es[i] = store.Entry{Seq: int64(i + 1), Payload: p, CreatedAt: now}
+			es[i] = transcript.Entry{Seq: int64(i + 1), Payload: p, CreatedAt: now}
 		}
 		return es
 	}
 
 	f := sessionFixture{home: home, dir: dir}
 	f.main = create(store.NewSession{Label: "main", State: store.StateActive,
-		Settings: store.Settings{Provider: "anthropic", Model: "claude-sonnet-4-5"}})
+		Settings: transcript.Settings{Provider: "anthropic", Model: "claude-sonnet-4-5"}})
 	if err := st.Append(ctx, dir, f.main.ID, entries(
-		store.UserMessage{Content: text},
-		store.AssistantMessage{Content: call("c1")},
-		store.ToolCall{CallID: "c1", Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)},
-		store.ToolResult{CallID: "c1", Content: text},
-		store.ToolCompletion{CallID: "c1", Status: store.ToolOK},
-		store.AssistantMessage{Content: call("c2")},
-		store.ToolCall{CallID: "c2", Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)},
+		transcript.UserMessage{Content: text},
+		transcript.AssistantMessage{Content: call("c1")},
+		transcript.ToolCall{CallID: "c1", Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)},
+		transcript.ToolResult{CallID: "c1", Content: text},
+		transcript.ToolCompletion{CallID: "c1", Status: transcript.ToolOK},
+		transcript.AssistantMessage{Content: call("c2")},
+		transcript.ToolCall{CallID: "c2", Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)},
 	)); err != nil {
 		t.Fatal(err)
 	}
 	f.other = create(store.NewSession{Label: "other", State: store.StateIdle})
 	if err := st.Append(ctx, dir, f.other.ID, entries(
-		store.UserMessage{Content: text},
-		store.AssistantMessage{Content: text},
+		transcript.UserMessage{Content: text},
+		transcript.AssistantMessage{Content: text},
 	)); err != nil {
 		t.Fatal(err)
 	}
@@ -568,14 +570,14 @@ func openTestStore(t *testing.T, home string) store.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(t.Context(), loaded.Config.DatabaseURL)
+	st, err := dburl.Open(t.Context(), loaded.Config.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return st
 }
 
-func (f sessionFixture) entries(t *testing.T, id uuid.UUID) []store.Entry {
+func (f sessionFixture) entries(t *testing.T, id uuid.UUID) []transcript.Entry {
 	t.Helper()
 	st := openTestStore(t, f.home)
 	defer st.Close()

@@ -49,7 +49,8 @@ import (
 	"github.com/aerie-run/aerie/controllers"
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/agent"
-	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/dburl"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // Namespaces of the demo: the controller's, where platform layers live, and
@@ -663,7 +664,7 @@ func printTranscript(ctx context.Context, dsn string, s *aeriev1.AgentSession) e
 	if err != nil {
 		return fmt.Errorf("status.sessionID %q: %w", s.Status.SessionID, err)
 	}
-	st, err := store.Open(ctx, dsn)
+	st, err := dburl.Open(ctx, dsn)
 	if err != nil {
 		return fmt.Errorf("open the session store: %w", err)
 	}
@@ -675,9 +676,9 @@ func printTranscript(ctx context.Context, dsn string, s *aeriev1.AgentSession) e
 	fmt.Printf("\n── Transcript (%d entries in the session store)\n", len(entries))
 	for _, e := range entries {
 		switch p := e.Payload.(type) {
-		case store.UserMessage:
+		case transcript.UserMessage:
 			fmt.Printf("%4d user:      %s\n", e.Seq, preview(blocksText(p.Content), 300))
-		case store.AssistantMessage:
+		case transcript.AssistantMessage:
 			if t := blocksText(p.Content); t != "" {
 				fmt.Printf("%4d assistant: %s\n", e.Seq, preview(t, 300))
 			}
@@ -686,7 +687,7 @@ func printTranscript(ctx context.Context, dsn string, s *aeriev1.AgentSession) e
 					fmt.Printf("%4d   call %s %s\n", e.Seq, b.Name, preview(string(b.Input), 200))
 				}
 			}
-		case store.ToolResult:
+		case transcript.ToolResult:
 			mark := "result"
 			if p.IsError {
 				mark = "error "
@@ -697,7 +698,7 @@ func printTranscript(ctx context.Context, dsn string, s *aeriev1.AgentSession) e
 	return nil
 }
 
-func blocksText(bs []store.Block) string {
+func blocksText(bs []transcript.Block) string {
 	var parts []string
 	for _, b := range bs {
 		if b.Type == "text" && b.Text != "" {

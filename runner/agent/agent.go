@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/aerie-run/aerie/runner/provider"
-	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/tools"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // Model is the model the loop talks to; every provider.Provider is one.
@@ -41,7 +41,7 @@ type Tools interface {
 // Append never waits for storage; Barrier waits until everything appended so
 // far is durable.
 type Journal interface {
-	Append(p store.Payload) int64
+	Append(p transcript.Payload) int64
 	Barrier(ctx context.Context) error
 }
 
@@ -103,7 +103,7 @@ const MaxStopContinues = 8
 type Loop struct {
 	cfg      Config
 	messages []provider.Message
-	usage    store.Usage
+	usage    transcript.Usage
 	turns    int
 	// appended is the sequence number of the last entry appended, and
 	// turnEnd that of the last entry of the previous turn.
@@ -114,7 +114,7 @@ type Loop struct {
 
 // New returns a loop that continues the conversation history (empty for a new
 // session; see History for a resumed one) with the cumulative usage so far.
-func New(cfg Config, history []provider.Message, usage store.Usage) *Loop {
+func New(cfg Config, history []provider.Message, usage transcript.Usage) *Loop {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -144,7 +144,7 @@ type Result struct {
 	// Turns counts the model requests of this run.
 	Turns int
 	// Usage is the session's cumulative usage at the end of the run.
-	Usage store.Usage
+	Usage transcript.Usage
 	// Err is the error behind a ModelError or Failed outcome.
 	Err error
 	// JournalErr is the journal's failure, if it failed during the run:
@@ -269,7 +269,7 @@ func (l *Loop) end(ctx context.Context, r Result) Result {
 	if r.Answer == "" {
 		r.Answer = l.lastAnswer()
 	}
-	seq := l.append(store.Checkpoint{Turn: int64(l.turns), Outcome: string(r.Outcome), Result: r.Answer})
+	seq := l.append(transcript.Checkpoint{Turn: int64(l.turns), Outcome: string(r.Outcome), Result: r.Answer})
 	l.barrier(context.WithoutCancel(ctx))
 	r.JournalErr = l.journalErr
 	l.emit(Event{Type: EventEnd, Seq: seq, Turn: l.turns, Outcome: r.Outcome, Text: r.Answer, Reason: r.Reason, Usage: &r.Usage})
@@ -288,7 +288,7 @@ func (l *Loop) lastAnswer() string {
 func (l *Loop) addUser(text string) {
 	msg := provider.UserMessage(text)
 	l.messages = append(l.messages, msg)
-	seq := l.append(store.UserMessage{Content: []store.Block{{Type: store.BlockText, Text: text}}})
+	seq := l.append(transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: text}}})
 	l.emit(Event{Type: EventUserMessage, Seq: seq, Turn: l.turns + 1, Text: text})
 }
 
@@ -341,7 +341,7 @@ func (l *Loop) conversation() []provider.Message {
 	return append(msgs, l.messages...)
 }
 
-func addUsage(u store.Usage, r provider.Usage) store.Usage {
+func addUsage(u transcript.Usage, r provider.Usage) transcript.Usage {
 	u.InputTokens += r.InputTokens
 	u.OutputTokens += r.OutputTokens
 	u.CacheReadTokens += r.CacheReadTokens
@@ -359,21 +359,21 @@ func addUsage(u store.Usage, r provider.Usage) store.Usage {
 func (l *Loop) runTools(ctx context.Context, calls []provider.Content) (endTurn string) {
 	results := make([]provider.Content, 0, len(calls))
 	for _, c := range calls {
-		l.append(store.ToolCall{CallID: c.ToolCallID, Name: c.ToolName, Input: storedArguments(c.Arguments)})
+		l.append(transcript.ToolCall{CallID: c.ToolCallID, Name: c.ToolName, Input: storedArguments(c.Arguments)})
 		l.emit(Event{Type: EventToolCall, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Arguments: c.Arguments})
 		start := time.Now()
 		var res tools.Result
-		var status store.ToolStatus
+		var status transcript.ToolStatus
 		switch {
 		case ctx.Err() != nil:
 			res = tools.Result{Content: "not run: " + context.Cause(ctx).Error(), IsError: true}
-			status = store.ToolCancelled
+			status = transcript.ToolCancelled
 		case endTurn != "":
 			res = tools.Result{Content: "not run: " + endTurn, IsError: true}
-			status = store.ToolCancelled
+			status = transcript.ToolCancelled
 		case l.cfg.Tools == nil:
 			res = tools.Result{Content: fmt.Sprintf("unknown tool %q: no tools are available", c.ToolName), IsError: true}
-			status = store.ToolError
+			status = transcript.ToolError
 		default:
 			res = l.cfg.Tools.Run(ctx, c.ToolCallID, c.ToolName, json.RawMessage(c.Arguments))
 			status = toolStatus(ctx, res)
@@ -381,8 +381,8 @@ func (l *Loop) runTools(ctx context.Context, calls []provider.Content) (endTurn 
 		}
 		d := time.Since(start)
 		results = append(results, provider.ToolResult(c.ToolCallID, res.Content, res.IsError))
-		seq := l.append(store.ToolResult{CallID: c.ToolCallID, Content: []store.Block{{Type: store.BlockText, Text: res.Content}}, IsError: res.IsError})
-		comp := store.ToolCompletion{CallID: c.ToolCallID, Status: status, Duration: d}
+		seq := l.append(transcript.ToolResult{CallID: c.ToolCallID, Content: []transcript.Block{{Type: transcript.BlockText, Text: res.Content}}, IsError: res.IsError})
+		comp := transcript.ToolCompletion{CallID: c.ToolCallID, Status: status, Duration: d}
 		if res.IsError {
 			comp.Error = firstLine(res.Content)
 		}
@@ -393,17 +393,17 @@ func (l *Loop) runTools(ctx context.Context, calls []provider.Content) (endTurn 
 	return endTurn
 }
 
-func toolStatus(ctx context.Context, res tools.Result) store.ToolStatus {
+func toolStatus(ctx context.Context, res tools.Result) transcript.ToolStatus {
 	switch {
 	case ctx.Err() != nil:
 		if errors.Is(context.Cause(ctx), ErrDeadline) {
-			return store.ToolTimeout
+			return transcript.ToolTimeout
 		}
-		return store.ToolCancelled
+		return transcript.ToolCancelled
 	case res.IsError:
-		return store.ToolError
+		return transcript.ToolError
 	}
-	return store.ToolOK
+	return transcript.ToolOK
 }
 
 func firstLine(s string) string {
@@ -416,7 +416,7 @@ func firstLine(s string) string {
 	return s
 }
 
-func (l *Loop) append(p store.Payload) int64 {
+func (l *Loop) append(p transcript.Payload) int64 {
 	if l.cfg.Journal == nil {
 		return 0
 	}

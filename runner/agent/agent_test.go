@@ -15,18 +15,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aerie-run/aerie/runner/provider"
-	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/tools"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // recorder is a journal that keeps the entries in memory, for the loop's
 // unit tests; the journal itself is tested against real databases.
 type recorder struct {
 	mu      sync.Mutex
-	entries []store.Payload
+	entries []transcript.Payload
 }
 
-func (r *recorder) Append(p store.Payload) int64 {
+func (r *recorder) Append(p transcript.Payload) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.entries = append(r.entries, p)
@@ -36,18 +36,18 @@ func (r *recorder) Append(p store.Payload) int64 {
 func (r *recorder) Barrier(context.Context) error { return nil }
 
 // statuses are the statuses of the tool completions recorded.
-func (r *recorder) statuses() []store.ToolStatus {
-	var out []store.ToolStatus
+func (r *recorder) statuses() []transcript.ToolStatus {
+	var out []transcript.ToolStatus
 	for _, p := range r.entries {
-		if c, ok := p.(store.ToolCompletion); ok {
+		if c, ok := p.(transcript.ToolCompletion); ok {
 			out = append(out, c.Status)
 		}
 	}
 	return out
 }
 
-func (r *recorder) kinds() []store.EntryKind {
-	var ks []store.EntryKind
+func (r *recorder) kinds() []transcript.EntryKind {
+	var ks []transcript.EntryKind
 	for _, p := range r.entries {
 		ks = append(ks, p.EntryKind())
 	}
@@ -112,19 +112,19 @@ func TestLoopJournalsEveryStep(t *testing.T) {
 				t.Errorf("tool_result reports a process time of %v, want the tool's %v", e.Process, echoProcess)
 			}
 		},
-	}, nil, store.Usage{})
+	}, nil, transcript.Usage{})
 	r := l.Run(t.Context(), "go")
 	if r.Outcome != Completed || r.Answer != "done" || r.Turns != 2 {
 		t.Fatalf("result = %+v", r)
 	}
-	if want := (store.Usage{InputTokens: 30, OutputTokens: 5, Requests: 2, ContextTokens: 23}); r.Usage != want {
+	if want := (transcript.Usage{InputTokens: 30, OutputTokens: 5, Requests: 2, ContextTokens: 23}); r.Usage != want {
 		t.Errorf("usage = %+v, want %+v", r.Usage, want)
 	}
-	want := []store.EntryKind{
-		store.KindUserMessage, store.KindAssistantMessage, store.KindUsage,
-		store.KindToolCall, store.KindToolResult, store.KindToolCompletion,
-		store.KindToolCall, store.KindToolResult, store.KindToolCompletion,
-		store.KindAssistantMessage, store.KindUsage, store.KindCheckpoint,
+	want := []transcript.EntryKind{
+		transcript.KindUserMessage, transcript.KindAssistantMessage, transcript.KindUsage,
+		transcript.KindToolCall, transcript.KindToolResult, transcript.KindToolCompletion,
+		transcript.KindToolCall, transcript.KindToolResult, transcript.KindToolCompletion,
+		transcript.KindAssistantMessage, transcript.KindUsage, transcript.KindCheckpoint,
 	}
 	if diff := cmp.Diff(want, j.kinds()); diff != "" {
 		t.Errorf("journal (-want +got):\n%s", diff)
@@ -144,18 +144,18 @@ func TestLoopStopConditions(t *testing.T) {
 	tests := []struct {
 		name    string
 		stop    []StopCondition
-		prior   store.Usage
+		prior   transcript.Usage
 		outcome Outcome
 		turns   int
 	}{
-		{"no budget", nil, store.Usage{}, Completed, 4},
-		{"session turns", []StopCondition{MaxSessionTurns(3)}, store.Usage{}, BudgetExceeded, 3},
+		{"no budget", nil, transcript.Usage{}, Completed, 4},
+		{"session turns", []StopCondition{MaxSessionTurns(3)}, transcript.Usage{}, BudgetExceeded, 3},
 		// A resumed session with two requests behind it has one left.
-		{"session turns after a resume", []StopCondition{MaxSessionTurns(3)}, store.Usage{Requests: 2}, BudgetExceeded, 1},
-		{"session turns spent before", []StopCondition{MaxSessionTurns(3)}, store.Usage{Requests: 3}, BudgetExceeded, 0},
-		{"turns", []StopCondition{MaxTurns(2)}, store.Usage{}, BudgetExceeded, 2},
-		{"tokens", []StopCondition{MaxTokens(24)}, store.Usage{}, BudgetExceeded, 2},
-		{"the first that fires", []StopCondition{MaxTurns(3), MaxTokens(1)}, store.Usage{}, BudgetExceeded, 1},
+		{"session turns after a resume", []StopCondition{MaxSessionTurns(3)}, transcript.Usage{Requests: 2}, BudgetExceeded, 1},
+		{"session turns spent before", []StopCondition{MaxSessionTurns(3)}, transcript.Usage{Requests: 3}, BudgetExceeded, 0},
+		{"turns", []StopCondition{MaxTurns(2)}, transcript.Usage{}, BudgetExceeded, 2},
+		{"tokens", []StopCondition{MaxTokens(24)}, transcript.Usage{}, BudgetExceeded, 2},
+		{"the first that fires", []StopCondition{MaxTurns(3), MaxTokens(1)}, transcript.Usage{}, BudgetExceeded, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -181,16 +181,16 @@ func TestLoopCancelDuringTools(t *testing.T) {
 		Model:   provider.NewScripted("s", []provider.Response{echoTurn("a", "b", "c")}),
 		Tools:   registry(t, echo{hook: func(context.Context) { ran++; cancel(stop) }}),
 		Journal: j,
-	}, nil, store.Usage{})
+	}, nil, transcript.Usage{})
 	r := l.Run(ctx, "go")
 	if r.Outcome != Cancelled || !errors.Is(r.Err, stop) || ran != 1 {
 		t.Fatalf("result %+v after %d tool runs, want cancelled by the cause after 1", r, ran)
 	}
 	statuses := j.statuses()
-	if diff := cmp.Diff([]store.ToolStatus{store.ToolCancelled, store.ToolCancelled, store.ToolCancelled}, statuses); diff != "" {
+	if diff := cmp.Diff([]transcript.ToolStatus{transcript.ToolCancelled, transcript.ToolCancelled, transcript.ToolCancelled}, statuses); diff != "" {
 		t.Errorf("completions (-want +got):\n%s", diff)
 	}
-	if cp, ok := j.entries[len(j.entries)-1].(store.Checkpoint); !ok || cp.Outcome != string(Cancelled) {
+	if cp, ok := j.entries[len(j.entries)-1].(transcript.Checkpoint); !ok || cp.Outcome != string(Cancelled) {
 		t.Errorf("last entry %#v, want a cancelled checkpoint", j.entries[len(j.entries)-1])
 	}
 }
@@ -221,7 +221,7 @@ func TestLoopToolEndsTurn(t *testing.T) {
 		Model:   model,
 		Tools:   endsAt{registry(t, echo{hook: func(context.Context) { ran++ }}), "b"},
 		Journal: j,
-	}, nil, store.Usage{})
+	}, nil, transcript.Usage{})
 	r := l.Run(t.Context(), "go")
 	if r.Outcome != Completed || r.Reason != "a PostToolUse hook ended the turn: enough" || r.Turns != 1 || ran != 2 {
 		t.Fatalf("result %+v after %d tool runs, want completed after 1 turn and 2 runs", r, ran)
@@ -230,14 +230,14 @@ func TestLoopToolEndsTurn(t *testing.T) {
 		t.Errorf("%d model requests, want 1", n)
 	}
 	statuses := j.statuses()
-	if diff := cmp.Diff([]store.ToolStatus{store.ToolOK, store.ToolOK, store.ToolCancelled}, statuses); diff != "" {
+	if diff := cmp.Diff([]transcript.ToolStatus{transcript.ToolOK, transcript.ToolOK, transcript.ToolCancelled}, statuses); diff != "" {
 		t.Errorf("completions (-want +got):\n%s", diff)
 	}
 	last := l.Messages()[len(l.Messages())-1]
 	if got := last.Content[2].Text; !strings.Contains(got, "not run: a PostToolUse hook ended the turn: enough") {
 		t.Errorf("the call after the end of the turn got %q", got)
 	}
-	if cp, ok := j.entries[len(j.entries)-1].(store.Checkpoint); !ok || cp.Outcome != string(Completed) {
+	if cp, ok := j.entries[len(j.entries)-1].(transcript.Checkpoint); !ok || cp.Outcome != string(Completed) {
 		t.Errorf("last entry %#v, want a completed checkpoint", j.entries[len(j.entries)-1])
 	}
 }
@@ -251,7 +251,7 @@ func TestLoopStopHook(t *testing.T) {
 			asked++
 			return "the tests still fail", answer == "first"
 		},
-	}, nil, store.Usage{})
+	}, nil, transcript.Usage{})
 	r := l.Run(t.Context(), "go")
 	if r.Outcome != Completed || r.Answer != "second" || asked != 2 {
 		t.Fatalf("result %+v after %d stop hooks", r, asked)
@@ -264,7 +264,7 @@ func TestLoopStopHook(t *testing.T) {
 	always := New(Config{
 		Model:  provider.NewScripted("s", slices.Repeat([]provider.Response{textTurn("again")}, MaxStopContinues+1)),
 		OnStop: func(context.Context, string) (string, bool) { return "no", true },
-	}, nil, store.Usage{})
+	}, nil, transcript.Usage{})
 	if r := always.Run(t.Context(), "go"); r.Outcome != Completed || r.Turns != MaxStopContinues+1 {
 		t.Errorf("a stop hook that always blocks: %+v, want completed after %d turns", r, MaxStopContinues+1)
 	}
@@ -282,14 +282,14 @@ func TestLoopModelErrors(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := New(Config{Model: provider.NewScripted("s", []provider.Response{tt.resp})}, nil, store.Usage{}).Run(t.Context(), "go")
+			r := New(Config{Model: provider.NewScripted("s", []provider.Response{tt.resp})}, nil, transcript.Usage{}).Run(t.Context(), "go")
 			if r.Outcome != ModelError || r.Err == nil || r.Reason == "" || !strings.Contains(r.Reason, tt.want) {
 				t.Errorf("result %+v, want a model error about %q", r, tt.want)
 			}
 		})
 	}
 	// A script with no turn left is an error of the model.
-	r := New(Config{Model: provider.NewScripted("s", nil)}, nil, store.Usage{}).Run(t.Context(), "go")
+	r := New(Config{Model: provider.NewScripted("s", nil)}, nil, transcript.Usage{}).Run(t.Context(), "go")
 	if r.Outcome != ModelError || !errors.Is(r.Err, provider.ErrScriptExhausted) {
 		t.Errorf("exhausted script: %+v", r)
 	}
@@ -309,7 +309,7 @@ func TestLoopBeforeRequest(t *testing.T) {
 			}
 			return nil
 		},
-	}, nil, store.Usage{})
+	}, nil, transcript.Usage{})
 	r := l.Run(t.Context(), "go")
 	if r.Outcome != Failed || !errors.Is(r.Err, lost) || r.Turns != 1 {
 		t.Errorf("result %+v, want failed after 1 turn with the check's error", r)
@@ -350,7 +350,7 @@ func TestLoopSwapAtTurnBoundary(t *testing.T) {
 			}
 			return nil
 		},
-	}, nil, store.Usage{})
+	}, nil, transcript.Usage{})
 	if r := l.Run(t.Context(), "go"); r.Outcome != Completed {
 		t.Fatalf("result %+v", r)
 	}
@@ -395,7 +395,7 @@ func TestLoopTurnBarrierWaitsForThePreviousTurn(t *testing.T) {
 		Model:   provider.NewScripted("s", []provider.Response{echoTurn("one"), echoTurn("two"), textTurn("done")}),
 		Tools:   registry(t, echo{}),
 		Journal: j,
-	}, nil, store.Usage{})
+	}, nil, transcript.Usage{})
 	if r := l.Run(t.Context(), "go"); r.Outcome != Completed {
 		t.Fatalf("result = %+v", r)
 	}

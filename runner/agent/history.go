@@ -5,33 +5,33 @@ import (
 	"strings"
 
 	"github.com/aerie-run/aerie/runner/provider"
-	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // blockRedactedThinking stores reasoning the provider returned encrypted;
 // its Signature holds the data. The store keeps block types it does not
 // know, so this needs no schema change.
-const blockRedactedThinking store.BlockType = "redacted_thinking"
+const blockRedactedThinking transcript.BlockType = "redacted_thinking"
 
 // interruptedResult is the result given to a tool call that was never
 // answered: the run stopped between the model's call and its result.
 const interruptedResult = "not run: the session stopped before this tool call completed"
 
 // assistantEntry is the journal entry of a model response.
-func assistantEntry(resp provider.Response) store.AssistantMessage {
-	m := store.AssistantMessage{StopReason: string(resp.StopReason), Content: make([]store.Block, 0, len(resp.Message.Content))}
+func assistantEntry(resp provider.Response) transcript.AssistantMessage {
+	m := transcript.AssistantMessage{StopReason: string(resp.StopReason), Content: make([]transcript.Block, 0, len(resp.Message.Content))}
 	for _, c := range resp.Message.Content {
 		switch c.Type {
 		case provider.ContentText:
-			m.Content = append(m.Content, store.Block{Type: store.BlockText, Text: c.Text})
+			m.Content = append(m.Content, transcript.Block{Type: transcript.BlockText, Text: c.Text})
 		case provider.ContentReasoning:
-			t := store.BlockThinking
+			t := transcript.BlockThinking
 			if c.Redacted {
 				t = blockRedactedThinking
 			}
-			m.Content = append(m.Content, store.Block{Type: t, Text: c.Text, Signature: c.Signature})
+			m.Content = append(m.Content, transcript.Block{Type: t, Text: c.Text, Signature: c.Signature})
 		case provider.ContentToolCall:
-			m.Content = append(m.Content, store.Block{Type: store.BlockToolUse, ID: c.ToolCallID, Name: c.ToolName, Input: storedArguments(c.Arguments)})
+			m.Content = append(m.Content, transcript.Block{Type: transcript.BlockToolUse, ID: c.ToolCallID, Name: c.ToolName, Input: storedArguments(c.Arguments)})
 		}
 	}
 	return m
@@ -69,20 +69,20 @@ func restoredArguments(raw json.RawMessage) string {
 // active messages. Consecutive tool results become one tool message, as the
 // providers expect, and a tool call left without a result (the run stopped
 // between the two) gets an error result saying so.
-func History(snap store.Snapshot) []provider.Message {
+func History(snap transcript.Snapshot) []provider.Message {
 	var msgs []provider.Message
 	if snap.Compaction != nil {
 		msgs = append(msgs, provider.Message{Role: provider.RoleUser, Content: contents(snap.Compaction.Replacement)})
 	}
 	for _, e := range snap.Entries {
 		switch p := e.Payload.(type) {
-		case store.UserMessage:
+		case transcript.UserMessage:
 			msgs = closeCalls(msgs)
 			msgs = append(msgs, provider.Message{Role: provider.RoleUser, Content: contents(p.Content)})
-		case store.AssistantMessage:
+		case transcript.AssistantMessage:
 			msgs = closeCalls(msgs)
 			msgs = append(msgs, provider.Message{Role: provider.RoleAssistant, Content: contents(p.Content)})
-		case store.ToolResult:
+		case transcript.ToolResult:
 			var text strings.Builder
 			for _, b := range p.Content {
 				text.WriteString(b.Text)
@@ -133,17 +133,17 @@ func closeCalls(msgs []provider.Message) []provider.Message {
 	return append(msgs, provider.Message{Role: provider.RoleTool, Content: missing})
 }
 
-func contents(blocks []store.Block) []provider.Content {
+func contents(blocks []transcript.Block) []provider.Content {
 	cs := make([]provider.Content, 0, len(blocks))
 	for _, b := range blocks {
 		switch b.Type {
-		case store.BlockText:
+		case transcript.BlockText:
 			cs = append(cs, provider.Text(b.Text))
-		case store.BlockThinking:
+		case transcript.BlockThinking:
 			cs = append(cs, provider.Content{Type: provider.ContentReasoning, Text: b.Text, Signature: b.Signature})
 		case blockRedactedThinking:
 			cs = append(cs, provider.Content{Type: provider.ContentReasoning, Signature: b.Signature, Redacted: true})
-		case store.BlockToolUse:
+		case transcript.BlockToolUse:
 			cs = append(cs, provider.ToolCall(b.ID, b.Name, restoredArguments(b.Input)))
 		}
 	}

@@ -9,25 +9,25 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aerie-run/aerie/runner/provider"
-	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
-func entries(ps ...store.Payload) []store.Entry {
-	es := make([]store.Entry, len(ps))
+func entries(ps ...transcript.Payload) []transcript.Entry {
+	es := make([]transcript.Entry, len(ps))
 	for i, p := range ps {
-		es[i] = store.Entry{Seq: int64(i + 1), Payload: p}
+		es[i] = transcript.Entry{Seq: int64(i + 1), Payload: p}
 	}
 	return es
 }
 
 func TestHistory(t *testing.T) {
 	t.Parallel()
-	user := store.UserMessage{Content: []store.Block{{Type: store.BlockText, Text: "task"}}}
-	twoCalls := store.AssistantMessage{StopReason: "tool_use", Content: []store.Block{
-		{Type: store.BlockThinking, Text: "hmm", Signature: "sig"},
-		{Type: store.BlockText, Text: "looking"},
-		{Type: store.BlockToolUse, ID: "a", Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)},
-		{Type: store.BlockToolUse, ID: "b", Name: "read_file", Input: json.RawMessage(`"{not json"`)},
+	user := transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: "task"}}}
+	twoCalls := transcript.AssistantMessage{StopReason: "tool_use", Content: []transcript.Block{
+		{Type: transcript.BlockThinking, Text: "hmm", Signature: "sig"},
+		{Type: transcript.BlockText, Text: "looking"},
+		{Type: transcript.BlockToolUse, ID: "a", Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)},
+		{Type: transcript.BlockToolUse, ID: "b", Name: "read_file", Input: json.RawMessage(`"{not json"`)},
 	}}
 	wantCalls := provider.Message{Role: provider.RoleAssistant, Content: []provider.Content{
 		{Type: provider.ContentReasoning, Text: "hmm", Signature: "sig"},
@@ -35,21 +35,21 @@ func TestHistory(t *testing.T) {
 		provider.ToolCall("a", "bash", `{"command":"ls"}`),
 		provider.ToolCall("b", "read_file", `{not json`),
 	}}
-	result := func(id, text string) store.ToolResult {
-		return store.ToolResult{CallID: id, Content: []store.Block{{Type: store.BlockText, Text: text}}}
+	result := func(id, text string) transcript.ToolResult {
+		return transcript.ToolResult{CallID: id, Content: []transcript.Block{{Type: transcript.BlockText, Text: text}}}
 	}
 	tests := []struct {
 		name string
-		snap store.Snapshot
+		snap transcript.Snapshot
 		want []provider.Message
 	}{
 		{
 			name: "results of one turn become one tool message",
-			snap: store.Snapshot{Entries: entries(
+			snap: transcript.Snapshot{Entries: entries(
 				user, twoCalls,
-				store.ToolCall{CallID: "a", Name: "bash"}, result("a", "out a"), store.ToolCompletion{CallID: "a", Status: store.ToolOK},
-				store.Usage{InputTokens: 3},
-				store.ToolCall{CallID: "b", Name: "read_file"}, result("b", "out b"), store.ToolCompletion{CallID: "b", Status: store.ToolOK},
+				transcript.ToolCall{CallID: "a", Name: "bash"}, result("a", "out a"), transcript.ToolCompletion{CallID: "a", Status: transcript.ToolOK},
+				transcript.Usage{InputTokens: 3},
+				transcript.ToolCall{CallID: "b", Name: "read_file"}, result("b", "out b"), transcript.ToolCompletion{CallID: "b", Status: transcript.ToolOK},
 			)},
 			want: []provider.Message{
 				provider.UserMessage("task"), wantCalls,
@@ -58,7 +58,7 @@ func TestHistory(t *testing.T) {
 		},
 		{
 			name: "calls without results are answered as interrupted",
-			snap: store.Snapshot{Entries: entries(user, twoCalls, store.ToolCall{CallID: "a", Name: "bash"}, result("a", "out a"))},
+			snap: transcript.Snapshot{Entries: entries(user, twoCalls, transcript.ToolCall{CallID: "a", Name: "bash"}, result("a", "out a"))},
 			want: []provider.Message{
 				provider.UserMessage("task"), wantCalls,
 				{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult("a", "out a", false), provider.ToolResult("b", interruptedResult, true)}},
@@ -66,7 +66,7 @@ func TestHistory(t *testing.T) {
 		},
 		{
 			name: "a stream that ends on the calls",
-			snap: store.Snapshot{Entries: entries(user, twoCalls)},
+			snap: transcript.Snapshot{Entries: entries(user, twoCalls)},
 			want: []provider.Message{
 				provider.UserMessage("task"), wantCalls,
 				{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult("a", interruptedResult, true), provider.ToolResult("b", interruptedResult, true)}},
@@ -74,7 +74,7 @@ func TestHistory(t *testing.T) {
 		},
 		{
 			name: "a user message after unanswered calls",
-			snap: store.Snapshot{Entries: entries(user, twoCalls, store.UserMessage{Content: []store.Block{{Type: store.BlockText, Text: "go on"}}})},
+			snap: transcript.Snapshot{Entries: entries(user, twoCalls, transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: "go on"}}})},
 			want: []provider.Message{
 				provider.UserMessage("task"), wantCalls,
 				{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult("a", interruptedResult, true), provider.ToolResult("b", interruptedResult, true)}},
@@ -83,9 +83,9 @@ func TestHistory(t *testing.T) {
 		},
 		{
 			name: "the compaction replacement comes first",
-			snap: store.Snapshot{
-				Compaction: &store.Compaction{Replacement: []store.Block{{Type: store.BlockText, Text: "summary"}}, FirstKept: 5},
-				Entries:    entries(store.AssistantMessage{Content: []store.Block{{Type: store.BlockText, Text: "done"}}}),
+			snap: transcript.Snapshot{
+				Compaction: &transcript.Compaction{Replacement: []transcript.Block{{Type: transcript.BlockText, Text: "summary"}}, FirstKept: 5},
+				Entries:    entries(transcript.AssistantMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: "done"}}}),
 			},
 			want: []provider.Message{
 				provider.UserMessage("summary"),
@@ -94,7 +94,7 @@ func TestHistory(t *testing.T) {
 		},
 		{
 			name: "redacted reasoning keeps its data",
-			snap: store.Snapshot{Entries: entries(store.AssistantMessage{Content: []store.Block{{Type: blockRedactedThinking, Signature: "enc"}}})},
+			snap: transcript.Snapshot{Entries: entries(transcript.AssistantMessage{Content: []transcript.Block{{Type: blockRedactedThinking, Signature: "enc"}}})},
 			want: []provider.Message{{Role: provider.RoleAssistant, Content: []provider.Content{{Type: provider.ContentReasoning, Signature: "enc", Redacted: true}}}},
 		},
 	}
@@ -120,15 +120,15 @@ func TestAssistantEntryRoundTrip(t *testing.T) {
 		provider.ToolCall("c3", "process", ``),
 	}}
 	entry := assistantEntry(provider.Response{Message: msg, StopReason: provider.StopToolUse})
-	b, err := store.EncodePayload(entry)
+	b, err := transcript.EncodePayload(entry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := store.DecodeEntry([16]byte{}, 1, string(store.KindAssistantMessage), b)
+	p, err := transcript.DecodeEntry([16]byte{}, 1, transcript.KindAssistantMessage, string(b))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := History(store.Snapshot{Entries: []store.Entry{{Seq: 1, Payload: p}}})
+	got := History(transcript.Snapshot{Entries: []transcript.Entry{{Seq: 1, Payload: p}}})
 	if diff := cmp.Diff(msg, got[0]); diff != "" {
 		t.Errorf("round trip (-want +got):\n%s", diff)
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // Outcome is how a run ended. The values are stored in completion
@@ -33,7 +33,7 @@ type Status struct {
 	// Turns counts the model requests made so far in this run.
 	Turns int
 	// Usage is the session's cumulative usage.
-	Usage store.Usage
+	Usage transcript.Usage
 }
 
 // StopCondition ends a run before the next model request when it returns
@@ -123,10 +123,10 @@ type Event struct {
 	Duration  time.Duration `json:"duration_ns,omitempty"`
 	// Process is set on tool_result when the tool ran a command: how long
 	// the command lived, from its start to its exit, within Duration.
-	Process time.Duration `json:"process_ns,omitempty"`
-	Usage   *store.Usage  `json:"usage,omitempty"`
-	Outcome Outcome       `json:"outcome,omitempty"`
-	Reason  string        `json:"reason,omitempty"`
+	Process time.Duration     `json:"process_ns,omitempty"`
+	Usage   *transcript.Usage `json:"usage,omitempty"`
+	Outcome Outcome           `json:"outcome,omitempty"`
+	Reason  string            `json:"reason,omitempty"`
 	// Provider and Model are set on session_start.
 	Provider string `json:"provider,omitempty"`
 	Model    string `json:"model,omitempty"`

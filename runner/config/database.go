@@ -47,8 +47,9 @@ var ErrDatabaseURL = errors.New("want postgres://..., postgresql://..., sqlite:/
 // would read as driver options. A relative SQLite path is relative to the
 // working directory; setup always writes absolute ones. A bare relative path
 // is refused because it cannot be told apart from a mistyped URL or a
-// key=value PostgreSQL DSN. These forms are a subset of what runner/store's
-// Open accepts, so a value that passes here also opens there.
+// key=value PostgreSQL DSN. These forms are a subset of what
+// runner/store/dburl's Open accepts, so a value that passes here also opens
+// there.
 func ParseDatabaseURL(s string) (Database, error) {
 	switch {
 	case s == "":

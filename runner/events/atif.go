@@ -14,10 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/aerie-run/aerie/runner/atomicfile"
 	"github.com/aerie-run/aerie/runner/provider"
-	"github.com/aerie-run/aerie/runner/store"
-	"github.com/google/uuid"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // ATIFVersion is the schema_version of every trajectory this package writes.
@@ -163,13 +164,29 @@ type AgentInfo struct {
 	Version string
 }
 
+// SessionRecord is what a trajectory takes from a session's stored record.
+type SessionRecord struct {
+	ID uuid.UUID
+	// Kind is how the session came to be: user, headless, fork or
+	// subagent.
+	Kind  string
+	Label string
+	// ParentID is the session this one was forked from or is a subagent
+	// of, uuid.Nil for a root; RootID is the root of its tree.
+	ParentID  uuid.UUID
+	RootID    uuid.UUID
+	CreatedAt time.Time
+	// Settings are those the session was created with.
+	Settings transcript.Settings
+}
+
 // TrajectoryInput is everything a trajectory is made from.
 type TrajectoryInput struct {
 	// Session is the session's record.
-	Session store.Session
+	Session SessionRecord
 	// Entries is the whole stream, compacted entries included, in sequence
-	// order: what store.Store.Entries returns.
-	Entries []store.Entry
+	// order: what the session store's Entries returns.
+	Entries []transcript.Entry
 	// SystemPrompt is the rendered system prompt. The trajectory holds its
 	// SHA-256 digest, and the text itself only with IncludeSystemPrompt.
 	SystemPrompt        string
@@ -260,11 +277,11 @@ type builder struct {
 	persona, effort         string
 	pendingLLM              int // last agent step made by a model response since the last usage snapshot, or -1
 	dispatch                int // the open agent step of harness-dispatched calls, or -1
-	lastUsage               *store.Usage
+	lastUsage               *transcript.Usage
 	lastOutcome             string
 	skipped                 []map[string]any
 	layers                  []map[string]any
-	fork                    *store.Fork
+	fork                    *transcript.Fork
 }
 
 func newBuilder(in TrajectoryInput) *builder {
@@ -283,7 +300,7 @@ func newBuilder(in TrajectoryInput) *builder {
 	// first: every step made from an entry at or before its SourceSeq is
 	// copied context.
 	for i := len(in.Entries) - 1; i >= 0; i-- {
-		if f, ok := in.Entries[i].Payload.(store.Fork); ok {
+		if f, ok := in.Entries[i].Payload.(transcript.Fork); ok {
 			b.fork = &f
 			b.copiedThrough = f.SourceSeq
 			break
@@ -370,45 +387,45 @@ func (b *builder) add(seq int64, s ATIFStep) int {
 	return len(b.t.Steps) - 1
 }
 
-func (b *builder) entry(e store.Entry) {
+func (b *builder) entry(e transcript.Entry) {
 	switch p := e.Payload.(type) {
-	case store.UserMessage:
+	case transcript.UserMessage:
 		text, _, _ := renderBlocks(p.Content)
 		b.add(e.Seq, ATIFStep{Timestamp: timestamp(e.CreatedAt), Source: sourceUser, Message: text})
-	case store.AssistantMessage:
+	case transcript.AssistantMessage:
 		b.assistant(e, p)
-	case store.ToolCall:
+	case transcript.ToolCall:
 		b.toolCall(e, p)
-	case store.ToolResult:
+	case transcript.ToolResult:
 		b.toolResult(p)
-	case store.ToolCompletion:
+	case transcript.ToolCompletion:
 		b.toolCompletion(p)
-	case store.ProviderChange:
+	case transcript.ProviderChange:
 		b.provider = p.Provider
-	case store.ModelChange:
+	case transcript.ModelChange:
 		b.model = p.Model
-	case store.PersonaChange:
+	case transcript.PersonaChange:
 		b.persona = p.Persona
-	case store.ReasoningChange:
+	case transcript.ReasoningChange:
 		b.effort = p.Effort
-	case store.Usage:
+	case transcript.Usage:
 		b.usage(p)
-	case store.Checkpoint:
+	case transcript.Checkpoint:
 		b.lastOutcome = p.Outcome
 		last := &b.t.Steps[len(b.t.Steps)-1]
 		setExtra(&last.Extra, "checkpoint", map[string]any{"turn": p.Turn, "outcome": p.Outcome})
-	case store.Compaction:
+	case transcript.Compaction:
 		b.compaction(e, p)
-	case store.Fork:
+	case transcript.Fork:
 		// Found by newBuilder: it marks the copied steps and the root's
 		// extra.fork, and is no step of its own.
-	case store.SubagentOutcome:
+	case transcript.SubagentOutcome:
 		b.subagent(e, p)
-	case store.Layers:
+	case transcript.Layers:
 		// No step: what the run was made with, for the trajectory's
 		// extra, one record per run.
 		b.layers = append(b.layers, map[string]any{"seq": e.Seq, "layers": p.Layers})
-	case store.HookVerdict:
+	case transcript.HookVerdict:
 		b.hookVerdict(e, p)
 	default:
 		kind := "none"
@@ -422,7 +439,7 @@ func (b *builder) entry(e store.Entry) {
 // agentStep returns an agent step with the settings in force. The model's
 // settings are left off a step the harness dispatched (llm false): no model
 // made it.
-func (b *builder) agentStep(e store.Entry, llm bool) ATIFStep {
+func (b *builder) agentStep(e transcript.Entry, llm bool) ATIFStep {
 	s := ATIFStep{Timestamp: timestamp(e.CreatedAt), Source: sourceAgent}
 	if llm {
 		s.ReasoningEffort = b.effort
@@ -439,9 +456,9 @@ func (b *builder) agentStep(e store.Entry, llm bool) ATIFStep {
 	return s
 }
 
-func (b *builder) assistant(e store.Entry, m store.AssistantMessage) {
+func (b *builder) assistant(e transcript.Entry, m transcript.AssistantMessage) {
 	s := b.agentStep(e, true)
-	var uses []store.Block
+	var uses []transcript.Block
 	s.Message, s.ReasoningContent, uses = renderBlocks(m.Content)
 	if m.StopReason != "" {
 		setExtra(&s.Extra, "stop_reason", m.StopReason)
@@ -471,7 +488,7 @@ func (b *builder) assistant(e store.Entry, m store.AssistantMessage) {
 // made is already in its agent step; any other (a call of the harness's
 // own) joins an agent step with llm_call_count 0, ATIF's deterministic
 // dispatch.
-func (b *builder) toolCall(e store.Entry, c store.ToolCall) {
+func (b *builder) toolCall(e transcript.Entry, c transcript.ToolCall) {
 	if _, ok := b.calls[c.CallID]; ok {
 		return
 	}
@@ -486,7 +503,7 @@ func (b *builder) toolCall(e store.Entry, c store.ToolCall) {
 	b.calls[c.CallID] = callRef{step: b.dispatch, result: -1}
 }
 
-func (b *builder) toolResult(r store.ToolResult) {
+func (b *builder) toolResult(r transcript.ToolResult) {
 	text, _, _ := renderBlocks(r.Content)
 	res := b.result(r.CallID)
 	res.Content = text
@@ -495,7 +512,7 @@ func (b *builder) toolResult(r store.ToolResult) {
 	}
 }
 
-func (b *builder) toolCompletion(c store.ToolCompletion) {
+func (b *builder) toolCompletion(c transcript.ToolCompletion) {
 	res := b.result(c.CallID)
 	setExtra(&res.Extra, "status", string(c.Status))
 	if c.Duration > 0 {
@@ -510,14 +527,14 @@ func (b *builder) toolCompletion(c store.ToolCompletion) {
 // with the sequence number of its entry.
 type ATIFHook struct {
 	Seq int64 `json:"seq"`
-	store.HookVerdict
+	transcript.HookVerdict
 }
 
 // hookVerdict adds what the hooks decided to extra.hooks of what it was
 // about: the tool call of a tool event; otherwise the latest step, such as
 // the answer a Stop hook saw, or the system step for the hooks that ran
 // before the first message (SessionStart, UserPromptSubmit).
-func (b *builder) hookVerdict(e store.Entry, v store.HookVerdict) {
+func (b *builder) hookVerdict(e transcript.Entry, v transcript.HookVerdict) {
 	h := ATIFHook{Seq: e.Seq, HookVerdict: v}
 	if ref, ok := b.calls[v.CallID]; ok && v.CallID != "" {
 		calls := b.t.Steps[ref.step].ToolCalls
@@ -557,10 +574,10 @@ func (b *builder) result(callID string) *ATIFResult {
 	return &step.Observation.Results[ref.result]
 }
 
-func (b *builder) usage(u store.Usage) {
+func (b *builder) usage(u transcript.Usage) {
 	prev := b.lastUsage
 	if prev == nil {
-		prev = &store.Usage{}
+		prev = &transcript.Usage{}
 	}
 	b.lastUsage = &u
 	if b.pendingLLM < 0 {
@@ -595,7 +612,7 @@ func (b *builder) usage(u store.Usage) {
 	step.Metrics = m
 }
 
-func (b *builder) compaction(e store.Entry, c store.Compaction) {
+func (b *builder) compaction(e transcript.Entry, c transcript.Compaction) {
 	text, _, _ := renderBlocks(c.Replacement)
 	cm := map[string]any{"type": "compaction", "boundary": "replace"}
 	if c.Provenance.TokensBefore > 0 {
@@ -629,7 +646,7 @@ func (b *builder) compaction(e store.Entry, c store.Compaction) {
 	})
 }
 
-func (b *builder) subagent(e store.Entry, o store.SubagentOutcome) {
+func (b *builder) subagent(e transcript.Entry, o transcript.SubagentOutcome) {
 	msg := fmt.Sprintf("Subagent %s: %s.", o.Session, o.Outcome)
 	if o.Summary != "" {
 		msg += "\n\n" + o.Summary
@@ -680,7 +697,7 @@ func (b *builder) finish() *Trajectory {
 	s := b.in.Session
 	session := map[string]any{}
 	if s.Kind != "" {
-		session["kind"] = string(s.Kind)
+		session["kind"] = s.Kind
 	}
 	if s.Label != "" {
 		session["label"] = s.Label
@@ -712,17 +729,17 @@ func (b *builder) finish() *Trajectory {
 // renderBlocks splits message content into its text, its reasoning and its
 // tool_use blocks. Blocks are separated by a blank line. A block type this
 // runner does not know contributes its text, if it has any.
-func renderBlocks(blocks []store.Block) (text, reasoning string, uses []store.Block) {
+func renderBlocks(blocks []transcript.Block) (text, reasoning string, uses []transcript.Block) {
 	var texts, thoughts []string
 	for _, bl := range blocks {
 		switch bl.Type {
-		case store.BlockThinking:
+		case transcript.BlockThinking:
 			if bl.Text != "" {
 				thoughts = append(thoughts, bl.Text)
 			}
-		case store.BlockToolUse:
+		case transcript.BlockToolUse:
 			uses = append(uses, bl)
-		case store.BlockImage:
+		case transcript.BlockImage:
 			texts = append(texts, fmt.Sprintf("[image: %s, %d bytes]", firstNonEmpty(bl.MediaType, "unknown type"), len(bl.Data)))
 		default:
 			if bl.Text != "" {
@@ -759,7 +776,7 @@ func toolCall(id, name string, input json.RawMessage) ATIFToolCall {
 	return c
 }
 
-func usageMap(u store.Usage) map[string]any {
+func usageMap(u transcript.Usage) map[string]any {
 	m := map[string]any{}
 	for k, v := range map[string]int64{
 		"input_tokens":       u.InputTokens,

@@ -18,11 +18,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aerie-run/aerie/runner/provider"
-	"github.com/aerie-run/aerie/runner/store"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -36,12 +37,12 @@ var (
 
 // stream builds an entry stream the way the journal numbers it: from 1,
 // one second apart.
-type stream struct{ entries []store.Entry }
+type stream struct{ entries []transcript.Entry }
 
-func (s *stream) add(payloads ...store.Payload) *stream {
+func (s *stream) add(payloads ...transcript.Payload) *stream {
 	for _, p := range payloads {
 		seq := int64(len(s.entries) + 1)
-		s.entries = append(s.entries, store.Entry{
+		s.entries = append(s.entries, transcript.Entry{
 			Seq:       seq,
 			Payload:   p,
 			CreatedAt: started.Add(time.Duration(seq) * time.Second).Add(250 * time.Microsecond),
@@ -50,25 +51,27 @@ func (s *stream) add(payloads ...store.Payload) *stream {
 	return s
 }
 
-func text(s string) store.Block { return store.Block{Type: store.BlockText, Text: s} }
+func text(s string) transcript.Block { return transcript.Block{Type: transcript.BlockText, Text: s} }
 
-func use(id, name, input string) store.Block {
-	return store.Block{Type: store.BlockToolUse, ID: id, Name: name, Input: json.RawMessage(input)}
+func use(id, name, input string) transcript.Block {
+	return transcript.Block{Type: transcript.BlockToolUse, ID: id, Name: name, Input: json.RawMessage(input)}
 }
 
-func user(s string) store.UserMessage { return store.UserMessage{Content: []store.Block{text(s)}} }
+func user(s string) transcript.UserMessage {
+	return transcript.UserMessage{Content: []transcript.Block{text(s)}}
+}
 
-func result(id, out string, isErr bool) store.ToolResult {
-	return store.ToolResult{CallID: id, Content: []store.Block{text(out)}, IsError: isErr}
+func result(id, out string, isErr bool) transcript.ToolResult {
+	return transcript.ToolResult{CallID: id, Content: []transcript.Block{text(out)}, IsError: isErr}
 }
 
 // exchange is one tool call as the agent journals it: the call, its result
 // and its completion.
-func exchange(id, name string, res store.ToolResult, status store.ToolStatus, d time.Duration, errText string) []store.Payload {
-	return []store.Payload{
-		store.ToolCall{CallID: id, Name: name},
+func exchange(id, name string, res transcript.ToolResult, status transcript.ToolStatus, d time.Duration, errText string) []transcript.Payload {
+	return []transcript.Payload{
+		transcript.ToolCall{CallID: id, Name: name},
 		res,
-		store.ToolCompletion{CallID: id, Status: status, Duration: d, Error: errText},
+		transcript.ToolCompletion{CallID: id, Status: status, Duration: d, Error: errText},
 	}
 }
 
@@ -81,15 +84,13 @@ var testTools = []provider.Tool{
 
 const testPrompt = "You are aerie, a coding agent. Work in /workspace. Internal note: ticket PRIV-4471."
 
-func testSession() store.Session {
-	return store.Session{
+func testSession() SessionRecord {
+	return SessionRecord{
 		ID:        sessionID,
-		Tenant:    "ci",
-		Kind:      store.SessionHeadless,
+		Kind:      "headless",
 		Label:     "fix-parse",
 		RootID:    sessionID,
-		Settings:  store.Settings{Provider: "anthropic", Model: "claude-sonnet-4-5", Reasoning: "medium"},
-		State:     store.StateCompleted,
+		Settings:  transcript.Settings{Provider: "anthropic", Model: "claude-sonnet-4-5", Reasoning: "medium"},
 		CreatedAt: started,
 	}
 }
@@ -97,71 +98,71 @@ func testSession() store.Session {
 // realisticEntries is a two-turn headless session: tool calls with an error
 // result, a call with malformed arguments, a hook's own tool call, a model
 // and reasoning change, a compaction, a subagent and usage throughout.
-func realisticEntries() []store.Entry {
+func realisticEntries() []transcript.Entry {
 	s := &stream{}
 	s.add(
 		user("The tests in ./pkg/parse fail since yesterday's commit. Find out why and fix it."),
-		store.AssistantMessage{Content: []store.Block{
-			{Type: store.BlockThinking, Text: "Run the tests first, then read the parser.", Signature: "sig-1"},
+		transcript.AssistantMessage{Content: []transcript.Block{
+			{Type: transcript.BlockThinking, Text: "Run the tests first, then read the parser.", Signature: "sig-1"},
 			text("Let me look at the failing tests first."),
 			use("toolu_01", "bash", `{"command": "go test ./pkg/parse/..."}`),
 			use("toolu_02", "read", `{"path":"pkg/parse/parse.go"}`),
 		}, StopReason: "tool_use"},
-		store.Usage{InputTokens: 2400, OutputTokens: 180, CacheWriteTokens: 2200, ReasoningTokens: 40, Requests: 1, CostUSD: 0.0123, ContextTokens: 2580},
+		transcript.Usage{InputTokens: 2400, OutputTokens: 180, CacheWriteTokens: 2200, ReasoningTokens: 40, Requests: 1, CostUSD: 0.0123, ContextTokens: 2580},
 	)
-	s.add(exchange("toolu_01", "bash", result("toolu_01", "--- FAIL: TestParseEmpty (0.00s)\n    parse_test.go:14: Parse(\"\") = <nil>, want error\nFAIL\nexit status 1", false), store.ToolOK, 1234*time.Millisecond, "")...)
-	s.add(exchange("toolu_02", "read", result("toolu_02", "open pkg/parse/parse.go: no such file or directory", true), store.ToolError, 3*time.Millisecond, "open pkg/parse/parse.go: no such file or directory")...)
+	s.add(exchange("toolu_01", "bash", result("toolu_01", "--- FAIL: TestParseEmpty (0.00s)\n    parse_test.go:14: Parse(\"\") = <nil>, want error\nFAIL\nexit status 1", false), transcript.ToolOK, 1234*time.Millisecond, "")...)
+	s.add(exchange("toolu_02", "read", result("toolu_02", "open pkg/parse/parse.go: no such file or directory", true), transcript.ToolError, 3*time.Millisecond, "open pkg/parse/parse.go: no such file or directory")...)
 	s.add(
-		store.AssistantMessage{Content: []store.Block{
+		transcript.AssistantMessage{Content: []transcript.Block{
 			text("The file is named parser.go; reading it."),
 			use("toolu_03", "read", `{"path":"pkg/parse/parser.go"}`),
 		}, StopReason: "tool_use"},
-		store.Usage{InputTokens: 5100, OutputTokens: 260, CacheReadTokens: 2200, CacheWriteTokens: 2200, ReasoningTokens: 40, Requests: 2, CostUSD: 0.0161, ContextTokens: 2900},
+		transcript.Usage{InputTokens: 5100, OutputTokens: 260, CacheReadTokens: 2200, CacheWriteTokens: 2200, ReasoningTokens: 40, Requests: 2, CostUSD: 0.0161, ContextTokens: 2900},
 	)
-	s.add(exchange("toolu_03", "read", result("toolu_03", "package parse\n\nfunc Parse(s string) (*Node, error) {\n\tif s == \"\" {\n\t\treturn nil, nil\n\t}\n\treturn parse(s)\n}", false), store.ToolOK, 2*time.Millisecond, "")...)
+	s.add(exchange("toolu_03", "read", result("toolu_03", "package parse\n\nfunc Parse(s string) (*Node, error) {\n\tif s == \"\" {\n\t\treturn nil, nil\n\t}\n\treturn parse(s)\n}", false), transcript.ToolOK, 2*time.Millisecond, "")...)
 	s.add(
-		store.AssistantMessage{Content: []store.Block{
+		transcript.AssistantMessage{Content: []transcript.Block{
 			text("`Parse` returns a nil error for empty input; the test expects ErrEmpty. I'll restore the check."),
 			use("toolu_04", "edit", `{"path":"pkg/parse/parser.go","old":"return nil, nil","new":"return nil, ErrEmpty"}`),
 		}, StopReason: "tool_use"},
-		store.Usage{InputTokens: 8300, OutputTokens: 420, CacheReadTokens: 5000, CacheWriteTokens: 2500, ReasoningTokens: 40, Requests: 3, CostUSD: 0.0215, ContextTokens: 3300},
+		transcript.Usage{InputTokens: 8300, OutputTokens: 420, CacheReadTokens: 5000, CacheWriteTokens: 2500, ReasoningTokens: 40, Requests: 3, CostUSD: 0.0215, ContextTokens: 3300},
 	)
-	s.add(exchange("toolu_04", "edit", result("toolu_04", "edited pkg/parse/parser.go", false), store.ToolOK, 4*time.Millisecond, "")...)
+	s.add(exchange("toolu_04", "edit", result("toolu_04", "edited pkg/parse/parser.go", false), transcript.ToolOK, 4*time.Millisecond, "")...)
 	s.add(
-		store.AssistantMessage{Content: []store.Block{text("Fixed: `Parse` returns ErrEmpty for empty input again.")}, StopReason: "end_turn"},
-		store.Usage{InputTokens: 11800, OutputTokens: 470, CacheReadTokens: 8300, CacheWriteTokens: 2500, ReasoningTokens: 40, Requests: 4, CostUSD: 0.0248, ContextTokens: 3400},
-		store.Checkpoint{Turn: 1, Outcome: "completed", Result: "Fixed: `Parse` returns ErrEmpty for empty input again."},
-		store.ModelChange{Model: "claude-opus-4-1"},
-		store.ReasoningChange{Effort: "high"},
+		transcript.AssistantMessage{Content: []transcript.Block{text("Fixed: `Parse` returns ErrEmpty for empty input again.")}, StopReason: "end_turn"},
+		transcript.Usage{InputTokens: 11800, OutputTokens: 470, CacheReadTokens: 8300, CacheWriteTokens: 2500, ReasoningTokens: 40, Requests: 4, CostUSD: 0.0248, ContextTokens: 3400},
+		transcript.Checkpoint{Turn: 1, Outcome: "completed", Result: "Fixed: `Parse` returns ErrEmpty for empty input again."},
+		transcript.ModelChange{Model: "claude-opus-4-1"},
+		transcript.ReasoningChange{Effort: "high"},
 		user("Also add a test for whitespace-only input."),
-		store.AssistantMessage{Content: []store.Block{
+		transcript.AssistantMessage{Content: []transcript.Block{
 			// The response hit max_tokens inside the arguments: the agent
 			// keeps the truncated text as a JSON string.
 			use("toolu_05", "edit", `"{\"path\": \"pkg/parse/parser_test.go\", \"old\": "`),
 		}, StopReason: "max_tokens"},
-		store.Usage{InputTokens: 15600, OutputTokens: 4566, CacheReadTokens: 11700, CacheWriteTokens: 2500, ReasoningTokens: 40, Requests: 5, CostUSD: 0.3412, ContextTokens: 7900},
+		transcript.Usage{InputTokens: 15600, OutputTokens: 4566, CacheReadTokens: 11700, CacheWriteTokens: 2500, ReasoningTokens: 40, Requests: 5, CostUSD: 0.3412, ContextTokens: 7900},
 	)
-	s.add(exchange("toolu_05", "edit", result("toolu_05", "invalid arguments: unexpected end of JSON input", true), store.ToolError, 0, "invalid arguments: unexpected end of JSON input")...)
-	s.add(exchange("hook-post-edit-1", "gofmt", result("hook-post-edit-1", "formatted 1 file", false), store.ToolOK, 85*time.Millisecond, "")...)
+	s.add(exchange("toolu_05", "edit", result("toolu_05", "invalid arguments: unexpected end of JSON input", true), transcript.ToolError, 0, "invalid arguments: unexpected end of JSON input")...)
+	s.add(exchange("hook-post-edit-1", "gofmt", result("hook-post-edit-1", "formatted 1 file", false), transcript.ToolOK, 85*time.Millisecond, "")...)
 	s.add(
-		store.Compaction{
-			Replacement: []store.Block{text("Summary: Parse's empty-input check was restored (ErrEmpty). The user asked for a whitespace-only test; the first edit attempt had truncated arguments.")},
+		transcript.Compaction{
+			Replacement: []transcript.Block{text("Summary: Parse's empty-input check was restored (ErrEmpty). The user asked for a whitespace-only test; the first edit attempt had truncated arguments.")},
 			FirstKept:   25,
-			Provenance:  store.Provenance{Trigger: "auto", Provider: "anthropic", Model: "claude-haiku-4-5", Messages: 19, TokensBefore: 7900, TokensAfter: 1350},
+			Provenance:  transcript.Provenance{Trigger: "auto", Provider: "anthropic", Model: "claude-haiku-4-5", Messages: 19, TokensBefore: 7900, TokensAfter: 1350},
 		},
-		store.Usage{InputTokens: 23500, OutputTokens: 4800, CacheReadTokens: 11700, CacheWriteTokens: 2500, ReasoningTokens: 40, Requests: 6, CostUSD: 0.3501, ContextTokens: 1350},
-		store.AssistantMessage{Content: []store.Block{
+		transcript.Usage{InputTokens: 23500, OutputTokens: 4800, CacheReadTokens: 11700, CacheWriteTokens: 2500, ReasoningTokens: 40, Requests: 6, CostUSD: 0.3501, ContextTokens: 1350},
+		transcript.AssistantMessage{Content: []transcript.Block{
 			text("Adding the test."),
 			use("toolu_06", "edit", `{"path":"pkg/parse/parser_test.go","old":"func TestParseEmpty","new":"func TestParseWhitespace(t *testing.T) {\n\tif _, err := Parse(\"  \"); err != ErrEmpty {\n\t\tt.Fatal(err)\n\t}\n}\n\nfunc TestParseEmpty"}`),
 		}, StopReason: "tool_use"},
-		store.Usage{InputTokens: 25200, OutputTokens: 4950, CacheReadTokens: 11700, CacheWriteTokens: 3900, ReasoningTokens: 40, Requests: 7, CostUSD: 0.3822, ContextTokens: 1700},
+		transcript.Usage{InputTokens: 25200, OutputTokens: 4950, CacheReadTokens: 11700, CacheWriteTokens: 3900, ReasoningTokens: 40, Requests: 7, CostUSD: 0.3822, ContextTokens: 1700},
 	)
-	s.add(exchange("toolu_06", "edit", result("toolu_06", "edited pkg/parse/parser_test.go", false), store.ToolOK, 3*time.Millisecond, "")...)
+	s.add(exchange("toolu_06", "edit", result("toolu_06", "edited pkg/parse/parser_test.go", false), transcript.ToolOK, 3*time.Millisecond, "")...)
 	s.add(
-		store.AssistantMessage{Content: []store.Block{text("Added TestParseWhitespace; a subagent ran the suite.")}, StopReason: "end_turn"},
-		store.Usage{InputTokens: 27000, OutputTokens: 5010, CacheReadTokens: 13300, CacheWriteTokens: 3900, ReasoningTokens: 40, Requests: 8, CostUSD: 0.3911, ContextTokens: 1790},
-		store.SubagentOutcome{Session: childID, Outcome: "completed", Summary: "Ran the full test suite: 212 passed.", Usage: &store.Usage{InputTokens: 3000, OutputTokens: 150, Requests: 2, CostUSD: 0.004}},
-		store.Checkpoint{Turn: 2, Outcome: "completed"},
+		transcript.AssistantMessage{Content: []transcript.Block{text("Added TestParseWhitespace; a subagent ran the suite.")}, StopReason: "end_turn"},
+		transcript.Usage{InputTokens: 27000, OutputTokens: 5010, CacheReadTokens: 13300, CacheWriteTokens: 3900, ReasoningTokens: 40, Requests: 8, CostUSD: 0.3911, ContextTokens: 1790},
+		transcript.SubagentOutcome{Session: childID, Outcome: "completed", Summary: "Ran the full test suite: 212 passed.", Usage: &transcript.Usage{InputTokens: 3000, OutputTokens: 150, Requests: 2, CostUSD: 0.004}},
+		transcript.Checkpoint{Turn: 2, Outcome: "completed"},
 	)
 	return s.entries
 }
@@ -407,15 +408,15 @@ func TestForkMarksCopiedContext(t *testing.T) {
 	s := &stream{}
 	s.add(
 		user("Find the slow query."),
-		store.AssistantMessage{Content: []store.Block{text("It is the report query.")}},
-		store.Usage{InputTokens: 100, OutputTokens: 10},
-		store.Fork{Source: sourceID, SourceSeq: 3},
+		transcript.AssistantMessage{Content: []transcript.Block{text("It is the report query.")}},
+		transcript.Usage{InputTokens: 100, OutputTokens: 10},
+		transcript.Fork{Source: sourceID, SourceSeq: 3},
 		user("Now try an index instead."),
-		store.AssistantMessage{Content: []store.Block{text("Added an index.")}},
-		store.Usage{InputTokens: 250, OutputTokens: 30},
+		transcript.AssistantMessage{Content: []transcript.Block{text("Added an index.")}},
+		transcript.Usage{InputTokens: 250, OutputTokens: 30},
 	)
 	sess := testSession()
-	sess.Kind, sess.ParentID, sess.RootID = store.SessionFork, sourceID, sourceID
+	sess.Kind, sess.ParentID, sess.RootID = "fork", sourceID, sourceID
 	tr, _ := build(t, TrajectoryInput{Session: sess, Entries: s.entries, Agent: AgentInfo{Version: "1"}})
 
 	var copied []bool
@@ -459,10 +460,10 @@ func TestOddEntries(t *testing.T) {
 		{
 			name: "entries without a payload of a known type",
 			entries: func(s *stream) {
-				s.add(nil, &store.UserMessage{Content: []store.Block{text("pointer")}}, user("after"))
+				s.add(nil, &transcript.UserMessage{Content: []transcript.Block{text("pointer")}}, user("after"))
 			},
 			check: func(t *testing.T, tr *Trajectory) {
-				want := []map[string]any{{"seq": int64(1), "payload": "none"}, {"seq": int64(2), "payload": "*store.UserMessage"}}
+				want := []map[string]any{{"seq": int64(1), "payload": "none"}, {"seq": int64(2), "payload": "*transcript.UserMessage"}}
 				if diff := cmp.Diff(want, tr.Extra["skipped_entries"]); diff != "" {
 					t.Errorf("skipped entries (-want +got):\n%s", diff)
 				}
@@ -474,13 +475,13 @@ func TestOddEntries(t *testing.T) {
 		{
 			name: "layers records",
 			entries: func(s *stream) {
-				s.add(store.Layers{Layers: []store.Layer{{Name: "go", Kind: "spec", Source: "configmap/go-tools", Digest: "sha256:00"}}}, user("hi"),
-					store.Layers{Layers: []store.Layer{{Name: "bundled", Kind: "bundled"}}})
+				s.add(transcript.Layers{Layers: []transcript.Layer{{Name: "go", Kind: "spec", Source: "configmap/go-tools", Digest: "sha256:00"}}}, user("hi"),
+					transcript.Layers{Layers: []transcript.Layer{{Name: "bundled", Kind: "bundled"}}})
 			},
 			check: func(t *testing.T, tr *Trajectory) {
 				want := []map[string]any{
-					{"seq": int64(1), "layers": []store.Layer{{Name: "go", Kind: "spec", Source: "configmap/go-tools", Digest: "sha256:00"}}},
-					{"seq": int64(3), "layers": []store.Layer{{Name: "bundled", Kind: "bundled"}}},
+					{"seq": int64(1), "layers": []transcript.Layer{{Name: "go", Kind: "spec", Source: "configmap/go-tools", Digest: "sha256:00"}}},
+					{"seq": int64(3), "layers": []transcript.Layer{{Name: "bundled", Kind: "bundled"}}},
 				}
 				if diff := cmp.Diff(want, tr.Extra["extension_layers"]); diff != "" {
 					t.Errorf("extension layers (-want +got):\n%s", diff)
@@ -493,7 +494,7 @@ func TestOddEntries(t *testing.T) {
 		{
 			name: "result of a call never made",
 			entries: func(s *stream) {
-				s.add(user("hi"), result("ghost", "boo", true), store.ToolCompletion{CallID: "ghost", Status: store.ToolError})
+				s.add(user("hi"), result("ghost", "boo", true), transcript.ToolCompletion{CallID: "ghost", Status: transcript.ToolError})
 			},
 			check: func(t *testing.T, tr *Trajectory) {
 				want := []ATIFResult{{Content: "boo", Extra: map[string]any{"call_id": "ghost", "is_error": true, "status": "error"}}}
@@ -505,9 +506,9 @@ func TestOddEntries(t *testing.T) {
 		{
 			name: "completion without a result",
 			entries: func(s *stream) {
-				s.add(store.AssistantMessage{Content: []store.Block{use("c1", "bash", `{"command":"sleep 100"}`)}},
-					store.ToolCall{CallID: "c1", Name: "bash"},
-					store.ToolCompletion{CallID: "c1", Status: store.ToolCancelled})
+				s.add(transcript.AssistantMessage{Content: []transcript.Block{use("c1", "bash", `{"command":"sleep 100"}`)}},
+					transcript.ToolCall{CallID: "c1", Name: "bash"},
+					transcript.ToolCompletion{CallID: "c1", Status: transcript.ToolCancelled})
 			},
 			check: func(t *testing.T, tr *Trajectory) {
 				r := tr.Steps[1].Observation.Results
@@ -519,7 +520,7 @@ func TestOddEntries(t *testing.T) {
 		{
 			name: "tool calls without an id or with the same id",
 			entries: func(s *stream) {
-				s.add(store.AssistantMessage{Content: []store.Block{use("", "a", "{}"), use("x", "b", "{}"), use("x", "c", "{}")}},
+				s.add(transcript.AssistantMessage{Content: []transcript.Block{use("", "a", "{}"), use("x", "b", "{}"), use("x", "c", "{}")}},
 					result("x", "first", false))
 			},
 			check: func(t *testing.T, tr *Trajectory) {
@@ -535,7 +536,7 @@ func TestOddEntries(t *testing.T) {
 		{
 			name: "arguments that are not a JSON object",
 			entries: func(s *stream) {
-				s.add(store.AssistantMessage{Content: []store.Block{
+				s.add(transcript.AssistantMessage{Content: []transcript.Block{
 					use("1", "t", `[1, 2]`), use("2", "t", `"ls"`), use("3", "t", `{"a":`), use("4", "t", ""), use("5", "t", " { \"a\" : 1 } "),
 					use("6", "t", `"{\"b\": 2}"`), use("7", "t", `""`),
 				}})
@@ -554,8 +555,8 @@ func TestOddEntries(t *testing.T) {
 		{
 			name: "images and block types this runner does not know",
 			entries: func(s *stream) {
-				s.add(store.UserMessage{Content: []store.Block{
-					text("look"), {Type: store.BlockImage, MediaType: "image/png", Data: []byte{1, 2, 3}},
+				s.add(transcript.UserMessage{Content: []transcript.Block{
+					text("look"), {Type: transcript.BlockImage, MediaType: "image/png", Data: []byte{1, 2, 3}},
 					{Type: "audio", Text: "a transcript"}, {Type: "mystery"},
 				}})
 			},
@@ -568,7 +569,7 @@ func TestOddEntries(t *testing.T) {
 		{
 			name: "reasoning without text and an empty answer",
 			entries: func(s *stream) {
-				s.add(store.AssistantMessage{Content: []store.Block{{Type: store.BlockThinking, Signature: "redacted"}}})
+				s.add(transcript.AssistantMessage{Content: []transcript.Block{{Type: transcript.BlockThinking, Signature: "redacted"}}})
 			},
 			check: func(t *testing.T, tr *Trajectory) {
 				if s := tr.Steps[1]; s.Message != "" || s.ReasoningContent != "" || s.Source != "agent" {
@@ -579,9 +580,9 @@ func TestOddEntries(t *testing.T) {
 		{
 			name: "usage that goes down, and a NaN cost",
 			entries: func(s *stream) {
-				s.add(store.AssistantMessage{}, store.Usage{InputTokens: 100, CostUSD: 0.5},
-					store.AssistantMessage{}, store.Usage{InputTokens: 40, CostUSD: 0.1},
-					store.AssistantMessage{}, store.Usage{InputTokens: 60, CostUSD: math.NaN()})
+				s.add(transcript.AssistantMessage{}, transcript.Usage{InputTokens: 100, CostUSD: 0.5},
+					transcript.AssistantMessage{}, transcript.Usage{InputTokens: 40, CostUSD: 0.1},
+					transcript.AssistantMessage{}, transcript.Usage{InputTokens: 60, CostUSD: math.NaN()})
 			},
 			check: func(t *testing.T, tr *Trajectory) {
 				if m := tr.Steps[2].Metrics; *m.PromptTokens != 40 || *m.CostUSD != 0.1 {
@@ -597,7 +598,7 @@ func TestOddEntries(t *testing.T) {
 		},
 		{
 			name:    "usage before any response",
-			entries: func(s *stream) { s.add(store.Usage{InputTokens: 9}, user("hi")) },
+			entries: func(s *stream) { s.add(transcript.Usage{InputTokens: 9}, user("hi")) },
 			check: func(t *testing.T, tr *Trajectory) {
 				if *tr.FinalMetrics.TotalPromptTokens != 9 {
 					t.Errorf("final = %+v", tr.FinalMetrics)
@@ -607,8 +608,8 @@ func TestOddEntries(t *testing.T) {
 		{
 			name: "a compaction that keeps nothing, and a checkpoint before any step",
 			entries: func(s *stream) {
-				s.add(store.Checkpoint{Turn: 0, Outcome: "failed"},
-					store.Compaction{FirstKept: 99, Replacement: []store.Block{text("all gone")}})
+				s.add(transcript.Checkpoint{Turn: 0, Outcome: "failed"},
+					transcript.Compaction{FirstKept: 99, Replacement: []transcript.Block{text("all gone")}})
 			},
 			check: func(t *testing.T, tr *Trajectory) {
 				if _, ok := tr.Steps[0].Extra["checkpoint"]; !ok {
@@ -636,8 +637,8 @@ func TestOddEntries(t *testing.T) {
 		{
 			name: "provider and persona changes",
 			entries: func(s *stream) {
-				s.add(store.ProviderChange{Provider: "openai"}, store.ModelChange{Model: "gpt-5"},
-					store.PersonaChange{Persona: "reviewer"}, store.AssistantMessage{})
+				s.add(transcript.ProviderChange{Provider: "openai"}, transcript.ModelChange{Model: "gpt-5"},
+					transcript.PersonaChange{Persona: "reviewer"}, transcript.AssistantMessage{})
 			},
 			check: func(t *testing.T, tr *Trajectory) {
 				s := tr.Steps[1]
@@ -659,15 +660,15 @@ func TestOddEntries(t *testing.T) {
 
 func TestBuildTrajectoryErrors(t *testing.T) {
 	t.Parallel()
-	at := func(seq int64) store.Entry { return store.Entry{Seq: seq, Payload: user("x")} }
+	at := func(seq int64) transcript.Entry { return transcript.Entry{Seq: seq, Payload: user("x")} }
 	for _, tc := range []struct {
 		name string
 		in   TrajectoryInput
 		want string
 	}{
 		{"no version", TrajectoryInput{}, "TrajectoryInput.Agent.Version"},
-		{"out of order", TrajectoryInput{Agent: AgentInfo{Version: "1"}, Entries: []store.Entry{at(2), at(1)}}, "entry 1 comes after entry 2"},
-		{"repeated", TrajectoryInput{Agent: AgentInfo{Version: "1"}, Entries: []store.Entry{at(3), at(3)}}, "entry 3 comes after entry 3"},
+		{"out of order", TrajectoryInput{Agent: AgentInfo{Version: "1"}, Entries: []transcript.Entry{at(2), at(1)}}, "entry 1 comes after entry 2"},
+		{"repeated", TrajectoryInput{Agent: AgentInfo{Version: "1"}, Entries: []transcript.Entry{at(3), at(3)}}, "entry 3 comes after entry 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -868,7 +869,7 @@ func assertOnlyFile(t *testing.T, dir, name string) {
 func FuzzBuildTrajectory(f *testing.F) {
 	var seed strings.Builder
 	for _, e := range realisticEntries() {
-		payload, err := store.EncodePayload(e.Payload)
+		payload, err := transcript.EncodePayload(e.Payload)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -880,17 +881,17 @@ func FuzzBuildTrajectory(f *testing.F) {
 	f.Add("assistant_message\t{\"content\":[]}\nusage\t{\"cost_usd\":1e308}\n", "", false)
 	f.Add("compaction\t{\"first_kept\":1,\"replacement\":[{\"type\":\"text\",\"text\":\"<&>\"}]}\ntool_call\t{\"call_id\":\"h\",\"name\":\"n\",\"input\":[1]}\n", "p", false)
 	f.Fuzz(func(t *testing.T, lines, prompt string, plaintext bool) {
-		var entries []store.Entry
+		var entries []transcript.Entry
 		for i, line := range strings.Split(lines, "\n") {
 			kind, payload, ok := strings.Cut(line, "\t")
 			if !ok {
 				continue
 			}
-			p, err := store.DecodeEntry(sessionID, int64(i+1), kind, []byte(payload))
+			p, err := transcript.DecodeEntry(sessionID, int64(i+1), transcript.EntryKind(kind), payload)
 			if err != nil {
 				continue
 			}
-			entries = append(entries, store.Entry{Seq: int64(i + 1), Payload: p, CreatedAt: started.Add(time.Duration(i) * time.Second)})
+			entries = append(entries, transcript.Entry{Seq: int64(i + 1), Payload: p, CreatedAt: started.Add(time.Duration(i) * time.Second)})
 		}
 		tr, err := BuildTrajectory(TrajectoryInput{
 			Session: testSession(), Entries: entries, SystemPrompt: prompt,
@@ -911,10 +912,10 @@ func FuzzBuildTrajectory(f *testing.F) {
 
 // benchEntries is a long session: turns of a user message, a tool call with
 // 4 KiB of output, and an answer.
-func benchEntries(turns int) []store.Entry {
+func benchEntries(turns int) []transcript.Entry {
 	s := &stream{}
 	out := strings.Repeat("ok  \tgithub.com/aerie-run/aerie/pkg\t0.012s\n", 4096/44)
-	var u store.Usage
+	var u transcript.Usage
 	for i := range turns {
 		id := fmt.Sprintf("toolu_%d", i)
 		u.InputTokens += 3000
@@ -923,13 +924,13 @@ func benchEntries(turns int) []store.Entry {
 		u.Requests++
 		u.CostUSD += 0.01
 		s.add(user("Run the tests again."),
-			store.AssistantMessage{Content: []store.Block{text("Running them."), use(id, "bash", `{"command":"go test ./..."}`)}},
+			transcript.AssistantMessage{Content: []transcript.Block{text("Running them."), use(id, "bash", `{"command":"go test ./..."}`)}},
 			u)
-		s.add(exchange(id, "bash", result(id, out, false), store.ToolOK, time.Second, "")...)
+		s.add(exchange(id, "bash", result(id, out, false), transcript.ToolOK, time.Second, "")...)
 		u.InputTokens += 3500
 		u.OutputTokens += 50
 		u.Requests++
-		s.add(store.AssistantMessage{Content: []store.Block{text("All tests pass.")}}, u, store.Checkpoint{Turn: int64(i + 1), Outcome: "completed"})
+		s.add(transcript.AssistantMessage{Content: []transcript.Block{text("All tests pass.")}}, u, transcript.Checkpoint{Turn: int64(i + 1), Outcome: "completed"})
 	}
 	return s.entries
 }
@@ -985,18 +986,18 @@ func BenchmarkWriteTrajectory(b *testing.B) {
 func TestHookVerdicts(t *testing.T) {
 	t.Parallel()
 	s := &stream{}
-	start := store.HookVerdict{Event: "SessionStart", Context: "branch main", Runs: []store.HookRun{{Hook: "h#SessionStart[0].hooks[0]"}}}
-	prompt := store.HookVerdict{Event: "UserPromptSubmit", Context: "ticket 12", Runs: []store.HookRun{{Hook: "h#UserPromptSubmit[0].hooks[0]"}}}
-	deny := store.HookVerdict{Event: "PreToolUse", CallID: "toolu_01", Tool: "bash", Decision: "block", Reason: "no rm",
-		Runs: []store.HookRun{{Hook: "g#PreToolUse[0].hooks[0]", Decision: "block", Reason: "no rm"}, {Hook: "t#PreToolUse[0].hooks[0]", Exit: -1, Skipped: "not run: modified since trust was checked"}}}
-	post := store.HookVerdict{Event: "PostToolUse", CallID: "toolu_01", Tool: "bash", Context: "logged", Runs: []store.HookRun{{Hook: "l#PostToolUse[0].hooks[0]"}}}
-	stop := store.HookVerdict{Event: "Stop", Decision: "block", Reason: "run the tests", Runs: []store.HookRun{{Hook: "s#Stop[0].hooks[0]", Exit: 2, Decision: "block", Reason: "run the tests"}}}
+	start := transcript.HookVerdict{Event: "SessionStart", Context: "branch main", Runs: []transcript.HookRun{{Hook: "h#SessionStart[0].hooks[0]"}}}
+	prompt := transcript.HookVerdict{Event: "UserPromptSubmit", Context: "ticket 12", Runs: []transcript.HookRun{{Hook: "h#UserPromptSubmit[0].hooks[0]"}}}
+	deny := transcript.HookVerdict{Event: "PreToolUse", CallID: "toolu_01", Tool: "bash", Decision: "block", Reason: "no rm",
+		Runs: []transcript.HookRun{{Hook: "g#PreToolUse[0].hooks[0]", Decision: "block", Reason: "no rm"}, {Hook: "t#PreToolUse[0].hooks[0]", Exit: -1, Skipped: "not run: modified since trust was checked"}}}
+	post := transcript.HookVerdict{Event: "PostToolUse", CallID: "toolu_01", Tool: "bash", Context: "logged", Runs: []transcript.HookRun{{Hook: "l#PostToolUse[0].hooks[0]"}}}
+	stop := transcript.HookVerdict{Event: "Stop", Decision: "block", Reason: "run the tests", Runs: []transcript.HookRun{{Hook: "s#Stop[0].hooks[0]", Exit: 2, Decision: "block", Reason: "run the tests"}}}
 	s.add(start, prompt, user("clean up"),
-		store.AssistantMessage{Content: []store.Block{use("toolu_01", "bash", `{"command":"rm -rf /"}`)}, StopReason: "tool_use"},
-		store.ToolCall{CallID: "toolu_01", Name: "bash"}, deny, post,
+		transcript.AssistantMessage{Content: []transcript.Block{use("toolu_01", "bash", `{"command":"rm -rf /"}`)}, StopReason: "tool_use"},
+		transcript.ToolCall{CallID: "toolu_01", Name: "bash"}, deny, post,
 		result("toolu_01", "bash: blocked by a PreToolUse hook: no rm", true),
-		store.ToolCompletion{CallID: "toolu_01", Status: store.ToolError},
-		store.AssistantMessage{Content: []store.Block{text("done")}, StopReason: "end_turn"}, stop)
+		transcript.ToolCompletion{CallID: "toolu_01", Status: transcript.ToolError},
+		transcript.AssistantMessage{Content: []transcript.Block{text("done")}, StopReason: "end_turn"}, stop)
 	in := realisticInput()
 	in.Entries = s.entries
 	tr, _ := build(t, in)

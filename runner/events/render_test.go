@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/aerie-run/aerie/runner/agent"
-	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 func run() []agent.Event {
@@ -22,7 +22,7 @@ func run() []agent.Event {
 		{Type: agent.EventAssistantMessage, Turn: 1, Text: "Let me look."},
 		{Type: agent.EventToolCall, Turn: 1, Tool: "bash", CallID: "c1", Arguments: `{"command":"ls\n-la"}`},
 		{Type: agent.EventToolResult, Turn: 1, Tool: "bash", CallID: "c1", Text: strings.Repeat("x", 500), IsError: true, Duration: 1500 * time.Microsecond},
-		{Type: agent.EventSessionEnd, Session: "0123456789abcdef", Outcome: agent.Completed, Turn: 2, Usage: &store.Usage{InputTokens: 10, OutputTokens: 2}, ExitCode: &code},
+		{Type: agent.EventSessionEnd, Session: "0123456789abcdef", Outcome: agent.Completed, Turn: 2, Usage: &transcript.Usage{InputTokens: 10, OutputTokens: 2}, ExitCode: &code},
 	}
 }
 

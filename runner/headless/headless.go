@@ -28,6 +28,7 @@ import (
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/tools"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // ConfigError is a problem that stops a run before it starts. It exits
@@ -81,7 +82,7 @@ type Store interface {
 	Create(ctx context.Context, tenant string, s store.NewSession) (store.Session, error)
 	Resolve(ctx context.Context, tenant, ref string) (store.Session, error)
 	Fork(ctx context.Context, tenant string, source uuid.UUID, opts store.ForkOptions) (store.Session, error)
-	Load(ctx context.Context, tenant string, session uuid.UUID) (store.Snapshot, error)
+	Load(ctx context.Context, tenant string, session uuid.UUID) (store.Session, transcript.Snapshot, error)
 	SetState(ctx context.Context, tenant string, id uuid.UUID, state store.State) error
 }
 
@@ -111,10 +112,10 @@ type Options struct {
 	// Settings are the provider and model asked for. With Resume or
 	// ForkFrom, empty fields take the stored ones, and fields that differ
 	// from them are recorded as changes.
-	Settings store.Settings
+	Settings transcript.Settings
 	// NewModel makes the model for the settings in force. An error (an
 	// unknown provider, missing credentials) stops the launch.
-	NewModel func(store.Settings) (agent.Model, error)
+	NewModel func(transcript.Settings) (agent.Model, error)
 	// SessionID is the id of a new session; uuid.Nil picks one. In a pod
 	// it is the AgentSession's UID.
 	SessionID uuid.UUID
@@ -197,7 +198,7 @@ type Options struct {
 type Report struct {
 	Session store.Session
 	// Settings are the provider and model the run used.
-	Settings store.Settings
+	Settings transcript.Settings
 	// System is the system prompt the model was given.
 	System string
 	// Persona is the persona the run used.
@@ -367,7 +368,7 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 }
 
 // converse runs the SessionStart and UserPromptSubmit hooks and the loop.
-func (k *kit) converse(ctx context.Context, source string, model agent.Model, w *journal.Writer, snap store.Snapshot, opts Options) agent.Result {
+func (k *kit) converse(ctx context.Context, source string, model agent.Model, w *journal.Writer, snap transcript.Snapshot, opts Options) agent.Result {
 	k.sessionStart(ctx, source, opts)
 	// The hooks of this prompt's turn — UserPromptSubmit, the tool hooks,
 	// Stop — share its id (turn_id).
@@ -379,7 +380,7 @@ func (k *kit) converse(ctx context.Context, source string, model agent.Model, w 
 	if endTurn != "" {
 		return agent.Result{Outcome: agent.Completed, Reason: endTurn}
 	}
-	var usage store.Usage
+	var usage transcript.Usage
 	if snap.Usage != nil {
 		usage = *snap.Usage
 	}
@@ -404,7 +405,7 @@ func (k *kit) converse(ctx context.Context, source string, model agent.Model, w 
 
 // openSession creates, resumes or forks the session and loads what the
 // loop continues from.
-func openSession(ctx context.Context, st Store, opts Options) (store.Session, store.Snapshot, *pendingSession, error) {
+func openSession(ctx context.Context, st Store, opts Options) (store.Session, transcript.Snapshot, *pendingSession, error) {
 	var ref, verb string
 	switch {
 	case opts.Resume != "":
@@ -413,7 +414,7 @@ func openSession(ctx context.Context, st Store, opts Options) (store.Session, st
 		ref, verb = opts.ForkFrom, "fork"
 	default:
 		if opts.Settings.Provider == "" || opts.Settings.Model == "" {
-			return store.Session{}, store.Snapshot{}, nil, configErrorf("no provider or model: set --provider and --model")
+			return store.Session{}, transcript.Snapshot{}, nil, configErrorf("no provider or model: set --provider and --model")
 		}
 		ns := store.NewSession{
 			ID: opts.SessionID, Dir: opts.Dir, Settings: opts.Settings, Kind: store.SessionHeadless, Label: opts.Label,
@@ -423,55 +424,55 @@ func openSession(ctx context.Context, st Store, opts Options) (store.Session, st
 		}
 		// What the store will hold; the run goes on while it is written.
 		sess := store.Session{ID: ns.ID, Tenant: opts.Tenant, Dir: ns.Dir, Settings: ns.Settings, Kind: ns.Kind, Label: ns.Label, RootID: ns.ID, State: store.StateActive}
-		return sess, store.Snapshot{Session: sess, Settings: sess.Settings}, createSession(ctx, st, opts.Tenant, ns), nil
+		return sess, transcript.Snapshot{Settings: sess.Settings}, createSession(ctx, st, opts.Tenant, ns), nil
 	}
 	src, err := st.Resolve(ctx, opts.Tenant, ref)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAmbiguous) {
-			return store.Session{}, store.Snapshot{}, nil, &ConfigError{Err: fmt.Errorf("%s %q: %w (sessions are looked up in the current directory; see aerie session list)", verb, ref, err)}
+			return store.Session{}, transcript.Snapshot{}, nil, &ConfigError{Err: fmt.Errorf("%s %q: %w (sessions are looked up in the current directory; see aerie session list)", verb, ref, err)}
 		}
-		return store.Session{}, store.Snapshot{}, nil, fmt.Errorf("%s %q: %w", verb, ref, err)
+		return store.Session{}, transcript.Snapshot{}, nil, fmt.Errorf("%s %q: %w", verb, ref, err)
 	}
 	id := src.ID
 	if opts.ForkFrom != "" {
 		child, err := st.Fork(ctx, opts.Tenant, src.ID, store.ForkOptions{At: opts.ForkAt, ID: opts.SessionID, Label: opts.Label, State: store.StateActive})
 		if err != nil {
 			if errors.Is(err, store.ErrInvalidCut) {
-				return store.Session{}, store.Snapshot{}, nil, &ConfigError{Err: fmt.Errorf("fork %q: %w", ref, err)}
+				return store.Session{}, transcript.Snapshot{}, nil, &ConfigError{Err: fmt.Errorf("fork %q: %w", ref, err)}
 			}
-			return store.Session{}, store.Snapshot{}, nil, fmt.Errorf("fork %q: %w", ref, err)
+			return store.Session{}, transcript.Snapshot{}, nil, fmt.Errorf("fork %q: %w", ref, err)
 		}
 		id = child.ID
 	}
-	snap, err := st.Load(ctx, opts.Tenant, id)
+	sess, snap, err := st.Load(ctx, opts.Tenant, id)
 	if err != nil {
-		return store.Session{}, store.Snapshot{}, nil, fmt.Errorf("%s %q: load session %s: %w", verb, ref, id, err)
+		return store.Session{}, transcript.Snapshot{}, nil, fmt.Errorf("%s %q: load session %s: %w", verb, ref, id, err)
 	}
-	return snap.Session, snap, storedSession(snap.Session), nil
+	return sess, snap, storedSession(sess), nil
 }
 
 // settle returns the settings the run uses: the stored ones of a resumed or
 // forked session, overridden by those asked for (the persona always), each
 // override recorded as a change entry.
-func settle(sess store.Session, snap store.Snapshot, want store.Settings) (store.Settings, []store.Payload) {
+func settle(sess store.Session, snap transcript.Snapshot, want transcript.Settings) (transcript.Settings, []transcript.Payload) {
 	have := snap.Settings
 	if have.Provider == "" && have.Model == "" {
 		have = sess.Settings
 	}
-	var changes []store.Payload
+	var changes []transcript.Payload
 	if want.Provider != "" && want.Provider != have.Provider {
 		have.Provider = want.Provider
-		changes = append(changes, store.ProviderChange{Provider: want.Provider})
+		changes = append(changes, transcript.ProviderChange{Provider: want.Provider})
 	}
 	if want.Model != "" && want.Model != have.Model {
 		have.Model = want.Model
-		changes = append(changes, store.ModelChange{Model: want.Model})
+		changes = append(changes, transcript.ModelChange{Model: want.Model})
 	}
 	// The persona is always the caller's: empty is the default persona,
 	// a choice like any other, not "keep the stored one".
 	if want.Persona != have.Persona {
 		have.Persona = want.Persona
-		changes = append(changes, store.PersonaChange{Persona: want.Persona})
+		changes = append(changes, transcript.PersonaChange{Persona: want.Persona})
 	}
 	return have, changes
 }

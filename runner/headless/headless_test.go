@@ -18,6 +18,8 @@ import (
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/provider/anthropic"
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/dburl"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 var reaper *process.Reaper
@@ -31,7 +33,7 @@ func TestMain(m *testing.M) {
 func TestRunOnPostgres(t *testing.T) {
 	t.Parallel()
 	pg := testenv.StartPostgres(t)
-	st, err := store.Open(t.Context(), pg.NewDatabase(t))
+	st, err := dburl.Open(t.Context(), pg.NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,8 +53,8 @@ func TestRunOnPostgres(t *testing.T) {
 		Tenant:   "team-a",
 		Dir:      ws,
 		Prompt:   "write a.txt",
-		Settings: store.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
-		NewModel: func(s store.Settings) (agent.Model, error) {
+		Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
+		NewModel: func(s transcript.Settings) (agent.Model, error) {
 			return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
 		},
 		System:   "be brief",
@@ -71,7 +73,7 @@ func TestRunOnPostgres(t *testing.T) {
 		t.Errorf("events run from %s to %s", events[0].Type, events[len(events)-1].Type)
 	}
 
-	opts.Resume, opts.Prompt, opts.Settings = rep.Session.ID.String(), "is it there?", store.Settings{}
+	opts.Resume, opts.Prompt, opts.Settings = rep.Session.ID.String(), "is it there?", transcript.Settings{}
 	rep2, err := Run(t.Context(), st, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +86,7 @@ func TestRunOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Each run starts with its layers record.
-	if len(es) != 15 || es[0].Kind() != store.KindLayers || es[10].Kind() != store.KindLayers {
+	if len(es) != 15 || es[0].Kind() != transcript.KindLayers || es[10].Kind() != transcript.KindLayers {
 		t.Errorf("%d entries after the resume, want 15, each run's first the layers record", len(es))
 	}
 	sess, err := st.Session(t.Context(), "team-a", rep.Session.ID)
@@ -106,7 +108,7 @@ func TestRunOnPostgres(t *testing.T) {
 // default and records the switch.
 func TestRunLayersPersonaWindow(t *testing.T) {
 	t.Parallel()
-	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "sessions.db"))
+	st, err := dburl.Open(t.Context(), filepath.Join(t.TempDir(), "sessions.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,8 +140,8 @@ func TestRunLayersPersonaWindow(t *testing.T) {
 	}
 	opts := Options{
 		Tenant: "team-a", Dir: ws, Workspace: ws, Prompt: "review it",
-		Settings: store.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
-		NewModel: func(s store.Settings) (agent.Model, error) {
+		Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
+		NewModel: func(s transcript.Settings) (agent.Model, error) {
 			return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
 		},
 		System: "default persona", Layers: layers, Persona: "reviewer", ContextWindow: 50_000, Executor: exe,
@@ -170,7 +172,7 @@ func TestRunLayersPersonaWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, ok := es[0].Payload.(store.Layers)
+	rec, ok := es[0].Payload.(transcript.Layers)
 	if !ok {
 		t.Fatalf("first entry %T, want the layers record", es[0].Payload)
 	}
@@ -182,7 +184,7 @@ func TestRunLayersPersonaWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []store.Layer{
+	want := []transcript.Layer{
 		{Name: ".aerie", Kind: "project", Source: filepath.Join(ws, ".aerie"), Digest: projDigest},
 		// The digest of what was read, not the stale one given.
 		{Name: "review", Kind: "spec", Source: "configmap/review", Digest: specDigest},
@@ -198,7 +200,7 @@ func TestRunLayersPersonaWindow(t *testing.T) {
 	// Resumed with the default persona: the switch is recorded, the
 	// model's own window applies.
 	opts.Resume, opts.Prompt, opts.Persona, opts.ContextWindow = rep.Session.ID.String(), "again", "", 0
-	opts.Settings = store.Settings{}
+	opts.Settings = transcript.Settings{}
 	rep2, err := Run(t.Context(), st, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +208,7 @@ func TestRunLayersPersonaWindow(t *testing.T) {
 	if rep2.Settings.Persona != "" || rep2.ContextWindow != 200_000 || !strings.HasPrefix(rep2.System, "default persona") {
 		t.Errorf("resume: settings %+v, window %d, system %q", rep2.Settings, rep2.ContextWindow, rep2.System)
 	}
-	snap, err := st.Load(t.Context(), "team-a", rep.Session.ID)
+	_, snap, err := st.Load(t.Context(), "team-a", rep.Session.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +216,7 @@ func TestRunLayersPersonaWindow(t *testing.T) {
 		t.Errorf("stored persona after the resume %q, want the default", snap.Settings.Persona)
 	}
 	if _, err := Run(t.Context(), st, Options{Tenant: "team-a", Dir: ws, Prompt: "x", Persona: "nobody", Layers: layers, Executor: exe, NewModel: opts.NewModel,
-		Settings: store.Settings{Provider: provider.NameAnthropic, Model: "m"}}); err == nil || !strings.Contains(err.Error(), `persona "nobody": unknown persona`) {
+		Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "m"}}); err == nil || !strings.Contains(err.Error(), `persona "nobody": unknown persona`) {
 		t.Errorf("unknown persona: %v", err)
 	}
 }

@@ -18,7 +18,8 @@ import (
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/provider/anthropic"
-	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/dburl"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // TestHookVerdictsJournaled runs a session in which a SessionStart hook adds
@@ -27,7 +28,7 @@ import (
 // messages and the tool call they were about, and a resume reads past them.
 func TestHookVerdictsJournaled(t *testing.T) {
 	t.Parallel()
-	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "sessions.db"))
+	st, err := dburl.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "sessions.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,8 +61,8 @@ func TestHookVerdictsJournaled(t *testing.T) {
 	)
 	opts := Options{
 		Tenant: ws, Dir: ws, Prompt: "delete build",
-		Settings: store.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
-		NewModel: func(s store.Settings) (agent.Model, error) {
+		Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
+		NewModel: func(s transcript.Settings) (agent.Model, error) {
 			return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
 		},
 		Layers:   []extensions.Layer{{Name: "home", Dir: home, Kind: extensions.KindHome}},
@@ -79,10 +80,10 @@ func TestHookVerdictsJournaled(t *testing.T) {
 		t.Fatal(err)
 	}
 	var kinds []string
-	var verdicts []store.HookVerdict
+	var verdicts []transcript.HookVerdict
 	for _, e := range entries {
 		kinds = append(kinds, string(e.Kind()))
-		if v, ok := e.Payload.(store.HookVerdict); ok {
+		if v, ok := e.Payload.(transcript.HookVerdict); ok {
 			verdicts = append(verdicts, v)
 		}
 	}
@@ -105,12 +106,12 @@ func TestHookVerdictsJournaled(t *testing.T) {
 		len(deny.Runs) != 1 || !strings.HasSuffix(deny.Runs[0].Hook, "guard.yaml#PreToolUse[0].hooks[0]") || deny.Runs[0].Decision != "block" {
 		t.Errorf("PreToolUse verdict %+v", deny)
 	}
-	if r, ok := entries[7].Payload.(store.ToolResult); !ok || !r.IsError || !strings.Contains(r.Content[0].Text, "blocked by a PreToolUse hook: no deleting") {
+	if r, ok := entries[7].Payload.(transcript.ToolResult); !ok || !r.IsError || !strings.Contains(r.Content[0].Text, "blocked by a PreToolUse hook: no deleting") {
 		t.Errorf("tool result %+v", entries[7].Payload)
 	}
 
 	// The trajectory puts the denial on the call.
-	tr, err := events.BuildTrajectory(events.TrajectoryInput{Session: rep.Session, Entries: entries, Agent: events.AgentInfo{Name: "aerie", Version: "test"}})
+	tr, err := events.BuildTrajectory(events.TrajectoryInput{Session: events.SessionRecord{ID: rep.Session.ID}, Entries: entries, Agent: events.AgentInfo{Name: "aerie", Version: "test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestHookEntry(t *testing.T) {
 			if e.Event != string(tt.v.Event) || len(e.Runs) != len(tt.v.Runs) || e.Runs[0].Hook != tt.v.Runs[0].Hook || (tt.v.Approval != nil) != (e.Approval != nil) {
 				t.Errorf("entry %+v", e)
 			}
-			if _, err := store.EncodePayload(e); err != nil {
+			if _, err := transcript.EncodePayload(e); err != nil {
 				t.Errorf("not storable: %v", err)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/tools"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // pendingSession is a session being stored. A new session is created
@@ -89,7 +90,7 @@ type afterCreate struct {
 	pending *pendingSession
 }
 
-func (a afterCreate) Append(ctx context.Context, tenant string, session uuid.UUID, entries []store.Entry) error {
+func (a afterCreate) Append(ctx context.Context, tenant string, session uuid.UUID, entries []transcript.Entry) error {
 	if _, err := a.pending.wait(ctx); err != nil {
 		return err
 	}

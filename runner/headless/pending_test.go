@@ -21,6 +21,8 @@ import (
 	"github.com/aerie-run/aerie/runner/provider/anthropic"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/dburl"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // heldCreate is a SQLite store whose Create waits for release, then
@@ -53,7 +55,7 @@ type pendingRun struct {
 
 func newPendingRun(t *testing.T, first testenv.Turn) *pendingRun {
 	t.Helper()
-	sqlite, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "sessions.db"))
+	sqlite, err := dburl.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "sessions.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +71,8 @@ func newPendingRun(t *testing.T, first testenv.Turn) *pendingRun {
 		st: &heldCreate{Store: sqlite, release: make(chan struct{})}, ws: ws, model: model,
 		opts: Options{
 			Tenant: ws, Dir: ws, Prompt: "write a.txt",
-			Settings: store.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
-			NewModel: func(s store.Settings) (agent.Model, error) {
+			Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
+			NewModel: func(s transcript.Settings) (agent.Model, error) {
 				return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
 			},
 			Executor: exe,
@@ -138,7 +140,7 @@ func TestNewSessionStoredAlongside(t *testing.T) {
 		}
 		kinds = append(kinds, string(e.Kind()))
 	}
-	if len(entries) != int(rep.Journal.Entries) || kinds[0] != string(store.KindLayers) {
+	if len(entries) != int(rep.Journal.Entries) || kinds[0] != string(transcript.KindLayers) {
 		t.Errorf("stored %v; the journal reports %d entries", kinds, rep.Journal.Entries)
 	}
 }

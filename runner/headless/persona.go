@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/aerie-run/aerie/runner/extensions"
-	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // applyPersona loads the persona opts names from the layers and makes it
@@ -57,8 +57,8 @@ func recordedLayers(opts Options) []extensions.Layer {
 }
 
 // layersEntry is the journal's record of the layers a run used.
-func layersEntry(layers []extensions.Layer) store.Layers {
-	rec := store.Layers{Layers: make([]store.Layer, 0, len(layers))}
+func layersEntry(layers []extensions.Layer) transcript.Layers {
+	rec := transcript.Layers{Layers: make([]transcript.Layer, 0, len(layers))}
 	for _, l := range layers {
 		src := l.Source
 		if src == "" && l.Dir != "" {
@@ -68,7 +68,7 @@ func layersEntry(layers []extensions.Layer) store.Layers {
 		if name == "" {
 			name = cmp.Or(src, "unnamed")
 		}
-		rec.Layers = append(rec.Layers, store.Layer{Name: name, Kind: cmp.Or(string(l.Kind), "unknown"), Source: src, Digest: l.Digest})
+		rec.Layers = append(rec.Layers, transcript.Layer{Name: name, Kind: cmp.Or(string(l.Kind), "unknown"), Source: src, Digest: l.Digest})
 	}
 	return rec
 }

@@ -17,8 +17,9 @@ import (
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/provider/anthropic"
-	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/sqlite"
 	"github.com/aerie-run/aerie/runner/tools"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // reloadRun runs a session in a fresh workspace and user layer with the
@@ -34,7 +35,7 @@ func reloadRun(t *testing.T, extra []tools.Tool, home string, turns ...testenv.T
 func runIn(t *testing.T, extra []tools.Tool, home string, turns ...testenv.Turn) (Report, []agent.Event, []testenv.ModelRequest, Options) {
 	t.Helper()
 	ws := t.TempDir()
-	st, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "sessions.db"))
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sessions.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +55,8 @@ func runIn(t *testing.T, extra []tools.Tool, home string, turns ...testenv.Turn)
 		Tenant:   ws,
 		Dir:      ws,
 		Prompt:   "go",
-		Settings: store.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
-		NewModel: func(s store.Settings) (agent.Model, error) {
+		Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
+		NewModel: func(s transcript.Settings) (agent.Model, error) {
 			return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
 		},
 		System:   "PERSONA",

@@ -12,6 +12,8 @@ import (
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/postgres"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // The benchmarks compare the journal with raw pgx on the same PostgreSQL
@@ -20,22 +22,22 @@ import (
 // reports its own figures and the ratio the targets are stated in.
 
 // benchPayload is a typical small entry: a tool result of about 200 bytes.
-func benchPayload() store.ToolResult {
-	return store.ToolResult{CallID: "call-17", Content: []store.Block{{Type: store.BlockText,
+func benchPayload() transcript.ToolResult {
+	return transcript.ToolResult{CallID: "call-17", Content: []transcript.Block{{Type: transcript.BlockText,
 		Text: "ok  \tgithub.com/aerie-run/aerie/runner/journal\t0.123s\nok  \tgithub.com/aerie-run/aerie/runner/store\t1.234s\n"}}}
 }
 
 // benchDB is a PostgreSQL database with the store's schema, reachable
 // through the store and through a raw pgx pool.
 type benchDB struct {
-	st   *store.Postgres
+	st   *store.DB
 	pool *pgxpool.Pool
 }
 
 func newBenchDB(b *testing.B) benchDB {
 	b.Helper()
 	dsn := testenv.StartPostgres(b).NewDatabase(b)
-	st, err := store.OpenPostgres(context.Background(), dsn)
+	st, err := postgres.Open(context.Background(), dsn)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func BenchmarkAppendThroughput(b *testing.B) {
 	db := newBenchDB(b)
 	ctx := context.Background()
 	p := benchPayload()
-	payload, err := store.EncodePayload(p)
+	payload, err := transcript.EncodePayload(p)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -144,7 +146,7 @@ func BenchmarkDurableAppend(b *testing.B) {
 	var insertSeq int64
 	viaInsert := func() time.Duration {
 		start := time.Now()
-		payload, err := store.EncodePayload(p) // as the journal does
+		payload, err := transcript.EncodePayload(p) // as the journal does
 		if err != nil {
 			b.Fatal(err)
 		}

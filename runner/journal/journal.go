@@ -15,7 +15,7 @@
 // session switch and a shutdown hand over or end journal ownership:
 //
 //	w := journal.New(ctx, st, tenant, snap.Session.ID, snap.LastSeq+1, journal.Options{})
-//	seq := w.Append(store.UserMessage{...})
+//	seq := w.Append(transcript.UserMessage{...})
 //	...
 //	if err := w.Sync(ctx, lastSeqOfPreviousTurn); err != nil { ... } // end of turn
 //	...
@@ -46,14 +46,15 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
-// Store is what the journal needs from storage. store.Postgres and
-// store.SQLite provide it; Append must be idempotent per (session, sequence
-// number) and mark errors worth retrying with store.ErrTransient.
+// Store is what the journal needs from storage; the session store (store.DB)
+// provides it. Append must be idempotent per (session, sequence number), and
+// an error worth retrying must have a method Transient() bool that returns
+// true, as the store's errors matching store.ErrTransient do.
 type Store interface {
-	Append(ctx context.Context, tenant string, session uuid.UUID, entries []store.Entry) error
+	Append(ctx context.Context, tenant string, session uuid.UUID, entries []transcript.Entry) error
 }
 
 // Options tune a Writer. The zero value is ready to use.
@@ -100,9 +101,9 @@ type Writer struct {
 	done   chan struct{}      // closed when the goroutine has exited
 
 	mu      sync.Mutex
-	next    int64         // the sequence number Append hands out next
-	queue   []store.Entry // appended, not yet taken by the goroutine
-	durable int64         // every entry up to here is written (or skipped)
+	next    int64              // the sequence number Append hands out next
+	queue   []transcript.Entry // appended, not yet taken by the goroutine
+	durable int64              // every entry up to here is written (or skipped)
 	waiters []waiter
 	writing bool  // a batch is being written, by the goroutine or a barrier
 	err     error // the failure; nil while healthy
@@ -171,8 +172,8 @@ func New(ctx context.Context, st Store, tenant string, session uuid.UUID, next i
 // Append queues an entry and returns its sequence number. It never waits
 // for storage. After the writer has failed, or after Close, the entry is
 // skipped (and counted); the sequence number is still allocated.
-func (w *Writer) Append(p store.Payload) int64 {
-	e := store.Entry{Payload: p, CreatedAt: time.Now()}
+func (w *Writer) Append(p transcript.Payload) int64 {
+	e := transcript.Entry{Payload: p, CreatedAt: time.Now()}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e.Seq = w.next
@@ -336,7 +337,7 @@ func (w *Writer) run(ctx context.Context) {
 // take waits until there are queued entries and nothing is being written,
 // and takes a batch. It reports false when the writer is closing and nothing
 // is left.
-func (w *Writer) take() ([]store.Entry, bool) {
+func (w *Writer) take() ([]transcript.Entry, bool) {
 	for {
 		w.mu.Lock()
 		if !w.writing {
@@ -357,7 +358,7 @@ func (w *Writer) take() ([]store.Entry, bool) {
 
 // takeLocked takes up to MaxBatch queued entries to write. w.mu must be held
 // and nothing else being written.
-func (w *Writer) takeLocked() []store.Entry {
+func (w *Writer) takeLocked() []transcript.Entry {
 	n := min(len(w.queue), w.opts.MaxBatch)
 	batch := w.queue[:n:n]
 	w.queue = w.queue[n:]
@@ -371,7 +372,7 @@ func (w *Writer) takeLocked() []store.Entry {
 
 // writtenLocked records a batch as durable and releases the barriers it
 // satisfies. w.mu must be held.
-func (w *Writer) writtenLocked(batch []store.Entry) {
+func (w *Writer) writtenLocked(batch []transcript.Entry) {
 	w.writing = false
 	w.stats.Batches++
 	w.stats.Entries += int64(len(batch))
@@ -384,7 +385,7 @@ func (w *Writer) writtenLocked(batch []store.Entry) {
 
 // finish records the outcome of a batch, failing the writer if it could
 // not be written.
-func (w *Writer) finish(batch []store.Entry, err error) {
+func (w *Writer) finish(batch []transcript.Entry, err error) {
 	w.mu.Lock()
 	if err == nil {
 		w.writtenLocked(batch)
@@ -428,7 +429,7 @@ func (w *Writer) release() {
 // attempt makes one attempt at writing batch. retry reports whether a
 // failure is worth another attempt: a transient error, or the attempt timing
 // out.
-func (w *Writer) attempt(ctx context.Context, batch []store.Entry) (retry bool, err error) {
+func (w *Writer) attempt(ctx context.Context, batch []transcript.Entry) (retry bool, err error) {
 	actx, cancel := context.WithTimeout(ctx, w.opts.AttemptTimeout)
 	defer cancel()
 	err = w.st.Append(actx, w.tenant, w.session, batch)
@@ -437,13 +438,19 @@ func (w *Writer) attempt(ctx context.Context, batch []store.Entry) (retry bool, 
 	}
 	timedOut := ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded)
 	err = fmt.Errorf("write entries %d-%d: %w", batch[0].Seq, batch[len(batch)-1].Seq, err)
-	return timedOut || errors.Is(err, store.ErrTransient), err
+	return timedOut || transient(err), err
+}
+
+// transient reports whether the store says err is worth retrying.
+func transient(err error) bool {
+	var t interface{ Transient() bool }
+	return errors.As(err, &t) && t.Transient()
 }
 
 // write stores a batch, retrying transient failures with backoff until
 // RetryFor has passed. The store skips entries it already has, so a retry
 // after an unacknowledged commit does not duplicate anything.
-func (w *Writer) write(ctx context.Context, batch []store.Entry) error {
+func (w *Writer) write(ctx context.Context, batch []transcript.Entry) error {
 	start := time.Now()
 	delay := minBackoff
 	for attempt := 1; ; attempt++ {

@@ -23,6 +23,8 @@ import (
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/dburl"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // helperEnv makes the test binary act as a second process that holds a
@@ -103,7 +105,7 @@ type journalStore interface {
 
 func openStore(t testing.TB, url string) store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), url)
+	st, err := dburl.Open(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,12 +122,12 @@ func newSession(t testing.TB, st journalStore) uuid.UUID {
 	return s.ID
 }
 
-func message(i int) store.UserMessage {
-	return store.UserMessage{Content: []store.Block{{Type: store.BlockText, Text: "message " + strconv.Itoa(i)}}}
+func message(i int) transcript.UserMessage {
+	return transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: "message " + strconv.Itoa(i)}}}
 }
 
 // stored reads a session back, in order.
-func stored(t *testing.T, st store.Store, id uuid.UUID) []store.Entry {
+func stored(t *testing.T, st store.Store, id uuid.UUID) []transcript.Entry {
 	t.Helper()
 	es, err := st.Entries(context.Background(), tenant, id)
 	if err != nil {
@@ -254,7 +256,7 @@ type gate struct {
 	mu      sync.Mutex
 }
 
-func (g *gate) Append(ctx context.Context, tenant string, session uuid.UUID, entries []store.Entry) error {
+func (g *gate) Append(ctx context.Context, tenant string, session uuid.UUID, entries []transcript.Entry) error {
 	g.once.Do(func() { close(g.entered) })
 	<-g.open
 	g.mu.Lock()
@@ -338,7 +340,7 @@ func testConcurrentAppenders(t *testing.T, st store.Store) {
 				// Append and record under one lock so the map knows which
 				// text got which number.
 				mu.Lock()
-				seq := w.Append(store.UserMessage{Content: []store.Block{{Type: store.BlockText, Text: text}}})
+				seq := w.Append(transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: text}}})
 				sent[seq] = text
 				mu.Unlock()
 			}
@@ -351,7 +353,7 @@ func testConcurrentAppenders(t *testing.T, st store.Store) {
 		t.Fatalf("%d entries stored, want 400", len(es))
 	}
 	for i, e := range es {
-		if e.Seq != int64(i+1) || e.Payload.(store.UserMessage).Content[0].Text != sent[e.Seq] {
+		if e.Seq != int64(i+1) || e.Payload.(transcript.UserMessage).Content[0].Text != sent[e.Seq] {
 			t.Fatalf("entry %d: seq %d, payload %v, want %q", i, e.Seq, e.Payload, sent[e.Seq])
 		}
 	}
@@ -444,7 +446,7 @@ func testResume(t *testing.T, st store.Store) {
 	w := journal.New(t.Context(), st, tenant, id, 1, withLog(t, journal.Options{}))
 	appendMessages(w, 1, 25)
 	closeWriter(t, w)
-	snap, err := st.Load(t.Context(), tenant, id)
+	_, snap, err := st.Load(t.Context(), tenant, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,14 +462,14 @@ func testCompaction(t *testing.T, st store.Store) {
 	id := newSession(t, st)
 	w := journal.New(t.Context(), st, tenant, id, 1, withLog(t, journal.Options{}))
 	appendMessages(w, 1, 10)
-	c := store.Compaction{Replacement: []store.Block{{Type: store.BlockText, Text: "summary"}}, FirstKept: 8,
-		Provenance: store.Provenance{Trigger: "auto"}}
+	c := transcript.Compaction{Replacement: []transcript.Block{{Type: transcript.BlockText, Text: "summary"}}, FirstKept: 8,
+		Provenance: transcript.Provenance{Trigger: "auto"}}
 	if seq := w.Append(c); seq != 11 {
 		t.Fatalf("compaction got %d", seq)
 	}
 	w.Append(message(12))
 	closeWriter(t, w)
-	snap, err := st.Load(t.Context(), tenant, id)
+	_, snap, err := st.Load(t.Context(), tenant, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,7 +564,7 @@ type lostAck struct {
 	lost atomic.Bool
 }
 
-func (s *lostAck) Append(ctx context.Context, tenant string, session uuid.UUID, entries []store.Entry) error {
+func (s *lostAck) Append(ctx context.Context, tenant string, session uuid.UUID, entries []transcript.Entry) error {
 	if err := s.Store.Append(ctx, tenant, session, entries); err != nil {
 		return err
 	}
@@ -592,7 +594,7 @@ func testLostAck(t *testing.T, st store.Store) {
 // flaky fails every Append transiently.
 type flaky struct{ calls atomic.Int64 }
 
-func (f *flaky) Append(context.Context, string, uuid.UUID, []store.Entry) error {
+func (f *flaky) Append(context.Context, string, uuid.UUID, []transcript.Entry) error {
 	f.calls.Add(1)
 	return fmt.Errorf("connection refused: %w", store.ErrTransient)
 }
@@ -627,7 +629,7 @@ func TestJournalRetriesRunOut(t *testing.T) {
 // stuck never completes an Append before its context ends.
 type stuck struct{}
 
-func (stuck) Append(ctx context.Context, _ string, _ uuid.UUID, _ []store.Entry) error {
+func (stuck) Append(ctx context.Context, _ string, _ uuid.UUID, _ []transcript.Entry) error {
 	<-ctx.Done()
 	return ctx.Err()
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // checkCut reports whether a fork may copy a session through sequence number
@@ -11,16 +13,16 @@ import (
 // order. A cut is valid when no tool call at or before it is still waiting
 // for its completion: the copy must not end in the middle of a tool
 // exchange, which no provider would accept as a conversation.
-func checkCut(toolEntries []Entry, at int64) error {
+func checkCut(toolEntries []transcript.Entry, at int64) error {
 	open := make(map[string]int64) // call id -> sequence number of the call
 	for _, e := range toolEntries {
 		if e.Seq > at {
 			break
 		}
 		switch p := e.Payload.(type) {
-		case ToolCall:
+		case transcript.ToolCall:
 			open[p.CallID] = e.Seq
-		case ToolCompletion:
+		case transcript.ToolCompletion:
 			delete(open, p.CallID)
 		}
 	}

@@ -1,22 +1,28 @@
 // Package store persists sessions: their records, their ordered entry
-// streams and their Mixture-of-Agents traces, in PostgreSQL (pods) or in a
-// SQLite file (`aerie run`).
+// streams (in the vocabulary of package transcript) and their
+// Mixture-of-Agents traces, in PostgreSQL (pods) or in a SQLite file
+// (`aerie run`).
 //
 // # Opening
 //
-// Open picks the backend from a database URL (postgres:// or postgresql://
-// for PostgreSQL; sqlite:PATH, sqlite://PATH, file:PATH or a plain path for
-// SQLite), connects, and runs the embedded schema migrations before
-// returning, so a session can be created as soon as Open succeeds. A
-// connection or migration failure is an error. OpenPostgres and OpenSQLite
-// return the concrete stores. Close releases the store; for SQLite it also
-// checkpoints and truncates the write-ahead log.
+// The store is DB, the sessions' logic written once over a Backend that
+// supplies one database system's statements. Package store/postgres and
+// package store/sqlite are the two backends; their Open connects, runs the
+// backend's embedded schema migrations before returning, so a session can be
+// created as soon as Open succeeds, and returns the DB. Package store/dburl
+// picks the backend from a database URL (postgres:// or postgresql:// for
+// PostgreSQL; sqlite:PATH, sqlite://PATH, file:PATH or a plain path for
+// SQLite). A connection or migration failure is an error. Close releases the
+// store; for SQLite it also checkpoints and truncates the write-ahead log.
 //
-//	st, err := store.Open(ctx, cfg.DatabaseURL)
+//	st, err := dburl.Open(ctx, cfg.DatabaseURL)
 //	if err != nil {
 //		return fmt.Errorf("open session store: %w", err)
 //	}
 //	defer st.Close()
+//
+// This package itself links no database driver: what only needs the
+// store's types, or the transcript's, does not link one either.
 //
 // # Tenants
 //
@@ -37,17 +43,12 @@
 //
 // # Entries
 //
-// A session's stream is a sequence of Entry values, numbered from 1 by the
-// writer (see package journal) before they are queued. Each carries a typed
-// Payload, one of the types of this package: messages (UserMessage,
-// AssistantMessage, ToolResult), ToolCall and ToolCompletion records,
-// ProviderChange, ModelChange, PersonaChange and ReasoningChange, Usage
-// snapshots, completion Checkpoints, Compaction checkpoints, Fork metadata,
-// SubagentOutcomes and the Layers record of the extension layers each run
-// used. Payloads are stored as JSON beside their EntryKind;
-// DecodeEntry turns them back and reports unknown kinds or corrupt payloads
-// as an *EntryError naming the session and sequence number (ErrCorruptEntry),
-// which fails reading that session only.
+// A session's stream is a sequence of transcript.Entry values, numbered
+// from 1 by the writer (see package journal) before they are queued.
+// Payloads are stored as JSON beside their kind. An entry that cannot be
+// decoded is reported as a *transcript.EntryError naming the session and
+// sequence number (transcript.ErrCorruptEntry), which fails reading that
+// session only.
 //
 // Append is idempotent per (session, sequence number), so a batch whose
 // commit was not acknowledged can be written again. Errors worth retrying
@@ -59,10 +60,11 @@
 // for the prefix before its FirstKept, with its provenance. In the same
 // transaction the entries before FirstKept are marked compacted (their
 // CompactedBy is the checkpoint's sequence number); nothing is deleted. Load
-// returns what resuming needs in a Snapshot: the latest compaction's
-// replacement, the active entries after it, the settings (provider, model,
-// persona, reasoning), usage and completion checkpoint in force at the end,
-// and the last sequence number to continue from.
+// returns the session's record and what resuming needs in a
+// transcript.Snapshot: the latest compaction's replacement, the active
+// entries after it, the settings (provider, model, persona, reasoning),
+// usage and completion checkpoint in force at the end, and the last sequence
+// number to continue from.
 //
 // Fork copies a session's entries through a sequence number (by default the
 // latest) into a new child session with parent and root ids, then appends a
@@ -72,11 +74,13 @@
 //
 // # Backends
 //
-// Both backends pass the conformance suite in package storetest.
-// PostgreSQL is accessed through a pgx connection pool; small appends are one
-// pipelined statement, large ones a COPY. SQLite (modernc.org/sqlite, no cgo)
-// keeps one writer connection per process and a pool of query-only readers,
-// with foreign keys, WAL, a 5 s busy timeout, NORMAL synchronous mode and a
-// 500-page autocheckpoint on every connection; opening retries the races
-// of several processes creating the same file.
+// A Backend implements Queries, the statements DB composes, and Append, the
+// one operation whose best shape differs by database; WithTx is the one
+// transaction helper of both. Both backends pass the conformance suite in
+// package storetest. PostgreSQL is accessed through a pgx connection pool;
+// small appends are one pipelined statement, large ones a COPY. SQLite
+// (modernc.org/sqlite, no cgo) keeps one writer connection per process and a
+// pool of query-only readers, with foreign keys, WAL, a 5 s busy timeout,
+// NORMAL synchronous mode and a 500-page autocheckpoint on every connection;
+// opening retries the races of several processes creating the same file.
 package store

@@ -11,65 +11,19 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+
+	"github.com/aerie-run/aerie/runner/transcript"
 )
-
-func TestParseURL(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		url     string
-		backend backend
-		target  string
-		wantErr bool
-	}{
-		{url: "postgres://u:p@db:5432/aerie?sslmode=disable", backend: backendPostgres, target: "postgres://u:p@db:5432/aerie?sslmode=disable"},
-		{url: "postgresql://db/aerie", backend: backendPostgres, target: "postgresql://db/aerie"},
-		{url: "POSTGRES://db/aerie", backend: backendPostgres, target: "POSTGRES://db/aerie"},
-		{url: "sqlite:///home/me/.aerie/sessions.db", target: "/home/me/.aerie/sessions.db"},
-		{url: "sqlite:/home/me/.aerie/sessions.db", target: "/home/me/.aerie/sessions.db"},
-		{url: "sqlite:relative/sessions.db", target: "relative/sessions.db"},
-		{url: "file:/home/me/sessions.db", target: "/home/me/sessions.db"},
-		{url: "file:///home/me/sessions.db", target: "/home/me/sessions.db"},
-		{url: "/home/me/sessions.db", target: "/home/me/sessions.db"},
-		{url: "sessions.db", target: "sessions.db"},
-		{url: "/path with spaces/#1/sessions.db", target: "/path with spaces/#1/sessions.db"},
-		{url: "", wantErr: true},
-		{url: "sqlite:", wantErr: true},
-		{url: "mysql://db/aerie", wantErr: true},
-		{url: "sqlite:/tmp/x.db?_pragma=foreign_keys(0)", wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.url, func(t *testing.T) {
-			t.Parallel()
-			b, target, err := parseURL(tt.url)
-			if tt.wantErr {
-				if err == nil {
-					t.Fatalf("parseURL(%q) = %v, %q; want an error", tt.url, b, target)
-				}
-				return
-			}
-			if err != nil || b != tt.backend || target != tt.target {
-				t.Errorf("parseURL(%q) = %v, %q, %v; want %v, %q", tt.url, b, target, err, tt.backend, tt.target)
-			}
-		})
-	}
-}
-
-func TestSQLiteDSNEscapesPath(t *testing.T) {
-	t.Parallel()
-	dsn := sqliteDSN("/tmp/a?b#c%d/sessions.db", true)
-	want := "file:/tmp/a%3fb%23c%25d/sessions.db?"
-	if len(dsn) < len(want) || dsn[:len(want)] != want {
-		t.Errorf("sqliteDSN = %q, want it to start with %q", dsn, want)
-	}
-}
 
 func TestCheckCut(t *testing.T) {
 	t.Parallel()
-	call := func(seq int64, id string) Entry { return Entry{Seq: seq, Payload: ToolCall{CallID: id, Name: "bash"}} }
-	done := func(seq int64, id string) Entry {
-		return Entry{Seq: seq, Payload: ToolCompletion{CallID: id, Status: ToolOK}}
+	call := func(seq int64, id string) transcript.Entry {
+		return transcript.Entry{Seq: seq, Payload: transcript.ToolCall{CallID: id, Name: "bash"}}
 	}
-	tools := []Entry{call(2, "a"), done(4, "a"), call(5, "b"), call(6, "c"), done(7, "c"), done(9, "b")}
+	done := func(seq int64, id string) transcript.Entry {
+		return transcript.Entry{Seq: seq, Payload: transcript.ToolCompletion{CallID: id, Status: transcript.ToolOK}}
+	}
+	tools := []transcript.Entry{call(2, "a"), done(4, "a"), call(5, "b"), call(6, "c"), done(7, "c"), done(9, "b")}
 	tests := []struct {
 		at   int64
 		open string // the open calls named in the error, "" for a valid cut
@@ -182,16 +136,6 @@ func TestBuildTree(t *testing.T) {
 	}
 }
 
-func TestInternKindDoesNotAllocate(t *testing.T) {
-	raw := []byte("tool_result")
-	if n := testing.AllocsPerRun(100, func() { _ = internKind(raw) }); n != 0 {
-		t.Errorf("internKind allocates %v times", n)
-	}
-	if got := internKind([]byte("new_kind")); got != "new_kind" {
-		t.Errorf("internKind of an unknown kind = %q", got)
-	}
-}
-
 func TestRowBatchSortsBySeq(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -209,10 +153,10 @@ func TestRowBatchSortsBySeq(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newRowBatch(uuid.Nil, int64(len(tt.seqs)))
+			b := newEntryRows(uuid.Nil, int64(len(tt.seqs)))
 			for i, seq := range tt.seqs {
 				// The payload tells rows with the same number apart.
-				b.add(seq, []byte("model_change"), fmt.Sprintf(`{"model":"m%d"}`, i), time.Time{}, 0)
+				b.Add(seq, []byte("model_change"), fmt.Sprintf(`{"model":"m%d"}`, i), time.Time{}, 0)
 			}
 			b.sort()
 			var got, want []int64
@@ -262,18 +206,18 @@ func TestRowBatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tt.procs))
-			b := newRowBatch(session, n)
+			b := newEntryRows(session, n)
 			for _, seq := range seqs {
 				p := payload(seq)
 				if slices.Contains(tt.corrupt, seq) {
 					p = `{"model":`
 				}
-				b.add(seq, []byte("model_change"), p, time.Unix(seq, 0), 0)
+				b.Add(seq, []byte("model_change"), p, time.Unix(seq, 0), 0)
 			}
 			entries, err := b.decode()
 			if len(tt.corrupt) > 0 {
-				var entryErr *EntryError
-				if !errors.As(err, &entryErr) || !errors.Is(err, ErrCorruptEntry) {
+				var entryErr *transcript.EntryError
+				if !errors.As(err, &entryErr) || !errors.Is(err, transcript.ErrCorruptEntry) {
 					t.Fatalf("decode = %v, want a corrupt entry error", err)
 				}
 				if want := slices.Min(tt.corrupt); entryErr.Seq != want || entryErr.Session != session {
@@ -289,7 +233,7 @@ func TestRowBatch(t *testing.T) {
 			}
 			for i, e := range entries {
 				seq := int64(i + 1)
-				want := Entry{Seq: seq, Payload: ModelChange{Model: fmt.Sprintf("m%d", seq)}, CreatedAt: time.Unix(seq, 0)}
+				want := transcript.Entry{Seq: seq, Payload: transcript.ModelChange{Model: fmt.Sprintf("m%d", seq)}, CreatedAt: time.Unix(seq, 0)}
 				if diff := cmp.Diff(want, e); diff != "" {
 					t.Fatalf("entry %d (-want +got):\n%s", i, diff)
 				}

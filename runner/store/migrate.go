@@ -1,7 +1,6 @@
 package store
 
 import (
-	"embed"
 	"fmt"
 	"io/fs"
 	"path"
@@ -10,27 +9,24 @@ import (
 	"strings"
 )
 
-// migrationFiles holds each backend's schema migrations, in
-// migrations/<backend>/NNNN_name.up.sql. Versions are applied in order, each
-// in the transaction that records it in schema_migrations.
-//
-//go:embed migrations
-var migrationFiles embed.FS
-
-type migration struct {
-	version int64
-	name    string
-	sql     string
+// Migration is one schema migration of a backend, read from a file
+// NNNN_name.up.sql. A backend applies the versions it has not applied yet in
+// order, each in the transaction that records it in schema_migrations.
+type Migration struct {
+	Version int64
+	Name    string
+	SQL     string
 }
 
-// migrations returns a backend's migrations in version order.
-func migrations(backend string) ([]migration, error) {
-	dir := path.Join("migrations", backend)
-	files, err := fs.ReadDir(migrationFiles, dir)
+// Migrations returns the migrations in directory dir of fsys (a backend's
+// embedded files) in version order. A file whose name does not start with a
+// positive version number, or two files of one version, are errors.
+func Migrations(fsys fs.FS, dir string) ([]Migration, error) {
+	files, err := fs.ReadDir(fsys, dir)
 	if err != nil {
 		return nil, fmt.Errorf("read migrations: %w", err)
 	}
-	var ms []migration
+	var ms []Migration
 	for _, f := range files {
 		name, ok := strings.CutSuffix(f.Name(), ".up.sql")
 		if !ok {
@@ -41,16 +37,16 @@ func migrations(backend string) ([]migration, error) {
 		if err != nil || v < 1 {
 			return nil, fmt.Errorf("migration %s: name must start with a positive version number", f.Name())
 		}
-		b, err := fs.ReadFile(migrationFiles, path.Join(dir, f.Name()))
+		b, err := fs.ReadFile(fsys, path.Join(dir, f.Name()))
 		if err != nil {
 			return nil, fmt.Errorf("read migration %s: %w", f.Name(), err)
 		}
-		ms = append(ms, migration{version: v, name: name, sql: string(b)})
+		ms = append(ms, Migration{Version: v, Name: name, SQL: string(b)})
 	}
-	slices.SortFunc(ms, func(a, b migration) int { return int(a.version - b.version) })
+	slices.SortFunc(ms, func(a, b Migration) int { return int(a.Version - b.Version) })
 	for i := 1; i < len(ms); i++ {
-		if ms[i].version == ms[i-1].version {
-			return nil, fmt.Errorf("migrations %s and %s share version %d", ms[i-1].name, ms[i].name, ms[i].version)
+		if ms[i].Version == ms[i-1].Version {
+			return nil, fmt.Errorf("migrations %s and %s share version %d", ms[i-1].Name, ms[i].Name, ms[i].Version)
 		}
 	}
 	return ms, nil

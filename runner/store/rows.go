@@ -9,22 +9,26 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
-// encodedEntry is an entry ready to be written.
-type encodedEntry struct {
-	seq       int64
-	kind      EntryKind
-	payload   []byte
-	createdAt time.Time
-	// firstKept is set for compaction checkpoints: entries before it become
-	// compacted by this one.
-	firstKept int64
+// EntryRow is an entry as a Backend writes it: checked, and its payload
+// encoded.
+type EntryRow struct {
+	Seq     int64
+	Kind    transcript.EntryKind
+	Payload []byte
+	// CreatedAt is in UTC, at the microsecond precision both backends keep.
+	CreatedAt time.Time
+	// FirstKept is set for compaction checkpoints: the entries before it
+	// become compacted by this one.
+	FirstKept int64
 }
 
 // encodeEntries checks a batch for Append and encodes its payloads.
-func encodeEntries(entries []Entry) ([]encodedEntry, error) {
-	out := make([]encodedEntry, len(entries))
+func encodeEntries(entries []transcript.Entry) ([]EntryRow, error) {
+	out := make([]EntryRow, len(entries))
 	for i, e := range entries {
 		if e.Seq < 1 {
 			return nil, fmt.Errorf("entry sequence number %d, want at least 1: %w", e.Seq, ErrInvalid)
@@ -32,30 +36,30 @@ func encodeEntries(entries []Entry) ([]encodedEntry, error) {
 		if i > 0 && e.Seq <= entries[i-1].Seq {
 			return nil, fmt.Errorf("entry sequence numbers %d, %d do not increase: %w", entries[i-1].Seq, e.Seq, ErrInvalid)
 		}
-		payload, err := EncodePayload(e.Payload)
+		payload, err := transcript.EncodePayload(e.Payload)
 		if err != nil {
 			return nil, fmt.Errorf("entry %d: %w: %w", e.Seq, ErrInvalid, err)
 		}
-		ee := encodedEntry{seq: e.Seq, kind: e.Kind(), payload: payload, createdAt: e.CreatedAt}
-		if c, ok := e.Payload.(Compaction); ok {
+		r := EntryRow{Seq: e.Seq, Kind: e.Kind(), Payload: payload, CreatedAt: e.CreatedAt}
+		if c, ok := e.Payload.(transcript.Compaction); ok {
 			if c.FirstKept > e.Seq {
 				return nil, fmt.Errorf("compaction %d keeps from %d, after itself: %w", e.Seq, c.FirstKept, ErrInvalid)
 			}
-			ee.firstKept = c.FirstKept
+			r.FirstKept = c.FirstKept
 		}
-		if ee.createdAt.IsZero() {
-			ee.createdAt = now()
+		if r.CreatedAt.IsZero() {
+			r.CreatedAt = now()
 		}
-		ee.createdAt = ee.createdAt.UTC().Truncate(time.Microsecond)
-		out[i] = ee
+		r.CreatedAt = r.CreatedAt.UTC().Truncate(time.Microsecond)
+		out[i] = r
 	}
 	return out, nil
 }
 
-// rowBatch collects the entry rows of one session as they are read, to be
-// decoded together: decoding JSON is most of the cost of reading a long
-// session, and decode spreads it over the available cores.
-type rowBatch struct {
+// EntryRows collects the entry rows of one session as a Backend reads them,
+// to be decoded together: decoding JSON is most of the cost of reading a
+// long session, and decode spreads it over the available cores.
+type EntryRows struct {
 	session uuid.UUID
 	rows    []row
 }
@@ -63,21 +67,24 @@ type rowBatch struct {
 type row struct {
 	seq, compactedBy int64
 	createdAt        time.Time
-	kind             EntryKind
+	kind             transcript.EntryKind
 	// payload is the row's own copy: decoded strings may share its memory.
 	payload string
 }
 
-func newRowBatch(session uuid.UUID, capacity int64) *rowBatch {
-	return &rowBatch{session: session, rows: make([]row, 0, min(capacity, 1<<20))}
+// newEntryRows returns the rows of a read of session; capacity is a hint
+// of how many to expect.
+func newEntryRows(session uuid.UUID, capacity int64) *EntryRows {
+	return &EntryRows{session: session, rows: make([]row, 0, min(capacity, 1<<20))}
 }
 
-// add records a row. kind may be reused by the caller afterwards; payload
-// is the batch's from then on.
-func (b *rowBatch) add(seq int64, kind []byte, payload string, createdAt time.Time, compactedBy int64) {
+// Add records a row. kind may be reused by the caller afterwards; payload
+// is the batch's from then on, and its decoded strings may share its
+// memory. createdAt is in UTC; compactedBy is 0 for an active entry.
+func (b *EntryRows) Add(seq int64, kind []byte, payload string, createdAt time.Time, compactedBy int64) {
 	b.rows = append(b.rows, row{
 		seq: seq, compactedBy: compactedBy, createdAt: createdAt,
-		kind: internKind(kind), payload: payload,
+		kind: transcript.KindOf(kind), payload: payload,
 	})
 }
 
@@ -88,9 +95,9 @@ const parallelDecodeMin = 256
 // decode decodes every row into entries in sequence order, whatever the
 // order the rows were read in. If rows are corrupt, the error is that of the
 // one with the lowest sequence number, whatever the scheduling.
-func (b *rowBatch) decode() ([]Entry, error) {
+func (b *EntryRows) decode() ([]transcript.Entry, error) {
 	b.sort()
-	entries := make([]Entry, len(b.rows))
+	entries := make([]transcript.Entry, len(b.rows))
 	workers := min(runtime.GOMAXPROCS(0), len(b.rows)/parallelDecodeMin+1)
 	chunk := (len(b.rows) + workers - 1) / max(workers, 1)
 	errs := make([]error, workers)
@@ -100,12 +107,12 @@ func (b *rowBatch) decode() ([]Entry, error) {
 		decodeRange := func() {
 			for i := lo; i < hi; i++ {
 				r := b.rows[i]
-				p, err := decodeEntry(b.session, r.seq, r.kind, r.payload)
+				p, err := transcript.DecodeEntry(b.session, r.seq, r.kind, r.payload)
 				if err != nil {
 					errs[w] = err
 					return
 				}
-				entries[i] = Entry{Seq: r.seq, Payload: p, CreatedAt: r.createdAt, CompactedBy: r.compactedBy}
+				entries[i] = transcript.Entry{Seq: r.seq, Payload: p, CreatedAt: r.createdAt, CompactedBy: r.compactedBy}
 			}
 		}
 		if w == workers-1 {
@@ -125,7 +132,7 @@ func (b *rowBatch) decode() ([]Entry, error) {
 
 // sort puts the rows in sequence order. They mostly come in order, and
 // then this only checks them.
-func (b *rowBatch) sort() {
+func (b *EntryRows) sort() {
 	bySeq := func(x, y row) int { return cmp.Compare(x.seq, y.seq) }
 	if slices.IsSortedFunc(b.rows, bySeq) {
 		return
@@ -154,44 +161,4 @@ func (b *rowBatch) sort() {
 		}
 	}
 	slices.SortFunc(b.rows, bySeq)
-}
-
-// internKind returns the EntryKind for a stored kind without allocating for
-// the known ones.
-func internKind(b []byte) EntryKind {
-	switch EntryKind(b) {
-	case KindUserMessage:
-		return KindUserMessage
-	case KindAssistantMessage:
-		return KindAssistantMessage
-	case KindToolResult:
-		return KindToolResult
-	case KindToolCall:
-		return KindToolCall
-	case KindToolCompletion:
-		return KindToolCompletion
-	case KindProviderChange:
-		return KindProviderChange
-	case KindModelChange:
-		return KindModelChange
-	case KindPersonaChange:
-		return KindPersonaChange
-	case KindReasoningChange:
-		return KindReasoningChange
-	case KindUsage:
-		return KindUsage
-	case KindCheckpoint:
-		return KindCheckpoint
-	case KindCompaction:
-		return KindCompaction
-	case KindFork:
-		return KindFork
-	case KindSubagentOutcome:
-		return KindSubagentOutcome
-	case KindLayers:
-		return KindLayers
-	case KindHookVerdict:
-		return KindHookVerdict
-	}
-	return EntryKind(b)
 }

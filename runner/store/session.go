@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // checkTenant refuses the empty tenant: it would scope nothing.
@@ -69,8 +71,8 @@ func forkPoint(src Session, at int64) (int64, error) {
 // prepareFork returns the child session row of a fork of src at a cut.
 // latest are the source's latest setting entries at the cut: the child
 // starts with the settings in force there, not those the source has now.
-func prepareFork(src Session, opts ForkOptions, latest []Entry, at time.Time) (Session, error) {
-	snap := Snapshot{Settings: src.Settings}
+func prepareFork(src Session, opts ForkOptions, latest []transcript.Entry, at time.Time) (Session, error) {
+	snap := transcript.Snapshot{Settings: src.Settings}
 	applyLatest(&snap, latest)
 	child := Session{
 		ID:        opts.ID,
@@ -98,13 +100,13 @@ func prepareFork(src Session, opts ForkOptions, latest []Entry, at time.Time) (S
 }
 
 // forkEntry is the Fork entry that follows the copied prefix in the child.
-func forkEntry(src Session, at int64, createdAt time.Time) (encodedEntry, error) {
-	f := Fork{Source: src.ID, SourceSeq: at}
-	payload, err := EncodePayload(f)
+func forkEntry(src Session, at int64, createdAt time.Time) (EntryRow, error) {
+	f := transcript.Fork{Source: src.ID, SourceSeq: at}
+	payload, err := transcript.EncodePayload(f)
 	if err != nil {
-		return encodedEntry{}, err
+		return EntryRow{}, err
 	}
-	return encodedEntry{seq: at + 1, kind: KindFork, payload: payload, createdAt: createdAt}, nil
+	return EntryRow{Seq: at + 1, Kind: transcript.KindFork, Payload: payload, CreatedAt: createdAt}, nil
 }
 
 // now is the store's clock: UTC at the microsecond precision both backends
@@ -115,28 +117,34 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 // when it was compacted: they carry the state a session resumes with.
 func latestKinds() []string {
 	return []string{
-		string(KindProviderChange), string(KindModelChange), string(KindPersonaChange),
-		string(KindReasoningChange), string(KindUsage), string(KindCheckpoint), string(KindCompaction),
+		string(transcript.KindProviderChange), string(transcript.KindModelChange), string(transcript.KindPersonaChange),
+		string(transcript.KindReasoningChange), string(transcript.KindUsage), string(transcript.KindCheckpoint),
+		string(transcript.KindCompaction),
 	}
 }
 
+// toolKinds are the kinds a fork's cut is checked against.
+func toolKinds() []string {
+	return []string{string(transcript.KindToolCall), string(transcript.KindToolCompletion)}
+}
+
 // applyLatest folds the latest entry of each of latestKinds into a snapshot.
-func applyLatest(snap *Snapshot, latest []Entry) {
+func applyLatest(snap *transcript.Snapshot, latest []transcript.Entry) {
 	for _, e := range latest {
 		switch p := e.Payload.(type) {
-		case ProviderChange:
+		case transcript.ProviderChange:
 			snap.Settings.Provider = p.Provider
-		case ModelChange:
+		case transcript.ModelChange:
 			snap.Settings.Model = p.Model
-		case PersonaChange:
+		case transcript.PersonaChange:
 			snap.Settings.Persona = p.Persona
-		case ReasoningChange:
+		case transcript.ReasoningChange:
 			snap.Settings.Reasoning = p.Effort
-		case Usage:
+		case transcript.Usage:
 			snap.Usage = &p
-		case Checkpoint:
+		case transcript.Checkpoint:
 			snap.Checkpoint = &p
-		case Compaction:
+		case transcript.Compaction:
 			snap.Compaction = &p
 			snap.CompactionSeq = e.Seq
 		}
@@ -145,9 +153,9 @@ func applyLatest(snap *Snapshot, latest []Entry) {
 
 // tailStart is where the active tail can begin: every entry before the
 // latest compaction's first kept entry was compacted by it (if not before).
-func (s *Snapshot) tailStart() int64 {
-	if s.Compaction == nil {
+func tailStart(snap transcript.Snapshot) int64 {
+	if snap.Compaction == nil {
 		return 1
 	}
-	return s.Compaction.FirstKept
+	return snap.Compaction.FirstKept
 }

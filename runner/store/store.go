@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
-// Store is the contract both backends (Postgres and SQLite) fulfil, and what
-// Open returns. It is declared here, next to its two implementations, rather
-// than by a consumer because it is the unit the conformance suite
-// (storetest) pins down: consumers that need less declare their own narrow
-// interface (journal.Store needs only Append).
+// Store is the contract DB fulfils over either backend (PostgreSQL or
+// SQLite). It is declared here, next to its implementation, rather than by a
+// consumer because it is the unit the conformance suite (storetest) pins
+// down: consumers that need less declare their own narrow interface
+// (journal.Store needs only Append).
 //
 // Every method takes the tenant that scopes it: the Kubernetes namespace in
 // a pod, the working directory locally. A session is invisible to every other
@@ -50,14 +52,16 @@ type Store interface {
 	// Appending a Compaction marks the entries before its FirstKept
 	// compacted, in the same transaction. An unknown session is
 	// ErrNotFound; errors worth retrying match ErrTransient.
-	Append(ctx context.Context, tenant string, session uuid.UUID, entries []Entry) error
-	// Load returns what resuming a session needs: the latest compaction
-	// replacement, the active entries, and the settings, usage and
-	// completion state in force at its end.
-	Load(ctx context.Context, tenant string, session uuid.UUID) (Snapshot, error)
+	Append(ctx context.Context, tenant string, session uuid.UUID, entries []transcript.Entry) error
+	// Load returns a session's record and what resuming it needs, read
+	// together: the latest compaction replacement, the active entries, and
+	// the settings, usage and completion state in force at its end. A
+	// corrupt entry is a *transcript.EntryError.
+	Load(ctx context.Context, tenant string, session uuid.UUID) (Session, transcript.Snapshot, error)
 	// Entries returns the whole stream of a session, compacted entries
-	// included, in sequence order.
-	Entries(ctx context.Context, tenant string, session uuid.UUID) ([]Entry, error)
+	// included, in sequence order. A corrupt entry is a
+	// *transcript.EntryError.
+	Entries(ctx context.Context, tenant string, session uuid.UUID) ([]transcript.Entry, error)
 
 	// AddTrace stores a Mixture-of-Agents trace. Traces live in their own
 	// table, outside the entry stream.
@@ -81,16 +85,31 @@ var (
 	// ErrInvalidCut: a fork sequence number is out of range or inside an
 	// open tool call.
 	ErrInvalidCut = errors.New("invalid fork cut")
-	// ErrCorruptEntry: a stored entry cannot be decoded; see EntryError.
-	ErrCorruptEntry = errors.New("corrupt entry")
 	// ErrInvalid: the arguments are unusable (empty tenant, unknown state,
 	// sequence numbers out of order, ...).
 	ErrInvalid = errors.New("invalid argument")
 	// ErrTransient: the operation failed for a reason that may go away (lost
 	// connection, server restart, serialization failure, deadlock, a busy
-	// SQLite file). Retrying the same call is safe.
-	ErrTransient = errors.New("transient database error")
+	// SQLite file). Retrying the same call is safe. It and every error that
+	// matches it also have a method Transient() bool that returns true, for
+	// consumers that recognise such errors without importing this package
+	// (the journal does).
+	ErrTransient error = transientError{errors.New("transient database error")}
 )
+
+// Transient marks err, a backend's error (not nil), as worth retrying: the
+// result matches ErrTransient and unwraps to err.
+func Transient(err error) error { return transientError{err} }
+
+// transientError marks an error worth retrying.
+type transientError struct{ err error }
+
+func (e transientError) Error() string        { return e.err.Error() }
+func (e transientError) Unwrap() error        { return e.err }
+func (e transientError) Is(target error) bool { return target == ErrTransient }
+
+// Transient says the error is worth retrying.
+func (transientError) Transient() bool { return true }
 
 // SessionKind says how a session came to be.
 type SessionKind string
@@ -131,14 +150,6 @@ func (s State) valid() bool {
 	return false
 }
 
-// Settings are the model settings a session runs with.
-type Settings struct {
-	Provider  string
-	Model     string
-	Persona   string
-	Reasoning string
-}
-
 // Session is a stored session record.
 type Session struct {
 	ID     uuid.UUID
@@ -147,7 +158,7 @@ type Session struct {
 	Dir string
 	// Settings are the settings the session was created with. Later changes
 	// are entries of the stream; Load returns the settings in force.
-	Settings Settings
+	Settings transcript.Settings
 	Kind     SessionKind
 	// Label is an optional name, usable as a reference in Resolve.
 	Label string
@@ -174,7 +185,7 @@ type NewSession struct {
 	// the AgentSession's UID.
 	ID       uuid.UUID
 	Dir      string
-	Settings Settings
+	Settings transcript.Settings
 	// Kind defaults to SessionUser. SessionFork is refused: use Fork.
 	Kind  SessionKind
 	Label string
@@ -202,29 +213,6 @@ type ForkOptions struct {
 	Label string
 	// State defaults to StateIdle.
 	State State
-}
-
-// Snapshot is what resuming a session needs, read in one consistent view.
-type Snapshot struct {
-	Session Session
-	// Settings are those in force at the end of the stream: the session's
-	// creation settings overridden by the latest change entries.
-	Settings Settings
-	// Compaction is the latest compaction checkpoint, whose Replacement
-	// comes before Entries in the live context; nil if the session was never
-	// compacted. CompactionSeq is its sequence number.
-	Compaction    *Compaction
-	CompactionSeq int64
-	// Entries are the active entries (not compacted, compaction checkpoints
-	// excluded) in sequence order: the tail after the replacement.
-	Entries []Entry
-	// Usage is the latest usage snapshot and Checkpoint the latest
-	// completion checkpoint, compacted or not; nil if there is none.
-	Usage      *Usage
-	Checkpoint *Checkpoint
-	// LastSeq is the highest stored sequence number: a journal writer
-	// continuing the session starts at LastSeq+1.
-	LastSeq int64
 }
 
 // Trace is a Mixture-of-Agents trace: the proposals of several models and

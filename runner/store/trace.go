@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // prepareTrace fills a trace's id and time and encodes its calls.
@@ -37,7 +39,7 @@ func prepareTrace(tr Trace) (Trace, []byte, error) {
 func decodeTrace(tr *Trace, data []byte) error {
 	var d traceData
 	if err := json.Unmarshal(data, &d); err != nil {
-		return fmt.Errorf("session %s: trace %s: %w: %w", tr.Session, tr.ID, ErrCorruptEntry, err)
+		return fmt.Errorf("session %s: trace %s: %w: %w", tr.Session, tr.ID, transcript.ErrCorruptEntry, err)
 	}
 	tr.Proposals, tr.Aggregate = d.Proposals, d.Aggregate
 	return nil

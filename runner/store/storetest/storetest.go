@@ -4,8 +4,13 @@
 //	storetest.Run(t, func(t *testing.T) string { return pg.NewDatabase(t) })
 //	storetest.Run(t, func(t *testing.T) string { return filepath.Join(t.TempDir(), "sessions.db") })
 //
-// Each case opens the store through store.Open, so the URL dispatch is
+// Each case opens the store through dburl.Open, so the URL dispatch is
 // covered too, on a database of its own.
+//
+// Beside the suite, the package holds what the backends' own tests and
+// benchmarks share: CorruptEntry, a scenario that needs a backend to write
+// rows behind the store's back, and Transcript and Seed, a session shaped
+// like a coding session.
 package storetest
 
 import (
@@ -23,6 +28,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/dburl"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // Run runs the conformance suite. newURL returns the URL of a fresh, empty
@@ -69,7 +76,7 @@ func ctx(t *testing.T) context.Context {
 
 func open(t *testing.T, url string) store.Store {
 	t.Helper()
-	st, err := store.Open(ctx(t), url)
+	st, err := dburl.Open(ctx(t), url)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -90,14 +97,14 @@ func create(t *testing.T, st store.Store, tenant string, ns store.NewSession) st
 	return s
 }
 
-func appendEntries(t *testing.T, st store.Store, tenant string, id uuid.UUID, entries ...store.Entry) {
+func appendEntries(t *testing.T, st store.Store, tenant string, id uuid.UUID, entries ...transcript.Entry) {
 	t.Helper()
 	if err := st.Append(ctx(t), tenant, id, entries); err != nil {
 		t.Fatalf("append: %v", err)
 	}
 }
 
-func entries(t *testing.T, st store.Store, tenant string, id uuid.UUID) []store.Entry {
+func entries(t *testing.T, st store.Store, tenant string, id uuid.UUID) []transcript.Entry {
 	t.Helper()
 	es, err := st.Entries(ctx(t), tenant, id)
 	if err != nil {
@@ -136,33 +143,33 @@ type stream struct {
 
 func newStream() *stream { return &stream{clock: newClock()} }
 
-func (s *stream) add(p store.Payload) store.Entry {
+func (s *stream) add(p transcript.Payload) transcript.Entry {
 	s.seq++
-	return store.Entry{Seq: s.seq, Payload: p, CreatedAt: s.clock.next()}
+	return transcript.Entry{Seq: s.seq, Payload: p, CreatedAt: s.clock.next()}
 }
 
-func user(text string) store.UserMessage {
-	return store.UserMessage{Content: []store.Block{{Type: store.BlockText, Text: text}}}
+func user(text string) transcript.UserMessage {
+	return transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: text}}}
 }
 
-func assistant(text string) store.AssistantMessage {
-	return store.AssistantMessage{Content: []store.Block{{Type: store.BlockText, Text: text}}, StopReason: "end_turn"}
+func assistant(text string) transcript.AssistantMessage {
+	return transcript.AssistantMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: text}}, StopReason: "end_turn"}
 }
 
-func toolUse(id string) store.AssistantMessage {
-	return store.AssistantMessage{
-		Content:    []store.Block{{Type: store.BlockToolUse, ID: id, Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)}},
+func toolUse(id string) transcript.AssistantMessage {
+	return transcript.AssistantMessage{
+		Content:    []transcript.Block{{Type: transcript.BlockToolUse, ID: id, Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)}},
 		StopReason: "tool_use",
 	}
 }
 
 // toolExchange is the entries of one complete tool call.
-func toolExchange(s *stream, id string) []store.Entry {
-	return []store.Entry{
+func toolExchange(s *stream, id string) []transcript.Entry {
+	return []transcript.Entry{
 		s.add(toolUse(id)),
-		s.add(store.ToolCall{CallID: id, Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)}),
-		s.add(store.ToolResult{CallID: id, Content: []store.Block{{Type: store.BlockText, Text: "go.mod\n"}}}),
-		s.add(store.ToolCompletion{CallID: id, Status: store.ToolOK, Duration: 12 * time.Millisecond}),
+		s.add(transcript.ToolCall{CallID: id, Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)}),
+		s.add(transcript.ToolResult{CallID: id, Content: []transcript.Block{{Type: transcript.BlockText, Text: "go.mod\n"}}}),
+		s.add(transcript.ToolCompletion{CallID: id, Status: transcript.ToolOK, Duration: 12 * time.Millisecond}),
 	}
 }
 
@@ -196,7 +203,7 @@ func testMigrations(t *testing.T, newURL func(t *testing.T) string) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			st, err := store.Open(ctx(t), fresh)
+			st, err := dburl.Open(ctx(t), fresh)
 			if err == nil {
 				_, err = st.Create(ctx(t), tenant, store.NewSession{Dir: tenant})
 				err = errors.Join(err, st.Close())
@@ -222,7 +229,7 @@ func testCreateAndGet(t *testing.T, newURL func(t *testing.T) string) {
 	ns := store.NewSession{
 		ID:       uuid.New(),
 		Dir:      "/work/repo",
-		Settings: store.Settings{Provider: "anthropic", Model: "claude-x", Persona: "reviewer", Reasoning: "high"},
+		Settings: transcript.Settings{Provider: "anthropic", Model: "claude-x", Persona: "reviewer", Reasoning: "high"},
 		Label:    "first",
 	}
 	before := time.Now().Add(-time.Second)
@@ -269,32 +276,32 @@ func testCreateAndGet(t *testing.T, newURL func(t *testing.T) string) {
 
 // everyKind is one entry of every kind, so that each payload type makes the
 // round trip through the database.
-func everyKind(s *stream, child uuid.UUID) []store.Entry {
-	es := []store.Entry{
+func everyKind(s *stream, child uuid.UUID) []transcript.Entry {
+	es := []transcript.Entry{
 		s.add(user("hello")),
-		s.add(store.AssistantMessage{Content: []store.Block{
-			{Type: store.BlockThinking, Text: "let me look", Signature: "sig=="},
-			{Type: store.BlockText, Text: "looking \u0000 now"}, // NUL survives the round trip
+		s.add(transcript.AssistantMessage{Content: []transcript.Block{
+			{Type: transcript.BlockThinking, Text: "let me look", Signature: "sig=="},
+			{Type: transcript.BlockText, Text: "looking \u0000 now"}, // NUL survives the round trip
 		}}),
 	}
 	es = append(es, toolExchange(s, "call-1")...)
 	return append(es,
-		s.add(store.ProviderChange{Provider: "openai"}),
-		s.add(store.ModelChange{Model: "gpt-x"}),
-		s.add(store.PersonaChange{Persona: "terse"}),
-		s.add(store.ReasoningChange{Effort: "low"}),
-		s.add(store.Usage{InputTokens: 1200, OutputTokens: 300, CacheReadTokens: 800, Requests: 2, CostUSD: 0.0125}),
-		s.add(store.Checkpoint{Turn: 1, Outcome: "end_turn"}),
-		s.add(store.UserMessage{Content: []store.Block{{Type: store.BlockImage, MediaType: "image/png", Data: []byte{0x89, 'P', 'N', 'G'}}}}),
-		s.add(store.SubagentOutcome{Session: child, Outcome: "completed", Summary: "found it", Usage: &store.Usage{InputTokens: 10}}),
-		s.add(store.HookVerdict{Event: "PreToolUse", CallID: "call-1", Tool: "bash", Decision: "block", Reason: "denied",
-			Runs: []store.HookRun{{Hook: "/ws/.aerie/hooks/guard.yaml#PreToolUse[0].hooks[0]", Exit: 0, Duration: 3 * time.Millisecond, Decision: "block", Reason: "denied"}}}),
-		s.add(store.Fork{Source: child, SourceSeq: 3}),
-		s.add(store.Layers{Layers: []store.Layer{{Name: "go", Kind: "spec", Source: "configmap/go-tools", Digest: "sha256:00ff"}, {Name: "bundled", Kind: "bundled"}}}),
-		s.add(store.Compaction{
-			Replacement: []store.Block{{Type: store.BlockText, Text: "summary"}},
+		s.add(transcript.ProviderChange{Provider: "openai"}),
+		s.add(transcript.ModelChange{Model: "gpt-x"}),
+		s.add(transcript.PersonaChange{Persona: "terse"}),
+		s.add(transcript.ReasoningChange{Effort: "low"}),
+		s.add(transcript.Usage{InputTokens: 1200, OutputTokens: 300, CacheReadTokens: 800, Requests: 2, CostUSD: 0.0125}),
+		s.add(transcript.Checkpoint{Turn: 1, Outcome: "end_turn"}),
+		s.add(transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockImage, MediaType: "image/png", Data: []byte{0x89, 'P', 'N', 'G'}}}}),
+		s.add(transcript.SubagentOutcome{Session: child, Outcome: "completed", Summary: "found it", Usage: &transcript.Usage{InputTokens: 10}}),
+		s.add(transcript.HookVerdict{Event: "PreToolUse", CallID: "call-1", Tool: "bash", Decision: "block", Reason: "denied",
+			Runs: []transcript.HookRun{{Hook: "/ws/.aerie/hooks/guard.yaml#PreToolUse[0].hooks[0]", Exit: 0, Duration: 3 * time.Millisecond, Decision: "block", Reason: "denied"}}}),
+		s.add(transcript.Fork{Source: child, SourceSeq: 3}),
+		s.add(transcript.Layers{Layers: []transcript.Layer{{Name: "go", Kind: "spec", Source: "configmap/go-tools", Digest: "sha256:00ff"}, {Name: "bundled", Kind: "bundled"}}}),
+		s.add(transcript.Compaction{
+			Replacement: []transcript.Block{{Type: transcript.BlockText, Text: "summary"}},
 			FirstKept:   1,
-			Provenance:  store.Provenance{Trigger: "manual", Model: "claude-x", Messages: 4, PendingChildren: []uuid.UUID{child}},
+			Provenance:  transcript.Provenance{Trigger: "manual", Model: "claude-x", Messages: 4, PendingChildren: []uuid.UUID{child}},
 		}),
 	)
 }
@@ -325,15 +332,15 @@ func testAppendAndRead(t *testing.T, newURL func(t *testing.T) string) {
 	gap := str.add(user("after a gap"))
 	gap.Seq += 5
 	appendEntries(t, st, tenant, s.ID, gap)
-	err := st.Append(ctx(t), tenant, s.ID, []store.Entry{str.add(user("a")), {Seq: 1, Payload: user("b")}})
+	err := st.Append(ctx(t), tenant, s.ID, []transcript.Entry{str.add(user("a")), {Seq: 1, Payload: user("b")}})
 	wantErr(t, "append decreasing sequence numbers", err, store.ErrInvalid)
-	err = st.Append(ctx(t), tenant, s.ID, []store.Entry{{Seq: 100, Payload: store.ToolCall{CallID: "x"}}})
+	err = st.Append(ctx(t), tenant, s.ID, []transcript.Entry{{Seq: 100, Payload: transcript.ToolCall{CallID: "x"}}})
 	wantErr(t, "append an invalid payload", err, store.ErrInvalid)
-	err = st.Append(ctx(t), tenant, s.ID, []store.Entry{{Seq: 0, Payload: user("zero")}})
+	err = st.Append(ctx(t), tenant, s.ID, []transcript.Entry{{Seq: 0, Payload: user("zero")}})
 	wantErr(t, "append sequence number 0", err, store.ErrInvalid)
-	err = st.Append(ctx(t), tenant, s.ID, []store.Entry{{Seq: 101, Payload: store.Compaction{FirstKept: 200}}})
+	err = st.Append(ctx(t), tenant, s.ID, []transcript.Entry{{Seq: 101, Payload: transcript.Compaction{FirstKept: 200}}})
 	wantErr(t, "append a compaction keeping from after itself", err, store.ErrInvalid)
-	err = st.Append(ctx(t), tenant, uuid.New(), []store.Entry{{Seq: 1, Payload: user("lost")}})
+	err = st.Append(ctx(t), tenant, uuid.New(), []transcript.Entry{{Seq: 1, Payload: user("lost")}})
 	wantErr(t, "append to unknown session", err, store.ErrNotFound)
 	if got := entries(t, st, tenant, s.ID); len(got) != len(es)+1 {
 		t.Errorf("after rejected appends: %d entries, want %d", len(got), len(es)+1)
@@ -344,11 +351,11 @@ func testAppendIsIdempotent(t *testing.T, newURL func(t *testing.T) string) {
 	st := open(t, newURL(t))
 	s := create(t, st, tenant, store.NewSession{Dir: tenant})
 	str := newStream()
-	var es []store.Entry
+	var es []transcript.Entry
 	for i := range 200 { // beyond any threshold at which a backend changes strategy
 		es = append(es, str.add(user(fmt.Sprintf("m%d", i))))
 	}
-	for _, batch := range [][]store.Entry{es[:5], es[:5], es[3:8], es[:150], es, es} {
+	for _, batch := range [][]transcript.Entry{es[:5], es[:5], es[3:8], es[:150], es, es} {
 		appendEntries(t, st, tenant, s.ID, batch...)
 	}
 	if diff := cmp.Diff(es, entries(t, st, tenant, s.ID), cmpopts.EquateEmpty()); diff != "" {
@@ -363,7 +370,7 @@ func testConcurrentWriters(t *testing.T, newURL func(t *testing.T) string) {
 	st := open(t, newURL(t))
 	const sessions, batches = 6, 30
 	ids := make([]uuid.UUID, sessions)
-	want := make([][]store.Entry, sessions)
+	want := make([][]transcript.Entry, sessions)
 	for i := range ids {
 		ids[i] = create(t, st, tenant, store.NewSession{Dir: tenant}).ID
 	}
@@ -373,7 +380,7 @@ func testConcurrentWriters(t *testing.T, newURL func(t *testing.T) string) {
 		str := newStream()
 		wg.Go(func() {
 			for b := range batches {
-				var batch []store.Entry
+				var batch []transcript.Entry
 				for k := range 1 + (b+i)%5 {
 					batch = append(batch, str.add(user(fmt.Sprintf("s%d b%d e%d", i, b, k))))
 				}
@@ -544,14 +551,14 @@ func testForkCut(t *testing.T, newURL func(t *testing.T) string) {
 	st := open(t, newURL(t))
 	src := create(t, st, tenant, store.NewSession{Dir: tenant, Label: "src"})
 	str := newStream()
-	es := []store.Entry{str.add(user("list files"))} // 1
-	es = append(es, toolExchange(str, "c1")...)      // 2..5: use, call 3, result 4, completion 5
+	es := []transcript.Entry{str.add(user("list files"))} // 1
+	es = append(es, toolExchange(str, "c1")...)           // 2..5: use, call 3, result 4, completion 5
 	es = append(es,
-		str.add(assistant("done")),                                   // 6
-		str.add(toolUse("c2")),                                       // 7
-		str.add(store.ToolCall{CallID: "c2", Name: "bash"}),          // 8
-		str.add(store.ToolCall{CallID: "c3", Name: "read"}),          // 9, two calls in flight
-		str.add(store.ToolCompletion{CallID: "c3", Status: "error"}), // 10, c3 closed, c2 still open
+		str.add(assistant("done")),                                        // 6
+		str.add(toolUse("c2")),                                            // 7
+		str.add(transcript.ToolCall{CallID: "c2", Name: "bash"}),          // 8
+		str.add(transcript.ToolCall{CallID: "c3", Name: "read"}),          // 9, two calls in flight
+		str.add(transcript.ToolCompletion{CallID: "c3", Status: "error"}), // 10, c3 closed, c2 still open
 	)
 	appendEntries(t, st, tenant, src.ID, es...)
 	srcBefore := session(t, st, tenant, src.ID)
@@ -595,8 +602,8 @@ func testForkCut(t *testing.T, newURL func(t *testing.T) string) {
 
 	// Completing c2 makes the latest sequence a valid default cut.
 	appendEntries(t, st, tenant, src.ID,
-		str.add(store.ToolResult{CallID: "c2", Content: []store.Block{{Type: store.BlockText, Text: "ok"}}}),
-		str.add(store.ToolCompletion{CallID: "c2", Status: store.ToolOK}))
+		str.add(transcript.ToolResult{CallID: "c2", Content: []transcript.Block{{Type: transcript.BlockText, Text: "ok"}}}),
+		str.add(transcript.ToolCompletion{CallID: "c2", Status: transcript.ToolOK}))
 	child, err := st.Fork(ctx(t), tenant, src.ID, store.ForkOptions{})
 	if err != nil {
 		t.Fatalf("fork at latest: %v", err)
@@ -617,17 +624,17 @@ func testForkCut(t *testing.T, newURL func(t *testing.T) string) {
 func testForkCopiesPrefix(t *testing.T, newURL func(t *testing.T) string) {
 	st := open(t, newURL(t))
 	src := create(t, st, tenant, store.NewSession{
-		Dir: "/repo", Settings: store.Settings{Provider: "anthropic", Model: "m1", Persona: "p1"}, Label: "src",
+		Dir: "/repo", Settings: transcript.Settings{Provider: "anthropic", Model: "m1", Persona: "p1"}, Label: "src",
 	})
 	str := newStream()
-	es := []store.Entry{
-		str.add(user("one")),                      // 1
-		str.add(assistant("two")),                 // 2
-		str.add(store.ModelChange{Model: "m2"}),   // 3
-		str.add(user("three")),                    // 4
-		str.add(store.ModelChange{Model: "m3"}),   // 5
-		str.add(store.PersonaChange{Persona: ""}), // 6
-		str.add(assistant("four")),                // 7
+	es := []transcript.Entry{
+		str.add(user("one")),                           // 1
+		str.add(assistant("two")),                      // 2
+		str.add(transcript.ModelChange{Model: "m2"}),   // 3
+		str.add(user("three")),                         // 4
+		str.add(transcript.ModelChange{Model: "m3"}),   // 5
+		str.add(transcript.PersonaChange{Persona: ""}), // 6
+		str.add(assistant("four")),                     // 7
 	}
 	appendEntries(t, st, tenant, src.ID, es...)
 
@@ -640,7 +647,7 @@ func testForkCopiesPrefix(t *testing.T, newURL func(t *testing.T) string) {
 		ID:         childID,
 		Tenant:     tenant,
 		Dir:        "/repo",
-		Settings:   store.Settings{Provider: "anthropic", Model: "m2", Persona: "p1"}, // in force at 4
+		Settings:   transcript.Settings{Provider: "anthropic", Model: "m2", Persona: "p1"}, // in force at 4
 		Kind:       store.SessionFork,
 		Label:      "branch",
 		ParentID:   src.ID,
@@ -664,7 +671,7 @@ func testForkCopiesPrefix(t *testing.T, newURL func(t *testing.T) string) {
 	if diff := cmp.Diff(es[:4], got[:4], cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("copied prefix (-source +child):\n%s", diff)
 	}
-	if diff := cmp.Diff(store.Fork{Source: src.ID, SourceSeq: 4}, got[4].Payload); diff != "" || got[4].Seq != 5 {
+	if diff := cmp.Diff(transcript.Fork{Source: src.ID, SourceSeq: 4}, got[4].Payload); diff != "" || got[4].Seq != 5 {
 		t.Errorf("fork entry %d (-want +got):\n%s", got[4].Seq, diff)
 	}
 
@@ -674,7 +681,7 @@ func testForkCopiesPrefix(t *testing.T, newURL func(t *testing.T) string) {
 	if n := len(entries(t, st, tenant, src.ID)); n != len(es) {
 		t.Errorf("source has %d entries after child append, want %d", n, len(es))
 	}
-	snap, err := st.Load(ctx(t), tenant, childID)
+	_, snap, err := st.Load(ctx(t), tenant, childID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -685,9 +692,9 @@ func testForkCopiesPrefix(t *testing.T, newURL func(t *testing.T) string) {
 
 func testResumeAfterCompaction(t *testing.T, newURL func(t *testing.T) string) {
 	st := open(t, newURL(t))
-	s := create(t, st, tenant, store.NewSession{Dir: tenant, Settings: store.Settings{Model: "m1"}})
+	s := create(t, st, tenant, store.NewSession{Dir: tenant, Settings: transcript.Settings{Model: "m1"}})
 	str := newStream()
-	var es []store.Entry
+	var es []transcript.Entry
 	for i := range 10 { // 1..10
 		if i%2 == 0 {
 			es = append(es, str.add(user(fmt.Sprintf("q%d", i))))
@@ -695,16 +702,16 @@ func testResumeAfterCompaction(t *testing.T, newURL func(t *testing.T) string) {
 			es = append(es, str.add(assistant(fmt.Sprintf("a%d", i))))
 		}
 	}
-	first := store.Compaction{
-		Replacement: []store.Block{{Type: store.BlockText, Text: "summary of 1-6"}},
+	first := transcript.Compaction{
+		Replacement: []transcript.Block{{Type: transcript.BlockText, Text: "summary of 1-6"}},
 		FirstKept:   7,
-		Provenance:  store.Provenance{Trigger: "auto", Model: "m1", Messages: 6, TokensBefore: 9000, TokensAfter: 1200},
+		Provenance:  transcript.Provenance{Trigger: "auto", Model: "m1", Messages: 6, TokensBefore: 9000, TokensAfter: 1200},
 	}
 	es = append(es, str.add(first))                                  // 11
 	es = append(es, str.add(user("q11")), str.add(assistant("a12"))) // 12, 13
 	appendEntries(t, st, tenant, s.ID, es...)
 
-	snap, err := st.Load(ctx(t), tenant, s.ID)
+	_, snap, err := st.Load(ctx(t), tenant, s.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -733,10 +740,10 @@ func testResumeAfterCompaction(t *testing.T, newURL func(t *testing.T) string) {
 	}
 
 	// A second compaction replaces the first (and the tail up to its cut).
-	second := store.Compaction{Replacement: []store.Block{{Type: store.BlockText, Text: "summary of 1-11"}}, FirstKept: 12,
-		Provenance: store.Provenance{Trigger: "manual"}}
+	second := transcript.Compaction{Replacement: []transcript.Block{{Type: transcript.BlockText, Text: "summary of 1-11"}}, FirstKept: 12,
+		Provenance: transcript.Provenance{Trigger: "manual"}}
 	appendEntries(t, st, tenant, s.ID, str.add(second), str.add(user("q15"))) // 14, 15
-	snap, err = st.Load(ctx(t), tenant, s.ID)
+	_, snap, err = st.Load(ctx(t), tenant, s.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -764,7 +771,7 @@ func testResumeAfterCompaction(t *testing.T, newURL func(t *testing.T) string) {
 	if diff := cmp.Diff(want, compactedBy(child.ID)); diff != "" {
 		t.Errorf("child compaction marks (-want +got):\n%s", diff)
 	}
-	snap, err = st.Load(ctx(t), tenant, child.ID)
+	_, snap, err = st.Load(ctx(t), tenant, child.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -780,44 +787,50 @@ func testResumeAfterCompaction(t *testing.T, newURL func(t *testing.T) string) {
 func testResumeState(t *testing.T, newURL func(t *testing.T) string) {
 	st := open(t, newURL(t))
 	s := create(t, st, tenant, store.NewSession{Dir: tenant,
-		Settings: store.Settings{Provider: "anthropic", Model: "m1", Persona: "p1", Reasoning: "high"}})
+		Settings: transcript.Settings{Provider: "anthropic", Model: "m1", Persona: "p1", Reasoning: "high"}})
 
-	snap, err := st.Load(ctx(t), tenant, s.ID)
+	sess, snap, err := st.Load(ctx(t), tenant, s.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(store.Snapshot{Session: s, Settings: s.Settings}, snap, cmpopts.EquateEmpty()); diff != "" {
+	if diff := cmp.Diff(s, sess); diff != "" {
+		t.Errorf("session loaded with a new session's snapshot (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(transcript.Snapshot{Settings: s.Settings}, snap, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("snapshot of a new session (-want +got):\n%s", diff)
 	}
 
 	str := newStream()
 	appendEntries(t, st, tenant, s.ID,
 		str.add(user("hi")),
-		str.add(store.Usage{InputTokens: 10}),
-		str.add(store.Checkpoint{Turn: 1, Outcome: "end_turn"}),
-		str.add(store.ProviderChange{Provider: "openai"}),
-		str.add(store.ModelChange{Model: "m2"}),
-		str.add(store.ReasoningChange{Effort: ""}),
-		str.add(store.Usage{InputTokens: 25, OutputTokens: 5}),
-		str.add(store.Checkpoint{Turn: 2, Outcome: "completed", Result: "done"}),
+		str.add(transcript.Usage{InputTokens: 10}),
+		str.add(transcript.Checkpoint{Turn: 1, Outcome: "end_turn"}),
+		str.add(transcript.ProviderChange{Provider: "openai"}),
+		str.add(transcript.ModelChange{Model: "m2"}),
+		str.add(transcript.ReasoningChange{Effort: ""}),
+		str.add(transcript.Usage{InputTokens: 25, OutputTokens: 5}),
+		str.add(transcript.Checkpoint{Turn: 2, Outcome: "completed", Result: "done"}),
 	)
-	snap, err = st.Load(ctx(t), tenant, s.ID)
+	sess, snap, err = st.Load(ctx(t), tenant, s.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(store.Settings{Provider: "openai", Model: "m2", Persona: "p1"}, snap.Settings); diff != "" {
+	if sess.ID != s.ID || sess.LastSeq != 8 || sess.EntryCount != 8 {
+		t.Errorf("session loaded: id %s, last seq %d, %d entries; want %s, 8, 8", sess.ID, sess.LastSeq, sess.EntryCount, s.ID)
+	}
+	if diff := cmp.Diff(transcript.Settings{Provider: "openai", Model: "m2", Persona: "p1"}, snap.Settings); diff != "" {
 		t.Errorf("settings (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(&store.Usage{InputTokens: 25, OutputTokens: 5}, snap.Usage); diff != "" {
+	if diff := cmp.Diff(&transcript.Usage{InputTokens: 25, OutputTokens: 5}, snap.Usage); diff != "" {
 		t.Errorf("usage (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(&store.Checkpoint{Turn: 2, Outcome: "completed", Result: "done"}, snap.Checkpoint); diff != "" {
+	if diff := cmp.Diff(&transcript.Checkpoint{Turn: 2, Outcome: "completed", Result: "done"}, snap.Checkpoint); diff != "" {
 		t.Errorf("checkpoint (-want +got):\n%s", diff)
 	}
 	if len(snap.Entries) != 8 || snap.LastSeq != 8 || snap.Compaction != nil {
 		t.Errorf("snapshot: %d entries, last %d, compaction %v; want 8, 8, nil", len(snap.Entries), snap.LastSeq, snap.Compaction)
 	}
-	_, err = st.Load(ctx(t), tenant, uuid.New())
+	_, _, err = st.Load(ctx(t), tenant, uuid.New())
 	wantErr(t, "load unknown session", err, store.ErrNotFound)
 }
 
@@ -840,13 +853,13 @@ func testSoftDelete(t *testing.T, newURL func(t *testing.T) string) {
 	_, ops["Resolve by id"] = st.Resolve(c, tenant, s.ID.String())
 	_, ops["Resolve by prefix"] = st.Resolve(c, tenant, "dead")
 	_, ops["Resolve by label"] = st.Resolve(c, tenant, "doomed")
-	_, ops["Load"] = st.Load(c, tenant, s.ID)
+	_, _, ops["Load"] = st.Load(c, tenant, s.ID)
 	_, ops["Entries"] = st.Entries(c, tenant, s.ID)
 	_, ops["Fork"] = st.Fork(c, tenant, s.ID, store.ForkOptions{})
 	_, ops["Traces"] = st.Traces(c, tenant, s.ID)
 	_, ops["AddTrace"] = st.AddTrace(c, tenant, store.Trace{Session: s.ID})
 	_, ops["Create child"] = st.Create(c, tenant, store.NewSession{Parent: s.ID})
-	ops["Append"] = st.Append(c, tenant, s.ID, []store.Entry{str.add(user("late"))})
+	ops["Append"] = st.Append(c, tenant, s.ID, []transcript.Entry{str.add(user("late"))})
 	ops["SetState"] = st.SetState(c, tenant, s.ID, store.StateIdle)
 	ops["Delete again"] = st.Delete(c, tenant, s.ID)
 	for op, err := range ops {
@@ -882,7 +895,7 @@ func testTenantIsolation(t *testing.T, newURL func(t *testing.T) string) {
 	const tenantA, tenantB = "namespace-a", "namespace-b"
 	a := create(t, st, tenantA, store.NewSession{ID: idWithPrefix("abcd0000"), Dir: "/a", Label: "shared"})
 	str := newStream()
-	es := []store.Entry{str.add(user("secret")), str.add(assistant("of a"))}
+	es := []transcript.Entry{str.add(user("secret")), str.add(assistant("of a"))}
 	appendEntries(t, st, tenantA, a.ID, es...)
 	if _, err := st.AddTrace(ctx(t), tenantA, store.Trace{Session: a.ID}); err != nil {
 		t.Fatal(err)
@@ -894,15 +907,15 @@ func testTenantIsolation(t *testing.T, newURL func(t *testing.T) string) {
 	_, notFound["Session"] = st.Session(c, tenantB, a.ID)
 	_, notFound["Resolve by id"] = st.Resolve(c, tenantB, a.ID.String())
 	_, notFound["Resolve by prefix"] = st.Resolve(c, tenantB, "abcd")
-	_, notFound["Load"] = st.Load(c, tenantB, a.ID)
+	_, _, notFound["Load"] = st.Load(c, tenantB, a.ID)
 	_, notFound["Entries"] = st.Entries(c, tenantB, a.ID)
 	_, notFound["Fork"] = st.Fork(c, tenantB, a.ID, store.ForkOptions{})
 	_, notFound["Traces"] = st.Traces(c, tenantB, a.ID)
 	_, notFound["AddTrace"] = st.AddTrace(c, tenantB, store.Trace{Session: a.ID})
 	_, notFound["Create child"] = st.Create(c, tenantB, store.NewSession{Parent: a.ID})
-	notFound["Append"] = st.Append(c, tenantB, a.ID, []store.Entry{str.add(user("injected"))})
-	notFound["Append large batch"] = st.Append(c, tenantB, a.ID, func() []store.Entry {
-		var batch []store.Entry
+	notFound["Append"] = st.Append(c, tenantB, a.ID, []transcript.Entry{str.add(user("injected"))})
+	notFound["Append large batch"] = st.Append(c, tenantB, a.ID, func() []transcript.Entry {
+		var batch []transcript.Entry
 		for range 100 {
 			batch = append(batch, str.add(user("injected")))
 		}
@@ -1008,12 +1021,12 @@ func testEmptyTenant(t *testing.T, newURL func(t *testing.T) string) {
 	_, errs["Session"] = st.Session(c, "", s.ID)
 	_, errs["List"] = st.List(c, "", store.ListOptions{})
 	_, errs["Resolve"] = st.Resolve(c, "", s.ID.String())
-	_, errs["Load"] = st.Load(c, "", s.ID)
+	_, _, errs["Load"] = st.Load(c, "", s.ID)
 	_, errs["Entries"] = st.Entries(c, "", s.ID)
 	_, errs["Fork"] = st.Fork(c, "", s.ID, store.ForkOptions{})
 	_, errs["AddTrace"] = st.AddTrace(c, "", store.Trace{Session: s.ID})
 	_, errs["Traces"] = st.Traces(c, "", s.ID)
-	errs["Append"] = st.Append(c, "", s.ID, []store.Entry{{Seq: 1, Payload: user("x")}})
+	errs["Append"] = st.Append(c, "", s.ID, []transcript.Entry{{Seq: 1, Payload: user("x")}})
 	errs["SetState"] = st.SetState(c, "", s.ID, store.StateIdle)
 	errs["Delete"] = st.Delete(c, "", s.ID)
 	for op, err := range errs {

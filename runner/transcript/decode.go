@@ -1,4 +1,4 @@
-package store
+package transcript
 
 import (
 	"encoding/base64"

@@ -1,4 +1,4 @@
-package store
+package transcript
 
 import (
 	"bytes"
@@ -9,6 +9,9 @@ import (
 
 	"github.com/google/uuid"
 )
+
+// ErrCorruptEntry: a stored entry cannot be decoded; see EntryError.
+var ErrCorruptEntry = errors.New("corrupt entry")
 
 // EntryKind names the type of an entry's payload. It is stored beside the
 // JSON payload and selects how the payload is decoded.
@@ -34,6 +37,47 @@ const (
 	KindLayers           EntryKind = "layers"
 	KindHookVerdict      EntryKind = "hook_verdict"
 )
+
+// KindOf returns the EntryKind stored as b. It does not allocate for the
+// kinds of this package, whose values are constants: reading a long session
+// converts a stored kind for every entry.
+func KindOf(b []byte) EntryKind {
+	switch EntryKind(b) {
+	case KindUserMessage:
+		return KindUserMessage
+	case KindAssistantMessage:
+		return KindAssistantMessage
+	case KindToolResult:
+		return KindToolResult
+	case KindToolCall:
+		return KindToolCall
+	case KindToolCompletion:
+		return KindToolCompletion
+	case KindProviderChange:
+		return KindProviderChange
+	case KindModelChange:
+		return KindModelChange
+	case KindPersonaChange:
+		return KindPersonaChange
+	case KindReasoningChange:
+		return KindReasoningChange
+	case KindUsage:
+		return KindUsage
+	case KindCheckpoint:
+		return KindCheckpoint
+	case KindCompaction:
+		return KindCompaction
+	case KindFork:
+		return KindFork
+	case KindSubagentOutcome:
+		return KindSubagentOutcome
+	case KindLayers:
+		return KindLayers
+	case KindHookVerdict:
+		return KindHookVerdict
+	}
+	return EntryKind(b)
+}
 
 // Payload is the typed content of an entry: one of the payload types of this
 // package (UserMessage, ToolCall, Compaction, ...). The set is closed because
@@ -505,17 +549,14 @@ func decodeAs[P Payload](data []byte) (Payload, error) {
 	return p, nil
 }
 
-// DecodeEntry decodes a stored payload of the given kind. Unknown kinds,
-// malformed JSON and payloads missing required fields are errors of type
-// *EntryError naming the session and sequence number; they match
-// ErrCorruptEntry.
-func DecodeEntry(session uuid.UUID, seq int64, kind string, payload []byte) (Payload, error) {
-	return decodeEntry(session, seq, EntryKind(kind), string(payload))
-}
-
-// decodeEntry is DecodeEntry for a payload the caller hands over: decoded
-// strings may share its memory.
-func decodeEntry(session uuid.UUID, seq int64, kind EntryKind, payload string) (Payload, error) {
+// DecodeEntry decodes the stored payload of an entry of the given kind:
+// entry seq of session, named in its errors. Unknown kinds, malformed JSON
+// and payloads missing required fields are errors of type *EntryError; they
+// match ErrCorruptEntry.
+//
+// Decoded strings may share payload's memory, so that a long text is not
+// copied again: a payload read for its entry alone costs one copy.
+func DecodeEntry(session uuid.UUID, seq int64, kind EntryKind, payload string) (Payload, error) {
 	if p, ok := fastDecode(kind, payload); ok && p.validate() == nil {
 		return p, nil
 	}

@@ -1,4 +1,4 @@
-package store_test
+package transcript_test
 
 import (
 	"encoding/json"
@@ -11,49 +11,49 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/google/uuid"
 
-	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
-func asEntryError(err error, target **store.EntryError) bool {
-	return errors.As(err, target) && errors.Is(err, store.ErrCorruptEntry)
+func asEntryError(err error, target **transcript.EntryError) bool {
+	return errors.As(err, target) && errors.Is(err, transcript.ErrCorruptEntry)
 }
 
 func TestDecodeEntryRoundTrip(t *testing.T) {
 	t.Parallel()
 	child := uuid.New()
-	payloads := []store.Payload{
-		store.UserMessage{Content: []store.Block{{Type: store.BlockText, Text: "hi"}}},
-		store.AssistantMessage{Content: []store.Block{{Type: store.BlockToolUse, ID: "c", Name: "bash", Input: json.RawMessage(`{"a":1}`)}}, StopReason: "tool_use"},
-		store.ToolResult{CallID: "c", Content: []store.Block{{Type: store.BlockText, Text: "out"}}, IsError: true},
-		store.ToolCall{CallID: "c", Name: "bash", Input: json.RawMessage(`{"a":1}`)},
-		store.ToolCompletion{CallID: "c", Status: store.ToolTimeout, Duration: time.Minute, Error: "timed out"},
-		store.ProviderChange{Provider: "p"},
-		store.ModelChange{Model: "m"},
-		store.PersonaChange{Persona: "x"},
-		store.ReasoningChange{Effort: "low"},
-		store.Usage{InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4, ReasoningTokens: 5, Requests: 6, CostUSD: 7.5, ContextTokens: 8},
-		store.Checkpoint{Turn: 2, Outcome: "completed", Result: "ok"},
-		store.Compaction{Replacement: []store.Block{{Type: store.BlockText, Text: "s"}}, FirstKept: 3,
-			Provenance: store.Provenance{Trigger: "overflow", PendingChildren: []uuid.UUID{child}}},
-		store.Fork{Source: child, SourceSeq: 9},
-		store.SubagentOutcome{Session: child, Outcome: "completed", Usage: &store.Usage{Requests: 1}},
-		store.Layers{Layers: []store.Layer{
+	payloads := []transcript.Payload{
+		transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: "hi"}}},
+		transcript.AssistantMessage{Content: []transcript.Block{{Type: transcript.BlockToolUse, ID: "c", Name: "bash", Input: json.RawMessage(`{"a":1}`)}}, StopReason: "tool_use"},
+		transcript.ToolResult{CallID: "c", Content: []transcript.Block{{Type: transcript.BlockText, Text: "out"}}, IsError: true},
+		transcript.ToolCall{CallID: "c", Name: "bash", Input: json.RawMessage(`{"a":1}`)},
+		transcript.ToolCompletion{CallID: "c", Status: transcript.ToolTimeout, Duration: time.Minute, Error: "timed out"},
+		transcript.ProviderChange{Provider: "p"},
+		transcript.ModelChange{Model: "m"},
+		transcript.PersonaChange{Persona: "x"},
+		transcript.ReasoningChange{Effort: "low"},
+		transcript.Usage{InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4, ReasoningTokens: 5, Requests: 6, CostUSD: 7.5, ContextTokens: 8},
+		transcript.Checkpoint{Turn: 2, Outcome: "completed", Result: "ok"},
+		transcript.Compaction{Replacement: []transcript.Block{{Type: transcript.BlockText, Text: "s"}}, FirstKept: 3,
+			Provenance: transcript.Provenance{Trigger: "overflow", PendingChildren: []uuid.UUID{child}}},
+		transcript.Fork{Source: child, SourceSeq: 9},
+		transcript.SubagentOutcome{Session: child, Outcome: "completed", Usage: &transcript.Usage{Requests: 1}},
+		transcript.Layers{Layers: []transcript.Layer{
 			{Name: ".aerie", Kind: "project", Source: "/workspace/.aerie", Digest: "sha256:ab"},
 			{Name: "go", Kind: "spec", Source: "configmap/go-tools"},
 		}},
-		store.HookVerdict{Event: "PreToolUse", CallID: "c", Tool: "bash", Decision: "block", Reason: "no",
-			Approval: &store.HookApproval{Reason: "nobody can approve", Policy: "deny"}, UpdatedInput: json.RawMessage(`{"a":2}`),
+		transcript.HookVerdict{Event: "PreToolUse", CallID: "c", Tool: "bash", Decision: "block", Reason: "no",
+			Approval: &transcript.HookApproval{Reason: "nobody can approve", Policy: "deny"}, UpdatedInput: json.RawMessage(`{"a":2}`),
 			Context: "ctx", SystemMessages: []string{"m"}, Stop: true, StopReason: "s",
-			Runs: []store.HookRun{{Hook: "/h.yaml#PreToolUse[0].hooks[0]", Exit: 0, Duration: time.Second, Decision: "ask", Reason: "sure?"}, {Hook: "x", Exit: -1, Skipped: "modified"}}},
+			Runs: []transcript.HookRun{{Hook: "/h.yaml#PreToolUse[0].hooks[0]", Exit: 0, Duration: time.Second, Decision: "ask", Reason: "sure?"}, {Hook: "x", Exit: -1, Skipped: "modified"}}},
 	}
 	for _, p := range payloads {
 		t.Run(string(p.EntryKind()), func(t *testing.T) {
 			t.Parallel()
-			b, err := store.EncodePayload(p)
+			b, err := transcript.EncodePayload(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := store.DecodeEntry(uuid.New(), 1, string(p.EntryKind()), b)
+			got, err := transcript.DecodeEntry(uuid.New(), 1, p.EntryKind(), string(b))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,8 +95,8 @@ func TestDecodeEntryRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := store.DecodeEntry(session, 17, tt.kind, []byte(tt.payload))
-			var entryErr *store.EntryError
+			_, err := transcript.DecodeEntry(session, 17, transcript.EntryKind(tt.kind), tt.payload)
+			var entryErr *transcript.EntryError
 			if !asEntryError(err, &entryErr) {
 				t.Fatalf("error %v is not a corrupt entry error", err)
 			}
@@ -112,9 +112,19 @@ func TestDecodeEntryRejects(t *testing.T) {
 
 func TestEncodePayloadRefusesInvalid(t *testing.T) {
 	t.Parallel()
-	for _, p := range []store.Payload{nil, store.ToolCall{}, store.Fork{}, store.Compaction{FirstKept: 0}} {
-		if _, err := store.EncodePayload(p); err == nil {
+	for _, p := range []transcript.Payload{nil, transcript.ToolCall{}, transcript.Fork{}, transcript.Compaction{FirstKept: 0}} {
+		if _, err := transcript.EncodePayload(p); err == nil {
 			t.Errorf("EncodePayload(%#v) succeeded", p)
 		}
+	}
+}
+
+func TestKindOfDoesNotAllocate(t *testing.T) {
+	raw := []byte("tool_result")
+	if n := testing.AllocsPerRun(100, func() { _ = transcript.KindOf(raw) }); n != 0 {
+		t.Errorf("KindOf allocates %v times", n)
+	}
+	if got := transcript.KindOf([]byte("new_kind")); got != "new_kind" {
+		t.Errorf("KindOf of an unknown kind = %q", got)
 	}
 }

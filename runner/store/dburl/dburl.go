@@ -1,10 +1,18 @@
-package store
+// Package dburl opens the session store a database URL names, with the
+// backend it names: PostgreSQL (store/postgres) or a SQLite file
+// (store/sqlite). It is the one place that links both drivers; a program
+// that knows its backend opens it directly.
+package dburl
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/postgres"
+	"github.com/aerie-run/aerie/runner/store/sqlite"
 )
 
 // Open opens the store a database URL names and brings its schema up to
@@ -16,27 +24,15 @@ import (
 //	PATH                                SQLite file at PATH
 //
 // A connection or migration failure is an error, and nothing stays open.
-func Open(ctx context.Context, url string) (Store, error) {
+func Open(ctx context.Context, url string) (*store.DB, error) {
 	backend, target, err := parseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	// Each branch returns its own concrete value: a nil *Postgres in the
-	// Store interface would not compare equal to nil.
-	switch backend {
-	case backendPostgres:
-		p, err := OpenPostgres(ctx, target)
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
-	default:
-		s, err := OpenSQLite(ctx, target)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
+	if backend == backendPostgres {
+		return postgres.Open(ctx, target)
 	}
+	return sqlite.Open(ctx, target)
 }
 
 type backend int

@@ -1,10 +1,9 @@
-package store_test
+package sqlite_test
 
 import (
 	"bufio"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,7 +16,9 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/sqlite"
 	"github.com/aerie-run/aerie/runner/store/storetest"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // helperEnv makes the test binary act as a second process for the
@@ -49,7 +50,7 @@ func helperOpen(path string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := store.Open(ctx, path)
+	st, err := sqlite.Open(ctx, path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -101,14 +102,14 @@ func sqliteURL(t *testing.T) string {
 	return "sqlite:" + filepath.Join(t.TempDir(), "home", "sessions.db")
 }
 
-func TestSQLiteConformance(t *testing.T) {
+func TestConformance(t *testing.T) {
 	storetest.Run(t, sqliteURL)
 }
 
-func TestSQLiteCreatesDirectoryAndFile(t *testing.T) {
+func TestCreatesDirectoryAndFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "a", "b", "sessions.db")
-	st, err := store.OpenSQLite(t.Context(), path)
+	st, err := sqlite.Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,18 +123,12 @@ func TestSQLiteCreatesDirectoryAndFile(t *testing.T) {
 	}
 }
 
-// TestSQLitePragmas checks the connection settings the spec requires on
+// TestPragmas checks the connection settings the spec requires on
 // connections of both pools, as a connection sees them.
-func TestSQLitePragmas(t *testing.T) {
+func TestPragmas(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "sessions.db")
-	st, err := store.OpenSQLite(t.Context(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	for _, pool := range []string{"write", "read"} {
-		got := store.SQLitePragmasForTest(t, st, pool)
+	for pool, got := range sqlite.PragmasForTest(t, path) {
 		want := map[string]string{
 			"foreign_keys":       "1",
 			"journal_mode":       "wal",
@@ -149,10 +144,10 @@ func TestSQLitePragmas(t *testing.T) {
 	}
 }
 
-func TestSQLiteCloseTruncatesWAL(t *testing.T) {
+func TestCloseTruncatesWAL(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "sessions.db")
-	st, err := store.OpenSQLite(t.Context(), path)
+	st, err := sqlite.Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,10 +155,10 @@ func TestSQLiteCloseTruncatesWAL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var batch []store.Entry
+	var batch []transcript.Entry
 	for i := range 100 {
-		batch = append(batch, store.Entry{Seq: int64(i + 1), Payload: store.UserMessage{
-			Content: []store.Block{{Type: store.BlockText, Text: strings.Repeat("x", 1000)}}}})
+		batch = append(batch, transcript.Entry{Seq: int64(i + 1), Payload: transcript.UserMessage{
+			Content: []transcript.Block{{Type: transcript.BlockText, Text: strings.Repeat("x", 1000)}}}})
 	}
 	if err := st.Append(t.Context(), "tenant", s.ID, batch); err != nil {
 		t.Fatal(err)
@@ -189,11 +184,11 @@ func TestSQLiteCloseTruncatesWAL(t *testing.T) {
 	}
 }
 
-// TestSQLiteConcurrentProcessesOpenNewFile starts two processes that open
+// TestConcurrentProcessesOpenNewFile starts two processes that open
 // the same, not yet existing database at the same moment: both must
 // succeed, whoever wins the races on creating the file, switching it to WAL
 // and migrating it.
-func TestSQLiteConcurrentProcessesOpenNewFile(t *testing.T) {
+func TestConcurrentProcessesOpenNewFile(t *testing.T) {
 	t.Parallel()
 	for round := range 5 {
 		path := filepath.Join(t.TempDir(), fmt.Sprintf("round%d", round), "sessions.db")
@@ -234,7 +229,7 @@ func TestSQLiteConcurrentProcessesOpenNewFile(t *testing.T) {
 			}
 			p.stdin.Close()
 		}
-		st, err := store.OpenSQLite(t.Context(), path)
+		st, err := sqlite.Open(t.Context(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,10 +241,10 @@ func TestSQLiteConcurrentProcessesOpenNewFile(t *testing.T) {
 	}
 }
 
-// TestSQLiteOpenWaitsForALockedFile: another process holds an exclusive
+// TestOpenWaitsForALockedFile: another process holds an exclusive
 // lock on a new database file for longer than the 5 s busy timeout while the
 // store opens it. Opening retries and succeeds once the lock is released.
-func TestSQLiteOpenWaitsForALockedFile(t *testing.T) {
+func TestOpenWaitsForALockedFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "sessions.db")
 	cmd := exec.Command(os.Args[0], "-test.run=^$", path, "6500ms")
@@ -270,7 +265,7 @@ func TestSQLiteOpenWaitsForALockedFile(t *testing.T) {
 		t.Fatalf("lock holder: %q, %v", line, err)
 	}
 	start := time.Now()
-	st, err := store.OpenSQLite(t.Context(), path)
+	st, err := sqlite.Open(t.Context(), path)
 	if err != nil {
 		t.Fatalf("open while locked: %v", err)
 	}
@@ -283,14 +278,14 @@ func TestSQLiteOpenWaitsForALockedFile(t *testing.T) {
 	}
 }
 
-// TestSQLiteOpenBesideAWriter: opening a database whose schema is current
+// TestOpenBesideAWriter: opening a database whose schema is current
 // needs no write lock, so it succeeds while another connection holds one
 // (a session of another aerie writing its journal) for longer than opening
 // would wait, and the store reads at once.
-func TestSQLiteOpenBesideAWriter(t *testing.T) {
+func TestOpenBesideAWriter(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "sessions.db")
-	st, err := store.OpenSQLite(t.Context(), path)
+	st, err := sqlite.Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +313,7 @@ func TestSQLiteOpenBesideAWriter(t *testing.T) {
 
 	// Held until the store has opened and read: a store that took the
 	// write lock to open would give up after its bootstrap timeout.
-	st, err = store.OpenSQLite(t.Context(), path)
+	st, err = sqlite.Open(t.Context(), path)
 	if err != nil {
 		t.Fatalf("open beside a writer: %v", err)
 	}
@@ -334,13 +329,13 @@ func TestSQLiteOpenBesideAWriter(t *testing.T) {
 	}
 }
 
-// TestSQLiteCorruptEntry writes undecodable rows behind the store's back.
+// TestCorruptEntry writes undecodable rows behind the store's back.
 // Reading the affected session fails with an error naming it and the
 // sequence number; other sessions read fine and nothing is lost.
-func TestSQLiteCorruptEntry(t *testing.T) {
+func TestCorruptEntry(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "sessions.db")
-	st, err := store.OpenSQLite(t.Context(), path)
+	st, err := sqlite.Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +345,7 @@ func TestSQLiteCorruptEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	testCorruptEntry(t, st, func(session uuid.UUID, seq int64, kind, payload string) error {
+	storetest.CorruptEntry(t, st, func(session uuid.UUID, seq int64, kind, payload string) error {
 		_, err := db.Exec(`INSERT INTO entries (session_id, tenant, seq, kind, payload, created_at)
 			VALUES (?, 'tenant', ?, ?, ?, 0)`, session.String(), seq, kind, payload)
 		return err
@@ -361,73 +356,4 @@ func TestSQLiteCorruptEntry(t *testing.T) {
 		}
 		return n
 	})
-}
-
-// testCorruptEntry is the corrupt-entry scenario for either backend: insert
-// writes a raw row, count counts a session's stored rows.
-func testCorruptEntry(t *testing.T, st store.Store, insert func(session uuid.UUID, seq int64, kind, payload string) error, count func(uuid.UUID) int) {
-	ctx := t.Context()
-	good, err := st.Create(ctx, "tenant", store.NewSession{Dir: "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := store.UserMessage{Content: []store.Block{{Type: store.BlockText, Text: "fine"}}}
-	var goodSeq int64
-	for _, tc := range []struct {
-		name, kind, payload string
-	}{
-		{"unknown kind", "telepathy", `{"thought":"x"}`},
-		{"truncated JSON", "user_message", `{"content":[{"type":"te`},
-		{"wrong type", "tool_call", `{"call_id":7,"name":"bash"}`},
-		{"missing field", "tool_call", `{"call_id":"c1"}`},
-		{"not an object", "usage", `null`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			bad, err := st.Create(ctx, "tenant", store.NewSession{Dir: "/"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := st.Append(ctx, "tenant", bad.ID, []store.Entry{{Seq: 1, Payload: msg}}); err != nil {
-				t.Fatal(err)
-			}
-			if err := insert(bad.ID, 2, tc.kind, tc.payload); err != nil {
-				// PostgreSQL's json type refuses malformed JSON outright,
-				// so this corruption cannot happen there.
-				t.Logf("the database refuses to store it: %v", err)
-				return
-			}
-			if err := st.Append(ctx, "tenant", bad.ID, []store.Entry{{Seq: 3, Payload: msg}}); err != nil {
-				t.Fatalf("appending after a corrupt entry: %v", err)
-			}
-			goodSeq++
-			if err := st.Append(ctx, "tenant", good.ID, []store.Entry{{Seq: goodSeq, Payload: msg}}); err != nil {
-				t.Fatal(err)
-			}
-
-			for op, read := range map[string]func() error{
-				"Load":    func() error { _, err := st.Load(ctx, "tenant", bad.ID); return err },
-				"Entries": func() error { _, err := st.Entries(ctx, "tenant", bad.ID); return err },
-			} {
-				err := read()
-				var entryErr *store.EntryError
-				if !errors.Is(err, store.ErrCorruptEntry) || !errors.As(err, &entryErr) {
-					t.Fatalf("%s: error %v, want a corrupt entry error", op, err)
-				}
-				if entryErr.Session != bad.ID || entryErr.Seq != 2 {
-					t.Errorf("%s: error names session %s entry %d, want %s entry 2", op, entryErr.Session, entryErr.Seq, bad.ID)
-				}
-				if msg := err.Error(); !strings.Contains(msg, bad.ID.String()) || !strings.Contains(msg, "entry 2") {
-					t.Errorf("%s: message %q does not name the session and entry", op, msg)
-				}
-			}
-			// Other sessions are unaffected.
-			if _, err := st.Load(ctx, "tenant", good.ID); err != nil {
-				t.Errorf("Load of another session: %v", err)
-			}
-			// Nothing stored was lost.
-			if n := count(bad.ID); n != 3 {
-				t.Errorf("%d rows stored for the corrupt session, want 3", n)
-			}
-		})
-	}
 }

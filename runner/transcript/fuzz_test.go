@@ -1,4 +1,4 @@
-package store_test
+package transcript_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
-	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // FuzzDecodeEntry feeds the decoder arbitrary kinds and payloads. It must
@@ -49,9 +49,9 @@ func FuzzDecodeEntry(f *testing.F) {
 	}
 	session := uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
 	f.Fuzz(func(t *testing.T, kind string, payload []byte) {
-		p, err := store.DecodeEntry(session, 42, kind, payload)
+		p, err := transcript.DecodeEntry(session, 42, transcript.EntryKind(kind), string(payload))
 		if err != nil {
-			var entryErr *store.EntryError
+			var entryErr *transcript.EntryError
 			if !asEntryError(err, &entryErr) || entryErr.Session != session || entryErr.Seq != 42 {
 				t.Fatalf("rejection %v is not an EntryError for session %s entry 42", err, session)
 			}
@@ -60,16 +60,16 @@ func FuzzDecodeEntry(f *testing.F) {
 		if string(p.EntryKind()) != kind {
 			t.Fatalf("decoded a %q payload as kind %q", kind, p.EntryKind())
 		}
-		encoded, err := store.EncodePayload(p)
+		encoded, err := transcript.EncodePayload(p)
 		if err != nil {
 			t.Fatalf("accepted payload does not encode: %v", err)
 		}
-		again, err := store.DecodeEntry(session, 42, kind, encoded)
+		again, err := transcript.DecodeEntry(session, 42, transcript.EntryKind(kind), string(encoded))
 		if err != nil {
 			t.Fatalf("re-encoded payload %s does not decode: %v", encoded, err)
 		}
 		// Raw JSON inputs are compacted by encoding, so compare encodings.
-		encodedAgain, err := store.EncodePayload(again)
+		encodedAgain, err := transcript.EncodePayload(again)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package store
+package transcript
 
 import (
 	"bytes"
@@ -234,7 +234,7 @@ func TestFastDecodeTakesEncodedPayloads(t *testing.T) {
 		if !checkFastDecode(t, p.EntryKind(), data) {
 			t.Errorf("fast decoder refused the encoding of %#v: %s", p, data)
 		}
-		got, err := decodeEntry(uuid.Nil, 1, p.EntryKind(), string(data))
+		got, err := DecodeEntry(uuid.Nil, 1, p.EntryKind(), string(data))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -324,7 +324,7 @@ func BenchmarkDecodeEntry(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			for _, p := range payloads {
-				if _, err := decodeEntry(uuid.Nil, 1, p.kind, p.payload); err != nil {
+				if _, err := DecodeEntry(uuid.Nil, 1, p.kind, p.payload); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,0 +1,322 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/google/uuid"
+
+	"github.com/aerie-run/aerie/runner/transcript"
+)
+
+// DB is the Store over one database: the sessions' logic written once, the
+// statements its Backend's. postgres.Open and sqlite.Open return one. It is
+// safe for concurrent use.
+type DB struct {
+	b Backend
+}
+
+var _ Store = (*DB)(nil)
+
+// New returns the store over a backend, which it owns from then on: Close
+// closes it.
+func New(b Backend) *DB { return &DB{b: b} }
+
+// Close closes the backend. The SQLite backend also checkpoints and
+// truncates its write-ahead log.
+func (db *DB) Close() error { return db.b.Close() }
+
+func (db *DB) Create(ctx context.Context, tenant string, ns NewSession) (Session, error) {
+	s, err := prepareCreate(tenant, ns, now())
+	if err != nil {
+		return Session{}, fmt.Errorf("create session: %w", err)
+	}
+	err = WithTx(ctx, db.b.Write, func(tx Tx) error {
+		if s.ParentID != uuid.Nil {
+			parent, err := live(ctx, tx, tenant, s.ParentID)
+			if err != nil {
+				return fmt.Errorf("parent: %w", err)
+			}
+			s.RootID = parent.RootID
+		}
+		return insert(ctx, tx, s)
+	})
+	if err != nil {
+		return Session{}, fmt.Errorf("create session: %w", err)
+	}
+	return s, nil
+}
+
+func (db *DB) Session(ctx context.Context, tenant string, id uuid.UUID) (Session, error) {
+	if err := checkTenant(tenant); err != nil {
+		return Session{}, fmt.Errorf("get session: %w", err)
+	}
+	s, err := live(ctx, db.b, tenant, id)
+	if err != nil {
+		return Session{}, fmt.Errorf("get session: %w", err)
+	}
+	return s, nil
+}
+
+func (db *DB) List(ctx context.Context, tenant string, opts ListOptions) ([]Session, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	ss, err := db.b.Sessions(ctx, tenant, opts.IncludeDeleted)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return ss, nil
+}
+
+func (db *DB) Resolve(ctx context.Context, tenant, ref string) (Session, error) {
+	if err := checkTenant(tenant); err != nil {
+		return Session{}, fmt.Errorf("resolve session: %w", err)
+	}
+	prefix, _ := idPrefix(ref)
+	if id, err := uuid.Parse(ref); err == nil {
+		prefix = id.String()
+	}
+	candidates, err := db.b.Candidates(ctx, tenant, ref, prefix)
+	if err != nil {
+		return Session{}, fmt.Errorf("resolve session: %w", err)
+	}
+	s, err := resolve(candidates, ref)
+	if err != nil {
+		return Session{}, fmt.Errorf("resolve session: %w", err)
+	}
+	return s, nil
+}
+
+func (db *DB) SetState(ctx context.Context, tenant string, id uuid.UUID, state State) error {
+	if err := checkTenant(tenant); err != nil {
+		return fmt.Errorf("set session state: %w", err)
+	}
+	if !state.valid() {
+		return fmt.Errorf("set session state: unknown state %q: %w", state, ErrInvalid)
+	}
+	found, err := db.b.SetState(ctx, tenant, id, state, now())
+	switch {
+	case err != nil:
+		return fmt.Errorf("set session state: %w", err)
+	case !found:
+		return fmt.Errorf("set session state: session %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+func (db *DB) Delete(ctx context.Context, tenant string, id uuid.UUID) error {
+	if err := checkTenant(tenant); err != nil {
+		return fmt.Errorf("delete session: %w", err)
+	}
+	found, err := db.b.Delete(ctx, tenant, id, now())
+	switch {
+	case err != nil:
+		return fmt.Errorf("delete session: %w", err)
+	case !found:
+		return fmt.Errorf("delete session: session %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+func (db *DB) Append(ctx context.Context, tenant string, session uuid.UUID, entries []transcript.Entry) error {
+	if err := checkTenant(tenant); err != nil {
+		return fmt.Errorf("append entries: %w", err)
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	rows, err := encodeEntries(entries)
+	if err != nil {
+		return fmt.Errorf("append entries: %w", err)
+	}
+	if err := db.b.Append(ctx, tenant, session, rows, now()); err != nil {
+		return fmt.Errorf("append entries: %w", err)
+	}
+	return nil
+}
+
+func (db *DB) Load(ctx context.Context, tenant string, session uuid.UUID) (Session, transcript.Snapshot, error) {
+	if err := checkTenant(tenant); err != nil {
+		return Session{}, transcript.Snapshot{}, fmt.Errorf("load session: %w", err)
+	}
+	var (
+		s    Session
+		snap transcript.Snapshot
+		tail *EntryRows
+	)
+	err := WithTx(ctx, db.b.Read, func(tx Tx) error {
+		var err error
+		if s, err = live(ctx, tx, tenant, session); err != nil {
+			return err
+		}
+		snap.Settings, snap.LastSeq = s.Settings, s.LastSeq
+		latest, err := db.latest(ctx, tx, tenant, session, math.MaxInt64)
+		if err != nil {
+			return err
+		}
+		applyLatest(&snap, latest)
+		tail = newEntryRows(session, s.EntryCount)
+		return tx.ActiveEntries(ctx, tenant, session, tailStart(snap), tail)
+	})
+	if err == nil {
+		// Decoded once the transaction is over: the read holds a
+		// connection no longer than it needs.
+		snap.Entries, err = tail.decode()
+	}
+	if err != nil {
+		return Session{}, transcript.Snapshot{}, fmt.Errorf("load session: %w", err)
+	}
+	return s, snap, nil
+}
+
+func (db *DB) Entries(ctx context.Context, tenant string, session uuid.UUID) ([]transcript.Entry, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, fmt.Errorf("read entries: %w", err)
+	}
+	var rows *EntryRows
+	err := WithTx(ctx, db.b.Read, func(tx Tx) error {
+		s, err := live(ctx, tx, tenant, session)
+		if err != nil {
+			return err
+		}
+		rows = newEntryRows(session, s.EntryCount)
+		return tx.Entries(ctx, tenant, session, rows)
+	})
+	var entries []transcript.Entry
+	if err == nil {
+		entries, err = rows.decode()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read entries: %w", err)
+	}
+	return entries, nil
+}
+
+// latest returns the latest entry of each of latestKinds at or before seq.
+func (db *DB) latest(ctx context.Context, q Queries, tenant string, session uuid.UUID, seq int64) ([]transcript.Entry, error) {
+	rows := newEntryRows(session, 0)
+	if err := q.Latest(ctx, tenant, session, latestKinds(), seq, rows); err != nil {
+		return nil, err
+	}
+	return rows.decode()
+}
+
+func (db *DB) Fork(ctx context.Context, tenant string, source uuid.UUID, opts ForkOptions) (Session, error) {
+	if err := checkTenant(tenant); err != nil {
+		return Session{}, fmt.Errorf("fork session: %w", err)
+	}
+	var child Session
+	err := WithTx(ctx, db.b.Write, func(tx Tx) error {
+		src, err := live(ctx, tx, tenant, source)
+		if err != nil {
+			return err
+		}
+		at, err := forkPoint(src, opts.At)
+		if err != nil {
+			return err
+		}
+		tools := newEntryRows(source, 0)
+		if err := tx.KindEntries(ctx, tenant, source, toolKinds(), at, tools); err != nil {
+			return err
+		}
+		toolEntries, err := tools.decode()
+		if err != nil {
+			return err
+		}
+		if err := checkCut(toolEntries, at); err != nil {
+			return err
+		}
+		latest, err := db.latest(ctx, tx, tenant, source, at)
+		if err != nil {
+			return err
+		}
+		if child, err = prepareFork(src, opts, latest, now()); err != nil {
+			return err
+		}
+		if err := insert(ctx, tx, child); err != nil {
+			return err
+		}
+		copied, err := tx.CopyEntries(ctx, tenant, source, child.ID, at)
+		if err != nil {
+			return err
+		}
+		fork, err := forkEntry(src, at, child.CreatedAt)
+		if err != nil {
+			return err
+		}
+		if err := tx.InsertEntry(ctx, tenant, child.ID, fork); err != nil {
+			return err
+		}
+		child.EntryCount, child.LastSeq = copied+1, fork.Seq
+		return tx.SetCounts(ctx, child.ID, child.EntryCount, child.LastSeq)
+	})
+	if err != nil {
+		return Session{}, fmt.Errorf("fork session: %w", err)
+	}
+	return child, nil
+}
+
+func (db *DB) AddTrace(ctx context.Context, tenant string, tr Trace) (Trace, error) {
+	if err := checkTenant(tenant); err != nil {
+		return Trace{}, fmt.Errorf("add trace: %w", err)
+	}
+	tr, data, err := prepareTrace(tr)
+	if err != nil {
+		return Trace{}, fmt.Errorf("add trace: %w", err)
+	}
+	found, err := db.b.InsertTrace(ctx, tenant, tr, data)
+	switch {
+	case err != nil:
+		return Trace{}, fmt.Errorf("add trace: %w", err)
+	case !found:
+		return Trace{}, fmt.Errorf("add trace: session %s: %w", tr.Session, ErrNotFound)
+	}
+	return tr, nil
+}
+
+func (db *DB) Traces(ctx context.Context, tenant string, session uuid.UUID) ([]Trace, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, fmt.Errorf("list traces: %w", err)
+	}
+	var traces []Trace
+	err := WithTx(ctx, db.b.Read, func(tx Tx) error {
+		if _, err := live(ctx, tx, tenant, session); err != nil {
+			return err
+		}
+		return tx.Traces(ctx, tenant, session, func(tr Trace, data []byte) error {
+			tr.Session = session
+			if err := decodeTrace(&tr, data); err != nil {
+				return err
+			}
+			traces = append(traces, tr)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list traces: %w", err)
+	}
+	return traces, nil
+}
+
+// live returns the tenant's live session id through q, an ErrNotFound
+// naming the id if there is none.
+func live(ctx context.Context, q Queries, tenant string, id uuid.UUID) (Session, error) {
+	s, err := q.Session(ctx, tenant, id)
+	if errors.Is(err, ErrNotFound) {
+		return Session{}, fmt.Errorf("session %s: %w", id, err)
+	}
+	return s, err
+}
+
+// insert stores a new session row through q, an ErrExists naming the id if
+// it is taken.
+func insert(ctx context.Context, q Queries, s Session) error {
+	err := q.InsertSession(ctx, s)
+	if errors.Is(err, ErrExists) {
+		return fmt.Errorf("session %s: %w", s.ID, err)
+	}
+	return err
+}

@@ -5,9 +5,11 @@
 //
 // Every message, tool call, tool completion and usage snapshot is appended to
 // the session's journal as it happens, and a turn-complete barrier follows each
-// turn. The loop knows nothing about where the model, the tools or the journal
-// live: hooks, permissions and output capping wrap the Tools it is given, and
-// budgets are StopConditions, so the loop does not grow a flag per feature.
+// turn. A tool call is made durable before it runs (a barrier per call), so
+// that a crash can lose a call only before it starts. The loop knows nothing
+// about where the model, the tools or the journal live: hooks, permissions
+// and output capping wrap the Tools it is given, and budgets are
+// StopConditions, so the loop does not grow a flag per feature.
 package agent
 
 import (
@@ -375,6 +377,17 @@ func (l *Loop) runTools(ctx context.Context, calls []provider.Content) (endTurn 
 			res = tools.Result{Content: fmt.Sprintf("unknown tool %q: no tools are available", c.ToolName), IsError: true}
 			status = transcript.ToolError
 		default:
+			// Write-ahead: the call is durable before it starts, so that
+			// after a crash while it runs the resumed session finds it and
+			// answers it as interrupted (see Unanswered), instead of a
+			// model that never saw it making it again.
+			l.barrier(ctx)
+			if ctx.Err() != nil {
+				res = tools.Result{Content: "not run: " + context.Cause(ctx).Error(), IsError: true}
+				status = transcript.ToolCancelled
+				break
+			}
+			start = time.Now()
 			res = l.cfg.Tools.Run(ctx, c.ToolCallID, c.ToolName, json.RawMessage(c.Arguments))
 			status = toolStatus(ctx, res)
 			endTurn = res.EndTurn

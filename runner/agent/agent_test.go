@@ -24,6 +24,10 @@ import (
 type recorder struct {
 	mu      sync.Mutex
 	entries []transcript.Payload
+	// durable counts the entries appended before the last barrier.
+	durable int
+	// barrier, when set, is what Barrier returns after it is called.
+	barrier func(ctx context.Context) error
 }
 
 func (r *recorder) Append(p transcript.Payload) int64 {
@@ -33,7 +37,15 @@ func (r *recorder) Append(p transcript.Payload) int64 {
 	return int64(len(r.entries))
 }
 
-func (r *recorder) Barrier(context.Context) error { return nil }
+func (r *recorder) Barrier(ctx context.Context) error {
+	r.mu.Lock()
+	r.durable = len(r.entries)
+	r.mu.Unlock()
+	if r.barrier != nil {
+		return r.barrier(ctx)
+	}
+	return nil
+}
 
 // statuses are the statuses of the tool completions recorded.
 func (r *recorder) statuses() []transcript.ToolStatus {
@@ -192,6 +204,56 @@ func TestLoopCancelDuringTools(t *testing.T) {
 	}
 	if cp, ok := j.entries[len(j.entries)-1].(transcript.Checkpoint); !ok || cp.Outcome != string(Cancelled) {
 		t.Errorf("last entry %#v, want a cancelled checkpoint", j.entries[len(j.entries)-1])
+	}
+}
+
+// TestLoopToolCallDurableBeforeItRuns checks the write-ahead rule: when a
+// tool starts, the journal has made its call durable, with the response
+// that made it.
+func TestLoopToolCallDurableBeforeItRuns(t *testing.T) {
+	t.Parallel()
+	j := &recorder{}
+	ran := 0
+	l := New(Config{
+		Model: provider.NewScripted("s", []provider.Response{echoTurn("one", "two"), textTurn("done")}),
+		Tools: registry(t, echo{hook: func(context.Context) {
+			ran++
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			last, _ := j.entries[len(j.entries)-1].(transcript.ToolCall)
+			if j.durable != len(j.entries) || last.CallID != string(rune('a'+ran-1)) {
+				t.Errorf("call %d ran with %d of %d entries durable, the last %#v", ran, j.durable, len(j.entries), j.entries[len(j.entries)-1])
+			}
+		}}),
+		Journal: j,
+	}, nil, transcript.Usage{})
+	if r := l.Run(t.Context(), "go"); r.Outcome != Completed || ran != 2 {
+		t.Fatalf("result %+v after %d tool runs", r, ran)
+	}
+}
+
+// TestLoopCancelDuringWriteAhead does not start a call whose write-ahead
+// barrier the run's cancel interrupted: nothing says it is durable.
+func TestLoopCancelDuringWriteAhead(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancelCause(t.Context())
+	stop := errors.New("stop requested")
+	ran := 0
+	j := &recorder{barrier: func(bctx context.Context) error {
+		cancel(stop)
+		return bctx.Err()
+	}}
+	l := New(Config{
+		Model:   provider.NewScripted("s", []provider.Response{echoTurn("a")}),
+		Tools:   registry(t, echo{hook: func(context.Context) { ran++ }}),
+		Journal: j,
+	}, nil, transcript.Usage{})
+	r := l.Run(ctx, "go")
+	if r.Outcome != Cancelled || ran != 0 || r.JournalErr != nil {
+		t.Fatalf("result %+v after %d tool runs, want cancelled before the call ran, no journal error", r, ran)
+	}
+	if diff := cmp.Diff([]transcript.ToolStatus{transcript.ToolCancelled}, j.statuses()); diff != "" {
+		t.Errorf("completions (-want +got):\n%s", diff)
 	}
 }
 
@@ -387,7 +449,8 @@ func (r *syncRecorder) Barrier(context.Context) error {
 
 // TestLoopTurnBarrierWaitsForThePreviousTurn checks the turn-complete
 // barrier with a SyncJournal: each turn's end waits for the entries up to
-// the end of the turn before, and the run's end for everything.
+// the end of the turn before, each call's start and the run's end for
+// everything.
 func TestLoopTurnBarrierWaitsForThePreviousTurn(t *testing.T) {
 	t.Parallel()
 	j := &syncRecorder{}
@@ -404,7 +467,9 @@ func TestLoopTurnBarrierWaitsForThePreviousTurn(t *testing.T) {
 	if diff := cmp.Diff([]int64{0, 6}, j.syncs); diff != "" {
 		t.Errorf("syncs (-want +got):\n%s", diff)
 	}
-	if j.barriers != 1 || len(j.entries) != 14 {
-		t.Errorf("%d barriers for %d entries, want 1 at the end of 14", j.barriers, len(j.entries))
+	// A barrier makes each call durable before it runs, and one ends the
+	// run.
+	if j.barriers != 3 || len(j.entries) != 14 {
+		t.Errorf("%d barriers for %d entries, want one for each of 2 calls and 1 at the end of 14", j.barriers, len(j.entries))
 	}
 }

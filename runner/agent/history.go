@@ -13,9 +13,15 @@ import (
 // know, so this needs no schema change.
 const blockRedactedThinking transcript.BlockType = "redacted_thinking"
 
-// interruptedResult is the result given to a tool call that was never
-// answered: the run stopped between the model's call and its result.
-const interruptedResult = "not run: the session stopped before this tool call completed"
+// The results given to a tool call that was never answered: the session
+// stopped between the model's call and its result. A call is journaled
+// durably before it starts, so one with a ToolCall entry may have partly
+// run, and one without never started.
+const (
+	interruptedResult = "interrupted: the session stopped while this tool call was running; " +
+		"it may have partly run, so check its effects before you run it again"
+	notStartedResult = "not run: the session stopped before this tool call started"
+)
 
 // assistantEntry is the journal entry of a model response.
 func assistantEntry(resp provider.Response) transcript.AssistantMessage {
@@ -69,19 +75,26 @@ func restoredArguments(raw json.RawMessage) string {
 // active messages. Consecutive tool results become one tool message, as the
 // providers expect, and a tool call left without a result (the run stopped
 // between the two) gets an error result saying so.
+//
+// A resume journals the answers to the calls a crash left open first (see
+// Unanswered), so that History finds them; the results History makes up
+// itself are for older streams, which may have such calls anywhere.
 func History(snap transcript.Snapshot) []provider.Message {
 	var msgs []provider.Message
 	if snap.Compaction != nil {
 		msgs = append(msgs, provider.Message{Role: provider.RoleUser, Content: contents(snap.Compaction.Replacement)})
 	}
+	started := map[string]bool{} // calls with a ToolCall entry
 	for _, e := range snap.Entries {
 		switch p := e.Payload.(type) {
 		case transcript.UserMessage:
-			msgs = closeCalls(msgs)
+			msgs = closeCalls(msgs, started)
 			msgs = append(msgs, provider.Message{Role: provider.RoleUser, Content: contents(p.Content)})
 		case transcript.AssistantMessage:
-			msgs = closeCalls(msgs)
+			msgs = closeCalls(msgs, started)
 			msgs = append(msgs, provider.Message{Role: provider.RoleAssistant, Content: contents(p.Content)})
+		case transcript.ToolCall:
+			started[p.CallID] = true
 		case transcript.ToolResult:
 			var text strings.Builder
 			for _, b := range p.Content {
@@ -95,12 +108,13 @@ func History(snap transcript.Snapshot) []provider.Message {
 			}
 		}
 	}
-	return closeCalls(msgs)
+	return closeCalls(msgs, started)
 }
 
 // closeCalls gives every tool call of the last assistant message (and of the
-// tool message after it) a result, so the conversation can be sent again.
-func closeCalls(msgs []provider.Message) []provider.Message {
+// tool message after it) a result, so the conversation can be sent again:
+// interrupted if it started, else not run.
+func closeCalls(msgs []provider.Message, started map[string]bool) []provider.Message {
 	n := len(msgs)
 	var call provider.Message
 	switch {
@@ -120,7 +134,11 @@ func closeCalls(msgs []provider.Message) []provider.Message {
 	var missing []provider.Content
 	for _, c := range call.ToolCalls() {
 		if !answered[c.ToolCallID] {
-			missing = append(missing, provider.ToolResult(c.ToolCallID, interruptedResult, true))
+			text := notStartedResult
+			if started[c.ToolCallID] {
+				text = interruptedResult
+			}
+			missing = append(missing, provider.ToolResult(c.ToolCallID, text, true))
 		}
 	}
 	if len(missing) == 0 {
@@ -131,6 +149,65 @@ func closeCalls(msgs []provider.Message) []provider.Message {
 		return msgs
 	}
 	return append(msgs, provider.Message{Role: provider.RoleTool, Content: missing})
+}
+
+// Unanswered returns the entries that answer the tool calls a crash left
+// open at the end of a stored session, for a resume to journal before it
+// goes on: every call of the last assistant message without a result gets
+// one, interrupted (with an interrupted completion) when its ToolCall entry
+// says it may have started, else not run; a call whose result was stored
+// but not its completion gets the completion. The session's conversation
+// then stays as the model will see it, and its last calls are closed, so a
+// fork can cut after them. Calls left open before later messages, by older
+// versions, are left to History.
+func Unanswered(snap transcript.Snapshot) []transcript.Payload {
+	last := -1
+	for i, e := range snap.Entries {
+		switch e.Payload.(type) {
+		case transcript.AssistantMessage:
+			last = i
+		case transcript.UserMessage:
+			last = -1
+		}
+	}
+	if last < 0 {
+		return nil
+	}
+	called := map[string]bool{}
+	results := map[string]transcript.ToolResult{}
+	completed := map[string]bool{}
+	for _, e := range snap.Entries[last+1:] {
+		switch p := e.Payload.(type) {
+		case transcript.ToolCall:
+			called[p.CallID] = true
+		case transcript.ToolResult:
+			results[p.CallID] = p
+		case transcript.ToolCompletion:
+			completed[p.CallID] = true
+		}
+	}
+	var out []transcript.Payload
+	for _, b := range snap.Entries[last].Payload.(transcript.AssistantMessage).Content {
+		if b.Type != transcript.BlockToolUse {
+			continue
+		}
+		res, answered := results[b.ID]
+		switch {
+		case !answered && called[b.ID]:
+			out = append(out,
+				transcript.ToolResult{CallID: b.ID, Content: []transcript.Block{{Type: transcript.BlockText, Text: interruptedResult}}, IsError: true},
+				transcript.ToolCompletion{CallID: b.ID, Status: transcript.ToolInterrupted, Error: firstLine(interruptedResult)})
+		case !answered:
+			out = append(out, transcript.ToolResult{CallID: b.ID, Content: []transcript.Block{{Type: transcript.BlockText, Text: notStartedResult}}, IsError: true})
+		case called[b.ID] && !completed[b.ID]:
+			status := transcript.ToolOK
+			if res.IsError {
+				status = transcript.ToolError
+			}
+			out = append(out, transcript.ToolCompletion{CallID: b.ID, Status: status})
+		}
+	}
+	return out
 }
 
 func contents(blocks []transcript.Block) []provider.Content {

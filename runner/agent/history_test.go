@@ -57,11 +57,21 @@ func TestHistory(t *testing.T) {
 			},
 		},
 		{
-			name: "calls without results are answered as interrupted",
-			snap: transcript.Snapshot{Entries: entries(user, twoCalls, transcript.ToolCall{CallID: "a", Name: "bash"}, result("a", "out a"))},
+			name: "a started call without a result is answered as interrupted",
+			snap: transcript.Snapshot{Entries: entries(user, twoCalls,
+				transcript.ToolCall{CallID: "a", Name: "bash"}, result("a", "out a"), transcript.ToolCompletion{CallID: "a", Status: transcript.ToolOK},
+				transcript.ToolCall{CallID: "b", Name: "read_file"})},
 			want: []provider.Message{
 				provider.UserMessage("task"), wantCalls,
 				{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult("a", "out a", false), provider.ToolResult("b", interruptedResult, true)}},
+			},
+		},
+		{
+			name: "a call that never started is answered as not run",
+			snap: transcript.Snapshot{Entries: entries(user, twoCalls, transcript.ToolCall{CallID: "a", Name: "bash"}, result("a", "out a"))},
+			want: []provider.Message{
+				provider.UserMessage("task"), wantCalls,
+				{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult("a", "out a", false), provider.ToolResult("b", notStartedResult, true)}},
 			},
 		},
 		{
@@ -69,15 +79,15 @@ func TestHistory(t *testing.T) {
 			snap: transcript.Snapshot{Entries: entries(user, twoCalls)},
 			want: []provider.Message{
 				provider.UserMessage("task"), wantCalls,
-				{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult("a", interruptedResult, true), provider.ToolResult("b", interruptedResult, true)}},
+				{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult("a", notStartedResult, true), provider.ToolResult("b", notStartedResult, true)}},
 			},
 		},
 		{
 			name: "a user message after unanswered calls",
-			snap: transcript.Snapshot{Entries: entries(user, twoCalls, transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: "go on"}}})},
+			snap: transcript.Snapshot{Entries: entries(user, twoCalls, transcript.ToolCall{CallID: "a", Name: "bash"}, transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: "go on"}}})},
 			want: []provider.Message{
 				provider.UserMessage("task"), wantCalls,
-				{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult("a", interruptedResult, true), provider.ToolResult("b", interruptedResult, true)}},
+				{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult("a", interruptedResult, true), provider.ToolResult("b", notStartedResult, true)}},
 				provider.UserMessage("go on"),
 			},
 		},
@@ -103,6 +113,80 @@ func TestHistory(t *testing.T) {
 			t.Parallel()
 			if diff := cmp.Diff(tt.want, History(tt.snap)); diff != "" {
 				t.Errorf("History (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestUnanswered checks the entries a resume journals for the calls its
+// session's last run left open, and that History then answers every call
+// from them.
+func TestUnanswered(t *testing.T) {
+	t.Parallel()
+	user := transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: "task"}}}
+	calls := func(ids ...string) transcript.AssistantMessage {
+		m := transcript.AssistantMessage{StopReason: "tool_use", Content: []transcript.Block{{Type: transcript.BlockText, Text: "working"}}}
+		for _, id := range ids {
+			m.Content = append(m.Content, transcript.Block{Type: transcript.BlockToolUse, ID: id, Name: "bash", Input: json.RawMessage(`{}`)})
+		}
+		return m
+	}
+	call := func(id string) transcript.ToolCall { return transcript.ToolCall{CallID: id, Name: "bash"} }
+	result := func(id, text string, isError bool) transcript.ToolResult {
+		return transcript.ToolResult{CallID: id, Content: []transcript.Block{{Type: transcript.BlockText, Text: text}}, IsError: isError}
+	}
+	done := func(id string) transcript.ToolCompletion {
+		return transcript.ToolCompletion{CallID: id, Status: transcript.ToolOK}
+	}
+	interrupted := []transcript.Payload{
+		result("b", interruptedResult, true),
+		transcript.ToolCompletion{CallID: "b", Status: transcript.ToolInterrupted, Error: firstLine(interruptedResult)},
+	}
+	tests := []struct {
+		name    string
+		entries []transcript.Entry
+		want    []transcript.Payload
+	}{
+		{name: "a new session", entries: nil},
+		{name: "a finished turn", entries: entries(user, calls("a"), call("a"), result("a", "out", false), done("a"))},
+		{name: "an answer", entries: entries(user, transcript.AssistantMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: "done"}}})},
+		{
+			name:    "the crash came while the second call ran",
+			entries: entries(user, calls("a", "b"), transcript.Usage{Requests: 1}, call("a"), result("a", "out", false), done("a"), call("b"), transcript.Layers{}),
+			want:    interrupted,
+		},
+		{
+			name:    "the crash came before the second call started",
+			entries: entries(user, calls("a", "b"), call("a"), result("a", "out", false), done("a")),
+			want:    []transcript.Payload{result("b", notStartedResult, true)},
+		},
+		{
+			name:    "the crash came between a result and its completion",
+			entries: entries(user, calls("a", "b"), call("a"), result("a", "failed", true)),
+			want:    []transcript.Payload{transcript.ToolCompletion{CallID: "a", Status: transcript.ToolError}, result("b", notStartedResult, true)},
+		},
+		{
+			name:    "an earlier turn's open call is left to History",
+			entries: entries(user, calls("b"), call("b"), user),
+		},
+		{
+			name:    "a resume already answered it",
+			entries: entries(user, calls("b"), call("b"), interrupted[0], interrupted[1]),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			snap := transcript.Snapshot{Entries: tt.entries}
+			got := Unanswered(snap)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Fatalf("Unanswered (-want +got):\n%s", diff)
+			}
+			for _, p := range got {
+				snap.Entries = append(snap.Entries, transcript.Entry{Seq: int64(len(snap.Entries) + 1), Payload: p})
+			}
+			if again := Unanswered(snap); len(again) != 0 {
+				t.Errorf("Unanswered after its entries = %v, want none", again)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -303,6 +304,7 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	for _, c := range changes {
 		w.Append(c)
 	}
+	snap.Entries = answerUnanswered(w, sess.ID, snap, opts.Logger)
 	if err := k.start(opts, sess.ID.String(), w); err != nil {
 		_ = w.Close(context.WithoutCancel(ctx))
 		return Report{}, err
@@ -449,6 +451,24 @@ func openSession(ctx context.Context, st Store, opts Options) (store.Session, tr
 		return store.Session{}, transcript.Snapshot{}, nil, fmt.Errorf("%s %q: load session %s: %w", verb, ref, id, err)
 	}
 	return sess, snap, storedSession(sess), nil
+}
+
+// answerUnanswered journals the answers to the tool calls the session's last
+// run left open when it stopped (a crash, a lost pod), and returns the
+// session's entries with them, for the loop to continue from: a call that
+// may have partly run is answered as interrupted, never made again without
+// the model being told.
+func answerUnanswered(w *journal.Writer, session uuid.UUID, snap transcript.Snapshot, log *slog.Logger) []transcript.Entry {
+	es := slices.Clip(snap.Entries) // the snapshot's array is not this run's to write
+	for _, p := range agent.Unanswered(snap) {
+		seq := w.Append(p)
+		es = append(es, transcript.Entry{Seq: seq, Payload: p, CreatedAt: time.Now()})
+		if c, ok := p.(transcript.ToolCompletion); ok && c.Status == transcript.ToolInterrupted {
+			log.Warn("a tool call was interrupted when the session last stopped; the model is told it may have partly run",
+				"session", session.String(), "call", c.CallID)
+		}
+	}
+	return es
 }
 
 // settle returns the settings the run uses: the stored ones of a resumed or

@@ -8,7 +8,9 @@
 // transaction), one batch at a time: by the writer's goroutine, which lets a
 // new batch gather for a moment (Options.Linger), or by a Barrier that finds
 // the goroutine idle. Barrier waits until everything appended before it is
-// durable, which the agent does when a run ends; Sync waits for the entries
+// durable, which the agent does before each tool call starts (write-ahead:
+// a crash cannot lose a call that may have run) and when a run ends; Sync
+// waits for the entries
 // up to a sequence number and has the rest written at once in the
 // background, which the agent does when a turn completes, for the turn
 // before; Close drains the queue and stops the writer, which is how both a
@@ -16,6 +18,9 @@
 //
 //	w := journal.New(ctx, st, tenant, snap.Session.ID, snap.LastSeq+1, journal.Options{})
 //	seq := w.Append(transcript.UserMessage{...})
+//	...
+//	w.Append(store.ToolCall{...})
+//	if err := w.Barrier(ctx); err != nil { ... } // before the call runs
 //	...
 //	if err := w.Sync(ctx, lastSeqOfPreviousTurn); err != nil { ... } // end of turn
 //	...
@@ -246,7 +251,9 @@ func (w *Writer) Barrier(ctx context.Context) error {
 // and lets this turn's be written while the next model request goes out. A
 // crash loses at most the entries of the turn in progress and of the one
 // before it, as the spec allows: barriers order persistence, they do not
-// make the current turn's entries synchronous.
+// make the current turn's entries synchronous. (The agent's write-ahead
+// Barrier before each tool call narrows that: what a crash loses of the
+// turn in progress is then only what came after its last call started.)
 func (w *Writer) Sync(ctx context.Context, seq int64) error {
 	w.mu.Lock()
 	seq = min(seq, w.next-1)

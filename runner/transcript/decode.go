@@ -176,7 +176,7 @@ var (
 // The usual values of a few fields, which decoding shares.
 var (
 	blockTypes   = []string{string(BlockText), string(BlockToolUse), string(BlockThinking), string(BlockImage)}
-	toolStatuses = []string{string(ToolOK), string(ToolError), string(ToolCancelled), string(ToolTimeout), string(ToolDenied)}
+	toolStatuses = []string{string(ToolOK), string(ToolError), string(ToolCancelled), string(ToolTimeout), string(ToolDenied), string(ToolInterrupted)}
 	stopReasons  = []string{"tool_use", "end_turn", "max_tokens", "stop_sequence", "refusal", "context_window_exceeded"}
 )
 

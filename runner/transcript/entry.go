@@ -158,6 +158,8 @@ type ToolResult struct {
 
 // ToolCall records a tool call the harness is about to run. It opens the
 // call: a fork cut may not fall between a ToolCall and its ToolCompletion.
+// The agent makes it durable before the call starts, so a ToolCall without
+// its ToolCompletion after a crash is a call that may have partly run.
 type ToolCall struct {
 	CallID string          `json:"call_id"`
 	Name   string          `json:"name"`
@@ -183,6 +185,10 @@ const (
 	ToolCancelled ToolStatus = "cancelled"
 	ToolTimeout   ToolStatus = "timeout"
 	ToolDenied    ToolStatus = "denied"
+	// ToolInterrupted: the session stopped (a crash, a lost pod) while the
+	// call ran, and the resumed session answered it so; it may have partly
+	// run.
+	ToolInterrupted ToolStatus = "interrupted"
 )
 
 // ProviderChange switches the model provider from this entry on.

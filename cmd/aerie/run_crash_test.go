@@ -1,0 +1,200 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aerie-run/aerie/hack/testenv"
+	"github.com/aerie-run/aerie/runner/transcript"
+)
+
+// crashSteps is the length of the session TestRunCrashResume kills.
+const crashSteps = 10
+
+// crashModel is a model that works through crashSteps steps, one shell
+// command each, and decides what to do next from the conversation it is
+// sent, as a real model would: after the last step it sees itself call,
+// the next one, unless that call's result says it was not run, when it
+// calls the step again. A call whose record was lost in a crash, or that
+// is answered as not run although it ran, is therefore made again, and its
+// command runs again.
+func crashModel(t *testing.T, req testenv.ModelRequest) testenv.Turn {
+	var r struct {
+		Messages []struct {
+			Content []struct {
+				Type      string          `json:"type"`
+				ID        string          `json:"id"`
+				ToolUseID string          `json:"tool_use_id"`
+				Content   json.RawMessage `json:"content"`
+			} `json:"content"`
+		} `json:"messages"`
+	}
+	if err := req.Decode(&r); err != nil {
+		t.Errorf("decode the request: %v", err)
+	}
+	last, lastID := 0, ""
+	notRun := map[string]bool{} // call id → its result says it was not run
+	for _, m := range r.Messages {
+		for _, c := range m.Content {
+			switch c.Type {
+			case "tool_use":
+				step, _, _ := strings.Cut(strings.TrimPrefix(c.ID, "step"), "-")
+				if n, err := strconv.Atoi(step); err == nil && n >= last {
+					last, lastID = n, c.ID
+				}
+			case "tool_result":
+				notRun[c.ToolUseID] = strings.Contains(string(c.Content), "not run")
+			}
+		}
+	}
+	next := last + 1
+	if notRun[lastID] {
+		next = last
+	}
+	turn := answer("all steps done")
+	if next <= crashSteps {
+		// The call id is new at every request, so that a call made again is
+		// told apart from the first. The command goes on working after it
+		// has written its line, as most commands do.
+		id := fmt.Sprintf("step%d-%d", next, req.Turn)
+		turn = toolTurn(call(id, "bash", map[string]any{"command": fmt.Sprintf("echo step%d >> steps.log && sleep 0.1", next)}))
+	}
+	turn.Delay = 150 * time.Millisecond
+	return turn
+}
+
+// TestRunCrashResume kills `aerie run` with SIGKILL at seeded random moments
+// of a ten-step session and resumes it after each kill. Every step's command
+// must have run exactly once, unless the resumed session answered its call as
+// interrupted (then at most once): a call whose command may have started is
+// never made again without the model being told, and every call the journal
+// holds has its result and completion there.
+func TestRunCrashResume(t *testing.T) {
+	t.Parallel()
+	turns := make([]testenv.Turn, 200)
+	for i := range turns {
+		turns[i] = testenv.Turn{Respond: func(req testenv.ModelRequest) testenv.Turn { return crashModel(t, req) }}
+	}
+	e := newE2E(t, turns...)
+	rng := rand.New(rand.NewPCG(20, 1))
+	const kills = 20
+	completed := false
+	for i := 0; i < kills && !completed; i++ {
+		args := []string{"run", "--resume", "crashy"}
+		if !e.sessionStored("crashy") {
+			args = []string{"run", "--label", "crashy", "work through the steps"}
+		}
+		asked := len(e.model.Requests())
+		cmd, stdout, stderr := e.start(args...)
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		// The moment is drawn from the run's first model request on, over
+		// about two steps of the session: the model's answer, the command
+		// and the journal's writes in between.
+		delay := time.Duration(rng.Int64N(int64(500 * time.Millisecond)))
+		for start := time.Now(); len(e.model.Requests()) == asked && time.Since(start) < 30*time.Second; {
+			time.Sleep(time.Millisecond)
+		}
+		select {
+		case err := <-exited:
+			out := e.output(cmd, err, stdout.String(), stderr.String())
+			if out.code != 0 {
+				t.Fatalf("run %d exited %d before it was killed; stderr:\n%s", i, out.code, out.stderr)
+			}
+			completed = true
+		case <-time.After(delay):
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			<-exited
+		}
+	}
+	if !completed {
+		if out := e.run("run", "--resume", "crashy"); out.code != 0 {
+			t.Fatalf("the last resume exited %d; stderr:\n%s", out.code, out.stderr)
+		}
+	}
+
+	b, err := os.ReadFile(filepath.Join(e.ws, "steps.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := map[string]int{} // step → times its command wrote its line
+	for _, line := range strings.Fields(string(b)) {
+		ran[line]++
+	}
+	sess, err := e.store().Resolve(t.Context(), e.ws, "crashy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string][]string{} // step → ids of its journaled calls, in order
+	results := map[string]string{} // call id → its result
+	completions := map[string]transcript.ToolStatus{}
+	for _, en := range e.entries(sess.ID.String()) {
+		switch p := en.Payload.(type) {
+		case transcript.ToolCall:
+			step, _, _ := strings.Cut(p.CallID, "-")
+			calls[step] = append(calls[step], p.CallID)
+		case transcript.ToolResult:
+			var text strings.Builder
+			for _, bl := range p.Content {
+				text.WriteString(bl.Text)
+			}
+			results[p.CallID] = text.String()
+		case transcript.ToolCompletion:
+			completions[p.CallID] = p.Status
+		}
+	}
+	interruptions := 0
+	for i := 1; i <= crashSteps; i++ {
+		step := fmt.Sprintf("step%d", i)
+		interrupted := false
+		for j, id := range calls[step] {
+			res, answered := results[id]
+			switch {
+			case !answered:
+				t.Errorf("call %s has no result in the journal", id)
+			case completions[id] == "":
+				t.Errorf("call %s has no completion in the journal", id)
+			case completions[id] == transcript.ToolInterrupted:
+				interrupted = true
+				interruptions++
+				if !strings.Contains(res, "may have partly run") {
+					t.Errorf("interrupted call %s was answered %q", id, res)
+				}
+			case j < len(calls[step])-1 && !strings.HasPrefix(res, "not run"):
+				t.Errorf("%s was called again after call %s was answered %q", step, id, res)
+			}
+		}
+		switch {
+		case len(calls[step]) == 0:
+			t.Errorf("%s was never called", step)
+		case interrupted && ran[step] > 1:
+			t.Errorf("%s was interrupted and ran %d times, want at most once; calls %v", step, ran[step], calls[step])
+		case !interrupted && ran[step] != 1:
+			t.Errorf("%s ran %d times, want once; calls %v, results %v", step, ran[step], calls[step], results)
+		}
+	}
+	if interruptions == 0 {
+		t.Error("no kill interrupted a command: the session was not put to the test")
+	}
+}
+
+// sessionStored reports whether the session labelled label exists: a run
+// killed before it stored its new session left nothing to resume.
+func (e *e2e) sessionStored(label string) bool {
+	e.t.Helper()
+	if _, err := os.Stat(filepath.Join(e.home, "sessions.db")); err != nil {
+		return false
+	}
+	_, err := e.store().Resolve(e.t.Context(), e.ws, label)
+	return err == nil
+}

@@ -156,11 +156,12 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 		f.rawDir = filepath.Join(filepath.Dir(f.atifOutput), "raw")
 	}
 	capper := &tools.Capper{
-		Max:    loaded.Config.ToolResults.MaxBytes,
-		Head:   loaded.Config.ToolResults.HeadBytes,
-		Tail:   loaded.Config.ToolResults.TailBytes,
-		Dir:    f.rawDir,
-		Logger: logger,
+		Max:      loaded.Config.ToolResults.MaxBytes,
+		MaxLines: loaded.Config.ToolResults.MaxLines,
+		Head:     loaded.Config.ToolResults.HeadBytes,
+		Tail:     loaded.Config.ToolResults.TailBytes,
+		Dir:      f.rawDir,
+		Logger:   logger,
 	}
 	if capper.Dir != "" {
 		if _, err := tools.Sweep(capper.Dir, tools.DefaultRetention); err != nil {

@@ -23,15 +23,21 @@ const (
 	DefaultRetention = 7 * 24 * time.Hour
 )
 
-// Capper limits the size of tool results. An output longer than Max keeps
-// its first Head and last Tail bytes, cut on UTF-8 boundaries, with a
-// marker between them saying how much was dropped. When Dir is set the
-// full output is first written, byte-exact, to Dir/<call id>.txt, and the
-// marker names that file.
+// Capper limits the size of tool results. An output longer than Max bytes,
+// or than MaxLines lines, keeps its first Head and last Tail bytes, cut on
+// UTF-8 boundaries, and with MaxLines set no more than MaxLines lines of
+// them (the first half from the start, the rest from the end), with a
+// marker between them saying how much was dropped. When Dir is set the full
+// output is first written, byte-exact, to Dir/<call id>.txt, and the marker
+// names that file.
 type Capper struct {
-	// Max is the largest result kept whole. Max and Head+Tail both zero
-	// disable capping.
+	// Max is the largest result in bytes kept whole; zero sets no byte
+	// limit.
 	Max int
+	// MaxLines is the largest result in lines kept whole; zero, the
+	// default, sets no line limit. Max and MaxLines both zero disable
+	// capping, as the spec says.
+	MaxLines int
 	// Head and Tail are the bytes kept from the start and the end.
 	Head, Tail int
 	// Dir is the sidecar directory for full outputs; empty: no spilling.
@@ -48,19 +54,23 @@ func NewCapper(dir string) *Capper {
 
 // Cap returns r with its content capped. A nil Capper returns r as is.
 func (c *Capper) Cap(callID string, r Result) Result {
-	if c == nil || (c.Max <= 0 && c.Head+c.Tail <= 0) {
+	if c == nil {
 		return r
-	}
-	limit := c.Max
-	if limit <= 0 {
-		limit = c.Head + c.Tail
 	}
 	s := r.Content
-	if len(s) <= limit {
+	overBytes := c.Max > 0 && len(s) > c.Max
+	overLines := c.MaxLines > 0 && lineCount(s) > c.MaxLines
+	if !overBytes && !overLines {
 		return r
 	}
-	head := s[:cutBack(s, min(c.Head, len(s)))]
-	tail := s[max(len(head), cutForward(s, max(0, len(s)-c.Tail))):]
+	headEnd := cutBack(s, min(c.Head, len(s)))
+	tailStart := cutForward(s, max(0, len(s)-c.Tail))
+	if c.MaxLines > 0 {
+		headLines := (c.MaxLines + 1) / 2
+		headEnd = min(headEnd, firstLinesEnd(s, headLines))
+		tailStart = max(tailStart, lastLinesStart(s, c.MaxLines-headLines))
+	}
+	head, tail := s[:headEnd], s[max(headEnd, tailStart):]
 	dropped := len(s) - len(head) - len(tail)
 	where := ""
 	if c.Dir != "" {
@@ -73,6 +83,46 @@ func (c *Capper) Cap(callID string, r Result) Result {
 	}
 	r.Content = fmt.Sprintf("%s\n\n[... %d bytes dropped%s ...]\n\n%s", head, dropped, where, tail)
 	return r
+}
+
+// lineCount counts the lines of s; a last line without a newline counts.
+func lineCount(s string) int {
+	n := strings.Count(s, "\n")
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		n++
+	}
+	return n
+}
+
+// firstLinesEnd is where the first n lines of s end, their newline
+// included.
+func firstLinesEnd(s string, n int) int {
+	end := 0
+	for ; n > 0; n-- {
+		i := strings.IndexByte(s[end:], '\n')
+		if i < 0 {
+			return len(s)
+		}
+		end += i + 1
+	}
+	return end
+}
+
+// lastLinesStart is where the last n lines of s start.
+func lastLinesStart(s string, n int) int {
+	if n == 0 {
+		return len(s)
+	}
+	// The newline that ends s ends its last line; it starts none.
+	start := len(strings.TrimSuffix(s, "\n"))
+	for ; n > 0; n-- {
+		i := strings.LastIndexByte(s[:start], '\n')
+		if i < 0 {
+			return 0
+		}
+		start = i
+	}
+	return start + 1
 }
 
 func (c *Capper) logger() *slog.Logger {

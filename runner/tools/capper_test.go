@@ -27,6 +27,26 @@ func TestCapperBoundaries(t *testing.T) {
 		{name: "cap+1", capper: c, in: ascii(DefaultMaxBytes + 1), wantCapped: true,
 			wantHead: ascii(DefaultHeadBytes), wantTail: ascii(DefaultTailBytes), dropped: "[... 8193 bytes dropped ...]"},
 		{name: "disabled", capper: &Capper{}, in: ascii(DefaultMaxBytes * 3)},
+		// max_bytes = 0 and max_lines = 0 disable capping, whatever the
+		// head and tail sizes.
+		{name: "no byte and no line limit", capper: &Capper{Head: DefaultHeadBytes, Tail: DefaultTailBytes}, in: ascii(DefaultMaxBytes * 3)},
+		{name: "lines at the limit", capper: &Capper{MaxLines: 3, Head: 100, Tail: 100}, in: "1\n2\n3\n"},
+		{name: "lines at the limit, no last newline", capper: &Capper{MaxLines: 3, Head: 100, Tail: 100}, in: "1\n2\n3"},
+		{name: "one line over", capper: &Capper{MaxLines: 3, Head: 100, Tail: 100}, in: "1\n2\n3\n4\n", wantCapped: true,
+			wantHead: "1\n2\n", wantTail: "4\n", dropped: "[... 2 bytes dropped ...]"},
+		{name: "lines, no last newline", capper: &Capper{MaxLines: 4, Head: 100, Tail: 100}, in: "1\n2\n3\n4\n5", wantCapped: true,
+			wantHead: "1\n2\n", wantTail: "4\n5", dropped: "[... 2 bytes dropped ...]"},
+		{name: "one line kept", capper: &Capper{MaxLines: 1, Head: 100, Tail: 100}, in: "1\n2\n", wantCapped: true,
+			wantHead: "1\n", wantTail: "", dropped: "[... 2 bytes dropped ...]"},
+		// The line limit triggers without a byte limit, and the head and
+		// tail bytes still bound what is kept.
+		{name: "long lines over the line limit", capper: &Capper{MaxLines: 2, Head: 3, Tail: 3}, in: "aaaaa\nb\nccccc\n", wantCapped: true,
+			wantHead: "aaa", wantTail: "cc\n", dropped: "[... 8 bytes dropped ...]"},
+		// The byte limit triggers, and the line limit bounds the lines kept.
+		{name: "bytes over, lines bounded", capper: &Capper{Max: 10, MaxLines: 20, Head: 8, Tail: 8}, in: strings.Repeat("x\n", 30), wantCapped: true,
+			wantHead: "x\nx\nx\nx\n", wantTail: "x\nx\nx\nx\n", dropped: "[... 44 bytes dropped ...]"},
+		{name: "lines bound a byte-capped head", capper: &Capper{Max: 10, MaxLines: 2, Head: 8, Tail: 8}, in: strings.Repeat("x\n", 30), wantCapped: true,
+			wantHead: "x\n", wantTail: "x\n", dropped: "[... 56 bytes dropped ...]"},
 		{name: "nil capper", capper: nil, in: ascii(DefaultMaxBytes * 3)},
 		// "é" is two bytes: head 5 would cut the third é in half, so the
 		// head keeps two; tail 5 would start inside one, so it keeps two.

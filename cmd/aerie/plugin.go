@@ -29,6 +29,9 @@ They do not need the configuration to load beforehand, so a plugin that keeps
 it from loading can be disabled, updated or uninstalled. After the change they
 load the plugins of every layer, and undo the change if that fails.
 
+Every subcommand takes --json for scripts. A plugin in their JSON (PLUGIN)
+has the fields of an entry of plugin list --json.
+
 Exit status: 0 on success, 1 on any failure.`,
 	}
 	cmd.AddCommand(newPluginInstallCmd(a), newPluginListCmd(a), newPluginEnableCmd(a, true), newPluginEnableCmd(a, false),
@@ -77,15 +80,33 @@ func pluginManager(a *app) (*plugins.Manager, error) {
 	}, nil
 }
 
+// pluginEntry returns the entry of the plugin installed in m.Dir as plugin
+// list --json shows it, or, when the plugins do not load, one with its name
+// and directory only.
+func pluginEntry(a *app, m *plugins.Manager, name string) plugins.Entry {
+	dir := filepath.Join(m.Dir, name)
+	if set, _ := loadPlugins(a); set != nil {
+		for _, e := range set.Entries {
+			if e.Name == name && filepath.Clean(e.Dir) == dir {
+				return e
+			}
+		}
+	}
+	return plugins.Entry{Name: name, Dir: dir}
+}
+
 func newPluginInstallCmd(a *app) *cobra.Command {
 	var o plugins.InstallOptions
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "install SOURCE",
 		Short: "Install a plugin from a local directory or a git URL",
 		Long: `Install a plugin from a local directory or a git URL into $AERIE_HOME/plugins.
 --path points at the plugin inside the source (default: its root); --ref picks
 a branch or tag to clone (default: the default branch). A source that is not a
-local directory, or any source with --ref, is cloned with git.`,
+local directory, or any source with --ref, is cloned with git.
+
+--json prints {"installed": PLUGIN}.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := pluginManager(a)
@@ -97,12 +118,16 @@ local directory, or any source with --ref, is cloned with git.`,
 			if err != nil {
 				return fmt.Errorf("plugin install: %w", err)
 			}
+			if asJSON {
+				return cli.WriteJSON(cmd.OutOrStdout(), map[string]plugins.Entry{"installed": pluginEntry(a, m, name)})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Installed plugin %s in %s.\n", name, filepath.Join(m.Dir, name))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&o.Path, "path", "", "the plugin's directory inside the source")
 	cmd.Flags().StringVar(&o.Ref, "ref", "", "the branch or tag to install (git sources)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
@@ -176,14 +201,18 @@ func printPlugins(w io.Writer, entries []plugins.Entry) error {
 }
 
 func newPluginEnableCmd(a *app, enable bool) *cobra.Command {
-	use, short := "enable NAME", "Enable an installed plugin"
+	use, short, key := "enable NAME", "Enable an installed plugin", "enabled"
 	if !enable {
-		use, short = "disable NAME", "Disable an installed plugin"
+		use, short, key = "disable NAME", "Disable an installed plugin", "disabled"
 	}
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Long: short + `.
+
+--json prints {"` + key + `": PLUGIN}.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := pluginManager(a)
 			if err == nil {
@@ -192,37 +221,72 @@ func newPluginEnableCmd(a *app, enable bool) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("plugin %s: %w", cmd.Name(), err)
 			}
+			if asJSON {
+				return cli.WriteJSON(cmd.OutOrStdout(), map[string]plugins.Entry{key: pluginEntry(a, m, args[0])})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Plugin %s %sd.\n", args[0], cmd.Name())
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
 }
 
 func newPluginUninstallCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "uninstall NAME",
 		Short: "Remove an installed plugin",
-		Args:  cobra.ExactArgs(1),
+		Long: `Remove an installed plugin.
+
+--json prints {"uninstalled": PLUGIN}, the plugin as it was before.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := pluginManager(a)
-			if err == nil {
-				err = m.Uninstall(args[0])
-			}
 			if err != nil {
 				return fmt.Errorf("plugin uninstall: %w", err)
+			}
+			var before plugins.Entry
+			if asJSON {
+				before = pluginEntry(a, m, args[0])
+			}
+			if err := m.Uninstall(args[0]); err != nil {
+				return fmt.Errorf("plugin uninstall: %w", err)
+			}
+			if asJSON {
+				return cli.WriteJSON(cmd.OutOrStdout(), map[string]plugins.Entry{"uninstalled": before})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Uninstalled plugin %s.\n", args[0])
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// pluginUpdates is what plugin update --json prints: every field is always
+// present.
+type pluginUpdates struct {
+	Updated []plugins.Entry `json:"updated"`
+	Failed  []pluginFailure `json:"failed"`
+}
+
+// pluginFailure is a plugin a command could not change, and why.
+type pluginFailure struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
 }
 
 func newPluginUpdateCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "update [NAME]",
 		Short: "Fetch installed plugins again from their sources",
-		Long:  `Update the named plugin, or every plugin installed with aerie plugin install.`,
-		Args:  cobra.MaximumNArgs(1),
+		Long: `Update the named plugin, or every plugin installed with aerie plugin install.
+
+--json prints {"updated": [PLUGIN, ...], "failed": [{"name": NAME, "error":
+MESSAGE}, ...]}, also when some failed (the exit status is then 1).`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := pluginManager(a)
 			if err != nil {
@@ -235,12 +299,23 @@ func newPluginUpdateCmd(a *app) *cobra.Command {
 				}
 			}
 			var errs []error
+			out := pluginUpdates{Updated: []plugins.Entry{}, Failed: []pluginFailure{}}
 			for _, n := range names {
 				if err := m.Update(cmd.Context(), n); err != nil {
 					errs = append(errs, err)
+					out.Failed = append(out.Failed, pluginFailure{Name: n, Error: err.Error()})
+					continue
+				}
+				if asJSON {
+					out.Updated = append(out.Updated, pluginEntry(a, m, n))
 					continue
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "Updated plugin %s.\n", n)
+			}
+			if asJSON {
+				if err := cli.WriteJSON(cmd.OutOrStdout(), out); err != nil {
+					errs = append(errs, err)
+				}
 			}
 			if err := errors.Join(errs...); err != nil {
 				return fmt.Errorf("plugin update: %w", err)
@@ -248,4 +323,6 @@ func newPluginUpdateCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -223,5 +224,95 @@ func TestPluginGitInstallUpdate(t *testing.T) {
 	}
 	if r := h2.aerie(t, "plugin", "install", url, "--ref", "nope"); r.code != 1 || !strings.Contains(r.err.Error(), "git clone") {
 		t.Errorf("install of a missing ref: code %d, err %v", r.code, r.err)
+	}
+}
+
+// TestPluginJSON checks the --json output of every command that changes a
+// plugin: the plugin in the shape of a plugin list --json entry, after the
+// change (before it, for uninstall), and nothing else on standard output.
+func TestPluginJSON(t *testing.T) {
+	t.Parallel()
+	h := harness{home: t.TempDir(), dir: t.TempDir()}
+	src := filepath.Join(t.TempDir(), "review-src")
+	writePlugin(t, src, "name: review\nversion: 1.0.0\n")
+	dir := filepath.Join(h.home, "plugins", "review")
+
+	type entry struct {
+		Name    string `json:"name"`
+		Dir     string `json:"dir"`
+		Version string `json:"version"`
+		Enabled bool   `json:"enabled"`
+		Status  string `json:"status"`
+		Install *struct {
+			Source string `json:"source"`
+		} `json:"install"`
+	}
+	// run runs a command with --json, checks that standard output is one
+	// JSON object with the keys given, and decodes it into v.
+	run := func(code int, v any, keys string, args ...string) {
+		t.Helper()
+		r := h.aerie(t, append(args, "--json")...)
+		if r.code != code {
+			t.Fatalf("%v: exit %d, want %d: %v", args, r.code, code, r.err)
+		}
+		var doc map[string]json.RawMessage
+		dec := json.NewDecoder(strings.NewReader(r.stdout))
+		if err := dec.Decode(&doc); err != nil || dec.More() {
+			t.Fatalf("%v: stdout is not one JSON object (%v):\n%s", args, err, r.stdout)
+		}
+		var got []string
+		for k := range doc {
+			got = append(got, k)
+		}
+		slices.Sort(got)
+		if strings.Join(got, " ") != keys {
+			t.Errorf("%v: keys %v, want %s", args, got, keys)
+		}
+		if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	check := func(what string, got entry, version string, enabled bool, status string) {
+		t.Helper()
+		if got.Name != "review" || got.Dir != dir || got.Version != version || got.Enabled != enabled || got.Status != status ||
+			got.Install == nil || got.Install.Source != src {
+			t.Errorf("%s: %+v, want review %s in %s, enabled %v, %s, installed from %s", what, got, version, dir, enabled, status, src)
+		}
+	}
+
+	var installed struct{ Installed entry }
+	run(0, &installed, "installed", "plugin", "install", src)
+	check("install", installed.Installed, "1.0.0", true, "active")
+
+	var disabled struct{ Disabled entry }
+	run(0, &disabled, "disabled", "plugin", "disable", "review")
+	check("disable", disabled.Disabled, "1.0.0", false, "inactive")
+
+	var enabled struct{ Enabled entry }
+	run(0, &enabled, "enabled", "plugin", "enable", "review")
+	check("enable", enabled.Enabled, "1.0.0", true, "active")
+
+	writePlugin(t, src, "name: review\nversion: 1.1.0\n")
+	var updates struct {
+		Updated []entry
+		Failed  []struct{ Name, Error string }
+	}
+	run(0, &updates, "failed updated", "plugin", "update")
+	if len(updates.Updated) != 1 || updates.Failed == nil || len(updates.Failed) != 0 {
+		t.Fatalf("update: %+v, want one plugin updated and an empty list of failures", updates)
+	}
+	check("update", updates.Updated[0], "1.1.0", true, "active")
+	updates.Updated, updates.Failed = nil, nil
+	run(1, &updates, "failed updated", "plugin", "update", "nosuch")
+	if updates.Updated == nil || len(updates.Updated) != 0 || len(updates.Failed) != 1 ||
+		updates.Failed[0].Name != "nosuch" || !strings.Contains(updates.Failed[0].Error, "not installed") {
+		t.Errorf("update of a plugin not installed: %+v", updates)
+	}
+
+	var uninstalled struct{ Uninstalled entry }
+	run(0, &uninstalled, "uninstalled", "plugin", "uninstall", "review")
+	check("uninstall", uninstalled.Uninstalled, "1.1.0", true, "active")
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the plugin is still installed: %v", err)
 	}
 }

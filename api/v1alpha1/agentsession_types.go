@@ -223,8 +223,7 @@ type ModelSpec struct {
 	APIKeySecretRef *KeyReference `json:"apiKeySecretRef,omitempty"`
 
 	// contextWindow is the model's context window in tokens. It overrides aerie's table of
-	// known models and drives automatic compaction; without either, automatic compaction
-	// is off.
+	// known models for this session.
 	// +optional
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=100000000

@@ -8,8 +8,7 @@ import (
 
 // ContextWindow returns the context window of model in tokens: override when
 // it is positive (the AgentSession's spec.model.contextWindow), else the
-// window aerie knows for the model, else 0, which means unknown and turns
-// automatic compaction off.
+// window aerie knows for the model, else 0, which means unknown.
 //
 // Model names are matched exactly, after dropping a routing prefix
 // ("anthropic/claude-opus-4-6", as LiteLLM and OpenRouter spell them) and a
@@ -34,8 +33,8 @@ var dateSuffix = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompil
 
 // knownContextWindow is the table of models whose window the providers'
 // documentation states. Anthropic models listed at 200K offer 1M only behind a
-// beta header, which aerie does not send. A model missing here needs
-// spec.model.contextWindow for automatic compaction.
+// beta header, which aerie does not send. A model missing here has its window
+// from spec.model.contextWindow.
 func knownContextWindow(name string) int64 {
 	switch name {
 	// Anthropic.

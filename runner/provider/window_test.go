@@ -26,7 +26,7 @@ func TestProviderContextWindow(t *testing.T) {
 		{"gpt-5.4", 0, 1_050_000},
 		{"o3", 0, 200_000},
 
-		// Unknown: 0, which turns automatic compaction off.
+		// Unknown: 0.
 		{"gpt-5-chat-latest", 0, 0}, // not matched by prefix: its window differs from gpt-5's
 		{"claude-sonnet-4-5-extra", 0, 0},
 		{"llama3.1:8b", 0, 0},

@@ -52,7 +52,7 @@ echo "uid=$(id -u) cwd=$(pwd)"
 // platform layer ConfigMap: the runner pod gets its mirror, the model is
 // offered both, and the tool runs in the workspace container. Platform
 // layers are the submitter's side, not the workspace's, so their
-// executables run without a trust pin (extensions.Layer.NeedsTrust).
+// executables run without a trust pin (layer.Layer.NeedsTrust).
 func testPlatformLayer(t *testing.T, e *e2e) {
 	ns, platform := e.namespace(t), e.cp.Namespace(t)
 	e = e.in(ns)

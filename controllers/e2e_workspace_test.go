@@ -18,7 +18,7 @@ import (
 
 	aeriev1alpha1 "github.com/aerie-run/aerie/api/v1alpha1"
 	"github.com/aerie-run/aerie/hack/testenv"
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/store/dburl"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
@@ -70,7 +70,7 @@ func TestEndToEndWorkspace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pin, err := extensions.ComputePin(ws, extensions.Layer{Name: ".aerie", Kind: extensions.KindProject, Dir: filepath.Join(ws, ".aerie")},
+	pin, err := layer.ComputePin(ws, layer.Layer{Name: ".aerie", Kind: layer.KindProject, Dir: filepath.Join(ws, ".aerie")},
 		filepath.Join(ws, ".aerie/tools/stamp.toml"), []string{"./stamp.sh"})
 	if err != nil {
 		t.Fatal(err)

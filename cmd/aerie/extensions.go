@@ -12,8 +12,8 @@ import (
 
 	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/config"
-	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/headless"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 func newExtensionsCmd(a *app) *cobra.Command {
@@ -61,7 +61,7 @@ skipped (the report is printed first). Skipped project files do not fail it.`,
 			}
 			ws := workspace
 			if ws == "" {
-				if ws, err = extensions.FindWorkspace(wd); err != nil {
+				if ws, err = layer.FindWorkspace(wd); err != nil {
 					return fmt.Errorf("extensions: %w", err)
 				}
 			} else if ws, err = filepath.Abs(ws); err != nil {
@@ -81,7 +81,7 @@ skipped (the report is printed first). Skipped project files do not fail it.`,
 			}
 			// Each layer with the digest of what it holds, as a session
 			// records it; one that cannot be digested is shown without.
-			src.Layers, _, _ = extensions.WithDigests(ws, src.Layers)
+			src.Layers, _, _ = layer.WithDigests(ws, src.Layers)
 			x, err := headless.LoadExtensions(src)
 			if err != nil {
 				return err
@@ -120,7 +120,7 @@ func joinLines(errs []error) string {
 
 // printExtensions writes the report for people: the layers, then one line
 // per artifact with indented details.
-func printExtensions(w io.Writer, r extensions.Report, home string) error {
+func printExtensions(w io.Writer, r layer.Report, home string) error {
 	fmt.Fprintf(w, "Workspace: %s\nWorking directory: %s\n\nLayers, nearest first:\n", r.Workspace, r.WorkDir)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, l := range r.Layers {
@@ -151,18 +151,18 @@ func printExtensions(w io.Writer, r extensions.Report, home string) error {
 			name = "-"
 		}
 		fmt.Fprintf(w, "  %s %s: %s\n", a.Type, name, status)
-		layer := a.Layer
-		if layer == "" {
-			layer = "environment"
+		from := a.Layer
+		if from == "" {
+			from = layer.EnvironmentLayer
 		}
-		fmt.Fprintf(w, "      %s (%s)\n", a.Path, layer)
+		fmt.Fprintf(w, "      %s (%s)\n", a.Path, from)
 		if a.Reason != "" {
 			fmt.Fprintf(w, "      %s\n", a.Reason)
 		}
 		for _, c := range a.Shadowed {
 			fmt.Fprintf(w, "      shadows %s (%s)\n", c.Path, c.Layer)
 		}
-		if p := a.Provenance; p != nil && p.State != extensions.ProvenanceLegacy {
+		if p := a.Provenance; p != nil && p.State != layer.ProvenanceLegacy {
 			fmt.Fprintf(w, "      provenance: %s", p.State)
 			if p.OperationID != "" {
 				fmt.Fprintf(w, ", operation %s", p.OperationID)
@@ -179,7 +179,7 @@ func printExtensions(w io.Writer, r extensions.Report, home string) error {
 			fmt.Fprintln(w)
 		}
 		if a.Pin != nil {
-			fmt.Fprintf(w, "      to trust it after reviewing it, append to %s:\n", filepath.Join(home, extensions.TrustFile))
+			fmt.Fprintf(w, "      to trust it after reviewing it, append to %s:\n", filepath.Join(home, layer.TrustFile))
 			for line := range strings.Lines(a.Pin.TOML()) {
 				fmt.Fprintf(w, "        %s", line)
 			}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // TestExtensionsLayerDigests: aerie extensions --json gives every layer
@@ -20,7 +20,7 @@ func TestExtensionsLayerDigests(t *testing.T) {
 	r, _ := statuses(t, res.stdout, dir)
 	ws := filepath.Join(dir, "ws")
 	for _, l := range r.Layers {
-		want, err := extensions.ContentDigest(ws, l)
+		want, err := layer.ContentDigest(ws, l)
 		if err != nil {
 			t.Fatal(err)
 		}

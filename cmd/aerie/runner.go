@@ -19,9 +19,9 @@ import (
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/executor"
-	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/headless"
 	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/store"
@@ -217,11 +217,11 @@ var trustSources = map[string]string{
 // podLayers are the configuration's layers as the extension loaders take
 // them, nearest first. The trust.toml of a layer whose kind the trust
 // sources leave out is not honoured.
-func podLayers(cfg *runconfig.Config) []extensions.Layer {
-	out := make([]extensions.Layer, 0, len(cfg.Layers))
+func podLayers(cfg *runconfig.Config) []layer.Layer {
+	out := make([]layer.Layer, 0, len(cfg.Layers))
 	for _, l := range cfg.Layers {
-		out = append(out, extensions.Layer{
-			Name: l.Name, Dir: l.Dir, Kind: extensions.Kind(l.Kind), Digest: l.Digest, Source: l.Source,
+		out = append(out, layer.Layer{
+			Name: l.Name, Dir: l.Dir, Kind: layer.Kind(l.Kind), Digest: l.Digest, Source: l.Source,
 			IgnorePins: !slices.Contains(cfg.Trust.Sources, trustSources[l.Kind]),
 		})
 	}
@@ -232,10 +232,10 @@ func podLayers(cfg *runconfig.Config) []extensions.Layer {
 // spec.trust.pinsFrom. A malformed one stops the attempt: it is the
 // submitter's, and a pin silently dropped would leave a tool they meant
 // to trust unrunnable with no reason given.
-func sessionPins(cfg *runconfig.Config) ([]extensions.Pin, error) {
-	var pins []extensions.Pin
+func sessionPins(cfg *runconfig.Config) ([]layer.Pin, error) {
+	var pins []layer.Pin
 	for i, doc := range cfg.Trust.Pins {
-		ps, err := extensions.ParseTrust(doc.Source, []byte(doc.TOML))
+		ps, err := layer.ParseTrust(doc.Source, []byte(doc.TOML))
 		if err != nil {
 			return nil, fmt.Errorf("trust.pins[%d] (spec.trust.pinsFrom): %w", i, err)
 		}
@@ -250,8 +250,8 @@ func sessionPins(cfg *runconfig.Config) ([]extensions.Pin, error) {
 // through an os.Root, so a link planted in the repository cannot lead it
 // to its own secrets. A workspace it cannot read (a pod from a controller
 // that does not mount it) has none, with a warning.
-func projectLayers(workspace, dir string, logger *slog.Logger) []extensions.Layer {
-	layers, err := extensions.ProjectLayers(workspace, dir)
+func projectLayers(workspace, dir string, logger *slog.Logger) []layer.Layer {
+	layers, err := layer.ProjectLayers(workspace, dir)
 	if err != nil {
 		logger.Warn("the workspace cannot be read here: its project layers are not used", "workspace", workspace, "err", err)
 		return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/headless"
 	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
@@ -43,18 +44,18 @@ func writeTree(t *testing.T, dir string, files map[string]string) {
 
 // pinsOf returns the pins that would trust the workspace's project tools
 // and hook files as they are now, by path from the workspace root.
-func pinsOf(t *testing.T, ws string) map[string]extensions.Pin {
+func pinsOf(t *testing.T, ws string) map[string]layer.Pin {
 	t.Helper()
-	layers, err := extensions.ProjectLayers(ws, ws)
+	layers, err := layer.ProjectLayers(ws, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := extensions.Load(extensions.Source{Layers: layers, Workspace: ws}, extensions.Options{Builtins: headless.BuiltinToolNames()})
+	set, err := extensions.Load(layer.Source{Layers: layers, Workspace: ws}, extensions.Options{Builtins: headless.BuiltinToolNames()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	loaded, _ := hooks.Load(layers, nil, hooks.LoadOptions{Dir: ws, Workspace: ws})
-	out := map[string]extensions.Pin{}
+	out := map[string]layer.Pin{}
 	for _, a := range append(set.Report.Artifacts, loaded.Artifacts(ws)...) {
 		if a.Pin != nil {
 			out[a.Pin.Path] = *a.Pin

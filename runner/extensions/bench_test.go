@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // benchTree writes 20 layers — 18 project layers (.aerie and .osprey at
@@ -14,7 +16,7 @@ import (
 // tool-descriptions.toml in every other layer, and an AGENTS.md of 2 KiB
 // in every directory. It returns the discovery options of a session in the
 // deepest directory.
-func benchTree(b *testing.B) DiscoverOptions {
+func benchTree(b *testing.B) layer.DiscoverOptions {
 	b.Helper()
 	dir := b.TempDir()
 	ws, h := filepath.Join(dir, "ws"), filepath.Join(dir, "home")
@@ -27,18 +29,18 @@ func benchTree(b *testing.B) DiscoverOptions {
 			level = filepath.Join(level, fmt.Sprintf("d%d", i))
 		}
 		files[filepath.Join("ws", level, "AGENTS.md")] = agents
-		for _, name := range ProjectDirs {
-			layer := filepath.Join(level, name)
-			files[filepath.Join("ws", layer, "SYSTEM.md")] = "system " + layer
-			files[filepath.Join("ws", layer, "APPEND_SYSTEM.md")] = "append " + layer
+		for _, name := range layer.ProjectDirs() {
+			dir := filepath.Join(level, name)
+			files[filepath.Join("ws", dir, "SYSTEM.md")] = "system " + dir
+			files[filepath.Join("ws", dir, "APPEND_SYSTEM.md")] = "append " + dir
 			if name == ".aerie" {
-				files[filepath.Join("ws", layer, "toolsets.toml")] = "[toolsets.ro]\ntools = [\"read_file\"]\n"
-				files[filepath.Join("ws", layer, "tool-descriptions.toml")] = "bash = \"Run it.\"\n"
+				files[filepath.Join("ws", dir, "toolsets.toml")] = "[toolsets.ro]\ntools = [\"read_file\"]\n"
+				files[filepath.Join("ws", dir, "tool-descriptions.toml")] = "bash = \"Run it.\"\n"
 			}
 			for j := range 5 {
 				tool := fmt.Sprintf("t%d_%s_%d", i, strings.TrimPrefix(name, "."), j)
-				files[filepath.Join("ws", layer, "tools", tool+".toml")] = manifest(tool, "./"+tool+".sh") + "[parameters.text]\ntype = \"string\"\n"
-				files[filepath.Join("ws", layer, "tools", tool+".sh")] = "#!/bin/sh\ncat\n"
+				files[filepath.Join("ws", dir, "tools", tool+".toml")] = manifest(tool, "./"+tool+".sh") + "[parameters.text]\ntype = \"string\"\n"
+				files[filepath.Join("ws", dir, "tools", tool+".sh")] = "#!/bin/sh\ncat\n"
 			}
 		}
 	}
@@ -50,7 +52,7 @@ func benchTree(b *testing.B) DiscoverOptions {
 	for name := range files {
 		if strings.HasPrefix(name, "ws/") && strings.HasSuffix(name, ".toml") && strings.Contains(name, "/tools/") {
 			man := filepath.Join(dir, name)
-			p, err := ComputePin(ws, Layer{Kind: KindProject}, man, []string{strings.TrimSuffix(man, ".toml") + ".sh"})
+			p, err := layer.ComputePin(ws, layer.Layer{Kind: layer.KindProject}, man, []string{strings.TrimSuffix(man, ".toml") + ".sh"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -58,7 +60,7 @@ func benchTree(b *testing.B) DiscoverOptions {
 		}
 	}
 	tree(b, h, map[string]string{"trust.toml": pins.String()})
-	return DiscoverOptions{WorkDir: filepath.Join(ws, level), Workspace: ws, Home: h}
+	return layer.DiscoverOptions{WorkDir: filepath.Join(ws, level), Workspace: ws, Home: h}
 }
 
 // BenchmarkLoad measures what a session does at start: discovery and
@@ -68,14 +70,14 @@ func BenchmarkLoad(b *testing.B) {
 	opts := benchTree(b)
 	b.ResetTimer()
 	for b.Loop() {
-		layers, err := Discover(opts)
+		layers, err := layer.Discover(opts)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if len(layers) != 20 {
 			b.Fatalf("%d layers", len(layers))
 		}
-		set, err := Load(Source{Layers: layers, Workspace: opts.Workspace, WorkDir: opts.WorkDir}, Options{Persona: "persona"})
+		set, err := Load(layer.Source{Layers: layers, Workspace: opts.Workspace, WorkDir: opts.WorkDir}, Options{Persona: "persona"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -89,11 +91,11 @@ func BenchmarkLoad(b *testing.B) {
 // layers.
 func BenchmarkComposePrompt(b *testing.B) {
 	opts := benchTree(b)
-	layers, err := Discover(opts)
+	layers, err := layer.Discover(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	src := Source{Layers: layers, Workspace: opts.Workspace, WorkDir: opts.WorkDir}
+	src := layer.Source{Layers: layers, Workspace: opts.Workspace, WorkDir: opts.WorkDir}
 	b.ResetTimer()
 	for b.Loop() {
 		p, _, err := ComposePrompt(src, "persona")

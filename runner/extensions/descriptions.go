@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
@@ -57,7 +58,7 @@ func (d described) Description() string { return d.description }
 //	"""
 func ParseDescriptions(path string, doc []byte) (map[string]string, error) {
 	var raw map[string]any
-	if err := decodeTOML(path, doc, &raw); err != nil {
+	if err := layer.DecodeTOML(path, doc, &raw); err != nil {
 		return nil, err
 	}
 	m := make(map[string]string, len(raw))
@@ -65,9 +66,9 @@ func ParseDescriptions(path string, doc []byte) (map[string]string, error) {
 		s, ok := raw[name].(string)
 		switch {
 		case !ok:
-			return nil, placed(path, doc, fieldErrorf(name, "want a string (the description), got %s", tomlKind(raw[name])))
+			return nil, layer.Placed(path, doc, layer.FieldErrorf(name, "want a string (the description), got %s", tomlKind(raw[name])))
 		case strings.TrimSpace(s) == "":
-			return nil, placed(path, doc, fieldErrorf(name, "the description is empty; remove the key to keep the tool's own"))
+			return nil, layer.Placed(path, doc, layer.FieldErrorf(name, "the description is empty; remove the key to keep the tool's own"))
 		}
 		m[name] = s
 	}
@@ -99,38 +100,38 @@ func tomlKind(v any) string {
 // layered tool-descriptions.toml, if it is valid; else the bundled
 // layer's, if any. An invalid nearest file does not hand over to a farther
 // one, only to the bundled descriptions.
-func LoadDescriptions(src Source) (Descriptions, []Artifact, error) {
-	v, err := src.open()
+func LoadDescriptions(src layer.Source) (Descriptions, []layer.Artifact, error) {
+	v, err := src.Open()
 	if err != nil {
 		return Descriptions{}, nil, err
 	}
-	defer v.close()
+	defer v.Close()
 	d, arts := loadDescriptions(v)
 	return d, arts, nil
 }
 
-func loadDescriptions(v *view) (Descriptions, []Artifact) {
+func loadDescriptions(v *layer.View) (Descriptions, []layer.Artifact) {
 	var (
 		d       Descriptions
-		arts    []Artifact
+		arts    []layer.Artifact
 		decider = -1 // what decided, in arts
 	)
-	if name := v.src.getenv(ToolDescriptionsFileEnv); name != "" {
+	if name := v.Getenv(ToolDescriptionsFileEnv); name != "" {
 		path := name
-		if !filepath.IsAbs(path) && v.wsDir != "" {
-			path = filepath.Join(v.wsDir, v.workRel, path)
+		if !filepath.IsAbs(path) && v.Workspace != "" {
+			path = filepath.Join(v.Workspace, v.WorkRel, path)
 		}
-		a := Artifact{Type: TypeToolDescriptions, Name: ToolDescriptionsFileEnv, Layer: EnvironmentLayer, Path: path, private: true}
-		doc, err := readOSFile(path, MaxArtifactBytes)
+		a := layer.EnvironmentArtifact(TypeToolDescriptions, ToolDescriptionsFileEnv, path)
+		doc, err := readOSFile(path, layer.MaxArtifactBytes)
 		var m map[string]string
 		if err == nil {
-			a.Digest = digest(doc)
+			a.Digest = layer.Digest(doc)
 			m, err = ParseDescriptions(path, doc)
 		}
 		if err != nil {
-			a.skip(fmt.Errorf("read %s: %w; using the layered %s", ToolDescriptionsFileEnv, err, ToolDescriptionsFile))
+			a.Skip(fmt.Errorf("read %s: %w; using the layered %s", ToolDescriptionsFileEnv, err, ToolDescriptionsFile))
 		} else {
-			a.Status, d = StatusActive, Descriptions{Source: path, m: m}
+			a.Status, d = layer.StatusActive, Descriptions{Source: path, m: m}
 			decider = len(arts)
 		}
 		arts = append(arts, a)
@@ -138,39 +139,39 @@ func loadDescriptions(v *view) (Descriptions, []Artifact) {
 	// fellBack: the nearest layered file failed, so only the bundled
 	// layer's may still decide.
 	fellBack := false
-	for _, lv := range v.layers {
-		if lv.err != nil {
+	for _, lv := range v.Layers {
+		if lv.Err != nil {
 			continue
 		}
-		if !there(lv.files, ToolDescriptionsFile) {
+		if !lv.Files.There(ToolDescriptionsFile) {
 			continue
 		}
-		a := newArtifact(TypeToolDescriptions, lv, ToolDescriptionsFile)
+		a := layer.NewArtifact(TypeToolDescriptions, lv, ToolDescriptionsFile)
 		a.Name = ToolDescriptionsFile
-		if decider >= 0 && !(fellBack && lv.Kind == KindBundled) {
-			a.Digest = fileDigest(lv.files, ToolDescriptionsFile)
-			a.shadow(&arts[decider])
+		if decider >= 0 && !(fellBack && lv.Kind == layer.KindBundled) {
+			a.Digest = lv.Files.Digest(ToolDescriptionsFile)
+			a.Shadow(&arts[decider])
 			if fellBack {
 				a.Reason = fmt.Sprintf("not used: the nearer %s failed, and only the bundled descriptions replace it", arts[decider].Path)
 			}
 			arts = append(arts, a)
 			continue
 		}
-		doc, err := lv.files.readFile(ToolDescriptionsFile, MaxArtifactBytes)
+		doc, err := lv.Files.ReadFile(ToolDescriptionsFile, layer.MaxArtifactBytes)
 		var m map[string]string
 		if err == nil {
-			a.Digest = digest(doc)
-			a.setProvenance(readProvenance(lv.files, ToolDescriptionsFile, doc))
+			a.Digest = layer.Digest(doc)
+			a.SetProvenance(lv.Files.Provenance(ToolDescriptionsFile, doc))
 			m, err = ParseDescriptions(a.Path, doc)
 		}
 		switch {
 		case err != nil && fellBack:
-			a.skip(fmt.Errorf("read %s: %w; using the tools' own descriptions", ToolDescriptionsFile, explainRootErr(err)))
+			a.Skip(fmt.Errorf("read %s: %w; using the tools' own descriptions", ToolDescriptionsFile, layer.ExplainEscape(err)))
 		case err != nil:
-			a.skip(fmt.Errorf("read %s: %w; using the bundled descriptions (a farther %s is not used after an error)", ToolDescriptionsFile, explainRootErr(err), ToolDescriptionsFile))
+			a.Skip(fmt.Errorf("read %s: %w; using the bundled descriptions (a farther %s is not used after an error)", ToolDescriptionsFile, layer.ExplainEscape(err), ToolDescriptionsFile))
 			fellBack = true
 		default:
-			a.Status, d, fellBack = StatusActive, Descriptions{Source: a.Path, m: m}, false
+			a.Status, d, fellBack = layer.StatusActive, Descriptions{Source: a.Path, m: m}, false
 		}
 		decider = len(arts)
 		arts = append(arts, a)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
@@ -87,7 +88,7 @@ func TestDescriptionPrecedence(t *testing.T) {
 			src := promptLayers(t, dir)
 			if tt.bundled {
 				n := len(src.Layers) - 1
-				src.Layers = append(src.Layers[:n:n], Layer{Name: "bundled", Dir: filepath.Join(dir, "bundled"), Kind: KindBundled})
+				src.Layers = append(src.Layers[:n:n], layer.Layer{Name: "bundled", Dir: filepath.Join(dir, "bundled"), Kind: layer.KindBundled})
 			}
 			if tt.env != "" {
 				src.Getenv = func(k string) string {
@@ -109,7 +110,7 @@ func TestDescriptionPrecedence(t *testing.T) {
 				t.Errorf("source = %s, want %s", d.Source, src)
 			}
 			for _, a := range arts {
-				if a.Status != StatusActive && a.Reason == "" {
+				if a.Status != layer.StatusActive && a.Reason == "" {
 					t.Errorf("%s is %s without a reason", a.Path, a.Status)
 				}
 			}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 var fuzzTOML = []string{
@@ -34,14 +36,14 @@ var fuzzTOML = []string{
 // inside the document.
 func checkFileError(t *testing.T, doc []byte, err error) {
 	t.Helper()
-	var fe *FileError
+	var fe *layer.FileError
 	if !errors.As(err, &fe) || fe.Path != "f.toml" {
 		t.Fatalf("error %v (%T) is not a *FileError for f.toml", err, err)
 	}
 	if lines := bytes.Count(doc, []byte("\n")) + 1; fe.Line < 0 || fe.Line > lines {
 		t.Fatalf("error %v: line %d outside a %d-line file", err, fe.Line, lines)
 	}
-	if s := SanitizeReason(err.Error()); !utf8.ValidString(s) || len(s) > maxReason+len("…") || strings.ContainsAny(s, "\n\r\x1b") {
+	if s := layer.SanitizeReason(err.Error()); !utf8.ValidString(s) || len(s) > layer.MaxReason+len("…") || strings.ContainsAny(s, "\n\r\x1b") {
 		t.Fatalf("sanitized reason %q", s)
 	}
 }
@@ -65,29 +67,6 @@ func FuzzParseManifest(f *testing.F) {
 		var schema map[string]any
 		if err := json.Unmarshal(m.Schema(), &schema); err != nil || schema["type"] != "object" {
 			t.Fatalf("schema %s: %v", m.Schema(), err)
-		}
-	})
-}
-
-func FuzzParseTrust(f *testing.F) {
-	for _, d := range fuzzTOML {
-		f.Add([]byte(d))
-	}
-	f.Fuzz(func(t *testing.T, doc []byte) {
-		pins, err := ParseTrust("f.toml", doc)
-		if err != nil {
-			checkFileError(t, doc, err)
-			return
-		}
-		for _, p := range pins {
-			if !hexSHA256().MatchString(p.SHA256) || p.Path == "" || strings.HasPrefix(p.Path, "/") {
-				t.Fatalf("accepted pin %+v", p)
-			}
-			// A pin's TOML form reads back as itself.
-			back, err := ParseTrust("f.toml", []byte(p.TOML()))
-			if err != nil || len(back) != 1 || back[0] != p {
-				t.Fatalf("pin %+v round-trips to %+v, %v", p, back, err)
-			}
 		}
 	})
 }
@@ -135,25 +114,6 @@ func FuzzParseDescriptions(f *testing.F) {
 			if strings.TrimSpace(v) == "" {
 				t.Fatalf("accepted an empty description for %q", k)
 			}
-		}
-	})
-}
-
-func FuzzParseProvenance(f *testing.F) {
-	for _, d := range []string{
-		`{"origin":"agent","operation_id":"op","digest":"sha256:` + strings.Repeat("0", 64) + `","activation_boundary":"next_turn"}`,
-		`{"origin":"user","operation_id":"op","digest":"sha256:` + strings.Repeat("0", 64) + `"}`,
-		`{"origin":"agent"}`, `{}`, `[]`, `null`, `{"origin":"agent"} {}`, ``,
-	} {
-		f.Add([]byte(d))
-	}
-	f.Fuzz(func(t *testing.T, doc []byte) {
-		p, err := ParseProvenance(doc)
-		if err != nil {
-			return
-		}
-		if p.OperationID == "" || !digestPattern().MatchString(p.Digest) || (p.State == ProvenanceAgent) != (p.Origin == OriginAgent) {
-			t.Fatalf("accepted %+v", p)
 		}
 	})
 }

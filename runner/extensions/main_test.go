@@ -12,6 +12,7 @@ import (
 
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/process"
 )
 
@@ -70,12 +71,12 @@ func tree(t testing.TB, dir string, files map[string]string) {
 }
 
 // project returns a Layer for the project directory rel (".aerie") of ws.
-func project(ws, rel string) Layer {
-	return Layer{Name: rel, Dir: filepath.Join(ws, filepath.FromSlash(rel)), Kind: KindProject}
+func project(ws, rel string) layer.Layer {
+	return layer.Layer{Name: rel, Dir: filepath.Join(ws, filepath.FromSlash(rel)), Kind: layer.KindProject}
 }
 
 // home returns the home layer at dir.
-func home(dir string) Layer { return Layer{Name: "home", Dir: dir, Kind: KindHome} }
+func home(dir string) layer.Layer { return layer.Layer{Name: "home", Dir: dir, Kind: layer.KindHome} }
 
 // manifest returns a minimal valid manifest for name running program.
 func manifest(name, program string) string {
@@ -83,8 +84,8 @@ func manifest(name, program string) string {
 }
 
 // byPath indexes artifacts by path, for tests that look one up.
-func byPath(arts []Artifact) map[string]Artifact {
-	m := make(map[string]Artifact, len(arts))
+func byPath(arts []layer.Artifact) map[string]layer.Artifact {
+	m := make(map[string]layer.Artifact, len(arts))
 	for _, a := range arts {
 		m[a.Path] = a
 	}
@@ -92,9 +93,9 @@ func byPath(arts []Artifact) map[string]Artifact {
 }
 
 // mustPin computes the current pin of a project manifest and its program.
-func mustPin(t testing.TB, ws string, l Layer, manifest, program string) Pin {
+func mustPin(t testing.TB, ws string, l layer.Layer, manifest, program string) layer.Pin {
 	t.Helper()
-	p, err := ComputePin(ws, l, manifest, []string{program})
+	p, err := layer.ComputePin(ws, l, manifest, []string{program})
 	if err != nil {
 		t.Fatal(err)
 	}

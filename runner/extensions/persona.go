@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // PersonasDir holds a layer's personas, one personas/<name>.toml each:
@@ -46,7 +48,7 @@ func ValidPersonaName(name string) bool {
 }
 
 // TypePersona is the report's type for persona files.
-const TypePersona Type = "persona"
+const TypePersona layer.Type = "persona"
 
 // ErrUnknownPersona means a persona was asked for that no layer defines.
 var ErrUnknownPersona = errors.New("unknown persona")
@@ -76,14 +78,14 @@ type personaDoc struct {
 // Unknown keys are errors.
 func ParsePersona(path string, doc []byte) (Persona, error) {
 	var d personaDoc
-	if err := decodeTOML(path, doc, &d); err != nil {
+	if err := layer.DecodeTOML(path, doc, &d); err != nil {
 		return Persona{}, err
 	}
 	switch {
 	case strings.TrimSpace(d.Prompt) == "":
-		return Persona{}, placed(path, doc, fieldErrorf("prompt", "missing: the persona's base system prompt"))
+		return Persona{}, layer.Placed(path, doc, layer.FieldErrorf("prompt", "missing: the persona's base system prompt"))
 	case d.Toolset != "" && strings.TrimSpace(d.Toolset) != d.Toolset:
-		return Persona{}, placed(path, doc, fieldErrorf("toolset", "%q has blank space around the name", d.Toolset))
+		return Persona{}, layer.Placed(path, doc, layer.FieldErrorf("toolset", "%q has blank space around the name", d.Toolset))
 	}
 	return Persona{Description: d.Description, Prompt: text([]byte(d.Prompt)), Toolset: d.Toolset, Path: path}, nil
 }
@@ -97,47 +99,47 @@ func ParsePersona(path string, doc []byte) (Persona, error) {
 // caller's built-in prompt stands.
 //
 // The artifacts list every file found, for the extensions report.
-func LoadPersona(src Source, name string) (Persona, []Artifact, error) {
+func LoadPersona(src layer.Source, name string) (Persona, []layer.Artifact, error) {
 	if name == "" {
 		name = DefaultPersona
 	}
 	if !ValidPersonaName(name) {
 		return Persona{}, nil, fmt.Errorf("persona %q: want 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit", name)
 	}
-	v, err := src.open()
+	v, err := src.Open()
 	if err != nil {
 		return Persona{}, nil, err
 	}
-	defer v.close()
+	defer v.Close()
 	file := PersonasDir + "/" + name + ".toml"
 	var (
-		arts  []Artifact
+		arts  []layer.Artifact
 		found *Persona
 		errs  []error
 	)
-	for _, lv := range v.layers {
-		if lv.err != nil {
+	for _, lv := range v.Layers {
+		if lv.Err != nil {
 			continue
 		}
-		if !there(lv.files, file) {
+		if !lv.Files.There(file) {
 			continue
 		}
-		a := newArtifact(TypePersona, lv, file)
+		a := layer.NewArtifact(TypePersona, lv, file)
 		a.Name = name
 		if found != nil {
-			a.Status, a.ShadowedBy, a.Reason = StatusShadowed, found.Path, "shadowed by "+found.Path
+			a.Status, a.ShadowedBy, a.Reason = layer.StatusShadowed, found.Path, "shadowed by "+found.Path
 			arts = append(arts, a)
 			continue
 		}
-		doc, err := lv.files.readFile(file, MaxArtifactBytes)
+		doc, err := lv.Files.ReadFile(file, layer.MaxArtifactBytes)
 		var p Persona
 		if err == nil {
-			a.Digest = digest(doc)
+			a.Digest = layer.Digest(doc)
 			p, err = ParsePersona(a.Path, doc)
 		}
 		if err != nil {
-			err = fmt.Errorf("read persona: %w", explainRootErr(err))
-			a.skip(err)
+			err = fmt.Errorf("read persona: %w", layer.ExplainEscape(err))
+			a.Skip(err)
 			if a.Problem() {
 				errs = append(errs, err)
 			}
@@ -146,7 +148,7 @@ func LoadPersona(src Source, name string) (Persona, []Artifact, error) {
 		}
 		p.Name = name
 		found = &p
-		a.Status = StatusActive
+		a.Status = layer.StatusActive
 		arts = append(arts, a)
 	}
 	if len(errs) > 0 {

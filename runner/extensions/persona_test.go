@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -64,7 +65,7 @@ func FuzzParsePersona(f *testing.F) {
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		p, err := ParsePersona("personas/x.toml", doc)
 		if err != nil {
-			var fe *FileError
+			var fe *layer.FileError
 			if !errors.As(err, &fe) || fe.Path != "personas/x.toml" {
 				t.Fatalf("error %v does not name the file", err)
 			}
@@ -91,15 +92,15 @@ func TestLoadPersona(t *testing.T) {
 		"bad/personas/bad.toml":         "prompt = 1\n",
 		"bad/personas/default.toml":     "prompt = 'Platform default.'\n",
 	})
-	spec := Layer{Name: "spec", Kind: KindSpec, Dir: filepath.Join(ws, "spec")}
-	bad := Layer{Name: "bad", Kind: KindPlatform, Dir: filepath.Join(ws, "bad")}
-	src := Source{Layers: []Layer{project(ws, ".aerie"), spec, bad}, Workspace: ws}
+	spec := layer.Layer{Name: "spec", Kind: layer.KindSpec, Dir: filepath.Join(ws, "spec")}
+	bad := layer.Layer{Name: "bad", Kind: layer.KindPlatform, Dir: filepath.Join(ws, "bad")}
+	src := layer.Source{Layers: []layer.Layer{project(ws, ".aerie"), spec, bad}, Workspace: ws}
 
 	p, arts, err := LoadPersona(src, "reviewer")
 	if err != nil || p.Prompt != "Project reviewer." || p.Toolset != "" || p.Path != filepath.Join(ws, ".aerie/personas/reviewer.toml") {
 		t.Errorf("reviewer: %+v, %v", p, err)
 	}
-	if len(arts) != 2 || arts[0].Status != StatusActive || arts[1].Status != StatusShadowed {
+	if len(arts) != 2 || arts[0].Status != layer.StatusActive || arts[1].Status != layer.StatusShadowed {
 		t.Errorf("reviewer artifacts %+v", arts)
 	}
 
@@ -107,7 +108,7 @@ func TestLoadPersona(t *testing.T) {
 	// link out of the workspace, which is never read.
 	for _, name := range []string{"broken", "leak"} {
 		p, arts, err = LoadPersona(src, name)
-		if err != nil || p.Path != filepath.Join(ws, "spec/personas", name+".toml") || arts[0].Status != StatusSkipped {
+		if err != nil || p.Path != filepath.Join(ws, "spec/personas", name+".toml") || arts[0].Status != layer.StatusSkipped {
 			t.Errorf("%s: %+v, %+v, %v", name, p, arts, err)
 		}
 		if strings.Contains(p.Prompt, "secret") || strings.Contains(arts[0].Reason, "secret") {
@@ -130,7 +131,7 @@ func TestLoadPersona(t *testing.T) {
 	if p, _, err := LoadPersona(src, ""); err != nil || p.Name != DefaultPersona || p.Prompt != "Platform default." {
 		t.Errorf("default with a file: %+v, %v", p, err)
 	}
-	if p, arts, err := LoadPersona(Source{Layers: []Layer{spec}}, ""); err != nil || p != (Persona{Name: DefaultPersona}) || len(arts) != 0 {
+	if p, arts, err := LoadPersona(layer.Source{Layers: []layer.Layer{spec}}, ""); err != nil || p != (Persona{Name: DefaultPersona}) || len(arts) != 0 {
 		t.Errorf("default without a file: %+v, %+v, %v", p, arts, err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"unicode/utf8"
+
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // Prompt files and settings.
@@ -97,35 +99,35 @@ const instructionSep = "\n\n"
 // A nearest SYSTEM.md that cannot be read gives persona: a farther one is
 // never used in its place. Every readable APPEND_SYSTEM.md follows, nearest
 // layer first, then the project instructions.
-func ComposePrompt(src Source, persona string) (Prompt, []Artifact, error) {
-	v, err := src.open()
+func ComposePrompt(src layer.Source, persona string) (Prompt, []layer.Artifact, error) {
+	v, err := src.Open()
 	if err != nil {
 		return Prompt{}, nil, err
 	}
-	defer v.close()
+	defer v.Close()
 	p, arts := composePrompt(v, persona)
 	return p, arts, nil
 }
 
-func composePrompt(v *view, persona string) (Prompt, []Artifact) {
+func composePrompt(v *layer.View, persona string) (Prompt, []layer.Artifact) {
 	p := Prompt{Base: persona, BaseSource: "persona"}
-	var arts []Artifact
+	var arts []layer.Artifact
 
 	// decider is the index in arts of what decided the base: the
 	// environment's file or the nearest SYSTEM.md, read or not. It
 	// shadows every farther SYSTEM.md.
 	decider := -1
-	if name := v.src.getenv(SystemPromptFileEnv); name != "" {
+	if name := v.Getenv(SystemPromptFileEnv); name != "" {
 		path := name
-		if !filepath.IsAbs(path) && v.wsDir != "" {
-			path = filepath.Join(v.wsDir, v.workRel, path)
+		if !filepath.IsAbs(path) && v.Workspace != "" {
+			path = filepath.Join(v.Workspace, v.WorkRel, path)
 		}
-		a := Artifact{Type: TypeSystemPrompt, Name: SystemPromptFileEnv, Layer: EnvironmentLayer, Path: path, private: true}
-		doc, err := readOSFile(path, MaxArtifactBytes)
+		a := layer.EnvironmentArtifact(TypeSystemPrompt, SystemPromptFileEnv, path)
+		doc, err := readOSFile(path, layer.MaxArtifactBytes)
 		if err != nil {
-			a.skip(fmt.Errorf("read %s: %w; using the layered %s", SystemPromptFileEnv, err, SystemFile))
+			a.Skip(fmt.Errorf("read %s: %w; using the layered %s", SystemPromptFileEnv, err, SystemFile))
 		} else {
-			a.Status, a.Digest = StatusActive, digest(doc)
+			a.Status, a.Digest = layer.StatusActive, layer.Digest(doc)
 			p.Base, p.BaseSource = text(doc), path
 			decider = len(arts)
 		}
@@ -133,51 +135,51 @@ func composePrompt(v *view, persona string) (Prompt, []Artifact) {
 	}
 	// Every layer's files are read at once; what they mean is decided in
 	// layer order.
-	files := eachLayer(v, func(lv layerView) [2]promptFile {
+	files := eachLayer(v, func(lv layer.Opened) [2]promptFile {
 		return [2]promptFile{readPromptFile(lv, SystemFile), readPromptFile(lv, AppendSystemFile)}
 	})
-	for i, lv := range v.layers {
+	for i, lv := range v.Layers {
 		f := files[i][0]
 		if !f.there {
 			continue
 		}
-		a := newArtifact(TypeSystemPrompt, lv, SystemFile)
+		a := layer.NewArtifact(TypeSystemPrompt, lv, SystemFile)
 		a.Name = SystemFile
 		doc, err := f.doc, f.err
 		if err == nil {
-			a.Digest = digest(doc)
-			a.setProvenance(f.prov)
+			a.Digest = layer.Digest(doc)
+			a.SetProvenance(f.prov)
 		}
 		switch {
 		case decider >= 0:
 			d := &arts[decider]
-			a.shadow(d)
-			if d.Status == StatusSkipped {
+			a.Shadow(d)
+			if d.Status == layer.StatusSkipped {
 				a.Reason = fmt.Sprintf("not used: the nearer %s could not be read, and a farther one never replaces it", d.Path)
 			}
 		case err != nil:
-			a.skip(fmt.Errorf("read %s: %w; using the persona prompt (a farther %s is not used after a read failure)", SystemFile, explainRootErr(err), SystemFile))
+			a.Skip(fmt.Errorf("read %s: %w; using the persona prompt (a farther %s is not used after a read failure)", SystemFile, layer.ExplainEscape(err), SystemFile))
 			decider = len(arts)
 		default:
-			a.Status = StatusActive
+			a.Status = layer.StatusActive
 			p.Base, p.BaseSource = text(doc), a.Path
 			decider = len(arts)
 		}
 		arts = append(arts, a)
 	}
 
-	for i, lv := range v.layers {
+	for i, lv := range v.Layers {
 		f := files[i][1]
 		if !f.there {
 			continue
 		}
-		a := newArtifact(TypeAppendSystem, lv, AppendSystemFile)
+		a := layer.NewArtifact(TypeAppendSystem, lv, AppendSystemFile)
 		a.Name = AppendSystemFile
 		if f.err != nil {
-			a.skip(fmt.Errorf("read %s: %w", AppendSystemFile, explainRootErr(f.err)))
+			a.Skip(fmt.Errorf("read %s: %w", AppendSystemFile, layer.ExplainEscape(f.err)))
 		} else {
-			a.Status, a.Digest = StatusActive, digest(f.doc)
-			a.setProvenance(f.prov)
+			a.Status, a.Digest = layer.StatusActive, layer.Digest(f.doc)
+			a.SetProvenance(f.prov)
 			p.Appends = append(p.Appends, Fragment{Path: a.Path, Text: text(f.doc)})
 		}
 		arts = append(arts, a)
@@ -195,16 +197,16 @@ type promptFile struct {
 	there bool
 	doc   []byte
 	err   error
-	prov  Provenance
+	prov  layer.Provenance
 }
 
-func readPromptFile(lv layerView, name string) promptFile {
-	if !there(lv.files, name) {
+func readPromptFile(lv layer.Opened, name string) promptFile {
+	if !lv.Files.There(name) {
 		return promptFile{}
 	}
 	f := promptFile{there: true}
-	if f.doc, f.err = lv.files.readFile(name, MaxArtifactBytes); f.err == nil {
-		f.prov = readProvenance(lv.files, name, f.doc)
+	if f.doc, f.err = lv.Files.ReadFile(name, layer.MaxArtifactBytes); f.err == nil {
+		f.prov = lv.Files.Provenance(name, f.doc)
 	}
 	return f
 }
@@ -213,26 +215,26 @@ func readPromptFile(lv layerView, name string) promptFile {
 // absent) in each directory from the workspace root down to the working
 // directory, through the workspace's os.Root, within InstructionBudget.
 // No file is read past the budget.
-func readInstructions(v *view) ([]Fragment, bool, []Artifact) {
-	if v.ws == nil {
+func readInstructions(v *layer.View) ([]Fragment, bool, []layer.Artifact) {
+	if v.WorkspaceDir() == nil {
 		return nil, false, nil
 	}
 	var (
 		frags     []Fragment
-		arts      []Artifact
+		arts      []layer.Artifact
 		used      int
 		truncated bool
 	)
-	for _, dir := range dirsDown(v.workRel) {
+	for _, dir := range dirsDown(v.WorkRel) {
 		chosen := -1 // the file this directory contributes, in arts
 		for _, name := range instructionFiles {
 			rel := filepath.Join(dir, name)
-			if _, err := v.ws.Lstat(filepath.ToSlash(rel)); absent(err) {
+			if _, err := v.WorkspaceDir().Lstat(filepath.ToSlash(rel)); layer.Absent(err) {
 				continue
 			}
-			a := Artifact{Type: TypeInstructions, Name: name, Layer: "workspace", LayerKind: KindProject, Path: filepath.Join(v.wsDir, rel)}
+			a := layer.Artifact{Type: TypeInstructions, Name: name, Layer: "workspace", LayerKind: layer.KindProject, Path: filepath.Join(v.Workspace, rel)}
 			if chosen >= 0 {
-				a.shadow(&arts[chosen])
+				a.Shadow(&arts[chosen])
 				arts = append(arts, a)
 				continue
 			}
@@ -245,17 +247,17 @@ func readInstructions(v *view) ([]Fragment, bool, []Artifact) {
 			room := InstructionBudget - used - sep - len(header)
 			if truncated || room <= 0 {
 				truncated = true
-				a.Status, a.Reason = StatusSkipped, fmt.Sprintf("not included: the project instructions are over the %s budget", byteSize(InstructionBudget))
+				a.Status, a.Reason = layer.StatusSkipped, fmt.Sprintf("not included: the project instructions are over the %s budget", layer.ByteSize(InstructionBudget))
 				arts = append(arts, a)
 				continue
 			}
-			doc, more, err := readHead(v.ws, rel, int64(room))
+			doc, more, err := readHead(v.WorkspaceDir(), rel, int64(room))
 			if err != nil {
-				a.skip(fmt.Errorf("read %s: %w", name, explainRootErr(err)))
+				a.Skip(fmt.Errorf("read %s: %w", name, layer.ExplainEscape(err)))
 				arts = append(arts, a)
 				continue
 			}
-			a.Status = StatusActive
+			a.Status = layer.StatusActive
 			body := text(doc)
 			if len(body) > room {
 				// Invalid UTF-8 replaced by U+FFFD takes more room.
@@ -264,9 +266,9 @@ func readInstructions(v *view) ([]Fragment, bool, []Artifact) {
 			if more {
 				truncated = true
 				body = string(cutUTF8([]byte(body)))
-				a.Reason = fmt.Sprintf("truncated: the project instructions are over the %s budget", byteSize(InstructionBudget))
+				a.Reason = fmt.Sprintf("truncated: the project instructions are over the %s budget", layer.ByteSize(InstructionBudget))
 			} else {
-				a.Digest = digest(doc)
+				a.Digest = layer.Digest(doc)
 			}
 			f := Fragment{Path: a.Path, Text: header + body}
 			frags = append(frags, f)
@@ -294,7 +296,7 @@ func dirsDown(rel string) []string {
 
 // readHead reads at most n bytes of the regular file name in dir; more
 // says the file is longer.
-func readHead(dir *Dir, name string, n int64) ([]byte, bool, error) {
+func readHead(dir *layer.Dir, name string, n int64) ([]byte, bool, error) {
 	f, err := dir.Open(filepath.ToSlash(name))
 	if err != nil {
 		return nil, false, err
@@ -305,7 +307,7 @@ func readHead(dir *Dir, name string, n int64) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, false, ErrNotRegular
+		return nil, false, layer.ErrNotRegular
 	}
 	b, err := io.ReadAll(io.LimitReader(f, n+1))
 	if err != nil {
@@ -326,6 +328,30 @@ func readOSFile(path string, max int64) ([]byte, error) {
 	}
 	defer f.Close()
 	return readBounded(f, max)
+}
+
+// readBounded reads the regular file f, failing with ErrTooLarge beyond
+// max bytes without reading more than max+1.
+func readBounded(f *os.File, max int64) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, layer.ErrNotRegular
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%w: %d bytes, over the %s limit", layer.ErrTooLarge, fi.Size(), layer.ByteSize(max))
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		// It grew after the stat.
+		return nil, fmt.Errorf("%w: over the %s limit", layer.ErrTooLarge, layer.ByteSize(max))
+	}
+	return b, nil
 }
 
 // cutUTF8 drops a character cut in two at the end of b.

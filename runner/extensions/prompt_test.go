@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/google/go-cmp/cmp"
 )
 
 // promptLayers discovers the layers of a tree with ws/ and home/ under
 // dir, working in ws/a/b.
-func promptLayers(t *testing.T, dir string) Source {
+func promptLayers(t *testing.T, dir string) layer.Source {
 	t.Helper()
 	ws := filepath.Join(dir, "ws")
 	wd := filepath.Join(ws, "a", "b")
@@ -20,11 +21,11 @@ func promptLayers(t *testing.T, dir string) Source {
 			t.Fatal(err)
 		}
 	}
-	layers, err := Discover(DiscoverOptions{WorkDir: wd, Workspace: ws, Home: filepath.Join(dir, "home")})
+	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: wd, Workspace: ws, Home: filepath.Join(dir, "home")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Source{Layers: layers, Workspace: ws, WorkDir: wd}
+	return layer.Source{Layers: layers, Workspace: ws, WorkDir: wd}
 }
 
 func TestSystemPromptPrecedence(t *testing.T) {
@@ -36,7 +37,7 @@ func TestSystemPromptPrecedence(t *testing.T) {
 		want  string // the base
 		// statuses of SYSTEM.md artifacts by path relative to the
 		// temporary directory.
-		statuses map[string]Status
+		statuses map[string]layer.Status
 	}{
 		{
 			name: "no file: the persona",
@@ -46,63 +47,63 @@ func TestSystemPromptPrecedence(t *testing.T) {
 			name:     "nearest SYSTEM.md replaces the persona",
 			files:    map[string]string{"ws/a/.aerie/SYSTEM.md": "near", "ws/.aerie/SYSTEM.md": "far", "home/SYSTEM.md": "home"},
 			want:     "near",
-			statuses: map[string]Status{"ws/a/.aerie/SYSTEM.md": StatusActive, "ws/.aerie/SYSTEM.md": StatusShadowed, "home/SYSTEM.md": StatusShadowed},
+			statuses: map[string]layer.Status{"ws/a/.aerie/SYSTEM.md": layer.StatusActive, "ws/.aerie/SYSTEM.md": layer.StatusShadowed, "home/SYSTEM.md": layer.StatusShadowed},
 		},
 		{
 			name:     "home SYSTEM.md when the project has none",
 			files:    map[string]string{"home/SYSTEM.md": "home"},
 			want:     "home",
-			statuses: map[string]Status{"home/SYSTEM.md": StatusActive},
+			statuses: map[string]layer.Status{"home/SYSTEM.md": layer.StatusActive},
 		},
 		{
 			name:     "environment file wins",
 			files:    map[string]string{"ws/.aerie/SYSTEM.md": "layered", "override.md": "from env"},
 			env:      "override.md",
 			want:     "from env",
-			statuses: map[string]Status{"override.md": StatusActive, "ws/.aerie/SYSTEM.md": StatusShadowed},
+			statuses: map[string]layer.Status{"override.md": layer.StatusActive, "ws/.aerie/SYSTEM.md": layer.StatusShadowed},
 		},
 		{
 			name:     "unreadable environment file: the layered file",
 			files:    map[string]string{"ws/.aerie/SYSTEM.md": "layered", "override.md": "<dir>"},
 			env:      "override.md",
 			want:     "layered",
-			statuses: map[string]Status{"override.md": StatusSkipped, "ws/.aerie/SYSTEM.md": StatusActive},
+			statuses: map[string]layer.Status{"override.md": layer.StatusSkipped, "ws/.aerie/SYSTEM.md": layer.StatusActive},
 		},
 		{
 			name:     "missing environment file: the persona when no layer has one",
 			env:      "missing.md",
 			want:     "PERSONA",
-			statuses: map[string]Status{"missing.md": StatusSkipped},
+			statuses: map[string]layer.Status{"missing.md": layer.StatusSkipped},
 		},
 		{
 			name:     "a nearest SYSTEM.md that cannot be read does not fall through to a farther one",
 			files:    map[string]string{"ws/a/.aerie/SYSTEM.md": "<dir>", "ws/.aerie/SYSTEM.md": "far", "home/SYSTEM.md": "home"},
 			want:     "PERSONA",
-			statuses: map[string]Status{"ws/a/.aerie/SYSTEM.md": StatusSkipped, "ws/.aerie/SYSTEM.md": StatusShadowed, "home/SYSTEM.md": StatusShadowed},
+			statuses: map[string]layer.Status{"ws/a/.aerie/SYSTEM.md": layer.StatusSkipped, "ws/.aerie/SYSTEM.md": layer.StatusShadowed, "home/SYSTEM.md": layer.StatusShadowed},
 		},
 		{
 			name:     "a nearest SYSTEM.md linking out of the workspace is unreadable",
 			files:    map[string]string{"ws/.aerie/SYSTEM.md": "->../../home/secret", "home/secret": "SECRET", "home/SYSTEM.md": "home"},
 			want:     "PERSONA",
-			statuses: map[string]Status{"ws/.aerie/SYSTEM.md": StatusSkipped, "home/SYSTEM.md": StatusShadowed},
+			statuses: map[string]layer.Status{"ws/.aerie/SYSTEM.md": layer.StatusSkipped, "home/SYSTEM.md": layer.StatusShadowed},
 		},
 		{
 			name:     "a dangling nearest SYSTEM.md is unreadable, not absent",
 			files:    map[string]string{"ws/.aerie/SYSTEM.md": "->nowhere", "home/SYSTEM.md": "home"},
 			want:     "PERSONA",
-			statuses: map[string]Status{"ws/.aerie/SYSTEM.md": StatusSkipped, "home/SYSTEM.md": StatusShadowed},
+			statuses: map[string]layer.Status{"ws/.aerie/SYSTEM.md": layer.StatusSkipped, "home/SYSTEM.md": layer.StatusShadowed},
 		},
 		{
 			name:     "a FIFO does not block",
 			files:    map[string]string{"ws/.aerie/SYSTEM.md": "<fifo>", "home/SYSTEM.md": "home"},
 			want:     "PERSONA",
-			statuses: map[string]Status{"ws/.aerie/SYSTEM.md": StatusSkipped, "home/SYSTEM.md": StatusShadowed},
+			statuses: map[string]layer.Status{"ws/.aerie/SYSTEM.md": layer.StatusSkipped, "home/SYSTEM.md": layer.StatusShadowed},
 		},
 		{
 			name:     "an oversized nearest SYSTEM.md is unreadable",
-			files:    map[string]string{"ws/.aerie/SYSTEM.md": strings.Repeat("x", MaxArtifactBytes+1), "home/SYSTEM.md": "home"},
+			files:    map[string]string{"ws/.aerie/SYSTEM.md": strings.Repeat("x", layer.MaxArtifactBytes+1), "home/SYSTEM.md": "home"},
 			want:     "PERSONA",
-			statuses: map[string]Status{"ws/.aerie/SYSTEM.md": StatusSkipped, "home/SYSTEM.md": StatusShadowed},
+			statuses: map[string]layer.Status{"ws/.aerie/SYSTEM.md": layer.StatusSkipped, "home/SYSTEM.md": layer.StatusShadowed},
 		},
 	}
 	for _, tt := range tests {
@@ -127,14 +128,14 @@ func TestSystemPromptPrecedence(t *testing.T) {
 			if p.Base != tt.want {
 				t.Errorf("base = %q, want %q", p.Base, tt.want)
 			}
-			got := map[string]Status{}
+			got := map[string]layer.Status{}
 			for _, a := range arts {
 				if a.Type != TypeSystemPrompt {
 					continue
 				}
 				rel, _ := filepath.Rel(dir, a.Path)
 				got[rel] = a.Status
-				if a.Status != StatusActive && a.Reason == "" {
+				if a.Status != layer.StatusActive && a.Reason == "" {
 					t.Errorf("%s is %s without a reason", rel, a.Status)
 				}
 				if strings.Contains(a.Reason, "SECRET") {
@@ -148,7 +149,7 @@ func TestSystemPromptPrecedence(t *testing.T) {
 	}
 }
 
-var cmpEmpty = cmp.FilterValues(func(a, b map[string]Status) bool { return len(a) == 0 && len(b) == 0 }, cmp.Ignore())
+var cmpEmpty = cmp.FilterValues(func(a, b map[string]layer.Status) bool { return len(a) == 0 && len(b) == 0 }, cmp.Ignore())
 
 func TestAppendSystem(t *testing.T) {
 	t.Parallel()
@@ -170,7 +171,7 @@ func TestAppendSystem(t *testing.T) {
 		t.Errorf("prompt = %q, want %q", got, want)
 	}
 	m := byPath(arts)
-	if a := m[filepath.Join(dir, "ws/a/.aerie/APPEND_SYSTEM.md")]; a.Status != StatusSkipped || !strings.Contains(a.Reason, "not a regular file") {
+	if a := m[filepath.Join(dir, "ws/a/.aerie/APPEND_SYSTEM.md")]; a.Status != layer.StatusSkipped || !strings.Contains(a.Reason, "not a regular file") {
 		t.Errorf("unreadable append: %s %q", a.Status, a.Reason)
 	}
 }
@@ -182,7 +183,7 @@ func TestProjectInstructions(t *testing.T) {
 		files     map[string]string
 		want      []string // fragment paths relative to ws
 		truncated bool
-		statuses  map[string]Status
+		statuses  map[string]layer.Status
 	}{
 		{
 			name:  "root down to the working directory",
@@ -193,18 +194,18 @@ func TestProjectInstructions(t *testing.T) {
 			name:     "CLAUDE.md where AGENTS.md is absent, and only there",
 			files:    map[string]string{"ws/CLAUDE.md": "root claude", "ws/a/AGENTS.md": "a", "ws/a/CLAUDE.md": "shadowed"},
 			want:     []string{"CLAUDE.md", "a/AGENTS.md"},
-			statuses: map[string]Status{"CLAUDE.md": StatusActive, "a/AGENTS.md": StatusActive, "a/CLAUDE.md": StatusShadowed},
+			statuses: map[string]layer.Status{"CLAUDE.md": layer.StatusActive, "a/AGENTS.md": layer.StatusActive, "a/CLAUDE.md": layer.StatusShadowed},
 		},
 		{
 			name:     "an unreadable AGENTS.md is not replaced by CLAUDE.md",
 			files:    map[string]string{"ws/AGENTS.md": "<dir>", "ws/CLAUDE.md": "claude", "ws/a/AGENTS.md": "a"},
 			want:     []string{"a/AGENTS.md"},
-			statuses: map[string]Status{"AGENTS.md": StatusSkipped, "CLAUDE.md": StatusShadowed, "a/AGENTS.md": StatusActive},
+			statuses: map[string]layer.Status{"AGENTS.md": layer.StatusSkipped, "CLAUDE.md": layer.StatusShadowed, "a/AGENTS.md": layer.StatusActive},
 		},
 		{
 			name:     "a link out of the workspace is refused",
 			files:    map[string]string{"ws/AGENTS.md": "->../home/secret", "home/secret": "SECRET"},
-			statuses: map[string]Status{"AGENTS.md": StatusSkipped},
+			statuses: map[string]layer.Status{"AGENTS.md": layer.StatusSkipped},
 		},
 		{
 			name: "over the budget: the tail is cut, deeper files are dropped unread",
@@ -215,7 +216,7 @@ func TestProjectInstructions(t *testing.T) {
 			},
 			want:      []string{"AGENTS.md", "a/AGENTS.md"},
 			truncated: true,
-			statuses:  map[string]Status{"AGENTS.md": StatusActive, "a/AGENTS.md": StatusActive, "a/b/AGENTS.md": StatusSkipped},
+			statuses:  map[string]layer.Status{"AGENTS.md": layer.StatusActive, "a/AGENTS.md": layer.StatusActive, "a/b/AGENTS.md": layer.StatusSkipped},
 		},
 	}
 	for _, tt := range tests {
@@ -249,7 +250,7 @@ func TestProjectInstructions(t *testing.T) {
 				t.Errorf("prompt has what it must not: %q", p.Text())
 			}
 			if tt.statuses != nil {
-				st := map[string]Status{}
+				st := map[string]layer.Status{}
 				for _, a := range arts {
 					if a.Type == TypeInstructions {
 						rel, _ := filepath.Rel(src.Workspace, a.Path)
@@ -282,7 +283,7 @@ func TestCorpusInstructions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		ws := filepath.Join(corpus, strings.Split(tt.workDir, "/")[0])
-		p, arts, err := ComposePrompt(Source{Workspace: ws, WorkDir: filepath.Join(corpus, tt.workDir)}, "")
+		p, arts, err := ComposePrompt(layer.Source{Workspace: ws, WorkDir: filepath.Join(corpus, tt.workDir)}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +292,7 @@ func TestCorpusInstructions(t *testing.T) {
 		}
 		for _, a := range arts {
 			// CLAUDE.md links to AGENTS.md in these repositories: shadowed.
-			if a.Status != StatusActive && !(a.Name == "CLAUDE.md" && a.Status == StatusShadowed) {
+			if a.Status != layer.StatusActive && !(a.Name == "CLAUDE.md" && a.Status == layer.StatusShadowed) {
 				t.Errorf("%s: %s %s: %s", tt.workDir, a.Path, a.Status, a.Reason)
 			}
 		}

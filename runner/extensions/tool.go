@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/tools"
 )
@@ -83,11 +84,11 @@ func (m Manifest) Timeout() time.Duration {
 // in errors only. Unknown keys are errors.
 func ParseManifest(path string, doc []byte) (Manifest, error) {
 	var m Manifest
-	if err := decodeTOML(path, doc, &m); err != nil {
+	if err := layer.DecodeTOML(path, doc, &m); err != nil {
 		return Manifest{}, err
 	}
 	if err := m.validate(); err != nil {
-		return Manifest{}, placed(path, doc, err)
+		return Manifest{}, layer.Placed(path, doc, err)
 	}
 	return m, nil
 }
@@ -95,38 +96,38 @@ func ParseManifest(path string, doc []byte) (Manifest, error) {
 func (m Manifest) validate() error {
 	switch {
 	case m.Name == "":
-		return fieldErrorf("name", "missing; name the tool with 1 to 64 lowercase letters, digits or underscores")
+		return layer.FieldErrorf("name", "missing; name the tool with 1 to 64 lowercase letters, digits or underscores")
 	case !ValidToolName(m.Name):
-		return fieldErrorf("name", "%q is not 1 to 64 lowercase letters, digits or underscores", m.Name)
+		return layer.FieldErrorf("name", "%q is not 1 to 64 lowercase letters, digits or underscores", m.Name)
 	case strings.TrimSpace(m.Description) == "":
-		return fieldErrorf("description", "missing; the model needs a description to use the tool")
+		return layer.FieldErrorf("description", "missing; the model needs a description to use the tool")
 	case len(m.Command) == 0:
-		return fieldErrorf("command", "missing; give the program and its arguments, as [\"./run.sh\", \"--json\"]")
+		return layer.FieldErrorf("command", "missing; give the program and its arguments, as [\"./run.sh\", \"--json\"]")
 	case m.Command[0] == "":
-		return fieldErrorf("command", "the program (the first item) is empty")
+		return layer.FieldErrorf("command", "the program (the first item) is empty")
 	}
 	for i, arg := range m.Command {
 		if strings.IndexByte(arg, 0) >= 0 {
-			return fieldErrorf(fmt.Sprintf("command[%d]", i), "contains a NUL byte")
+			return layer.FieldErrorf(fmt.Sprintf("command[%d]", i), "contains a NUL byte")
 		}
 	}
 	if t := m.TimeoutSecs; t != nil && (*t < 1 || *t > int64(MaxToolTimeout/time.Second)) {
-		return fieldErrorf("timeout_secs", "%d is not between 1 and %d seconds", *t, int64(MaxToolTimeout/time.Second))
+		return layer.FieldErrorf("timeout_secs", "%d is not between 1 and %d seconds", *t, int64(MaxToolTimeout/time.Second))
 	}
 	for _, name := range sortedKeys(m.Parameters) {
 		p := m.Parameters[name]
 		key := "parameters." + name
 		switch {
 		case name == "":
-			return fieldErrorf("parameters", "a parameter has an empty name")
+			return layer.FieldErrorf("parameters", "a parameter has an empty name")
 		case p.Type == "":
-			return fieldErrorf(key+".type", "missing; give a JSON schema type (%s)", strings.Join(schemaTypes, ", "))
+			return layer.FieldErrorf(key+".type", "missing; give a JSON schema type (%s)", strings.Join(schemaTypes, ", "))
 		case !slices.Contains(schemaTypes, p.Type):
-			return fieldErrorf(key+".type", "%q is not a JSON schema type (%s)", p.Type, strings.Join(schemaTypes, ", "))
+			return layer.FieldErrorf(key+".type", "%q is not a JSON schema type (%s)", p.Type, strings.Join(schemaTypes, ", "))
 		case p.Enum != nil && p.Type != "string":
-			return fieldErrorf(key+".enum", "allowed values are strings, so the type must be \"string\", not %q", p.Type)
+			return layer.FieldErrorf(key+".enum", "allowed values are strings, so the type must be \"string\", not %q", p.Type)
 		case p.Enum != nil && len(p.Enum) == 0:
-			return fieldErrorf(key+".enum", "is empty, so no value would be allowed")
+			return layer.FieldErrorf(key+".enum", "is empty, so no value would be allowed")
 		}
 	}
 	return nil
@@ -203,7 +204,7 @@ type Outcome struct {
 // implements runner/tools.Tool.
 type Tool struct {
 	manifest Manifest
-	layer    Layer
+	layer    layer.Layer
 	path     string   // the manifest
 	argv     []string // program resolved, then the fixed arguments
 	dir      string   // the program's directory: its working directory
@@ -212,7 +213,7 @@ type Tool struct {
 	env      []string
 	// verify re-checks trust before each call, for tools that needed a
 	// pin: a manifest or script changed after loading must not run.
-	verify func() Verdict
+	verify func() layer.Verdict
 }
 
 var _ tools.Tool = (*Tool)(nil)
@@ -220,7 +221,7 @@ var _ tools.Tool = (*Tool)(nil)
 // NewTool returns the tool of manifest m, found at path in layer l, run by
 // cmds with environment env (empty: the executor's secret-free default).
 // It does not check trust; LoadTools does.
-func NewTool(l Layer, path string, m Manifest, cmds Commands, env []string) *Tool {
+func NewTool(l layer.Layer, path string, m Manifest, cmds Commands, env []string) *Tool {
 	program := m.Command[0]
 	if !filepath.IsAbs(program) {
 		program = filepath.Join(filepath.Dir(path), program)
@@ -240,7 +241,7 @@ func (t *Tool) Schema() json.RawMessage { return t.schema }
 func (t *Tool) Manifest() Manifest { return t.manifest }
 
 // Layer returns the layer the tool comes from.
-func (t *Tool) Layer() Layer { return t.layer }
+func (t *Tool) Layer() layer.Layer { return t.layer }
 
 // Path returns the manifest's path.
 func (t *Tool) Path() string { return t.path }
@@ -263,7 +264,7 @@ func (t *Tool) Call(ctx context.Context, call json.RawMessage) Outcome {
 		return t.fail(FailureInput, "invalid arguments: %v", err)
 	}
 	if t.verify != nil {
-		if v := t.verify(); v.Status != Trusted {
+		if v := t.verify(); v.Status != layer.Trusted {
 			return t.fail(FailureUntrusted, "not run: it is %s since it was loaded: %s", v.Status, v.Reason)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
@@ -22,14 +23,14 @@ import (
 func loadOne(t *testing.T, doc string, files map[string]string) *Tool {
 	t.Helper()
 	dir := t.TempDir()
-	layer := filepath.Join(dir, "layer")
+	spec := filepath.Join(dir, "layer")
 	files["tools/t.toml"] = doc
-	tree(t, layer, files)
+	tree(t, spec, files)
 	ws := filepath.Join(dir, "ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	src := Source{Layers: []Layer{{Name: "spec[0]", Dir: layer, Kind: KindSpec}}, Workspace: ws}
+	src := layer.Source{Layers: []layer.Layer{{Name: "spec[0]", Dir: spec, Kind: layer.KindSpec}}, Workspace: ws}
 	loaded, arts, err := LoadTools(src, ToolOptions{Commands: newExecutor(t, ws)})
 	if err != nil {
 		t.Fatal(err)
@@ -207,8 +208,8 @@ func TestToolRechecksTrust(t *testing.T) {
 	ws := t.TempDir()
 	tree(t, ws, map[string]string{".aerie/tools/t.toml": manifest("t", "./t.sh"), ".aerie/tools/t.sh": "#!/bin/sh\necho ok\n"})
 	l := project(ws, ".aerie")
-	pins := NewPins(ws, mustPin(t, ws, l, filepath.Join(ws, ".aerie/tools/t.toml"), "./t.sh"))
-	loaded, arts, err := LoadTools(Source{Layers: []Layer{l}, Workspace: ws}, ToolOptions{Pins: pins, Commands: newExecutor(t, ws)})
+	pins := layer.NewPins(ws, mustPin(t, ws, l, filepath.Join(ws, ".aerie/tools/t.toml"), "./t.sh"))
+	loaded, arts, err := LoadTools(layer.Source{Layers: []layer.Layer{l}, Workspace: ws}, ToolOptions{Pins: pins, Commands: newExecutor(t, ws)})
 	if err != nil || len(loaded) != 1 {
 		t.Fatalf("LoadTools: %v %+v", err, arts)
 	}

@@ -7,10 +7,17 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // ToolsDir is the directory of custom tool manifests in a layer.
 const ToolsDir = "tools"
+
+// MaxManifests caps the manifests loaded from one tools/ directory, in
+// name order; the rest are reported as skipped. The directory is listed up
+// to layer.MaxDirEntries entries.
+const MaxManifests = 1024
 
 // ToolOptions say how custom tools are loaded.
 type ToolOptions struct {
@@ -19,7 +26,7 @@ type ToolOptions struct {
 	Builtins []string
 	// Pins decide the trust of tools that need it; nil trusts none of
 	// them.
-	Pins *Pins
+	Pins *layer.Pins
 	// Commands runs the tools.
 	Commands Commands
 	// Env is their environment; empty means the executor's default.
@@ -29,12 +36,12 @@ type ToolOptions struct {
 // LoadTools loads the custom tools of src's layers, nearest first. For
 // each name, the first manifest that is valid and trusted wins; farther
 // copies are shadowed. The error means src is unusable.
-func LoadTools(src Source, opts ToolOptions) ([]*Tool, []Artifact, error) {
-	v, err := src.open()
+func LoadTools(src layer.Source, opts ToolOptions) ([]*Tool, []layer.Artifact, error) {
+	v, err := src.Open()
 	if err != nil {
 		return nil, nil, err
 	}
-	defer v.close()
+	defer v.Close()
 	ts, arts := loadTools(v, opts)
 	return ts, arts, nil
 }
@@ -47,12 +54,12 @@ const loadConcurrency = 8
 // eachLayer calls fn on every readable layer of v, at most
 // loadConcurrency at once, and returns the results in layer order (the
 // zero T for a layer that cannot be read).
-func eachLayer[T any](v *view, fn func(lv layerView) T) []T {
-	out := make([]T, len(v.layers))
+func eachLayer[T any](v *layer.View, fn func(lv layer.Opened) T) []T {
+	out := make([]T, len(v.Layers))
 	sem := make(chan struct{}, loadConcurrency)
 	var wg sync.WaitGroup
-	for i, lv := range v.layers {
-		if lv.err != nil {
+	for i, lv := range v.Layers {
+		if lv.Err != nil {
 			continue
 		}
 		wg.Go(func() {
@@ -68,26 +75,26 @@ func eachLayer[T any](v *view, fn func(lv layerView) T) []T {
 // layerTools is what one layer's tools/ directory yielded, before
 // precedence is applied.
 type layerTools struct {
-	arts  []Artifact
+	arts  []layer.Artifact
 	tools []*Tool // parallel to arts; nil unless active
 }
 
-func loadTools(v *view, opts ToolOptions) ([]*Tool, []Artifact) {
+func loadTools(v *layer.View, opts ToolOptions) ([]*Tool, []layer.Artifact) {
 	// Every layer is read on its own (concurrently); precedence needs
 	// only names and statuses, and is applied afterwards in layer order.
-	perLayer := eachLayer(v, func(lv layerView) layerTools { return loadLayerTools(lv, opts) })
+	perLayer := eachLayer(v, func(lv layer.Opened) layerTools { return loadLayerTools(lv, opts) })
 
 	var (
 		out     []*Tool
-		arts    []Artifact
+		arts    []layer.Artifact
 		winners = map[string]int{} // tool name → index in arts
 	)
 	for _, lt := range perLayer {
 		for j, a := range lt.arts {
-			if a.Status != StatusSkipped && a.Type == TypeTool && a.Name != "" {
+			if a.Status != layer.StatusSkipped && a.Type == TypeTool && a.Name != "" {
 				if w, ok := winners[a.Name]; ok {
-					a.shadow(&arts[w])
-				} else if a.Status == StatusActive {
+					a.Shadow(&arts[w])
+				} else if a.Status == layer.StatusActive {
 					winners[a.Name] = len(arts)
 					out = append(out, lt.tools[j])
 				}
@@ -99,19 +106,19 @@ func loadTools(v *view, opts ToolOptions) ([]*Tool, []Artifact) {
 }
 
 // loadLayerTools loads every manifest of one layer's tools/ directory.
-func loadLayerTools(lv layerView, opts ToolOptions) layerTools {
+func loadLayerTools(lv layer.Opened, opts ToolOptions) layerTools {
 	var lt layerTools
-	add := func(a Artifact, t *Tool) {
+	add := func(a layer.Artifact, t *Tool) {
 		lt.arts = append(lt.arts, a)
 		lt.tools = append(lt.tools, t)
 	}
-	names, more, err := lv.files.readDir(ToolsDir)
-	if absent(err) {
+	names, more, err := lv.Files.ReadDir(ToolsDir)
+	if layer.Absent(err) {
 		return lt
 	}
 	if err != nil {
-		a := newArtifact(TypeTool, lv, ToolsDir)
-		a.skip(fmt.Errorf("read tools directory: %w", err))
+		a := layer.NewArtifact(TypeTool, lv, ToolsDir)
+		a.Skip(fmt.Errorf("read tools directory: %w", err))
 		add(a, nil)
 		return lt
 	}
@@ -119,7 +126,7 @@ func loadLayerTools(lv layerView, opts ToolOptions) layerTools {
 	// none, and a failed open costs as much as a read.
 	sidecars := map[string]bool{}
 	for _, n := range names {
-		if strings.HasSuffix(n, ProvenanceSuffix) {
+		if strings.HasSuffix(n, layer.ProvenanceSuffix) {
 			sidecars[n] = true
 		}
 	}
@@ -127,13 +134,13 @@ func loadLayerTools(lv layerView, opts ToolOptions) layerTools {
 		return strings.HasPrefix(n, ".") || !strings.HasSuffix(n, ".toml")
 	})
 	if len(manifests) > MaxManifests || more {
-		a := newArtifact(TypeTool, lv, ToolsDir)
-		a.skip(fmt.Errorf("only the first %d manifests in name order (of the first %d directory entries) are loaded; split the tools over fewer files or layers", MaxManifests, MaxDirEntries))
+		a := layer.NewArtifact(TypeTool, lv, ToolsDir)
+		a.Skip(fmt.Errorf("only the first %d manifests in name order (of the first %d directory entries) are loaded; split the tools over fewer files or layers", MaxManifests, layer.MaxDirEntries))
 		add(a, nil)
 		manifests = manifests[:min(len(manifests), MaxManifests)]
 	}
 	for _, name := range manifests {
-		add(loadTool(lv, ToolsDir+"/"+name, sidecars[name+ProvenanceSuffix], opts))
+		add(loadTool(lv, ToolsDir+"/"+name, sidecars[name+layer.ProvenanceSuffix], opts))
 	}
 	return lt
 }
@@ -141,45 +148,45 @@ func loadLayerTools(lv layerView, opts ToolOptions) layerTools {
 // loadTool reads, parses and checks the manifest name of lv. The
 // artifact is skipped (malformed), inactive (untrusted) or active, in
 // which case the tool is returned.
-func loadTool(lv layerView, name string, sidecar bool, opts ToolOptions) (Artifact, *Tool) {
-	a := newArtifact(TypeTool, lv, name)
+func loadTool(lv layer.Opened, name string, sidecar bool, opts ToolOptions) (layer.Artifact, *Tool) {
+	a := layer.NewArtifact(TypeTool, lv, name)
 	a.Name = strings.TrimSuffix(filepath.Base(name), ".toml")
-	doc, err := lv.files.readFile(name, MaxArtifactBytes)
+	doc, err := lv.Files.ReadFile(name, layer.MaxArtifactBytes)
 	if err != nil {
-		a.skip(fmt.Errorf("read manifest: %w", explainRootErr(err)))
+		a.Skip(fmt.Errorf("read manifest: %w", layer.ExplainEscape(err)))
 		return a, nil
 	}
-	a.Digest = digest(doc)
+	a.Digest = layer.Digest(doc)
 	if sidecar {
-		a.setProvenance(readProvenance(lv.files, name, doc))
+		a.SetProvenance(lv.Files.Provenance(name, doc))
 	} else {
-		a.setProvenance(Provenance{State: ProvenanceLegacy})
+		a.SetProvenance(layer.Provenance{State: layer.ProvenanceLegacy})
 	}
 	m, err := ParseManifest(a.Path, doc)
 	if err != nil {
-		a.skip(err)
+		a.Skip(err)
 		return a, nil
 	}
 	a.Name = m.Name
 	switch {
 	case slices.Contains(opts.Builtins, m.Name):
-		a.skip(fmt.Errorf("%s is a built-in tool, and custom tools cannot shadow built-ins; rename it", m.Name))
+		a.Skip(fmt.Errorf("%s is a built-in tool, and custom tools cannot shadow built-ins; rename it", m.Name))
 		return a, nil
 	case lv.Dir == "":
-		a.skip(errors.New("executable artifacts cannot be bundled: the bundled layer has no directory to run them from"))
+		a.Skip(errors.New("executable artifacts cannot be bundled: the bundled layer has no directory to run them from"))
 		return a, nil
 	}
 	t := NewTool(lv.Layer, a.Path, m, opts.Commands, opts.Env)
-	verdict := opts.Pins.verdict(lv.Layer, a.Path, []string{t.argv[0]}, &loaded{doc: doc, prov: a.Provenance, open: lv.files.openBase})
+	verdict := opts.Pins.CheckPreread(lv.Layer, a.Path, []string{t.argv[0]}, layer.Preread{Doc: doc, Provenance: a.Provenance, Open: lv.Files.OpenBase})
 	a.Trust = verdict.Status
-	if verdict.Status != Trusted {
-		a.Status, a.Reason, a.Pin = StatusInactive, SanitizeReason(verdict.Reason), verdict.Pin
+	if verdict.Status != layer.Trusted {
+		a.Status, a.Reason, a.Pin = layer.StatusInactive, layer.SanitizeReason(verdict.Reason), verdict.Pin
 		return a, nil
 	}
 	if verdict.Pinned {
 		t.verify = opts.Pins.Guard(lv.Layer, a.Path, []string{t.argv[0]}).Verify
 	}
-	a.Status = StatusActive
+	a.Status = layer.StatusActive
 	if m.Sandbox {
 		a.Reason = "sandbox = true is recorded but not enforced"
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aerie-run/aerie/hack/testenv"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 func TestParseManifest(t *testing.T) {
@@ -89,7 +90,7 @@ required = false
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
 			}
-			if _, ok := err.(*FileError); !ok {
+			if _, ok := err.(*layer.FileError); !ok {
 				t.Errorf("err is %T, want *FileError", err)
 			}
 		})
@@ -278,29 +279,29 @@ func runToolCase(t *testing.T, tt toolCase) {
 			t.Fatal(err)
 		}
 	}
-	layers, err := Discover(DiscoverOptions{WorkDir: filepath.Join(ws, "a"), Workspace: ws, Home: h})
+	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: filepath.Join(ws, "a"), Workspace: ws, Home: h})
 	if err != nil {
 		// ws/a may not exist: start at the root.
-		layers, err = Discover(DiscoverOptions{WorkDir: ws, Workspace: ws, Home: h})
+		layers, err = layer.Discover(layer.DiscoverOptions{WorkDir: ws, Workspace: ws, Home: h})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := os.Stat(spec); err == nil {
 		n := len(layers) - 2 // before home and bundled
-		layers = append(layers[:n:n], append([]Layer{{Name: "spec[0]", Dir: spec, Kind: KindSpec}}, layers[n:]...)...)
+		layers = append(layers[:n:n], append([]layer.Layer{{Name: "spec[0]", Dir: spec, Kind: layer.KindSpec}}, layers[n:]...)...)
 	}
 	var pins strings.Builder
 	for _, rel := range tt.pins {
 		man := filepath.Join(ws, rel)
-		p := mustPin(t, ws, Layer{Kind: KindProject}, man, "./wc.sh")
+		p := mustPin(t, ws, layer.Layer{Kind: layer.KindProject}, man, "./wc.sh")
 		pins.WriteString(p.TOML())
 	}
 	tree(t, h, map[string]string{"trust.toml": pins.String()})
 	tree(t, dir, tt.modify)
 
-	src := Source{Layers: layers, Workspace: ws, WorkDir: ws}
-	pinSet, pinArts, err := LoadPins(src)
+	src := layer.Source{Layers: layers, Workspace: ws, WorkDir: ws}
+	pinSet, pinArts, err := layer.LoadPins(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +312,7 @@ func runToolCase(t *testing.T, tt toolCase) {
 	got := map[string]string{}
 	for _, a := range append(pinArts, arts...) {
 		rel, _ := filepath.Rel(dir, a.Path)
-		if a.Type == TypeTrust && a.Status == StatusActive {
+		if a.Type == layer.TypeTrust && a.Status == layer.StatusActive {
 			continue
 		}
 		s := string(a.Status)
@@ -319,10 +320,10 @@ func runToolCase(t *testing.T, tt toolCase) {
 			s += "/" + string(a.Trust)
 		}
 		got[rel] = s
-		if a.Status != StatusActive && a.Reason == "" {
+		if a.Status != layer.StatusActive && a.Reason == "" {
 			t.Errorf("%s is %s without a reason", rel, a.Status)
 		}
-		if a.Status == StatusInactive && a.LayerKind == KindProject && a.Pin == nil && !strings.Contains(a.Reason, "malformed") {
+		if a.Status == layer.StatusInactive && a.LayerKind == layer.KindProject && a.Pin == nil && !strings.Contains(a.Reason, "malformed") {
 			t.Errorf("%s is inactive without the pin that would trust it", rel)
 		}
 	}
@@ -362,7 +363,7 @@ func TestBoundedDiscovery(t *testing.T) {
 	testenv.SparseFile(t, big, 100<<20)
 
 	start := time.Now()
-	loaded, arts, err := LoadTools(Source{Layers: []Layer{{Name: "spec[0]", Dir: dir, Kind: KindSpec}}, Workspace: dir}, ToolOptions{})
+	loaded, arts, err := LoadTools(layer.Source{Layers: []layer.Layer{{Name: "spec[0]", Dir: dir, Kind: layer.KindSpec}}, Workspace: dir}, ToolOptions{})
 	t.Logf("loaded a layer of 10,000 files in %s", time.Since(start))
 	if err != nil {
 		t.Fatal(err)
@@ -371,10 +372,10 @@ func TestBoundedDiscovery(t *testing.T) {
 		t.Errorf("loaded %d tools, want %d", len(loaded), MaxManifests-1)
 	}
 	m := byPath(arts)
-	if a := m[big]; a.Status != StatusSkipped || !strings.Contains(a.Reason, "over the 256 KiB limit") {
+	if a := m[big]; a.Status != layer.StatusSkipped || !strings.Contains(a.Reason, "over the 256 KiB limit") {
 		t.Errorf("big manifest: %s %q", a.Status, a.Reason)
 	}
-	if a := m[tools]; a.Status != StatusSkipped || !strings.Contains(a.Reason, "only the first 1024 manifests") {
+	if a := m[tools]; a.Status != layer.StatusSkipped || !strings.Contains(a.Reason, "only the first 1024 manifests") {
 		t.Errorf("tools directory: %s %q", a.Status, a.Reason)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // ToolsetsFile is the layered toolsets file; the nearest one wins.
@@ -39,20 +41,20 @@ type toolsetsDoc struct {
 // is used, naming the toolset that includes it, as the spec says.
 func ParseToolsets(path string, doc []byte) (map[string]Toolset, error) {
 	var d toolsetsDoc
-	if err := decodeTOML(path, doc, &d); err != nil {
+	if err := layer.DecodeTOML(path, doc, &d); err != nil {
 		return nil, err
 	}
 	for _, name := range sortedKeys(d.Toolsets) {
 		ts := d.Toolsets[name]
 		if strings.TrimSpace(name) == "" {
-			return nil, placed(path, doc, fieldErrorf("toolsets", "a toolset has an empty name"))
+			return nil, layer.Placed(path, doc, layer.FieldErrorf("toolsets", "a toolset has an empty name"))
 		}
 		for _, f := range []struct {
 			key  string
 			list []string
 		}{{"tools", ts.Tools}, {"includes", ts.Includes}, {"exclude", ts.Exclude}} {
 			if slices.Contains(f.list, "") {
-				return nil, placed(path, doc, fieldErrorf("toolsets."+name+"."+f.key, "contains an empty name"))
+				return nil, layer.Placed(path, doc, layer.FieldErrorf("toolsets."+name+"."+f.key, "contains an empty name"))
 			}
 		}
 	}
@@ -176,51 +178,51 @@ func (t *Toolsets) Apply(name string, available []string) (selected, missing []s
 // LoadToolsets reads the nearest toolsets.toml of src. A malformed nearest
 // file is skipped without trying a farther copy: requesting a toolset then
 // fails with its error. The result is nil when no layer has the file.
-func LoadToolsets(src Source) (*Toolsets, []Artifact, error) {
-	v, err := src.open()
+func LoadToolsets(src layer.Source) (*Toolsets, []layer.Artifact, error) {
+	v, err := src.Open()
 	if err != nil {
 		return nil, nil, err
 	}
-	defer v.close()
+	defer v.Close()
 	t, arts := loadToolsets(v)
 	return t, arts, nil
 }
 
-func loadToolsets(v *view) (*Toolsets, []Artifact) {
+func loadToolsets(v *layer.View) (*Toolsets, []layer.Artifact) {
 	var (
 		t       *Toolsets
-		arts    []Artifact
+		arts    []layer.Artifact
 		decider = -1
 	)
-	for _, lv := range v.layers {
-		if lv.err != nil {
+	for _, lv := range v.Layers {
+		if lv.Err != nil {
 			continue
 		}
-		if !there(lv.files, ToolsetsFile) {
+		if !lv.Files.There(ToolsetsFile) {
 			continue
 		}
-		a := newArtifact(TypeToolsets, lv, ToolsetsFile)
+		a := layer.NewArtifact(TypeToolsets, lv, ToolsetsFile)
 		a.Name = ToolsetsFile
 		if decider >= 0 {
-			a.Digest = fileDigest(lv.files, ToolsetsFile)
-			a.shadow(&arts[decider])
+			a.Digest = lv.Files.Digest(ToolsetsFile)
+			a.Shadow(&arts[decider])
 			arts = append(arts, a)
 			continue
 		}
 		decider = len(arts)
-		doc, err := lv.files.readFile(ToolsetsFile, MaxArtifactBytes)
+		doc, err := lv.Files.ReadFile(ToolsetsFile, layer.MaxArtifactBytes)
 		var sets map[string]Toolset
 		if err == nil {
-			a.Digest = digest(doc)
-			a.setProvenance(readProvenance(lv.files, ToolsetsFile, doc))
+			a.Digest = layer.Digest(doc)
+			a.SetProvenance(lv.Files.Provenance(ToolsetsFile, doc))
 			sets, err = ParseToolsets(a.Path, doc)
 		}
 		if err != nil {
-			err = explainRootErr(err)
-			a.skip(fmt.Errorf("read %s: %w; a farther %s is not used in its place", ToolsetsFile, err, ToolsetsFile))
+			err = layer.ExplainEscape(err)
+			a.Skip(fmt.Errorf("read %s: %w; a farther %s is not used in its place", ToolsetsFile, err, ToolsetsFile))
 			t = &Toolsets{Path: a.Path, err: err}
 		} else {
-			a.Status, t = StatusActive, &Toolsets{Path: a.Path, sets: sets}
+			a.Status, t = layer.StatusActive, &Toolsets{Path: a.Path, sets: sets}
 		}
 		arts = append(arts, a)
 	}

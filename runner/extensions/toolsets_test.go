@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -210,10 +211,10 @@ func TestToolsetPrecedence(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 			for i, a := range arts {
-				if i > 0 && a.Status != StatusShadowed {
+				if i > 0 && a.Status != layer.StatusShadowed {
 					t.Errorf("farther %s is %s, want shadowed", a.Path, a.Status)
 				}
-				if a.Status != StatusActive && a.Reason == "" {
+				if a.Status != layer.StatusActive && a.Reason == "" {
 					t.Errorf("%s is %s without a reason", filepath.Base(a.Path), a.Status)
 				}
 			}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/aerie-run/aerie/runner/executor"
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
@@ -45,7 +45,7 @@ func BenchmarkLoadExtensions(b *testing.B) {
 	b.ReportAllocs()
 	cpu := cpuTime()
 	for b.Loop() {
-		layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: tr.workDir, Workspace: tr.workspace, Home: tr.home})
+		layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: tr.workDir, Workspace: tr.workspace, Home: tr.home})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -76,11 +76,11 @@ func benchTree(b *testing.B) benchLayout {
 	files := map[string]string{}
 	agents := strings.Repeat("Keep functions short and tested.\n", 64)
 	body := strings.Repeat("Follow these steps carefully. ", 140)
-	skill := func(layer string, n int) {
-		name := fmt.Sprintf("skill-%s-%d", strings.NewReplacer("/", "-", ".", "").Replace(layer), n)
+	skill := func(l string, n int) {
+		name := fmt.Sprintf("skill-%s-%d", strings.NewReplacer("/", "-", ".", "").Replace(l), n)
 		desc := "Use when " + strings.Repeat("working on things of kind "+name+", ", 5)
-		files[filepath.Join(layer, "skills", name, "SKILL.md")] = "---\nname: " + name + "\ndescription: " + desc + "\nlicense: MIT\n---\n" + body
-		files[filepath.Join(layer, "skills", name, "references", "guide.md")] = "guide"
+		files[filepath.Join(l, "skills", name, "SKILL.md")] = "---\nname: " + name + "\ndescription: " + desc + "\nlicense: MIT\n---\n" + body
+		files[filepath.Join(l, "skills", name, "references", "guide.md")] = "guide"
 	}
 	guard := "#!/bin/sh\nexit 0\n"
 	var pinned []string // manifests (tools and hook files) to pin, with their scripts
@@ -90,34 +90,34 @@ func benchTree(b *testing.B) benchLayout {
 			level = filepath.Join(level, fmt.Sprintf("d%d", i))
 		}
 		files[filepath.Join("ws", level, "AGENTS.md")] = agents
-		for _, name := range extensions.ProjectDirs {
-			layer := filepath.Join("ws", level, name)
-			files[filepath.Join(layer, "SYSTEM.md")] = "system " + layer
-			files[filepath.Join(layer, "APPEND_SYSTEM.md")] = "append " + layer
+		for _, name := range layer.ProjectDirs() {
+			l := filepath.Join("ws", level, name)
+			files[filepath.Join(l, "SYSTEM.md")] = "system " + l
+			files[filepath.Join(l, "APPEND_SYSTEM.md")] = "append " + l
 			if name == ".aerie" {
-				files[filepath.Join(layer, "toolsets.toml")] = "[toolsets.ro]\ntools = [\"read_file\"]\n"
-				files[filepath.Join(layer, "tool-descriptions.toml")] = "bash = \"Run it.\"\n"
+				files[filepath.Join(l, "toolsets.toml")] = "[toolsets.ro]\ntools = [\"read_file\"]\n"
+				files[filepath.Join(l, "tool-descriptions.toml")] = "bash = \"Run it.\"\n"
 			}
 			// 5 tools, 25 skills and 2 YAML hook files per layer, and a
 			// hooks.toml in the .aerie of the four nearest levels.
 			for j := range 5 {
 				tool := fmt.Sprintf("t%d_%s_%d", i, strings.TrimPrefix(name, "."), j)
-				files[filepath.Join(layer, "tools", tool+".toml")] = fmt.Sprintf("name = %q\ndescription = \"Echo.\"\ncommand = [\"./%s.sh\"]\n[parameters.text]\ntype = \"string\"\n", tool, tool)
-				files[filepath.Join(layer, "tools", tool+".sh")] = "#!/bin/sh\ncat\n"
-				pinned = append(pinned, filepath.Join(layer, "tools", tool+".toml"))
+				files[filepath.Join(l, "tools", tool+".toml")] = fmt.Sprintf("name = %q\ndescription = \"Echo.\"\ncommand = [\"./%s.sh\"]\n[parameters.text]\ntype = \"string\"\n", tool, tool)
+				files[filepath.Join(l, "tools", tool+".sh")] = "#!/bin/sh\ncat\n"
+				pinned = append(pinned, filepath.Join(l, "tools", tool+".toml"))
 			}
 			for j := range 25 {
-				skill(layer, j)
+				skill(l, j)
 			}
-			files[filepath.Join(layer, "hooks", "guard.sh")] = guard
+			files[filepath.Join(l, "hooks", "guard.sh")] = guard
 			for j := range 2 {
-				hf := filepath.Join(layer, "hooks", fmt.Sprintf("h%d.yaml", j))
+				hf := filepath.Join(l, "hooks", fmt.Sprintf("h%d.yaml", j))
 				files[hf] = "hooks:\n  PreToolUse:\n    - matcher: Bash|Write\n      hooks:\n        - type: command\n          script: guard.sh\n          args: [--strict]\n          on_failure: block\n  PostToolUse:\n    - matcher: mcp__.*\n      hooks:\n        - type: command\n          command: logger -t aerie\n"
 				pinned = append(pinned, hf)
 			}
 			if i >= 5 && name == ".aerie" {
-				files[filepath.Join(layer, "hooks.toml")] = "[[hooks.PreToolUse]]\nmatcher = \"bash\"\n[[hooks.PreToolUse.hooks]]\ncommand = \"guard --strict\"\n"
-				pinned = append(pinned, filepath.Join(layer, "hooks.toml"))
+				files[filepath.Join(l, "hooks.toml")] = "[[hooks.PreToolUse]]\nmatcher = \"bash\"\n[[hooks.PreToolUse.hooks]]\ncommand = \"guard --strict\"\n"
+				pinned = append(pinned, filepath.Join(l, "hooks.toml"))
 			}
 		}
 	}
@@ -158,13 +158,13 @@ func benchTree(b *testing.B) benchLayout {
 		case strings.Contains(m, "/tools/"):
 			exes = []string{strings.TrimSuffix(man, ".toml") + ".sh"}
 		}
-		p, err := extensions.ComputePin(ws, extensions.Layer{Kind: extensions.KindProject}, man, exes)
+		p, err := layer.ComputePin(ws, layer.Layer{Kind: layer.KindProject}, man, exes)
 		if err != nil {
 			b.Fatal(err)
 		}
 		pins.WriteString(p.TOML())
 	}
-	if err := os.WriteFile(filepath.Join(home, extensions.TrustFile), []byte(pins.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(home, layer.TrustFile), []byte(pins.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	return benchLayout{workspace: ws, workDir: workDir, home: home}
@@ -203,7 +203,7 @@ func BenchmarkReload(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: ws, Home: home})
+	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: ws, Home: home})
 	if err != nil {
 		b.Fatal(err)
 	}

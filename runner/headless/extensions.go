@@ -13,6 +13,7 @@ import (
 	"github.com/aerie-run/aerie/runner/extensions/userlayer"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/journal"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/mcp"
 	"github.com/aerie-run/aerie/runner/skills"
 	"github.com/aerie-run/aerie/runner/tools"
@@ -96,9 +97,9 @@ func newKit(opts Options, builtin []tools.Tool) (*kit, error) {
 func warnProblems(log *slog.Logger, x *Extensions) {
 	for _, a := range x.Set.Report.Artifacts {
 		switch a.Status {
-		case extensions.StatusSkipped:
+		case layer.StatusSkipped:
 			log.Warn("extension skipped", "type", a.Type, "file", a.Path, "reason", a.Reason)
-		case extensions.StatusInactive:
+		case layer.StatusInactive:
 			log.Warn("extension inactive", "type", a.Type, "file", a.Path, "trust", a.Trust, "reason", a.Reason)
 		}
 	}
@@ -109,7 +110,7 @@ func warnProblems(log *slog.Logger, x *Extensions) {
 	}
 	if x.Plugins != nil {
 		for _, e := range x.Plugins.Entries {
-			if e.Status == extensions.StatusSkipped {
+			if e.Status == layer.StatusSkipped {
 				log.Warn("plugin skipped", "dir", e.Dir, "reason", e.Reason)
 			}
 		}

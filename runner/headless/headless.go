@@ -24,6 +24,7 @@ import (
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/journal"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/runconfig"
@@ -138,12 +139,12 @@ type Options struct {
 	// from them. When one is the $AERIE_HOME layer, the model is offered
 	// extension_manage, which writes there; its changes are loaded again
 	// at the next turn boundary.
-	Layers []extensions.Layer
+	Layers []layer.Layer
 	// Workspace is the workspace root; empty means Dir.
 	Workspace string
 	// Pins are trust pins the session's submitter gives besides the
 	// layers' trust.toml files (an AgentSession's spec.trust.pinsFrom).
-	Pins []extensions.Pin
+	Pins []layer.Pin
 	// Toolset names the toolset (toolsets.toml) that selects the tools
 	// offered; empty offers the persona's toolset, or every tool.
 	Toolset string
@@ -206,13 +207,13 @@ type Report struct {
 	Persona extensions.Persona
 	// Layers are the layers the run used, nearest first, each with the
 	// digest of what it held: the Layers entry journaled at the start.
-	Layers []extensions.Layer
+	Layers []layer.Layer
 	// ContextWindow is the model's context window in tokens: Options'
 	// ContextWindow, else the known window of the model, else 0
 	// (unknown).
 	ContextWindow int64
 	// Extensions reports the artifacts found in the layers.
-	Extensions extensions.Report
+	Extensions layer.Report
 	// Tools are the tools the model was offered.
 	Tools    []provider.Tool
 	Result   agent.Result
@@ -250,9 +251,9 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 	// the extensions load, MCP servers start and the session opens, and
 	// waited for before the journal's first entry records them. Run never
 	// returns before they are done.
-	digests := make(chan []extensions.Layer, 1)
+	digests := make(chan []layer.Layer, 1)
 	go func(o Options) { digests <- recordedLayers(o) }(opts)
-	layersOnce := sync.OnceValue(func() []extensions.Layer { return <-digests })
+	layersOnce := sync.OnceValue(func() []layer.Layer { return <-digests })
 	defer layersOnce()
 	bg := tools.NewBackground(opts.Executor)
 	k, err := newKit(opts, tools.Builtin(opts.Executor, opts.Executor, bg))

@@ -13,7 +13,7 @@ import (
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/executor"
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/provider/anthropic"
@@ -133,10 +133,10 @@ func TestRunLayersPersonaWindow(t *testing.T) {
 	}
 	t.Cleanup(func() { exe.Close(context.Background()) })
 	model := testenv.StartModelServer(t, testenv.Turn{Text: "looks fine"}, testenv.Turn{Text: "still fine"})
-	layers := []extensions.Layer{
-		{Name: ".aerie", Kind: extensions.KindProject, Dir: filepath.Join(ws, ".aerie")},
-		{Name: "review", Kind: extensions.KindSpec, Dir: spec, Source: "configmap/review", Digest: "sha256:" + strings.Repeat("0", 64)},
-		extensions.Bundled(),
+	layers := []layer.Layer{
+		{Name: ".aerie", Kind: layer.KindProject, Dir: filepath.Join(ws, ".aerie")},
+		{Name: "review", Kind: layer.KindSpec, Dir: spec, Source: "configmap/review", Digest: "sha256:" + strings.Repeat("0", 64)},
+		layer.Bundled(),
 	}
 	opts := Options{
 		Tenant: "team-a", Dir: ws, Workspace: ws, Prompt: "review it",
@@ -176,11 +176,11 @@ func TestRunLayersPersonaWindow(t *testing.T) {
 	if !ok {
 		t.Fatalf("first entry %T, want the layers record", es[0].Payload)
 	}
-	projDigest, err := extensions.ContentDigest(ws, layers[0])
+	projDigest, err := layer.ContentDigest(ws, layers[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	specDigest, err := extensions.ContentDigest(ws, layers[1])
+	specDigest, err := layer.ContentDigest(ws, layers[1])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestRunLayersPersonaWindow(t *testing.T) {
 		{Name: ".aerie", Kind: "project", Source: filepath.Join(ws, ".aerie"), Digest: projDigest},
 		// The digest of what was read, not the stale one given.
 		{Name: "review", Kind: "spec", Source: "configmap/review", Digest: specDigest},
-		{Name: "bundled", Kind: "bundled", Digest: extensions.Bundled().Digest},
+		{Name: "bundled", Kind: "bundled", Digest: layer.Bundled().Digest},
 	}
 	if diff := cmp.Diff(want, rec.Layers); diff != "" {
 		t.Errorf("layers record (-want +got):\n%s", diff)

@@ -14,8 +14,8 @@ import (
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/executor"
-	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/provider/anthropic"
 	"github.com/aerie-run/aerie/runner/store/dburl"
@@ -65,7 +65,7 @@ func TestHookVerdictsJournaled(t *testing.T) {
 		NewModel: func(s transcript.Settings) (agent.Model, error) {
 			return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
 		},
-		Layers:   []extensions.Layer{{Name: "home", Dir: home, Kind: extensions.KindHome}},
+		Layers:   []layer.Layer{{Name: "home", Dir: home, Kind: layer.KindHome}},
 		Executor: exe,
 	}
 	rep, err := Run(t.Context(), st, opts)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/mcp"
 	"github.com/aerie-run/aerie/runner/plugins"
 	"github.com/aerie-run/aerie/runner/skills"
@@ -50,13 +51,13 @@ func TestListingLoadsAlike(t *testing.T) {
 		"home/plugins/q/.claude-plugin/plugin.json":      `{"name":"q"}`,
 	}
 	writeTree(t, dir, files)
-	layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: ws, Workspace: ws, Home: home})
+	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: ws, Workspace: ws, Home: home})
 	if err != nil {
 		t.Fatal(err)
 	}
-	listing := extensions.ListLayers(layers, ws)
+	listing := layer.ListLayers(layers, ws)
 	defer listing.Close()
-	set, err := extensions.Load(extensions.Source{Layers: layers, Workspace: ws, WorkDir: ws}, extensions.Options{Persona: "p"})
+	set, err := extensions.Load(layer.Source{Layers: layers, Workspace: ws, WorkDir: ws}, extensions.Options{Persona: "p"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestListingLoadsAlike(t *testing.T) {
 		// Available are the skills offered, which the JSON leaves out.
 		Available []skills.Skill
 	}
-	load := func(ls *extensions.Listing) loaded {
+	load := func(ls *layer.Listing) loaded {
 		var out loaded
 		var err error
 		if out.Plugins, err = plugins.Load(layers, plugins.Options{WorkDir: ws, Listing: ls}); err != nil {

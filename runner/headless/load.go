@@ -8,6 +8,7 @@ import (
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/extensions/userlayer"
 	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/mcp"
 	"github.com/aerie-run/aerie/runner/plugins"
 	"github.com/aerie-run/aerie/runner/skills"
@@ -17,7 +18,7 @@ import (
 // LoadOptions say where a session's extensions come from.
 type LoadOptions struct {
 	// Layers are the extension layers, nearest first.
-	Layers []extensions.Layer
+	Layers []layer.Layer
 	// Workspace is the workspace root; empty means Dir.
 	Workspace string
 	// Dir is the agent's working directory.
@@ -36,7 +37,7 @@ type LoadOptions struct {
 	Commands extensions.Commands
 	// Pins are trust pins the session's submitter gives besides the
 	// layers' trust.toml files (an AgentSession's spec.trust.pinsFrom).
-	Pins []extensions.Pin
+	Pins []layer.Pin
 }
 
 func (o LoadOptions) workspace() string {
@@ -72,7 +73,7 @@ func LoadExtensions(o LoadOptions) (*Extensions, error) {
 	ws := o.workspace()
 	// Every loader looks for a few names at the top of each layer: one
 	// listing of each answers them all.
-	listing := extensions.ListLayers(o.Layers, ws)
+	listing := layer.ListLayers(o.Layers, ws)
 	defer listing.Close()
 	// Plugins and skills need nothing the other loaders find: they are
 	// read meanwhile. Each loader reads its layers concurrently already;
@@ -96,7 +97,7 @@ func LoadExtensions(o LoadOptions) (*Extensions, error) {
 		}
 		sk, skillsErr = skills.DiscoverIn(skills.Roots(o.Layers, skills.Options{WorkDir: o.Dir, Workspace: ws, Home: o.UserHome, Plugins: pluginRoots, Listing: listing}), listing)
 	}()
-	set, err := extensions.Load(extensions.Source{
+	set, err := extensions.Load(layer.Source{
 		Layers: o.Layers, Workspace: o.Workspace, WorkDir: o.Dir, Getenv: o.Getenv, Listing: listing,
 	}, extensions.Options{Builtins: BuiltinToolNames(), Persona: o.Persona, Commands: o.Commands, Pins: o.Pins})
 	if err != nil {
@@ -149,25 +150,25 @@ func (x *Extensions) Err() error {
 
 // Report is the extensions report: every artifact of every loader, with
 // its layer, status, trust, provenance and reason.
-func (x *Extensions) Report() extensions.Report { return x.report(true) }
+func (x *Extensions) Report() layer.Report { return x.report(true) }
 
 // report is Report; without full it leaves out what costs a read per
 // skill and only the report shows: what the sidecars of the skills in
 // $AERIE_HOME say, and the digests of the SKILL.md files discovery read
 // only in part. extension_manage learns what a load made of its artifacts
 // from their status, trust and reason alone.
-func (x *Extensions) report(full bool) extensions.Report {
+func (x *Extensions) report(full bool) layer.Report {
 	r := x.Set.Report
 	hookArts, skillArts, mcpArts := x.Hooks.Artifacts(x.workspace), SkillArtifacts(x.Skills, full), MCPArtifacts(x.MCP, x.workspace)
-	var pluginArts []extensions.Artifact
+	var pluginArts []layer.Artifact
 	if x.Plugins != nil {
 		pluginArts = x.Plugins.Artifacts()
 	}
 	// One allocation: a report may list a thousand artifacts (and none
 	// leaves Artifacts nil, as appends to nil would).
-	var arts []extensions.Artifact
+	var arts []layer.Artifact
 	if n := len(r.Artifacts) + len(hookArts) + len(pluginArts) + len(skillArts) + len(mcpArts); n > 0 {
-		arts = make([]extensions.Artifact, 0, n)
+		arts = make([]layer.Artifact, 0, n)
 	}
 	arts = append(arts, r.Artifacts...)
 	arts = append(arts, hookArts...)
@@ -182,9 +183,9 @@ func (x *Extensions) report(full bool) extensions.Report {
 
 // withSkillProvenance adds to the skills of the $AERIE_HOME layer what
 // their sidecars say: extension_manage writes skills there.
-func withSkillProvenance(layers []extensions.Layer, arts []extensions.Artifact) []extensions.Artifact {
+func withSkillProvenance(layers []layer.Layer, arts []layer.Artifact) []layer.Artifact {
 	for _, l := range layers {
-		if l.Kind != extensions.KindHome || l.Dir == "" {
+		if l.Kind != layer.KindHome || l.Dir == "" {
 			continue
 		}
 		// The layer is opened once for all its skills.
@@ -203,7 +204,7 @@ func withSkillProvenance(layers []extensions.Layer, arts []extensions.Artifact) 
 		if len(paths) == 0 {
 			continue
 		}
-		for j, p := range extensions.ReadProvenances(l, paths) {
+		for j, p := range layer.ReadProvenances(l, paths) {
 			a := &arts[idx[j]]
 			a.LayerKind, a.Provenance, a.ActivationBoundary = l.Kind, &p, p.ActivationBoundary
 		}

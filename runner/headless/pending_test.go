@@ -16,7 +16,7 @@ import (
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/executor"
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/provider/anthropic"
 	"github.com/aerie-run/aerie/runner/runconfig"
@@ -180,7 +180,7 @@ func TestNewSessionNotStored(t *testing.T) {
 	// Refused a moment after the run starts: a hook that did not wait
 	// would have run by then.
 	time.AfterFunc(100*time.Millisecond, func() { close(r2.st.release) })
-	r2.opts.Layers = []extensions.Layer{{Name: "home", Dir: home, Kind: extensions.KindHome}}
+	r2.opts.Layers = []layer.Layer{{Name: "home", Dir: home, Kind: layer.KindHome}}
 	if _, err := Run(t.Context(), r2.st, r2.opts); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("Run with a SessionStart hook: %v, want the store's refusal", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
 
@@ -14,8 +15,8 @@ import (
 // the run's: its prompt the base prompt, its toolset the toolset when none
 // was asked for, its name the session's persona setting. It returns the
 // persona and its files for the report.
-func applyPersona(opts *Options) (extensions.Persona, []extensions.Artifact, error) {
-	p, arts, err := extensions.LoadPersona(extensions.Source{Layers: opts.Layers, Workspace: opts.Workspace, WorkDir: opts.Dir}, opts.Persona)
+func applyPersona(opts *Options) (extensions.Persona, []layer.Artifact, error) {
+	p, arts, err := extensions.LoadPersona(layer.Source{Layers: opts.Layers, Workspace: opts.Workspace, WorkDir: opts.Dir}, opts.Persona)
 	if err != nil {
 		if errors.Is(err, extensions.ErrUnknownPersona) {
 			err = fmt.Errorf("%w; define it in %s/<name>.toml in a layer, or leave the persona empty for the default", err, extensions.PersonasDir)
@@ -40,12 +41,12 @@ func applyPersona(opts *Options) (extensions.Persona, []extensions.Artifact, err
 // now, read as the loaders read them. A layer that changed since whoever
 // listed it took its digest (a ConfigMap edited after the controller read
 // it) is logged: the recorded digest is of what this run reads.
-func recordedLayers(opts Options) []extensions.Layer {
+func recordedLayers(opts Options) []layer.Layer {
 	ws := opts.Workspace
 	if ws == "" {
 		ws = opts.Dir
 	}
-	layers, changed, errs := extensions.WithDigests(ws, opts.Layers)
+	layers, changed, errs := layer.WithDigests(ws, opts.Layers)
 	for _, l := range changed {
 		opts.Logger.Warn("an extension layer changed after its digest was taken; recording what is there now",
 			"layer", l.Name, "kind", l.Kind, "source", l.Source, "digest", l.Digest)
@@ -57,7 +58,7 @@ func recordedLayers(opts Options) []extensions.Layer {
 }
 
 // layersEntry is the journal's record of the layers a run used.
-func layersEntry(layers []extensions.Layer) transcript.Layers {
+func layersEntry(layers []layer.Layer) transcript.Layers {
 	rec := transcript.Layers{Layers: make([]transcript.Layer, 0, len(layers))}
 	for _, l := range layers {
 		src := l.Source

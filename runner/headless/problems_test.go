@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/aerie-run/aerie/runner/executor"
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
@@ -33,7 +33,7 @@ func TestProblemsLogged(t *testing.T) {
 		"ws/.aerie/plugins/p/.claude-plugin/plugin.json": "{",
 	}
 	writeTree(t, dir, files)
-	layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: ws, Workspace: ws, Home: home})
+	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: ws, Workspace: ws, Home: home})
 	if err != nil {
 		t.Fatal(err)
 	}

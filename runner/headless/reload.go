@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/aerie-run/aerie/runner/agent"
-	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/extensions/userlayer"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // turnBoundary is the loop's BeforeRequest: at each turn boundary, lost
@@ -71,7 +71,7 @@ func (k *kit) rebuild(opts Options) (loadout, error) {
 // describeChanges says, a line per changed artifact, what the reload made
 // of it: "<path>: active", "<path>: inactive (untrusted): <reason>", or
 // "<path>: removed".
-func describeChanges(r extensions.Report, changed []string) string {
+func describeChanges(r layer.Report, changed []string) string {
 	var b strings.Builder
 	for i, p := range changed {
 		if i > 0 {
@@ -81,7 +81,7 @@ func describeChanges(r extensions.Report, changed []string) string {
 		switch {
 		case !ok:
 			fmt.Fprintf(&b, "%s: removed", p)
-		case a.Trust != "" && a.Trust != extensions.Trusted:
+		case a.Trust != "" && a.Trust != layer.Trusted:
 			fmt.Fprintf(&b, "%s: %s (%s): %s", p, a.Status, a.Trust, a.Reason)
 		case a.Reason != "":
 			fmt.Fprintf(&b, "%s: %s: %s", p, a.Status, a.Reason)
@@ -94,18 +94,18 @@ func describeChanges(r extensions.Report, changed []string) string {
 
 // findArtifact finds the artifact of file p in r; a skill is reported by
 // its directory.
-func findArtifact(r extensions.Report, p string) (extensions.Artifact, bool) {
+func findArtifact(r layer.Report, p string) (layer.Artifact, bool) {
 	for _, a := range r.Artifacts {
 		if isArtifact(a, p) {
 			return a, true
 		}
 	}
-	return extensions.Artifact{}, false
+	return layer.Artifact{}, false
 }
 
 // report is the extensions report of the run: the artifacts of the last
 // load, and those extension_manage changed since, pending_reload.
-func (k *kit) report() extensions.Report {
+func (k *kit) report() layer.Report {
 	r := k.ext.Report()
 	if k.manager == nil {
 		return r
@@ -114,7 +114,7 @@ func (k *kit) report() extensions.Report {
 		for i := range r.Artifacts {
 			a := &r.Artifacts[i]
 			if isArtifact(*a, p) {
-				a.Status, a.Reason = extensions.StatusPendingReload, "changed by extension_manage; it takes effect at the next turn boundary"
+				a.Status, a.Reason = layer.StatusPendingReload, "changed by extension_manage; it takes effect at the next turn boundary"
 			}
 		}
 	}
@@ -123,6 +123,6 @@ func (k *kit) report() extensions.Report {
 
 // isArtifact reports whether a is the artifact of file p: a skill is
 // reported by its directory.
-func isArtifact(a extensions.Artifact, p string) bool {
+func isArtifact(a layer.Artifact, p string) bool {
 	return a.Path == p || a.Type == TypeSkill && filepath.Join(a.Path, userlayer.SkillFile) == p
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/executor"
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/provider/anthropic"
 	"github.com/aerie-run/aerie/runner/store/sqlite"
@@ -45,7 +45,7 @@ func runIn(t *testing.T, extra []tools.Tool, home string, turns ...testenv.Turn)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { exe.Close(context.Background()) })
-	layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: ws, Home: home})
+	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: ws, Home: home})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,10 +233,10 @@ func TestRunReportIsTheLoaders(t *testing.T) {
 		"APPEND_SYSTEM.md": "Be brief.\n",
 		"tools/wc.toml":    "name = \"wc\"\ndescription = \"Counts.\"\ncommand = [\"/usr/bin/wc\"]\n",
 		"tools/mine.toml":  "name = \"mine\"\ndescription = \"Mine.\"\ncommand = [\"/bin/true\"]\n",
-		"tools/mine.toml" + extensions.ProvenanceSuffix: string(extensions.AgentSidecar("op", []byte("x"), "next_turn")),
+		"tools/mine.toml" + layer.ProvenanceSuffix: string(layer.AgentSidecar("op", []byte("x"), "next_turn")),
 		"hooks.toml":            "[[hooks.Stop]]\n[[hooks.Stop.hooks]]\ncommand = \"true\"\n",
 		"skills/notes/SKILL.md": "---\ndescription: Notes.\n---\nx\n",
-		"skills/notes/SKILL.md" + extensions.ProvenanceSuffix: string(extensions.AgentSidecar("op", []byte("---\ndescription: Notes.\n---\nx\n"), "next_turn")),
+		"skills/notes/SKILL.md" + layer.ProvenanceSuffix: string(layer.AgentSidecar("op", []byte("---\ndescription: Notes.\n---\nx\n"), "next_turn")),
 	} {
 		p := filepath.Join(home, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -251,16 +251,16 @@ func TestRunReportIsTheLoaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(x.Report(), rep.Extensions, cmpopts.IgnoreUnexported(extensions.Artifact{}), cmpopts.IgnoreFields(extensions.Artifact{}, "Err")); diff != "" {
+	if diff := cmp.Diff(x.Report(), rep.Extensions, cmpopts.IgnoreUnexported(layer.Artifact{}), cmpopts.IgnoreFields(layer.Artifact{}, "Err")); diff != "" {
 		t.Errorf("the run's report differs from the loader's (-loader +run):\n%s", diff)
 	}
-	var skill *extensions.Artifact
+	var skill *layer.Artifact
 	for i, a := range rep.Extensions.Artifacts {
 		if a.Type == TypeSkill {
 			skill = &rep.Extensions.Artifacts[i]
 		}
 	}
-	if skill == nil || skill.Provenance == nil || skill.Provenance.State != extensions.ProvenanceAgent || skill.Provenance.DigestMismatch {
+	if skill == nil || skill.Provenance == nil || skill.Provenance.State != layer.ProvenanceAgent || skill.Provenance.DigestMismatch {
 		t.Errorf("the home skill's provenance: %+v", skill)
 	}
 }

@@ -1,15 +1,15 @@
 package headless
 
 import (
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/mcp"
 	"github.com/aerie-run/aerie/runner/skills"
 )
 
 // Types of the extensions report for skills and MCP server declarations.
 const (
-	TypeSkill     extensions.Type = "skill"
-	TypeMCPServer extensions.Type = "mcp_server"
+	TypeSkill     layer.Type = "skill"
+	TypeMCPServer layer.Type = "mcp_server"
 )
 
 // SkillArtifacts describes the skills discovery found, for the report:
@@ -18,15 +18,15 @@ const (
 // file). With digests, a SKILL.md discovery read only as far as its
 // frontmatter is read now for its digest; without, it has none, and the
 // report costs no read.
-func SkillArtifacts(set *skills.Set, digests bool) []extensions.Artifact {
+func SkillArtifacts(set *skills.Set, digests bool) []layer.Artifact {
 	if set == nil {
 		return nil
 	}
-	arts := make([]extensions.Artifact, 0, len(set.Entries))
+	arts := make([]layer.Artifact, 0, len(set.Entries))
 	for _, e := range set.Entries {
-		a := extensions.Artifact{
+		a := layer.Artifact{
 			Type: TypeSkill, Name: e.Name, Layer: e.Root, LayerKind: e.Kind, Path: e.Path,
-			Status: extensions.Status(e.Status), Digest: e.Digest, Reason: extensions.SanitizeReason(e.Reason),
+			Status: layer.Status(e.Status), Digest: e.Digest, Reason: layer.SanitizeReason(e.Reason),
 		}
 		if digests {
 			a.Digest = e.FileDigest()
@@ -41,23 +41,23 @@ func SkillArtifacts(set *skills.Set, digests bool) []extensions.Artifact {
 // untrusted, as a custom tool is, with the pin that would trust it, and a
 // disabled one inactive; reasons are sanitized, since they quote the
 // declarations.
-func MCPArtifacts(cfg mcp.Config, workspace string) []extensions.Artifact {
-	arts := make([]extensions.Artifact, 0, len(cfg.Files))
+func MCPArtifacts(cfg mcp.Config, workspace string) []layer.Artifact {
+	arts := make([]layer.Artifact, 0, len(cfg.Files))
 	for _, f := range cfg.Files {
-		a := extensions.Artifact{
+		a := layer.Artifact{
 			Type: TypeMCPServer, Name: f.ID, Layer: f.Layer.Name, LayerKind: f.Layer.Kind, Path: f.Path,
-			Status: extensions.Status(f.Status), Reason: extensions.SanitizeReason(f.Reason),
+			Status: layer.Status(f.Status), Reason: layer.SanitizeReason(f.Reason),
 		}
 		switch f.Status {
 		case mcp.StatusUntrusted:
-			a.Status, a.Trust = extensions.StatusInactive, extensions.Untrusted
+			a.Status, a.Trust = layer.StatusInactive, layer.Untrusted
 			// The pin that would trust it as it is now, over the same
 			// files the trust check covers.
-			if pin, err := extensions.ComputePin(workspace, f.Layer, f.Path, f.Executables); err == nil {
+			if pin, err := layer.ComputePin(workspace, f.Layer, f.Path, f.Executables); err == nil {
 				a.Pin = &pin
 			}
 		case mcp.StatusDisabled:
-			a.Status = extensions.StatusInactive
+			a.Status = layer.StatusInactive
 			if a.Reason == "" {
 				a.Reason = "disabled: true in its declaration"
 			}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // TestReportSkillsAndMCP: the report's skill entries have their layer's
@@ -31,7 +31,7 @@ func TestReportSkillsAndMCP(t *testing.T) {
 		"home/mcp_servers/y.yaml":         "id: y\ntype: stdio\ncommand: y-server\ndisabled: true\n",
 	}
 	writeTree(t, dir, files)
-	layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: ws, Workspace: ws, Home: home})
+	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: ws, Workspace: ws, Home: home})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,15 +40,15 @@ func TestReportSkillsAndMCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	type entry struct {
-		Type   extensions.Type
+		Type   layer.Type
 		Name   string
-		Kind   extensions.Kind
-		Status extensions.Status
-		Trust  extensions.TrustStatus
+		Kind   layer.Kind
+		Status layer.Status
+		Trust  layer.TrustStatus
 		Digest string
 		Reason string
 	}
-	entries := func(r extensions.Report) []entry {
+	entries := func(r layer.Report) []entry {
 		var out []entry
 		for _, a := range r.Artifacts {
 			if a.Type != TypeSkill && a.Type != TypeMCPServer {
@@ -61,15 +61,15 @@ func TestReportSkillsAndMCP(t *testing.T) {
 		}
 		return out
 	}
-	digest := func(s string) string { return extensions.Digest([]byte(s)) }
+	digest := func(s string) string { return layer.Digest([]byte(s)) }
 	leakDoc := files["ws/.aerie/skills/leak/SKILL.md"]
 	want := []entry{
-		{TypeSkill, "big", extensions.KindProject, extensions.StatusActive, "", digest(big), ""},
-		{TypeSkill, "leak", extensions.KindProject, extensions.StatusSkipped, "", digest(leakDoc), `name: "token=[redacted] is not a valid s`},
-		{TypeSkill, "small", extensions.KindProject, extensions.StatusActive, "", digest(small), ""},
-		{TypeMCPServer, "x.yaml", extensions.KindProject, extensions.StatusInactive, extensions.Untrusted, "", "no trust pin for .aerie/mcp_servers/x.ya"},
-		{TypeMCPServer, "z.yaml", extensions.KindProject, extensions.StatusSkipped, "", "", `type: "token=[redacted] one of stdio, ht`},
-		{TypeMCPServer, "y.yaml", extensions.KindHome, extensions.StatusInactive, "", "", "disabled: true in its declaration"},
+		{TypeSkill, "big", layer.KindProject, layer.StatusActive, "", digest(big), ""},
+		{TypeSkill, "leak", layer.KindProject, layer.StatusSkipped, "", digest(leakDoc), `name: "token=[redacted] is not a valid s`},
+		{TypeSkill, "small", layer.KindProject, layer.StatusActive, "", digest(small), ""},
+		{TypeMCPServer, "x.yaml", layer.KindProject, layer.StatusInactive, layer.Untrusted, "", "no trust pin for .aerie/mcp_servers/x.ya"},
+		{TypeMCPServer, "z.yaml", layer.KindProject, layer.StatusSkipped, "", "", `type: "token=[redacted] one of stdio, ht`},
+		{TypeMCPServer, "y.yaml", layer.KindHome, layer.StatusInactive, "", "", "disabled: true in its declaration"},
 	}
 	full := x.Report()
 	if diff := cmp.Diff(want, entries(full)); diff != "" {

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // BenchmarkLoad measures discovery of 20 layers holding 50 hook files
 // (a hooks.toml in 5 of them, 45 YAML files).
 func BenchmarkLoad(b *testing.B) {
-	var layers []extensions.Layer
+	var layers []layer.Layer
 	for i := range 20 {
 		files := map[string]string{}
 		if i%4 == 0 {
@@ -26,7 +26,7 @@ func BenchmarkLoad(b *testing.B) {
 		if i < 5 {
 			files["hooks/extra.yaml"] = yamlFile(b, spec{Event: SessionStart, Command: "echo hi"})
 		}
-		layers = append(layers, layer(b, fmt.Sprint(i), extensions.KindHome, files))
+		layers = append(layers, newLayer(b, fmt.Sprint(i), layer.KindHome, files))
 	}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aerie-run/aerie/runner/executor"
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
@@ -288,7 +288,7 @@ func (e *Engine) fire(ctx context.Context, in Input, target string) (Verdict, er
 		if g := h.Source.guard; g != nil {
 			// The file, or a script it runs, may have changed since the
 			// session loaded it: it runs only as it was trusted.
-			if tv := g.Verify(); tv.Status != extensions.Trusted {
+			if tv := g.Verify(); tv.Status != layer.Trusted {
 				run := Run{Hook: h.ID, Exit: -1, Skipped: fmt.Sprintf("not run: %s since trust was checked: %s", tv.Status, tv.Reason)}
 				e.log.Warn("hook skipped", "hook", h.ID, "event", string(in.HookEventName), "tool", in.ToolName, "session", e.opts.SessionID, "reason", run.Skipped)
 				v.Runs = append(v.Runs, run)

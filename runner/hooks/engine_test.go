@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
@@ -700,7 +700,7 @@ func TestEnvironment(t *testing.T) {
 	var node yamlNode
 	parseNode(t, &node, yamlFile(t, spec{Event: SessionStart, Command: "env > " + out}))
 	src := Source{
-		Layer: extensions.Layer{Name: "plugins", Dir: pluginDir, Kind: extensions.KindHome},
+		Layer: layer.Layer{Name: "plugins", Dir: pluginDir, Kind: layer.KindHome},
 		File:  filepath.Join(pluginDir, ".aerie-plugin/plugin.yaml"), Dir: pluginDir, Root: pluginDir, Confined: true,
 		Env: []string{"AERIE_PLUGIN_ROOT=" + pluginDir},
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // checkParsed checks what a parser returned for any input: no panic got
@@ -53,7 +53,7 @@ func FuzzParseTOML(f *testing.F) {
 	f.Add("[[hooks.Stop]]\n[[hooks.Stop.hooks]]\ncommand=''\n[[hooks.PreToolUse]]\nmatcher='['\n")
 	f.Add("hooks = { Stop = [ { hooks = [ { command = \"x\", timeout_secs = 1 } ] } ] }\n")
 	f.Add("[hooks]\nStop = 1\n")
-	src := Source{Layer: extensions.Layer{Name: "l"}, File: "/l/hooks.toml", Home: "/home/u"}
+	src := Source{Layer: layer.Layer{Name: "l"}, File: "/l/hooks.toml", Home: "/home/u"}
 	f.Fuzz(func(t *testing.T, in string) {
 		hooks, probs := ParseTOML([]byte(in), src, "/w")
 		checkParsed(t, hooks, probs)
@@ -79,8 +79,8 @@ func FuzzParseYAML(f *testing.F) {
 		f.Fatal(err)
 	}
 	srcs := []Source{
-		{Layer: extensions.Layer{Name: "home", Dir: dir, Kind: extensions.KindHome}, File: filepath.Join(dir, "hooks/a.yaml"), Dir: filepath.Join(dir, "hooks"), Root: dir, Home: dir},
-		{Layer: extensions.Layer{Name: "proj", Dir: dir, Kind: extensions.KindProject}, File: filepath.Join(dir, "hooks/a.yaml"), Dir: filepath.Join(dir, "hooks"), Root: dir, Confined: true},
+		{Layer: layer.Layer{Name: "home", Dir: dir, Kind: layer.KindHome}, File: filepath.Join(dir, "hooks/a.yaml"), Dir: filepath.Join(dir, "hooks"), Root: dir, Home: dir},
+		{Layer: layer.Layer{Name: "proj", Dir: dir, Kind: layer.KindProject}, File: filepath.Join(dir, "hooks/a.yaml"), Dir: filepath.Join(dir, "hooks"), Root: dir, Confined: true},
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		for _, src := range srcs {

@@ -43,7 +43,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // Event names a point in the session where hooks run.
@@ -176,7 +176,7 @@ type Hook struct {
 // manifest.
 type Source struct {
 	// Layer is the layer holding the file.
-	Layer extensions.Layer `json:"layer"`
+	Layer layer.Layer `json:"layer"`
 	// File is the absolute path of the file.
 	File string `json:"file"`
 	// Dir is the directory a relative script is resolved from: the YAML
@@ -198,7 +198,7 @@ type Source struct {
 
 	// guard checks the file's trust again before each run of its hooks;
 	// nil when it needs none (or Load's Trust cannot check again).
-	guard *extensions.Guard
+	guard *layer.Guard
 }
 
 // Problem is a reason a hook file, or part of one, was not used.

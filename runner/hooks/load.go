@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // MaxFileSize bounds a hook file. Larger files are skipped unread, so a
@@ -23,7 +23,7 @@ const MaxFileSize = 1 << 20
 // by hand and holds a handful of files, so 256 is far above any real one,
 // while a repository that plants ten thousand cannot make every session
 // read and parse them all, nor run ten thousand hooks on every event. The
-// directory's entries are read at most extensions.MaxDirEntries at a
+// directory's entries are read at most layer.MaxDirEntries at a
 // time, as a custom tools directory's are.
 const MaxFiles = 256
 
@@ -37,17 +37,17 @@ const MaxLayerBytes = 2 << 20
 // Trust decides whether a project layer's hook file may run. manifest is
 // the file's absolute path; executables are the hooks' Executables, the
 // path-bearing first command tokens and scripts, in order, each once.
-// Trust pins (extensions.Pins) implement it.
+// Trust pins (layer.Pins) implement it.
 type Trust interface {
-	Trusted(l extensions.Layer, manifest string, executables []string) (ok bool, reason string)
+	Trusted(l layer.Layer, manifest string, executables []string) (ok bool, reason string)
 }
 
 // Guarder is a Trust that can check a file again before each run of its
-// hooks, as extensions.Pins does: a hook file or script changed after the
+// hooks, as layer.Pins does: a hook file or script changed after the
 // session loaded it then does not run on the trust its old bytes earned.
 // Load uses the Guard for the first check too.
 type Guarder interface {
-	Guard(l extensions.Layer, manifest string, executables []string) *extensions.Guard
+	Guard(l layer.Layer, manifest string, executables []string) *layer.Guard
 }
 
 // LoadOptions configure Load.
@@ -64,9 +64,9 @@ type LoadOptions struct {
 	// directory when empty.
 	Home string
 	// Listing, when set, is the load's listing of the layers' top
-	// directories (extensions.ListLayers): a layer it shows without a hooks.toml and a hooks directory
+	// directories (layer.ListLayers): a layer it shows without a hooks.toml and a hooks directory
 	// is not opened for it.
-	Listing *extensions.Listing
+	Listing *layer.Listing
 }
 
 // Status says what became of a hook file.
@@ -87,17 +87,17 @@ const (
 
 // File is one hook file Load found.
 type File struct {
-	Layer  extensions.Layer `json:"layer"`
-	Path   string           `json:"path"`
-	Format Format           `json:"format"`
-	Status Status           `json:"status"`
+	Layer  layer.Layer `json:"layer"`
+	Path   string      `json:"path"`
+	Format Format      `json:"format"`
+	Status Status      `json:"status"`
 	// Reason says why a file is not active.
 	Reason string `json:"reason,omitempty"`
 	// Trust is the verdict of the trust check, for a file that needs a
 	// pin: trusted, untrusted, or modified when a pin covers the file but
 	// it (or an executable it runs) changed since. Empty for a file that
 	// needs none, or that was skipped before its trust was checked.
-	Trust extensions.TrustStatus `json:"trust,omitempty"`
+	Trust layer.TrustStatus `json:"trust,omitempty"`
 	// Hooks counts the hooks the file declares (when it parsed).
 	Hooks int `json:"hooks"`
 	// Executables are what a trust pin of the file covers besides the file:
@@ -105,7 +105,7 @@ type File struct {
 	Executables []string `json:"executables,omitempty"`
 	// Shadowed lists, for the nearest hooks.toml, the farther ones it
 	// shadows.
-	Shadowed []extensions.Copy `json:"shadowed,omitempty"`
+	Shadowed []layer.Copy `json:"shadowed,omitempty"`
 	// ShadowedBy is, for a farther hooks.toml, the path of the nearest.
 	ShadowedBy string `json:"shadowed_by,omitempty"`
 
@@ -114,7 +114,7 @@ type File struct {
 	digest string
 	// prov is the provenance Load read for a $AERIE_HOME file; nil when
 	// it read none.
-	prov *extensions.Provenance
+	prov *layer.Provenance
 }
 
 // Loaded is what Load found in the layers.
@@ -134,7 +134,7 @@ type Loaded struct {
 // problems; in a private layer it is also an error, returned with
 // everything Load found. A project layer's file runs only when trust
 // accepts it; a nil trust accepts none.
-func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Loaded, error) {
+func Load(layers []layer.Layer, trust Trust, opts LoadOptions) (Loaded, error) {
 	// Every layer is read on its own, concurrently: its hooks/*.yaml and,
 	// whether it will be used or shadowed, its hooks.toml. Which
 	// hooks.toml wins needs them all, so the nearest one is parsed and
@@ -191,8 +191,8 @@ const loadConcurrency = 8
 // layerLoad is what one layer holds: its hooks/*.yaml, loaded into out,
 // and its hooks.toml, read but parsed only when it is the nearest.
 type layerLoad struct {
-	l     extensions.Layer
-	root  *extensions.Dir
+	l     layer.Layer
+	root  *layer.Dir
 	trust Trust
 	opts  LoadOptions
 	out   Loaded
@@ -280,14 +280,14 @@ func (ld *layerLoad) shadowed(out *Loaded, nearest int) {
 		Layer: ld.l, Path: ld.path("hooks.toml"), Format: FormatTOML, Status: StatusShadowed,
 		ShadowedBy: w.Path, Reason: reason, digest: ld.toml.digest(),
 	}
-	w.Shadowed = append(w.Shadowed, extensions.Copy{Layer: f.Layer.Name, Path: f.Path})
+	w.Shadowed = append(w.Shadowed, layer.Copy{Layer: f.Layer.Name, Path: f.Path})
 	out.Files = append(out.Files, f)
 }
 
 // yamls loads the layer's hooks/*.yaml in file name order.
 func (ld *layerLoad) yamls() {
 	// The entries come sorted, and with their types, from the directory.
-	entries, more, err := ld.root.ReadDir("hooks", extensions.MaxDirEntries)
+	entries, more, err := ld.root.ReadDir("hooks", layer.MaxDirEntries)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
@@ -337,7 +337,7 @@ func leftOut(names []string, more bool) string {
 		fmt.Fprintf(&b, "only %d hook files are loaded", len(names))
 	}
 	if more {
-		fmt.Fprintf(&b, ", and the directory has more than %d entries, of which only the first %d read were looked at", extensions.MaxDirEntries, extensions.MaxDirEntries)
+		fmt.Fprintf(&b, ", and the directory has more than %d entries, of which only the first %d read were looked at", layer.MaxDirEntries, layer.MaxDirEntries)
 	}
 	b.WriteString("; keep the hooks in fewer files, or spread them over layers")
 	return b.String()
@@ -351,10 +351,10 @@ func (ld *layerLoad) use(src Source, f Format, rd read, hooks []Hook, probs []Pr
 		return
 	}
 	needs, prov := ld.needsTrust(src.File)
-	var trust extensions.TrustStatus
+	var trust layer.TrustStatus
 	if needs {
 		reason := "no trust pins"
-		trust = extensions.Untrusted
+		trust = layer.Untrusted
 		switch t := ld.trust.(type) {
 		case nil:
 		case Guarder:
@@ -372,12 +372,12 @@ func (ld *layerLoad) use(src Source, f Format, rd read, hooks []Hook, probs []Pr
 			// A Trust that is not a Guarder says yes or no; it cannot
 			// tell a changed file from one never pinned.
 			if ok, r := t.Trusted(ld.l, src.File, Executables(hooks)); ok {
-				trust = extensions.Trusted
+				trust = layer.Trusted
 			} else {
 				reason = r
 			}
 		}
-		if trust != extensions.Trusted {
+		if trust != layer.Trusted {
 			// The problem says modified rather than untrusted when a pin
 			// covers the file: the fix is to restore it, or to review it
 			// and pin it again.
@@ -396,15 +396,15 @@ func (ld *layerLoad) use(src Source, f Format, rd read, hooks []Hook, probs []Pr
 // agent wrote through extension_manage (or whose provenance sidecar is
 // malformed) — the manager never grants trust. prov is the provenance of
 // a $AERIE_HOME file, which the report shows.
-func (ld *layerLoad) needsTrust(path string) (needs bool, prov *extensions.Provenance) {
+func (ld *layerLoad) needsTrust(path string) (needs bool, prov *layer.Provenance) {
 	if ld.l.NeedsTrust() {
 		return true, nil
 	}
-	if ld.l.Kind != extensions.KindHome {
+	if ld.l.Kind != layer.KindHome {
 		return false, nil
 	}
-	p := extensions.ReadProvenance(ld.l, path)
-	return p.State != extensions.ProvenanceLegacy, &p
+	p := layer.ReadProvenance(ld.l, path)
+	return p.State != layer.ProvenanceLegacy, &p
 }
 
 // skip records a file that cannot be used; rd is what was read of it.
@@ -443,9 +443,9 @@ func Executables(hooks []Hook) []string {
 // openLayer opens the layer's directory as a root: a project layer's
 // through the workspace's root when the workspace is known, so that only
 // a directory inside the workspace is ever opened.
-func openLayer(l extensions.Layer, workspace string) (*extensions.Dir, error) {
-	if l.Kind != extensions.KindProject || workspace == "" {
-		return extensions.OpenDir(l.Dir)
+func openLayer(l layer.Layer, workspace string) (*layer.Dir, error) {
+	if l.Kind != layer.KindProject || workspace == "" {
+		return layer.OpenDir(l.Dir)
 	}
 	rel, ok := relLocal(workspace, l.Dir)
 	if !ok {
@@ -461,7 +461,7 @@ func openLayer(l extensions.Layer, workspace string) (*extensions.Dir, error) {
 		}
 		workspace = ws
 	}
-	ws, err := extensions.OpenDir(workspace)
+	ws, err := layer.OpenDir(workspace)
 	if err != nil {
 		return nil, err
 	}
@@ -501,7 +501,7 @@ func (e *tooLarge) Error() string {
 // readBounded reads the regular file name in root, refusing one larger
 // than max bytes without reading it (a *tooLarge). It does not block on a
 // FIFO planted in place of a hook file.
-func readBounded(root *extensions.Dir, name string, max int64) (read, error) {
+func readBounded(root *layer.Dir, name string, max int64) (read, error) {
 	f, err := root.Open(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

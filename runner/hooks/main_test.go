@@ -15,7 +15,7 @@ import (
 
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/executor"
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/tools"
 )
@@ -69,19 +69,19 @@ func writeFiles(t testing.TB, dir string, files map[string]string) {
 	}
 }
 
-// layer returns a layer of kind k in a fresh directory holding files.
-func layer(t testing.TB, name string, k extensions.Kind, files map[string]string) extensions.Layer {
+// newLayer returns a layer of kind k in a fresh directory holding files.
+func newLayer(t testing.TB, name string, k layer.Kind, files map[string]string) layer.Layer {
 	t.Helper()
 	dir := t.TempDir()
 	writeFiles(t, dir, files)
-	return extensions.Layer{Name: name, Dir: dir, Kind: k}
+	return layer.Layer{Name: name, Dir: dir, Kind: k}
 }
 
 // engine loads files as a home layer and returns an engine on ws.
 func (ws *workspace) engine(t testing.TB, files map[string]string, opts Options) *Engine {
 	t.Helper()
-	l := layer(t, "home", extensions.KindHome, files)
-	loaded, err := Load([]extensions.Layer{l}, nil, LoadOptions{Dir: ws.dir})
+	l := newLayer(t, "home", layer.KindHome, files)
+	loaded, err := Load([]layer.Layer{l}, nil, LoadOptions{Dir: ws.dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // brief is what a test compares of a parsed hook.
@@ -40,7 +40,7 @@ func problemStrings(ps []Problem) []string {
 
 func TestParseTOML(t *testing.T) {
 	t.Parallel()
-	src := Source{Layer: extensions.Layer{Name: "home", Kind: extensions.KindHome}, File: "/l/hooks.toml", Home: "/home/u"}
+	src := Source{Layer: layer.Layer{Name: "home", Kind: layer.KindHome}, File: "/l/hooks.toml", Home: "/home/u"}
 	tests := []struct {
 		name  string
 		in    string
@@ -157,9 +157,9 @@ func TestParseYAML(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "hooks/go.yaml")
-	private := Source{Layer: extensions.Layer{Name: "home", Dir: dir, Kind: extensions.KindHome}, File: file, Dir: filepath.Join(dir, "hooks"), Root: dir, Home: outside}
+	private := Source{Layer: layer.Layer{Name: "home", Dir: dir, Kind: layer.KindHome}, File: file, Dir: filepath.Join(dir, "hooks"), Root: dir, Home: outside}
 	project := private
-	project.Layer.Kind, project.Confined = extensions.KindProject, true
+	project.Layer.Kind, project.Confined = layer.KindProject, true
 	id := func(f string) string { return file + "#" + f }
 	tests := []struct {
 		name  string

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
@@ -32,17 +32,17 @@ func TestTrustRecheckedBeforeEachRun(t *testing.T) {
 		tomlFile: "[[hooks.PreToolUse]]\nmatcher = \"bash\"\n[[hooks.PreToolUse.hooks]]\ncommand = \"./.aerie/context.sh\"\n",
 		program:  "#!/bin/sh\necho '{\"hookSpecificOutput\":{\"additionalContext\":\"checked\"}}'\n",
 	})
-	l := extensions.Layer{Name: ".aerie", Dir: filepath.Join(ws.dir, ".aerie"), Kind: extensions.KindProject}
+	l := layer.Layer{Name: ".aerie", Dir: filepath.Join(ws.dir, ".aerie"), Kind: layer.KindProject}
 	abs := func(rel string) string { return filepath.Join(ws.dir, rel) }
-	var pinned []extensions.Pin
+	var pinned []layer.Pin
 	for man, exe := range map[string]string{yamlFile: script, tomlFile: program} {
-		p, err := extensions.ComputePin(ws.dir, l, abs(man), []string{abs(exe)})
+		p, err := layer.ComputePin(ws.dir, l, abs(man), []string{abs(exe)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		pinned = append(pinned, p)
 	}
-	loaded, err := Load([]extensions.Layer{l}, extensions.NewPins(ws.dir, pinned...), LoadOptions{Dir: ws.dir})
+	loaded, err := Load([]layer.Layer{l}, layer.NewPins(ws.dir, pinned...), LoadOptions{Dir: ws.dir})
 	if err != nil || len(loaded.Hooks) != 2 || len(loaded.Problems) != 0 {
 		t.Fatalf("load: %d hooks, problems %v, %v", len(loaded.Hooks), loaded.Problems, err)
 	}

@@ -3,21 +3,21 @@ package hooks
 import (
 	"path/filepath"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // TypeHooks is the extensions report's type for hook files.
-const TypeHooks extensions.Type = "hooks"
+const TypeHooks layer.Type = "hooks"
 
 // Artifacts describes the hook files for the extensions report: each with
 // its layer, status, trust, sanitized reason and shadowed copies, and for a
 // project file without a valid pin,
 // the pin that would trust it as it is now (computed over the same file and
 // executables the trust check covers).
-func (l Loaded) Artifacts(workspace string) []extensions.Artifact {
-	arts := make([]extensions.Artifact, 0, len(l.Files))
+func (l Loaded) Artifacts(workspace string) []layer.Artifact {
+	arts := make([]layer.Artifact, 0, len(l.Files))
 	for _, f := range l.Files {
-		a := extensions.Artifact{
+		a := layer.Artifact{
 			Type:       TypeHooks,
 			Name:       filepath.Base(f.Path),
 			Layer:      f.Layer.Name,
@@ -27,16 +27,16 @@ func (l Loaded) Artifacts(workspace string) []extensions.Artifact {
 			ShadowedBy: f.ShadowedBy,
 			// Reasons quote the files (a YAML error quotes the value at
 			// fault), which the workspace controls.
-			Reason: extensions.SanitizeReason(f.Reason),
+			Reason: layer.SanitizeReason(f.Reason),
 		}
-		if f.Layer.Kind == extensions.KindHome {
+		if f.Layer.Kind == layer.KindHome {
 			// Files extension_manage wrote carry their provenance: as Load
 			// read it, or now for a file it did not get that far with.
-			var p extensions.Provenance
+			var p layer.Provenance
 			if f.prov != nil {
 				p = *f.prov
 			} else {
-				p = extensions.ReadProvenance(f.Layer, f.Path)
+				p = layer.ReadProvenance(f.Layer, f.Path)
 			}
 			a.Provenance, a.ActivationBoundary = &p, p.ActivationBoundary
 		}
@@ -44,20 +44,20 @@ func (l Loaded) Artifacts(workspace string) []extensions.Artifact {
 		case StatusActive:
 			// Trusted for a file that needed a pin, empty for one that
 			// did not.
-			a.Status, a.Trust = extensions.StatusActive, f.Trust
+			a.Status, a.Trust = layer.StatusActive, f.Trust
 		case StatusShadowed:
-			a.Status = extensions.StatusShadowed
+			a.Status = layer.StatusShadowed
 		case StatusUntrusted:
 			// Untrusted or modified, as custom tools are reported.
-			a.Status, a.Trust = extensions.StatusInactive, f.Trust
+			a.Status, a.Trust = layer.StatusInactive, f.Trust
 			if a.Trust == "" {
-				a.Trust = extensions.Untrusted
+				a.Trust = layer.Untrusted
 			}
-			if pin, err := extensions.ComputePin(workspace, f.Layer, f.Path, f.Executables); err == nil {
+			if pin, err := layer.ComputePin(workspace, f.Layer, f.Path, f.Executables); err == nil {
 				a.Pin = &pin
 			}
 		default:
-			a.Status = extensions.StatusSkipped
+			a.Status = layer.StatusSkipped
 		}
 		// The digest of the bytes Load read, or of the file now when it
 		// read none.

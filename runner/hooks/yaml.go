@@ -15,7 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // nodeBudget bounds the YAML nodes one file may expand to. Aliases let a
@@ -53,7 +53,7 @@ func ParseYAML(data []byte, src Source, workdir string) (hooks []Hook, probs []P
 // compiling matchers through res. scripts, when not nil, keeps the checks
 // of scripts read through root, for the other files of the layer: a
 // script their hooks share is read once.
-func parseYAML(data []byte, src Source, workdir string, root *extensions.Dir, res *regexps, scripts map[string]scriptCheck) (hooks []Hook, probs []Problem) {
+func parseYAML(data []byte, src Source, workdir string, root *layer.Dir, res *regexps, scripts map[string]scriptCheck) (hooks []Hook, probs []Problem) {
 	ps := &problems{src: src}
 	defer func() {
 		if r := recover(); r != nil {
@@ -134,7 +134,7 @@ type yamlParser struct {
 	budget  int
 	spent   bool
 	// root, when set, is src.Root open.
-	root *extensions.Dir
+	root *layer.Dir
 	// res compiles the matchers.
 	res *regexps
 	// scripts, when set, are the checks of scripts read through root.
@@ -437,7 +437,7 @@ func (y *yamlParser) script(p string) (string, string) {
 		root := y.root
 		if root == nil {
 			var err error
-			if root, err = extensions.OpenDir(src.Root); err != nil {
+			if root, err = layer.OpenDir(src.Root); err != nil {
 				return "", fmt.Sprintf("cannot open %s: %v", src.Root, err)
 			}
 			defer root.Close()

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 	"gopkg.in/yaml.v3"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // Type is how aerie talks to a server.
@@ -74,8 +74,8 @@ type Server struct {
 	ToolTimeout    time.Duration `json:"tool_timeout"`
 
 	// Layer and File say where the server was declared.
-	Layer extensions.Layer `json:"layer"`
-	File  string           `json:"file"`
+	Layer layer.Layer `json:"layer"`
+	File  string      `json:"file"`
 	// Plugin is the plugin that declared the server, if any, and
 	// PluginRoot its directory.
 	Plugin     string `json:"plugin,omitempty"`
@@ -108,7 +108,7 @@ func (p Problem) Error() string {
 
 // Source says where a declaration comes from.
 type Source struct {
-	Layer extensions.Layer
+	Layer layer.Layer
 	// File is the declaring file, named in problems.
 	File string
 	// Plugin is set for an entry of a plugin manifest, which has no

@@ -8,10 +8,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
-var testSrc = Source{Layer: extensions.Layer{Name: "home", Kind: extensions.KindHome}, File: "/h/mcp_servers/x.yaml"}
+var testSrc = Source{Layer: layer.Layer{Name: "home", Kind: layer.KindHome}, File: "/h/mcp_servers/x.yaml"}
 
 func TestParseFile(t *testing.T) {
 	t.Parallel()

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // MaxFileSize bounds a declaration file; larger ones are not read.
@@ -19,16 +19,16 @@ const MaxFileSize = 1 << 20
 // name order. Each declares a server a session connects to (a process, for
 // stdio), so a real layer holds a handful; a repository that plants ten
 // thousand cannot make every session read them all. The directory's
-// entries are read at most extensions.MaxDirEntries at a time, as a
+// entries are read at most layer.MaxDirEntries at a time, as a
 // custom tools directory's are.
 const MaxFiles = 128
 
 // Trust decides whether a project layer's server may be used: manifest
 // is the declaration's absolute path, executables the command when it is
 // a path (relative ones resolved against the working directory). Trust
-// pins (extensions.Pins) implement it, as they do for hooks.
+// pins (layer.Pins) implement it, as they do for hooks.
 type Trust interface {
-	Trusted(l extensions.Layer, manifest string, executables []string) (ok bool, reason string)
+	Trusted(l layer.Layer, manifest string, executables []string) (ok bool, reason string)
 }
 
 // LoadOptions configure Load.
@@ -38,9 +38,9 @@ type LoadOptions struct {
 	// Executors are the executor ids besides "local" a server may name.
 	Executors []string
 	// Listing, when set, is the load's listing of the layers' top
-	// directories (extensions.ListLayers): a layer it shows without an mcp_servers directory
+	// directories (layer.ListLayers): a layer it shows without an mcp_servers directory
 	// is not opened for it.
-	Listing *extensions.Listing
+	Listing *layer.Listing
 }
 
 // Status says what became of a declaration.
@@ -63,9 +63,9 @@ const (
 // File is one declaration Load (or AddPlugin) found, for the extensions
 // report.
 type File struct {
-	Layer extensions.Layer `json:"layer"`
-	Path  string           `json:"path"`
-	ID    string           `json:"id"`
+	Layer layer.Layer `json:"layer"`
+	Path  string      `json:"path"`
+	ID    string      `json:"id"`
 	// Plugin is the declaring plugin, for a plugin's entry.
 	Plugin string `json:"plugin,omitempty"`
 	Status Status `json:"status"`
@@ -101,7 +101,7 @@ type Config struct {
 // trust accepts it (nil trust accepts none): a stdio server runs the
 // repository's command, and an http one would have the agent's own
 // container connect where the repository says.
-func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Config, error) {
+func Load(layers []layer.Layer, trust Trust, opts LoadOptions) (Config, error) {
 	c := Config{claimed: make(map[string]File)}
 	var errs []error
 	for _, l := range layers {
@@ -114,7 +114,7 @@ func Load(layers []extensions.Layer, trust Trust, opts LoadOptions) (Config, err
 	return c, nil
 }
 
-func (c *Config) loadLayer(l extensions.Layer, trust Trust, opts LoadOptions) []error {
+func (c *Config) loadLayer(l layer.Layer, trust Trust, opts LoadOptions) []error {
 	var errs []error
 	fail := func(p Problem) {
 		c.Problems = append(c.Problems, p)
@@ -125,7 +125,7 @@ func (c *Config) loadLayer(l extensions.Layer, trust Trust, opts LoadOptions) []
 	if opts.Listing.Absent(l, "mcp_servers") {
 		return nil
 	}
-	root, err := extensions.OpenDir(l.Dir)
+	root, err := layer.OpenDir(l.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -135,7 +135,7 @@ func (c *Config) loadLayer(l extensions.Layer, trust Trust, opts LoadOptions) []
 	}
 	defer root.Close()
 	dir := filepath.Join(l.Dir, "mcp_servers")
-	entries, more, err := root.ReadDir("mcp_servers", extensions.MaxDirEntries)
+	entries, more, err := root.ReadDir("mcp_servers", layer.MaxDirEntries)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -216,7 +216,7 @@ func (c *Config) loadLayer(l extensions.Layer, trust Trust, opts LoadOptions) []
 		c.Files = append(c.Files, f)
 	}
 	if more {
-		reason := fmt.Sprintf("the directory has more than %d entries; only the first %d read were looked at; declare fewer servers, or spread them over layers", extensions.MaxDirEntries, extensions.MaxDirEntries)
+		reason := fmt.Sprintf("the directory has more than %d entries; only the first %d read were looked at; declare fewer servers, or spread them over layers", layer.MaxDirEntries, layer.MaxDirEntries)
 		c.Files = append(c.Files, File{Layer: l, Path: dir, Status: StatusSkipped, Reason: reason})
 		fail(Problem{Layer: l.Name, File: dir, Reason: reason})
 	}
@@ -326,7 +326,7 @@ func (c *Config) sort() {
 
 // readBounded reads the regular file name in root, refusing one larger
 // than MaxFileSize without reading it.
-func readBounded(root *extensions.Dir, name string) ([]byte, error) {
+func readBounded(root *layer.Dir, name string) ([]byte, error) {
 	// It does not block on a FIFO in place of a file.
 	f, err := root.Open(name)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/aerie-run/aerie/hack/testenv"
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 func yamlNode(t testing.TB, in string) *yaml.Node {
@@ -26,9 +26,9 @@ func yamlNode(t testing.TB, in string) *yaml.Node {
 	return doc.Content[0]
 }
 
-// layer writes files into a new layer directory. A value "-> target"
+// newLayer writes files into a new layer directory. A value "-> target"
 // makes a symbolic link.
-func layer(t testing.TB, name string, kind extensions.Kind, files map[string]string) extensions.Layer {
+func newLayer(t testing.TB, name string, kind layer.Kind, files map[string]string) layer.Layer {
 	t.Helper()
 	dir := t.TempDir()
 	for p, content := range files {
@@ -46,7 +46,7 @@ func layer(t testing.TB, name string, kind extensions.Kind, files map[string]str
 			t.Fatal(err)
 		}
 	}
-	return extensions.Layer{Name: name, Dir: dir, Kind: kind}
+	return layer.Layer{Name: name, Dir: dir, Kind: kind}
 }
 
 func stdioDecl(id, command string) string {
@@ -60,7 +60,7 @@ type pins struct {
 	asked   [][]string
 }
 
-func (p *pins) Trusted(l extensions.Layer, manifest string, executables []string) (bool, string) {
+func (p *pins) Trusted(l layer.Layer, manifest string, executables []string) (bool, string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.asked = append(p.asked, append([]string{filepath.Base(manifest)}, executables...))
@@ -92,7 +92,7 @@ func serverIDs(ss []Server) []string {
 
 func TestLoadPrecedence(t *testing.T) {
 	t.Parallel()
-	project := layer(t, ".aerie", extensions.KindProject, map[string]string{
+	project := newLayer(t, ".aerie", layer.KindProject, map[string]string{
 		"mcp_servers/local-tool.yaml": stdioDecl("local-tool", "./bin/tool"),
 		"mcp_servers/pinned.yaml":     stdioDecl("pinned", "uvx"),
 		"mcp_servers/shared.yaml":     stdioDecl("shared", "project-version"),
@@ -102,20 +102,20 @@ func TestLoadPrecedence(t *testing.T) {
 		"mcp_servers/.swp.yaml":       "editor file",
 		"mcp_servers/old.yml":         stdioDecl("old", "x"),
 	})
-	spec := layer(t, "spec[0]", extensions.KindSpec, map[string]string{
+	spec := newLayer(t, "spec[0]", layer.KindSpec, map[string]string{
 		"mcp_servers/shared.yaml":  stdioDecl("shared", "spec-version"),
 		"mcp_servers/broken.yaml":  stdioDecl("broken", "would-run"),
 		"mcp_servers/off.yaml":     stdioDecl("off", "would-run"),
 		"mcp_servers/remote.yaml":  "id: remote\ntype: http\nurl: https://mcp.example.com/mcp\n",
 		"mcp_servers/private.yaml": stdioDecl("private", "x"),
 	})
-	home := layer(t, "home", extensions.KindHome, map[string]string{"mcp_servers/remote.yaml": "id: remote\ntype: sse\nurl: https://far/sse\n"})
-	missing := extensions.Layer{Name: "gone", Dir: filepath.Join(t.TempDir(), "gone"), Kind: extensions.KindBundled}
+	home := newLayer(t, "home", layer.KindHome, map[string]string{"mcp_servers/remote.yaml": "id: remote\ntype: sse\nurl: https://far/sse\n"})
+	missing := layer.Layer{Name: "gone", Dir: filepath.Join(t.TempDir(), "gone"), Kind: layer.KindBundled}
 	trust := &pins{trusted: map[string]bool{
 		filepath.Join(project.Dir, "mcp_servers/pinned.yaml"): true,
 		filepath.Join(project.Dir, "mcp_servers/shared.yaml"): true,
 	}}
-	c, err := Load([]extensions.Layer{project, spec, home, missing}, trust, LoadOptions{Dir: "/ws/sub"})
+	c, err := Load([]layer.Layer{project, spec, home, missing}, trust, LoadOptions{Dir: "/ws/sub"})
 	if err != nil {
 		t.Fatal(err) // problems in project layers are not errors
 	}
@@ -171,7 +171,7 @@ func TestLoadPrivateErrors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(outside, "x.yaml"), []byte(stdioDecl("escape", "x")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l := layer(t, "platform", extensions.KindPlatform, map[string]string{
+	l := newLayer(t, "platform", layer.KindPlatform, map[string]string{
 		"mcp_servers/good.yaml":   stdioDecl("good", "x"),
 		"mcp_servers/bad.yaml":    "id: bad\ntype: stdio\n",
 		"mcp_servers/big.yaml":    strings.Repeat("#", MaxFileSize+1),
@@ -181,7 +181,7 @@ func TestLoadPrivateErrors(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(l.Dir, "mcp_servers/fifo.yaml"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load([]extensions.Layer{l}, nil, LoadOptions{})
+	c, err := Load([]layer.Layer{l}, nil, LoadOptions{})
 	if err == nil {
 		t.Fatal("no error for malformed declarations in a private layer")
 	}
@@ -213,8 +213,8 @@ func TestLoadPrivateErrors(t *testing.T) {
 
 func TestAddPlugin(t *testing.T) {
 	t.Parallel()
-	home := layer(t, "home", extensions.KindHome, map[string]string{"mcp_servers/docs.yaml": stdioDecl("docs", "my-docs")})
-	c, err := Load([]extensions.Layer{home}, nil, LoadOptions{})
+	home := newLayer(t, "home", layer.KindHome, map[string]string{"mcp_servers/docs.yaml": stdioDecl("docs", "my-docs")})
+	c, err := Load([]layer.Layer{home}, nil, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestBoundedDiscovery(t *testing.T) {
 	// A sparse 100 MB declaration sorted first: refused on its size, unread.
 	testenv.SparseFile(t, filepath.Join(decls, "a-big.yaml"), 100<<20)
 
-	c, err := Load([]extensions.Layer{{Name: "spec[0]", Dir: dir, Kind: extensions.KindSpec}}, nil, LoadOptions{})
+	c, err := Load([]layer.Layer{{Name: "spec[0]", Dir: dir, Kind: layer.KindSpec}}, nil, LoadOptions{})
 	const leftOut = "only the first 128 declarations in name order are read; the other 9873, from mcp_servers/s00127.yaml on, are not; declare fewer servers, or spread them over layers"
 	// The layer is private: what was left out is an error for whoever runs
 	// the session, as well as a line of the report.

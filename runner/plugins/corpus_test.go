@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // TestCorpus loads every published plugin in testdata/corpus, each through
@@ -38,12 +38,12 @@ func TestCorpus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	set, err := Load([]extensions.Layer{{Name: "home", Dir: home, Kind: extensions.KindHome}}, Options{})
+	set, err := Load([]layer.Layer{{Name: "home", Dir: home, Kind: layer.KindHome}}, Options{})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
 	type row struct {
-		Status extensions.Status
+		Status layer.Status
 		Format Format
 		Skills int
 		Reason string
@@ -59,17 +59,17 @@ func TestCorpus(t *testing.T) {
 	}
 	const noManifest = "no plugin manifest (.aerie-plugin/plugin.yaml, .openvaala-plugin/plugin.yaml, .codex-plugin/plugin.json or .claude-plugin/plugin.json)"
 	want := map[string]row{
-		"1password":         {extensions.StatusActive, FormatCodex, 1, ""},
-		"codex":             {extensions.StatusActive, FormatClaude, 1, ""},
-		"discord":           {extensions.StatusActive, FormatClaude, 1, ""},
-		"example-plugin":    {extensions.StatusActive, FormatClaude, 1, ""},
-		"gopls-lsp":         {extensions.StatusSkipped, "", 0, noManifest},
-		"hookify":           {extensions.StatusActive, FormatClaude, 1, ""},
-		"pr-review-toolkit": {extensions.StatusActive, FormatClaude, 0, ""},
-		"ralph-loop":        {extensions.StatusActive, FormatClaude, 0, ""},
-		"replayio":          {extensions.StatusActive, FormatCodex, 1, ""},
-		"security-guidance": {extensions.StatusActive, FormatClaude, 0, ""},
-		"supabase":          {extensions.StatusActive, FormatCodex, 1, ""},
+		"1password":         {layer.StatusActive, FormatCodex, 1, ""},
+		"codex":             {layer.StatusActive, FormatClaude, 1, ""},
+		"discord":           {layer.StatusActive, FormatClaude, 1, ""},
+		"example-plugin":    {layer.StatusActive, FormatClaude, 1, ""},
+		"gopls-lsp":         {layer.StatusSkipped, "", 0, noManifest},
+		"hookify":           {layer.StatusActive, FormatClaude, 1, ""},
+		"pr-review-toolkit": {layer.StatusActive, FormatClaude, 0, ""},
+		"ralph-loop":        {layer.StatusActive, FormatClaude, 0, ""},
+		"replayio":          {layer.StatusActive, FormatCodex, 1, ""},
+		"security-guidance": {layer.StatusActive, FormatClaude, 0, ""},
+		"supabase":          {layer.StatusActive, FormatCodex, 1, ""},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("corpus (-want +got):\n%s", diff)

@@ -11,15 +11,15 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // Dir is the directory of plugins in a layer.
 const Dir = "plugins"
 
 // TypePlugin is the extensions report type of a plugin.
-const TypePlugin extensions.Type = "plugin"
+const TypePlugin layer.Type = "plugin"
 
 // Options tune Load.
 type Options struct {
@@ -29,16 +29,16 @@ type Options struct {
 	// (plugins.disabled in the configuration).
 	Disabled []string
 	// Listing, when set, is the load's listing of the layers' top
-	// directories (extensions.ListLayers): a layer it shows without a plugins directory
+	// directories (layer.ListLayers): a layer it shows without a plugins directory
 	// is not opened for it.
-	Listing *extensions.Listing
+	Listing *layer.Listing
 }
 
 // Entry is one plugin directory found in a layer and what became of it.
 type Entry struct {
 	// Name is the directory's name.
-	Name  string           `json:"name"`
-	Layer extensions.Layer `json:"layer"`
+	Name  string      `json:"name"`
+	Layer layer.Layer `json:"layer"`
 	// Dir is the plugin's absolute directory.
 	Dir string `json:"dir"`
 	// Manifest is the absolute path of the manifest used, if any.
@@ -50,7 +50,7 @@ type Entry struct {
 	// or by its install record.
 	Enabled bool `json:"enabled"`
 	// Status is active, inactive (disabled), shadowed or skipped.
-	Status extensions.Status `json:"status"`
+	Status layer.Status `json:"status"`
 	// Reason says why a plugin is not active.
 	Reason string `json:"reason,omitempty"`
 	// ShadowedBy is the directory of the nearer plugin of the same name.
@@ -103,23 +103,23 @@ func (s *Set) SkillRoots() []SkillRoot {
 // "plugin", their reasons sanitized (a manifest error quotes the
 // manifest). A shadowed plugin names the artifact path of the nearer one,
 // which lists it among its copies.
-func (s *Set) Artifacts() []extensions.Artifact {
-	out := make([]extensions.Artifact, 0, len(s.Entries))
+func (s *Set) Artifacts() []layer.Artifact {
+	out := make([]layer.Artifact, 0, len(s.Entries))
 	winners := map[string]int{} // a winner's directory → its index in out
 	for _, e := range s.Entries {
 		p := e.Manifest
 		if p == "" {
 			p = e.Dir
 		}
-		a := extensions.Artifact{
+		a := layer.Artifact{
 			Type: TypePlugin, Name: e.Name, Layer: e.Layer.Name, LayerKind: e.Layer.Kind,
-			Path: p, Status: e.Status, Reason: extensions.SanitizeReason(e.Reason), Err: e.Err,
+			Path: p, Status: e.Status, Reason: layer.SanitizeReason(e.Reason), Err: e.Err,
 		}
 		if e.ShadowedBy == "" {
 			winners[e.Dir] = len(out)
 		} else if w, ok := winners[e.ShadowedBy]; ok {
 			a.ShadowedBy = out[w].Path
-			out[w].Shadowed = append(out[w].Shadowed, extensions.Copy{Layer: a.Layer, Path: a.Path})
+			out[w].Shadowed = append(out[w].Shadowed, layer.Copy{Layer: a.Layer, Path: a.Path})
 		} else {
 			a.ShadowedBy = e.ShadowedBy
 		}
@@ -134,7 +134,7 @@ func (s *Set) Artifacts() []extensions.Artifact {
 // broken manifest of an enabled plugin outside a project layer, and two
 // enabled plugins declaring the same MCP server id. The Set is complete
 // even then, for reports.
-func Load(layers []extensions.Layer, opts Options) (*Set, error) {
+func Load(layers []layer.Layer, opts Options) (*Set, error) {
 	disabled := map[string]bool{}
 	for _, n := range opts.Disabled {
 		disabled[n] = true
@@ -142,21 +142,21 @@ func Load(layers []extensions.Layer, opts Options) (*Set, error) {
 	set := &Set{}
 	var errs []error
 	winners := map[string]int{} // name → index in set.Entries
-	for _, layer := range layers {
-		if layer.Dir == "" || opts.Listing.Absent(layer, Dir) {
+	for _, l := range layers {
+		if l.Dir == "" || opts.Listing.Absent(l, Dir) {
 			continue // the bundled layer holds no plugins
 		}
-		fsys, err := layerFS(layer)
+		fsys, err := layerFS(l)
 		if err != nil {
 			continue // a layer directory that vanished holds nothing
 		}
 		dirents, err := fs.ReadDir(fsys, Dir)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
-				e := Entry{Name: Dir, Layer: layer, Dir: filepath.Join(layer.Dir, Dir), Status: extensions.StatusSkipped,
+				e := Entry{Name: Dir, Layer: l, Dir: filepath.Join(l.Dir, Dir), Status: layer.StatusSkipped,
 					Reason: fmt.Sprintf("cannot read the plugins directory: %v", err), Err: err}
 				set.Entries = append(set.Entries, e)
-				if layer.Private() {
+				if l.Private() {
 					errs = append(errs, fmt.Errorf("read plugins: %w", err))
 				}
 			}
@@ -167,17 +167,17 @@ func Load(layers []extensions.Layer, opts Options) (*Set, error) {
 			if strings.HasPrefix(name, ".") {
 				continue
 			}
-			e, p, err := loadOne(fsys, layer, name, disabled[name], opts)
-			if i, ok := winners[name]; ok && e.Status != extensions.StatusSkipped {
-				e.Status, e.ShadowedBy = extensions.StatusShadowed, set.Entries[i].Dir
+			e, p, err := loadOne(fsys, l, name, disabled[name], opts)
+			if i, ok := winners[name]; ok && e.Status != layer.StatusSkipped {
+				e.Status, e.ShadowedBy = layer.StatusShadowed, set.Entries[i].Dir
 				e.Reason = "a nearer layer has a plugin of the same name"
 				set.Entries = append(set.Entries, e)
 				continue
 			}
-			if err != nil && layer.Private() && e.Enabled {
+			if err != nil && l.Private() && e.Enabled {
 				errs = append(errs, err)
 			}
-			if e.Status != extensions.StatusSkipped {
+			if e.Status != layer.StatusSkipped {
 				winners[name] = len(set.Entries)
 			}
 			set.Entries = append(set.Entries, e)
@@ -209,32 +209,32 @@ func checkMCPIDs(ps []Plugin) []error {
 // layerFS reads a project layer through an os.Root, so that a plugin that
 // is a symbolic link out of the repository is not read; other layers are
 // the user's own, and links in them are followed.
-func layerFS(layer extensions.Layer) (fs.FS, error) {
-	if layer.Kind == extensions.KindProject {
-		r, err := os.OpenRoot(layer.Dir)
+func layerFS(l layer.Layer) (fs.FS, error) {
+	if l.Kind == layer.KindProject {
+		r, err := os.OpenRoot(l.Dir)
 		if err != nil {
 			return nil, err
 		}
 		return r.FS(), nil
 	}
-	if _, err := os.Stat(layer.Dir); err != nil {
+	if _, err := os.Stat(l.Dir); err != nil {
 		return nil, err
 	}
-	return os.DirFS(layer.Dir), nil
+	return os.DirFS(l.Dir), nil
 }
 
 // loadOne reads the plugin directory name of layer. It returns the entry,
 // the plugin when it is enabled and loads, and the problem otherwise.
-func loadOne(fsys fs.FS, layer extensions.Layer, name string, disabled bool, opts Options) (Entry, *Plugin, error) {
+func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options) (Entry, *Plugin, error) {
 	rel := path.Join(Dir, name)
-	root := filepath.Join(layer.Dir, Dir, name)
-	e := Entry{Name: name, Layer: layer, Dir: root, Enabled: !disabled}
+	root := filepath.Join(l.Dir, Dir, name)
+	e := Entry{Name: name, Layer: l, Dir: root, Enabled: !disabled}
 	skip := func(err error) (Entry, *Plugin, error) {
-		e.Status, e.Reason, e.Err = extensions.StatusSkipped, err.Error(), err
+		e.Status, e.Reason, e.Err = layer.StatusSkipped, err.Error(), err
 		if !e.Enabled {
 			// A disabled plugin never stops the configuration from
 			// loading: disabling is how a user gets past a broken one.
-			e.Status = extensions.StatusInactive
+			e.Status = layer.StatusInactive
 			e.Reason = "disabled; " + e.Reason
 		}
 		return e, nil, err
@@ -244,7 +244,7 @@ func loadOne(fsys fs.FS, layer extensions.Layer, name string, disabled bool, opt
 		return skip(fmt.Errorf("read plugin %s: %w", root, err))
 	}
 	if !st.IsDir() {
-		e.Status, e.Reason = extensions.StatusSkipped, "not a directory"
+		e.Status, e.Reason = layer.StatusSkipped, "not a directory"
 		return e, nil, nil
 	}
 	if inst, err := readInstall(fsys, rel); err != nil {
@@ -263,7 +263,7 @@ func loadOne(fsys fs.FS, layer extensions.Layer, name string, disabled bool, opt
 		}
 	}
 	if mf == nil {
-		e.Status, e.Reason = extensions.StatusSkipped, "no plugin manifest (.aerie-plugin/plugin.yaml, .openvaala-plugin/plugin.yaml, .codex-plugin/plugin.json or .claude-plugin/plugin.json)"
+		e.Status, e.Reason = layer.StatusSkipped, "no plugin manifest (.aerie-plugin/plugin.yaml, .openvaala-plugin/plugin.yaml, .codex-plugin/plugin.json or .claude-plugin/plugin.json)"
 		return e, nil, nil
 	}
 	e.Manifest, e.Format = filepath.Join(root, filepath.FromSlash(mf.Path)), mf.Format
@@ -281,18 +281,18 @@ func loadOne(fsys fs.FS, layer extensions.Layer, name string, disabled bool, opt
 			Reason: fmt.Sprintf("name %q must equal the plugin's directory name %q; rename one of them", m.Name, name)})
 	}
 	if !e.Enabled {
-		e.Status, e.Reason = extensions.StatusInactive, "disabled"
+		e.Status, e.Reason = layer.StatusInactive, "disabled"
 		return e, nil, nil
 	}
 	p := &Plugin{Name: name, Version: m.Version, Description: m.Description, Root: root,
-		Format: m.Format, Manifest: e.Manifest, Layer: layer.Name, Install: e.Install}
+		Format: m.Format, Manifest: e.Manifest, Layer: l.Name, Install: e.Install}
 	for _, s := range m.Skills {
 		if st, err := fs.Stat(fsys, path.Join(rel, s)); err == nil && st.IsDir() {
 			p.Skills = append(p.Skills, SkillRoot{Dir: filepath.Join(root, filepath.FromSlash(s)), Namespace: name})
 		}
 	}
 	if m.Hooks != nil {
-		src := hooks.Source{Layer: layer, File: e.Manifest, Dir: root, Root: root, Confined: true,
+		src := hooks.Source{Layer: l, File: e.Manifest, Dir: root, Root: root, Confined: true,
 			Env: []string{RootEnv[0] + "=" + root, RootEnv[1] + "=" + root}}
 		hs, probs := hooks.DecodeYAMLEvents(m.Hooks, "hooks", src, opts.WorkDir)
 		if len(probs) > 0 {
@@ -307,7 +307,7 @@ func loadOne(fsys fs.FS, layer extensions.Layer, name string, disabled bool, opt
 	for _, s := range m.MCPServers {
 		p.MCPServers = append(p.MCPServers, s.place(name, e.Manifest, root))
 	}
-	e.Status = extensions.StatusActive
+	e.Status = layer.StatusActive
 	return e, p, nil
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 func TestParseManifest(t *testing.T) {
@@ -129,11 +129,11 @@ func writeTree(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
-func layer(t *testing.T, name string, kind extensions.Kind, files map[string]string) extensions.Layer {
+func newLayer(t *testing.T, name string, kind layer.Kind, files map[string]string) layer.Layer {
 	t.Helper()
 	dir := t.TempDir()
 	writeTree(t, dir, files)
-	return extensions.Layer{Name: name, Dir: dir, Kind: kind}
+	return layer.Layer{Name: name, Dir: dir, Kind: kind}
 }
 
 func TestManifestPrecedence(t *testing.T) {
@@ -164,7 +164,7 @@ func TestManifestPrecedence(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			set, err := Load([]extensions.Layer{layer(t, "home", extensions.KindHome, tt.files)}, Options{})
+			set, err := Load([]layer.Layer{newLayer(t, "home", layer.KindHome, tt.files)}, Options{})
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}
@@ -177,7 +177,7 @@ func TestManifestPrecedence(t *testing.T) {
 
 func TestLoadLayers(t *testing.T) {
 	t.Parallel()
-	near := layer(t, "spec[0]", extensions.KindSpec, map[string]string{
+	near := newLayer(t, "spec[0]", layer.KindSpec, map[string]string{
 		"plugins/review/.aerie-plugin/plugin.yaml": `name: review
 version: "2"
 hooks:
@@ -199,12 +199,12 @@ mcp_servers:
 		"plugins/nomanifest/README.md":              "x",
 		"plugins/off/.claude-plugin/plugin.json":    "{ broken",
 	})
-	far := layer(t, "home", extensions.KindHome, map[string]string{
+	far := newLayer(t, "home", layer.KindHome, map[string]string{
 		"plugins/review/.aerie-plugin/plugin.yaml": "name: review\nversion: \"1\"\n",
 		"plugins/alpha/.codex-plugin/plugin.json":  `{"name":"alpha","skills":["extra","missing"]}`,
 		"plugins/alpha/extra/one/SKILL.md":         "---\ndescription: d\n---\n",
 	})
-	set, err := Load([]extensions.Layer{near, far}, Options{WorkDir: "/w", Disabled: []string{"off"}})
+	set, err := Load([]layer.Layer{near, far}, Options{WorkDir: "/w", Disabled: []string{"off"}})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -254,12 +254,12 @@ mcp_servers:
 		t.Errorf("statuses (-want +got):\n%s", diff)
 	}
 	// The shadowed review names the nearer one's artifact, which lists it.
-	arts := map[string]extensions.Artifact{}
+	arts := map[string]layer.Artifact{}
 	for _, a := range set.Artifacts() {
 		arts[a.Layer+"/"+a.Name] = a
 	}
 	nearReview, farReview := arts["spec[0]/review"], arts["home/review"]
-	if farReview.ShadowedBy != nearReview.Path || !cmp.Equal(nearReview.Shadowed, []extensions.Copy{{Layer: "home", Path: farReview.Path}}) {
+	if farReview.ShadowedBy != nearReview.Path || !cmp.Equal(nearReview.Shadowed, []layer.Copy{{Layer: "home", Path: farReview.Path}}) {
 		t.Errorf("near review shadows %+v; far review shadowed by %q, want %q", nearReview.Shadowed, farReview.ShadowedBy, nearReview.Path)
 	}
 }
@@ -268,10 +268,10 @@ mcp_servers:
 // control characters is reported without them.
 func TestArtifactReasonsSanitized(t *testing.T) {
 	t.Parallel()
-	l := layer(t, "proj", extensions.KindProject, map[string]string{
+	l := newLayer(t, "proj", layer.KindProject, map[string]string{
 		"plugins/leak/.aerie-plugin/plugin.yaml": "name: \"leak\\e[2J token=hunter2\"\n",
 	})
-	set, _ := Load([]extensions.Layer{l}, Options{})
+	set, _ := Load([]layer.Layer{l}, Options{})
 	if len(set.Entries) != 1 || !strings.Contains(set.Entries[0].Reason, "hunter2") {
 		t.Fatalf("entries %+v", set.Entries)
 	}
@@ -284,20 +284,20 @@ func TestLoadErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
-		kind   extensions.Kind
+		kind   layer.Kind
 		files  map[string]string
 		errHas string // "" means no error
 		reason string // of the plugin's artifact
 	}{
-		{"broken manifest in home", extensions.KindHome, map[string]string{
+		{"broken manifest in home", layer.KindHome, map[string]string{
 			"plugins/p/.aerie-plugin/plugin.yaml": "name: p\nversion: [1\n"}, "plugin.yaml", "invalid YAML"},
-		{"broken manifest in project is skipped", extensions.KindProject, map[string]string{
+		{"broken manifest in project is skipped", layer.KindProject, map[string]string{
 			"plugins/p/.aerie-plugin/plugin.yaml": "name: p\nversion: [1\n"}, "", "invalid YAML"},
-		{"name differs from directory", extensions.KindHome, map[string]string{
+		{"name differs from directory", layer.KindHome, map[string]string{
 			"plugins/p/.codex-plugin/plugin.json": `{"name":"q"}`}, `name: name "q" must equal`, "directory name"},
-		{"hook script escaping", extensions.KindHome, map[string]string{
+		{"hook script escaping", layer.KindHome, map[string]string{
 			"plugins/p/.aerie-plugin/plugin.yaml": "name: p\nhooks:\n  Stop:\n    - hooks:\n        - type: command\n          script: ../../evil.sh\n"}, "hooks.Stop[0].hooks[0].script", "plugin"},
-		{"same mcp id in two plugins", extensions.KindHome, map[string]string{
+		{"same mcp id in two plugins", layer.KindHome, map[string]string{
 			"plugins/a/.aerie-plugin/plugin.yaml": "name: a\nmcp_servers: [{id: x, type: stdio, command: c}]\n",
 			"plugins/b/.aerie-plugin/plugin.yaml": "name: b\nmcp_servers: [{id: x, type: http, url: 'http://h'}]\n",
 		}, `plugins a and b both declare the MCP server "x"`, ""},
@@ -305,7 +305,7 @@ func TestLoadErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			set, err := Load([]extensions.Layer{layer(t, "l", tt.kind, tt.files)}, Options{})
+			set, err := Load([]layer.Layer{newLayer(t, "l", tt.kind, tt.files)}, Options{})
 			if tt.errHas == "" && err != nil {
 				t.Fatalf("Load: %v", err)
 			}
@@ -314,7 +314,7 @@ func TestLoadErrors(t *testing.T) {
 			}
 			if tt.reason != "" {
 				a := set.Artifacts()
-				if len(a) != 1 || a[0].Status != extensions.StatusSkipped || !strings.Contains(a[0].Reason, tt.reason) {
+				if len(a) != 1 || a[0].Status != layer.StatusSkipped || !strings.Contains(a[0].Reason, tt.reason) {
 					t.Errorf("artifacts = %+v, want one skipped with %q", a, tt.reason)
 				}
 			}
@@ -326,15 +326,15 @@ func TestLoadErrors(t *testing.T) {
 // plugin whose manifest keeps the configuration from loading.
 func TestDisabledBrokenPluginLoads(t *testing.T) {
 	t.Parallel()
-	l := layer(t, "home", extensions.KindHome, map[string]string{"plugins/p/.aerie-plugin/plugin.yaml": "name: p\nbogus: 1\n"})
-	if _, err := Load([]extensions.Layer{l}, Options{}); err == nil {
+	l := newLayer(t, "home", layer.KindHome, map[string]string{"plugins/p/.aerie-plugin/plugin.yaml": "name: p\nbogus: 1\n"})
+	if _, err := Load([]layer.Layer{l}, Options{}); err == nil {
 		t.Fatal("Load of a broken enabled plugin succeeded")
 	}
-	set, err := Load([]extensions.Layer{l}, Options{Disabled: []string{"p"}})
+	set, err := Load([]layer.Layer{l}, Options{Disabled: []string{"p"}})
 	if err != nil {
 		t.Fatalf("Load with the plugin disabled: %v", err)
 	}
-	if a := set.Artifacts(); len(a) != 1 || a[0].Status != extensions.StatusInactive || !strings.Contains(a[0].Reason, "disabled; ") {
+	if a := set.Artifacts(); len(a) != 1 || a[0].Status != layer.StatusInactive || !strings.Contains(a[0].Reason, "disabled; ") {
 		t.Errorf("artifacts = %+v", a)
 	}
 }
@@ -345,11 +345,11 @@ func TestProjectPluginSymlinkOut(t *testing.T) {
 	t.Parallel()
 	outside := t.TempDir()
 	writeTree(t, outside, map[string]string{".aerie-plugin/plugin.yaml": "name: p\n"})
-	l := layer(t, ".aerie", extensions.KindProject, map[string]string{"plugins/": ""})
+	l := newLayer(t, ".aerie", layer.KindProject, map[string]string{"plugins/": ""})
 	if err := os.Symlink(outside, filepath.Join(l.Dir, "plugins", "p")); err != nil {
 		t.Fatal(err)
 	}
-	set, err := Load([]extensions.Layer{l}, Options{})
+	set, err := Load([]layer.Layer{l}, Options{})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -357,11 +357,11 @@ func TestProjectPluginSymlinkOut(t *testing.T) {
 		t.Errorf("plugins = %+v, want none", set.Plugins)
 	}
 	// The same link in the user's own layer is followed.
-	h := layer(t, "home", extensions.KindHome, map[string]string{"plugins/": ""})
+	h := newLayer(t, "home", layer.KindHome, map[string]string{"plugins/": ""})
 	if err := os.Symlink(outside, filepath.Join(h.Dir, "plugins", "p")); err != nil {
 		t.Fatal(err)
 	}
-	if set, err := Load([]extensions.Layer{h}, Options{}); err != nil || len(set.Plugins) != 1 {
+	if set, err := Load([]layer.Layer{h}, Options{}); err != nil || len(set.Plugins) != 1 {
 		t.Errorf("home layer: plugins = %+v, err = %v", set.Plugins, err)
 	}
 }

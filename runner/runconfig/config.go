@@ -156,7 +156,7 @@ type Model struct {
 	MaxOutputTokens int64  `json:"maxOutputTokens,omitempty"`
 }
 
-// Layer kinds a pod mounts, as extensions.Kind spells them.
+// Layer kinds a pod mounts, as layer.Kind spells them.
 const (
 	LayerSpec      = "spec"
 	LayerNamespace = "namespace"

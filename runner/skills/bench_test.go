@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // BenchmarkDiscover measures the discovery of 20 layers holding 500 and
@@ -21,7 +21,7 @@ func BenchmarkDiscover(b *testing.B) {
 }
 
 func benchmarkDiscover(b *testing.B, perLayer int) {
-	var layers []extensions.Layer
+	var layers []layer.Layer
 	body := strings.Repeat("Follow these steps carefully. ", 140)
 	for i := range 20 {
 		files := map[string]string{}
@@ -31,13 +31,13 @@ func benchmarkDiscover(b *testing.B, perLayer int) {
 			files[filepath.Join("skills", name, "SKILL.md")] = "---\nname: " + name + "\ndescription: " + desc + "\nlicense: MIT\n---\n" + body
 			files[filepath.Join("skills", name, "references", "guide.md")] = "guide"
 		}
-		kind := extensions.KindSpec
+		kind := layer.KindSpec
 		if i < 5 {
-			kind = extensions.KindProject
+			kind = layer.KindProject
 		}
 		dir := filepath.Join(b.TempDir(), fmt.Sprint(i))
 		write(b, dir, files)
-		layers = append(layers, extensions.Layer{Name: fmt.Sprint(i), Dir: dir, Kind: kind})
+		layers = append(layers, layer.Layer{Name: fmt.Sprint(i), Dir: dir, Kind: kind})
 	}
 	roots := Roots(layers, Options{WorkDir: layers[0].Dir, Workspace: filepath.Dir(layers[0].Dir), Home: b.TempDir()})
 	b.ReportAllocs()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // corpusSeeds adds every SKILL.md of the corpus to a fuzz test.
@@ -35,9 +35,9 @@ func TestCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	roots := Roots([]extensions.Layer{
-		{Name: "anthropics", Dir: filepath.Join(c, "anthropics__skills"), Kind: extensions.KindPlatform},
-		{Name: "openai", Dir: filepath.Join(c, "openai__skills"), Kind: extensions.KindBundled},
+	roots := Roots([]layer.Layer{
+		{Name: "anthropics", Dir: filepath.Join(c, "anthropics__skills"), Kind: layer.KindPlatform},
+		{Name: "openai", Dir: filepath.Join(c, "openai__skills"), Kind: layer.KindBundled},
 	}, Options{WorkDir: filepath.Join(c, "pydantic__pydantic-ai")})
 	roots = append(roots,
 		Root{Name: "agents-js", Dir: filepath.Join(c, "openai__openai-agents-js/.agents/skills"), Confine: filepath.Join(c, "openai__openai-agents-js")},

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // MaxFileSize bounds a SKILL.md: larger files are not read, as the spec
@@ -52,7 +52,7 @@ type Root struct {
 	// the layer's, for a layer's skills/ and a plugin's skills; project for
 	// the working directory's .agents/skills and .claude/skills, which the
 	// workspace holds; empty for the home directory's, which are in none.
-	Kind extensions.Kind `json:"kind,omitempty"`
+	Kind layer.Kind `json:"kind,omitempty"`
 }
 
 // Options locate the workspace conventions around the layers.
@@ -71,9 +71,9 @@ type Options struct {
 	// order, each with its Namespace; they come after the layers.
 	Plugins []Root
 	// Listing, when set, is the load's listing of the layers' top
-	// directories (extensions.ListLayers): a layer it shows without a skills directory
+	// directories (layer.ListLayers): a layer it shows without a skills directory
 	// is not opened for it.
-	Listing *extensions.Listing
+	Listing *layer.Listing
 }
 
 // Roots returns where skills are searched, first one first, as the spec
@@ -85,7 +85,7 @@ type Options struct {
 // .claude/skills. Skills in private layers are strict (a malformed one is
 // an error); the workspace's, plugins in it included, are confined to the
 // workspace.
-func Roots(layers []extensions.Layer, opts Options) []Root {
+func Roots(layers []layer.Layer, opts Options) []Root {
 	var roots []Root
 	ws := opts.Workspace
 	if ws == "" {
@@ -93,7 +93,7 @@ func Roots(layers []extensions.Layer, opts Options) []Root {
 	}
 	if opts.WorkDir != "" {
 		for _, conv := range []string{".agents/skills", ".claude/skills"} {
-			roots = append(roots, Root{Name: "workdir " + conv, Dir: filepath.Join(opts.WorkDir, conv), Confine: ws, Kind: extensions.KindProject})
+			roots = append(roots, Root{Name: "workdir " + conv, Dir: filepath.Join(opts.WorkDir, conv), Confine: ws, Kind: layer.KindProject})
 		}
 	}
 	for _, l := range layers {
@@ -108,7 +108,7 @@ func Roots(layers []extensions.Layer, opts Options) []Root {
 			continue // a missing root holds no skills
 		}
 		r := Root{Name: l.Name, Dir: filepath.Join(l.Dir, "skills"), Strict: l.Private(), Kind: l.Kind}
-		if l.Kind == extensions.KindProject {
+		if l.Kind == layer.KindProject {
 			r.Confine = ws
 			if r.Confine == "" || !within(r.Confine, l.Dir) {
 				// The project directory holding the layer.
@@ -165,7 +165,7 @@ type Entry struct {
 	// Root is the name of the root it was found in.
 	Root string `json:"root"`
 	// Kind is the root's Kind.
-	Kind extensions.Kind `json:"kind,omitempty"`
+	Kind layer.Kind `json:"kind,omitempty"`
 	// Path is the skill's directory.
 	Path   string `json:"path"`
 	Status Status `json:"status"`
@@ -207,7 +207,7 @@ func (e Entry) FileDigest() string {
 	if r.err != nil {
 		return ""
 	}
-	return extensions.Digest(r.data)
+	return layer.Digest(r.data)
 }
 
 // Problem is a reason a skill, or a place searched, could not be used.
@@ -239,9 +239,9 @@ func Discover(roots []Root) (*Set, error) {
 }
 
 // DiscoverIn is Discover reading confined roots through the workspace
-// directory the load's listing holds open (extensions.Listing.Workspace),
+// directory the load's listing holds open (layer.Listing.Workspace),
 // rather than opening it for each root.
-func DiscoverIn(roots []Root, listing *extensions.Listing) (*Set, error) {
+func DiscoverIn(roots []Root, listing *layer.Listing) (*Set, error) {
 	found := make([]*discovery, len(roots))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -321,7 +321,7 @@ func (s *Set) add(sk Skill, e Entry) {
 type discovery struct {
 	root Root
 	// listing, when set, may hold the confining directory open.
-	listing *extensions.Listing
+	listing *layer.Listing
 	// tree reads the root's directory tree; paths in it are relative to
 	// the root's Dir. For a confined root it is an os.Root opened through
 	// the confining directory, and links, which may lead elsewhere in it,
@@ -337,7 +337,7 @@ type discovery struct {
 	// confined root, where tree and outer are nil: listed and searched
 	// through them, a path resolves in one system call and a listing
 	// costs no lstat per entry.
-	inner, outerDir *extensions.Dir
+	inner, outerDir *layer.Dir
 	// dirs counts the directories visited; stopped is set once the search
 	// stops at maxDirs.
 	dirs    int
@@ -387,7 +387,7 @@ func (d *discovery) run() {
 	outer := d.listing.Workspace(d.root.Confine)
 	if outer == nil {
 		var err error
-		outer, err = extensions.OpenDir(d.root.Confine)
+		outer, err = layer.OpenDir(d.root.Confine)
 		if errors.Is(err, fs.ErrNotExist) {
 			return
 		}
@@ -416,11 +416,11 @@ func (d *discovery) run() {
 }
 
 // readDir lists the directory dir of the tree, sorted by name: at most
-// extensions.MaxDirEntries entries, as a custom tools directory is read;
+// layer.MaxDirEntries entries, as a custom tools directory is read;
 // more reports that some were left out.
 func (d *discovery) readDir(dir string) (entries []fs.DirEntry, more bool, err error) {
 	if d.inner != nil {
-		return d.inner.ReadDir(dir, extensions.MaxDirEntries)
+		return d.inner.ReadDir(dir, layer.MaxDirEntries)
 	}
 	f, err := d.tree.Open(dir)
 	if err != nil {
@@ -433,8 +433,8 @@ func (d *discovery) readDir(dir string) (entries []fs.DirEntry, more bool, err e
 	}
 	// In chunks: ReadDir(n) allocates room for n entries at once. One
 	// entry past the cap tells whether there are more.
-	for len(entries) <= extensions.MaxDirEntries {
-		des, err := rd.ReadDir(min(256, extensions.MaxDirEntries+1-len(entries)))
+	for len(entries) <= layer.MaxDirEntries {
+		des, err := rd.ReadDir(min(256, layer.MaxDirEntries+1-len(entries)))
 		entries = append(entries, des...)
 		if errors.Is(err, io.EOF) {
 			break
@@ -443,8 +443,8 @@ func (d *discovery) readDir(dir string) (entries []fs.DirEntry, more bool, err e
 			return nil, false, err
 		}
 	}
-	if more = len(entries) > extensions.MaxDirEntries; more {
-		entries = entries[:extensions.MaxDirEntries]
+	if more = len(entries) > layer.MaxDirEntries; more {
+		entries = entries[:layer.MaxDirEntries]
 	}
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return entries, more, nil
@@ -498,7 +498,7 @@ func (d *discovery) walk(dir string) {
 		return
 	}
 	if more {
-		d.leftOut(dir, "the directory has more than %d entries: only the first %d it lists are searched; keep skills in a smaller directory", extensions.MaxDirEntries, extensions.MaxDirEntries)
+		d.leftOut(dir, "the directory has more than %d entries: only the first %d it lists are searched; keep skills in a smaller directory", layer.MaxDirEntries, layer.MaxDirEntries)
 	}
 	if d.items == nil {
 		// Most entries of a skills directory are skills.
@@ -574,7 +574,7 @@ func (d *discovery) skill(dir string, r readResult) {
 		if r.pooled == nil {
 			// Read whole: its digest costs no read. (One read for its
 			// frontmatter only gets it from FileDigest.)
-			e.Digest = extensions.Digest(r.data)
+			e.Digest = layer.Digest(r.data)
 		}
 	}
 	// The SKILL.md's path is for problems only.

@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aerie-run/aerie/hack/testenv"
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // tree writes files under a new directory and returns it. A value
@@ -70,27 +70,27 @@ func statuses(es []Entry) []string {
 
 func TestRootsOrder(t *testing.T) {
 	t.Parallel()
-	layers := []extensions.Layer{
-		{Name: "sub/.aerie", Dir: "/ws/sub/.aerie", Kind: extensions.KindProject},
-		{Name: ".aerie", Dir: "/ws/.aerie", Kind: extensions.KindProject},
-		{Name: "spec[0]", Dir: "/etc/aerie/layers/0", Kind: extensions.KindSpec},
-		{Name: "home", Dir: "/home/u/.aerie", Kind: extensions.KindHome},
-		{Name: "bundled", Dir: "/opt/aerie/bundled", Kind: extensions.KindBundled},
+	layers := []layer.Layer{
+		{Name: "sub/.aerie", Dir: "/ws/sub/.aerie", Kind: layer.KindProject},
+		{Name: ".aerie", Dir: "/ws/.aerie", Kind: layer.KindProject},
+		{Name: "spec[0]", Dir: "/etc/aerie/layers/0", Kind: layer.KindSpec},
+		{Name: "home", Dir: "/home/u/.aerie", Kind: layer.KindHome},
+		{Name: "bundled", Dir: "/opt/aerie/bundled", Kind: layer.KindBundled},
 	}
 	plugin := Root{Name: "plugin review", Dir: "/home/u/.aerie/plugins/review/skills", Namespace: "review"}
 	projectPlugin := Root{Name: "plugin lint", Dir: "/ws/.aerie/plugins/lint/skills", Namespace: "lint"}
 	got := Roots(layers, Options{WorkDir: "/ws/sub", Workspace: "/ws", Home: "/home/u", Plugins: []Root{plugin, projectPlugin}})
 	// Each with the kind of the layer it is in, for the report.
 	want := []Root{
-		{Name: "workdir .agents/skills", Dir: "/ws/sub/.agents/skills", Confine: "/ws", Kind: extensions.KindProject},
-		{Name: "workdir .claude/skills", Dir: "/ws/sub/.claude/skills", Confine: "/ws", Kind: extensions.KindProject},
-		{Name: "sub/.aerie", Dir: "/ws/sub/.aerie/skills", Confine: "/ws", Kind: extensions.KindProject},
-		{Name: ".aerie", Dir: "/ws/.aerie/skills", Confine: "/ws", Kind: extensions.KindProject},
-		{Name: "spec[0]", Dir: "/etc/aerie/layers/0/skills", Strict: true, Kind: extensions.KindSpec},
-		{Name: "home", Dir: "/home/u/.aerie/skills", Strict: true, Kind: extensions.KindHome},
-		{Name: "bundled", Dir: "/opt/aerie/bundled/skills", Strict: true, Kind: extensions.KindBundled},
-		{Name: "plugin review", Dir: "/home/u/.aerie/plugins/review/skills", Namespace: "review", Kind: extensions.KindHome},
-		{Name: "plugin lint", Dir: "/ws/.aerie/plugins/lint/skills", Namespace: "lint", Confine: "/ws", Kind: extensions.KindProject},
+		{Name: "workdir .agents/skills", Dir: "/ws/sub/.agents/skills", Confine: "/ws", Kind: layer.KindProject},
+		{Name: "workdir .claude/skills", Dir: "/ws/sub/.claude/skills", Confine: "/ws", Kind: layer.KindProject},
+		{Name: "sub/.aerie", Dir: "/ws/sub/.aerie/skills", Confine: "/ws", Kind: layer.KindProject},
+		{Name: ".aerie", Dir: "/ws/.aerie/skills", Confine: "/ws", Kind: layer.KindProject},
+		{Name: "spec[0]", Dir: "/etc/aerie/layers/0/skills", Strict: true, Kind: layer.KindSpec},
+		{Name: "home", Dir: "/home/u/.aerie/skills", Strict: true, Kind: layer.KindHome},
+		{Name: "bundled", Dir: "/opt/aerie/bundled/skills", Strict: true, Kind: layer.KindBundled},
+		{Name: "plugin review", Dir: "/home/u/.aerie/plugins/review/skills", Namespace: "review", Kind: layer.KindHome},
+		{Name: "plugin lint", Dir: "/ws/.aerie/plugins/lint/skills", Namespace: "lint", Confine: "/ws", Kind: layer.KindProject},
 		{Name: "home .agents/skills", Dir: "/home/u/.agents/skills"},
 		{Name: "home .claude/skills", Dir: "/home/u/.claude/skills"},
 	}
@@ -99,14 +99,14 @@ func TestRootsOrder(t *testing.T) {
 	}
 	// The bundled layer read from the binary has no directory: it gives no
 	// root, never the relative "skills" of the current directory.
-	got = Roots([]extensions.Layer{{Name: "bundled", Kind: extensions.KindBundled}}, Options{})
+	got = Roots([]layer.Layer{{Name: "bundled", Kind: layer.KindBundled}}, Options{})
 	if len(got) != 0 {
 		t.Errorf("a layer without a directory gave roots %+v; want none", got)
 	}
 	// Without a workspace, project layers stay inside their project
 	// directory and there are no working-directory conventions.
 	got = Roots(layers[:1], Options{})
-	if diff := cmp.Diff([]Root{{Name: "sub/.aerie", Dir: "/ws/sub/.aerie/skills", Confine: "/ws/sub", Kind: extensions.KindProject}}, got); diff != "" {
+	if diff := cmp.Diff([]Root{{Name: "sub/.aerie", Dir: "/ws/sub/.aerie/skills", Confine: "/ws/sub", Kind: layer.KindProject}}, got); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
 	}
 }
@@ -134,11 +134,11 @@ func TestDiscoverFirstNameWins(t *testing.T) {
 		"skills/checklist/SKILL.md": md("", "review checklist"),
 		"skills/aerie/SKILL.md":     md("", "a plugin skill may share a bare name"),
 	})
-	layers := []extensions.Layer{
-		{Name: ".aerie", Dir: filepath.Join(ws, ".aerie"), Kind: extensions.KindProject},
-		{Name: "spec[0]", Dir: spec, Kind: extensions.KindSpec},
-		{Name: "missing", Dir: filepath.Join(spec, "nope"), Kind: extensions.KindPlatform},
-		{Name: "bundled", Dir: bundled, Kind: extensions.KindBundled},
+	layers := []layer.Layer{
+		{Name: ".aerie", Dir: filepath.Join(ws, ".aerie"), Kind: layer.KindProject},
+		{Name: "spec[0]", Dir: spec, Kind: layer.KindSpec},
+		{Name: "missing", Dir: filepath.Join(spec, "nope"), Kind: layer.KindPlatform},
+		{Name: "bundled", Dir: bundled, Kind: layer.KindBundled},
 	}
 	roots := Roots(layers, Options{
 		WorkDir: filepath.Join(ws, "sub"), Workspace: ws, Home: home,
@@ -206,13 +206,13 @@ func TestDiscoverMalformed(t *testing.T) {
 		"skills/category/inner/x/SKILL.md": md("", "below a skill"),
 	}
 	for _, tc := range []struct {
-		kind    extensions.Kind
+		kind    layer.Kind
 		wantErr bool
-	}{{extensions.KindProject, false}, {extensions.KindHome, true}, {extensions.KindBundled, true}} {
+	}{{layer.KindProject, false}, {layer.KindHome, true}, {layer.KindBundled, true}} {
 		t.Run(string(tc.kind), func(t *testing.T) {
 			t.Parallel()
 			dir := tree(t, files)
-			set, err := Discover(Roots([]extensions.Layer{{Name: "l", Dir: dir, Kind: tc.kind}}, Options{Workspace: dir}))
+			set, err := Discover(Roots([]layer.Layer{{Name: "l", Dir: dir, Kind: tc.kind}}, Options{Workspace: dir}))
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("error = %v, want one: %v", err, tc.wantErr)
 			}
@@ -269,9 +269,9 @@ func TestDiscoverMalformedDoesNotShadow(t *testing.T) {
 	t.Parallel()
 	near := tree(t, map[string]string{"skills/x/SKILL.md": "---\nname: x\n---\n"})
 	far := tree(t, map[string]string{"skills/x/SKILL.md": md("x", "far")})
-	set, err := Discover(Roots([]extensions.Layer{
-		{Name: "near", Dir: near, Kind: extensions.KindProject},
-		{Name: "far", Dir: far, Kind: extensions.KindSpec},
+	set, err := Discover(Roots([]layer.Layer{
+		{Name: "near", Dir: near, Kind: layer.KindProject},
+		{Name: "far", Dir: far, Kind: layer.KindSpec},
 	}, Options{Workspace: near}))
 	if err != nil {
 		t.Fatal(err)
@@ -303,8 +303,8 @@ func TestDiscoverSymlinks(t *testing.T) {
 		".agents/skills/relative": "-> ../../../" + filepath.Base(outside) + "/secret",
 	})
 	// The whole root may be a link too, as in a ConfigMap mount.
-	layer := tree(t, map[string]string{"real/viaroot/SKILL.md": md("", "through a linked root"), "skills": "-> real"})
-	set, err := Discover(Roots([]extensions.Layer{{Name: "spec", Dir: layer, Kind: extensions.KindSpec}}, Options{WorkDir: ws, Home: home}))
+	spec := tree(t, map[string]string{"real/viaroot/SKILL.md": md("", "through a linked root"), "skills": "-> real"})
+	set, err := Discover(Roots([]layer.Layer{{Name: "spec", Dir: spec, Kind: layer.KindSpec}}, Options{WorkDir: ws, Home: home}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func TestCatalog(t *testing.T) {
 		"skills/zeta/SKILL.md":  md("", "Use last."),
 		"skills/alpha/SKILL.md": "---\ndescription: |\n  Use first,\n    across lines.\n---\n",
 	})
-	set, err := Discover(Roots([]extensions.Layer{{Name: "l", Dir: dir, Kind: extensions.KindHome}}, Options{}))
+	set, err := Discover(Roots([]layer.Layer{{Name: "l", Dir: dir, Kind: layer.KindHome}}, Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,13 +547,13 @@ func TestBoundedFullReads(t *testing.T) {
 }
 
 // TestBoundedListing: a skills directory of more entries than
-// extensions.MaxDirEntries is listed only that far, and the report says so.
+// layer.MaxDirEntries is listed only that far, and the report says so.
 func TestBoundedListing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	skillsDir := filepath.Join(dir, "skills")
 	write(t, skillsDir, map[string]string{"one/SKILL.md": md("one", "Use for one.")})
-	for i := range extensions.MaxDirEntries {
+	for i := range layer.MaxDirEntries {
 		f, err := os.Create(filepath.Join(skillsDir, fmt.Sprintf("f%06d", i)))
 		if err != nil {
 			t.Fatal(err)
@@ -597,15 +597,15 @@ func TestEntryDigests(t *testing.T) {
 		"home/skills/small/SKILL.md":      small,
 		"home/skills/nested/big/SKILL.md": big,
 	})
-	layers := []extensions.Layer{
-		{Name: ".aerie", Dir: filepath.Join(ws, ".aerie"), Kind: extensions.KindProject},
-		{Name: "home", Dir: filepath.Join(ws, "home"), Kind: extensions.KindHome},
+	layers := []layer.Layer{
+		{Name: ".aerie", Dir: filepath.Join(ws, ".aerie"), Kind: layer.KindProject},
+		{Name: "home", Dir: filepath.Join(ws, "home"), Kind: layer.KindHome},
 	}
 	set, _ := Discover(Roots(layers, Options{Workspace: ws}))
-	digest := func(s string) string { return extensions.Digest([]byte(s)) }
+	digest := func(s string) string { return layer.Digest([]byte(s)) }
 	type got struct {
 		Path         string
-		Kind         extensions.Kind
+		Kind         layer.Kind
 		Status       Status
 		Digest, File string
 	}
@@ -615,13 +615,13 @@ func TestEntryDigests(t *testing.T) {
 		gots = append(gots, got{rel, e.Kind, e.Status, e.Digest, e.FileDigest()})
 	}
 	want := []got{
-		{".aerie/skills/bad", extensions.KindProject, StatusSkipped, digest(bad), digest(bad)},
-		{".aerie/skills/big", extensions.KindProject, StatusActive, "", digest(big)},
-		{".aerie/skills/dir", extensions.KindProject, StatusSkipped, "", ""},
-		{".aerie/skills/linked", extensions.KindProject, StatusShadowed, "", digest(big)},
-		{".aerie/skills/small", extensions.KindProject, StatusActive, digest(small), digest(small)},
-		{"home/skills/nested/big", extensions.KindHome, StatusShadowed, "", digest(big)},
-		{"home/skills/small", extensions.KindHome, StatusShadowed, digest(small), digest(small)},
+		{".aerie/skills/bad", layer.KindProject, StatusSkipped, digest(bad), digest(bad)},
+		{".aerie/skills/big", layer.KindProject, StatusActive, "", digest(big)},
+		{".aerie/skills/dir", layer.KindProject, StatusSkipped, "", ""},
+		{".aerie/skills/linked", layer.KindProject, StatusShadowed, "", digest(big)},
+		{".aerie/skills/small", layer.KindProject, StatusActive, digest(small), digest(small)},
+		{"home/skills/nested/big", layer.KindHome, StatusShadowed, "", digest(big)},
+		{"home/skills/small", layer.KindHome, StatusShadowed, digest(small), digest(small)},
 	}
 	if diff := cmp.Diff(want, gots); diff != "" {
 		t.Errorf("entries (-want +got):\n%s", diff)

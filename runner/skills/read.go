@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // readResult is a file's contents, or why they could not be read.
@@ -44,7 +44,7 @@ type fileReader struct {
 	// readSized).
 	head *fullReads
 	// confined, when set, is the directory, read beneath it.
-	confined *extensions.Dir
+	confined *layer.Dir
 	// fd is the directory, or -1 to open through root or dir.
 	fd int
 	// beneath resolves names only beneath fd, links included
@@ -164,7 +164,7 @@ func readFile(f interface {
 		size    int64
 		err     error
 	)
-	if ef, ok := f.(*extensions.File); ok {
+	if ef, ok := f.(*layer.File); ok {
 		regular, size, err = ef.TypeSize()
 	} else {
 		var fi fs.FileInfo

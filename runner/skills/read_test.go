@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // TestReadSized reads SKILL.md files larger than the head discovery reads
@@ -55,7 +55,7 @@ func TestReadSized(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	confined, err := extensions.OpenDir(dir)
+	confined, err := layer.OpenDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

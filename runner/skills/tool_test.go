@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
@@ -25,7 +25,7 @@ func toolSet(t *testing.T) (*Set, string) {
 		"skills/release-notes/leak":               "-> " + filepath.Join(outside, "secret.txt"),
 		"skills/other/SKILL.md":                   md("other", "Other things."),
 	})
-	set, err := Discover(Roots([]extensions.Layer{{Name: "home", Dir: dir, Kind: extensions.KindHome}}, Options{}))
+	set, err := Discover(Roots([]layer.Layer{{Name: "home", Dir: dir, Kind: layer.KindHome}}, Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}

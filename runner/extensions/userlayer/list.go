@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // maxListed bounds the entries list reads from one directory (tools/,
@@ -126,19 +127,19 @@ func (m *Manager) entry(root *os.Root, kind Kind, name, rel, key string) (Entry,
 	case errors.Is(err, fs.ErrNotExist):
 		return Entry{}, false
 	case err != nil:
-		e.State, e.Reason = extensions.StatusInactive, "cannot inspect it: "+sanitize(err.Error())
+		e.State, e.Reason = layer.StatusInactive, "cannot inspect it: "+sanitize(err.Error())
 		return e, true
 	case !fi.Mode().IsRegular():
-		e.State, e.Reason = extensions.StatusInactive, "not a regular file (a symbolic link, a directory…): the manager does not handle it"
+		e.State, e.Reason = layer.StatusInactive, "not a regular file (a symbolic link, a directory…): the manager does not handle it"
 		return e, true
 	}
 	d, size, err := digestFile(root, rel)
 	if err != nil {
-		e.State, e.Reason = extensions.StatusInactive, "cannot read it: "+sanitize(err.Error())
+		e.State, e.Reason = layer.StatusInactive, "cannot read it: "+sanitize(err.Error())
 		return e, true
 	}
 	e.Digest, e.Size = d, size
-	e.Provenance = extensions.ReadProvenance(m.home, abs)
+	e.Provenance = layer.ReadProvenance(m.home, abs)
 	e.Provenance.Sidecar = ""
 	m.state(&e, key)
 	return e, true

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/skills"
 )
 
@@ -23,14 +24,14 @@ import (
 const ActivationBoundary = "next_turn"
 
 // MaxContentBytes caps an artifact's content: the spec's 256 KiB.
-const MaxContentBytes = extensions.MaxArtifactBytes
+const MaxContentBytes = layer.MaxArtifactBytes
 
 // Options configure a Manager.
 type Options struct {
 	// Layers are the session's layers, nearest first. The user layer is
 	// the one of kind home; the layers before it are checked for
 	// collisions.
-	Layers []extensions.Layer
+	Layers []layer.Layer
 	// Workspace is the workspace root, through which project layers are
 	// read; WorkDir is the agent's working directory, where hooks run.
 	Workspace, WorkDir string
@@ -46,8 +47,8 @@ type Options struct {
 // safe for concurrent use; changes by other processes are serialized by a
 // lock file in the layer.
 type Manager struct {
-	home   extensions.Layer
-	nearer []extensions.Layer
+	home   layer.Layer
+	nearer []layer.Layer
 	opts   Options
 
 	mu sync.Mutex
@@ -56,7 +57,7 @@ type Manager struct {
 	pending map[string]bool
 	// loaded are the states of the user layer's artifacts in the session's
 	// last load, by path (a skill by its directory).
-	loaded map[string]extensions.Artifact
+	loaded map[string]layer.Artifact
 
 	// fault, in tests, fails the step it is called with.
 	fault func(step string) error
@@ -67,7 +68,7 @@ var ErrNoUserLayer = errors.New("no user layer: the session's layers hold no $AE
 
 // New returns the manager of the user layer among opts.Layers.
 func New(opts Options) (*Manager, error) {
-	i := slices.IndexFunc(opts.Layers, func(l extensions.Layer) bool { return l.Kind == extensions.KindHome })
+	i := slices.IndexFunc(opts.Layers, func(l layer.Layer) bool { return l.Kind == layer.KindHome })
 	if i < 0 {
 		return nil, ErrNoUserLayer
 	}
@@ -80,12 +81,12 @@ func New(opts Options) (*Manager, error) {
 	}
 	return &Manager{
 		home: home, nearer: slices.Clone(opts.Layers[:i]), opts: opts,
-		pending: map[string]bool{}, loaded: map[string]extensions.Artifact{},
+		pending: map[string]bool{}, loaded: map[string]layer.Artifact{},
 	}, nil
 }
 
 // Layer returns the user layer.
-func (m *Manager) Layer() extensions.Layer { return m.home }
+func (m *Manager) Layer() layer.Layer { return m.home }
 
 // Result is what a successful request did.
 type Result struct {
@@ -103,7 +104,7 @@ type Result struct {
 	OperationID string `json:"operation_id,omitempty"`
 	// State is the artifact's lifecycle state: pending_reload after a
 	// change.
-	State extensions.Status `json:"state,omitempty"`
+	State layer.Status `json:"state,omitempty"`
 	// Note says what else to know: when the change takes effect, why it
 	// will stay inactive.
 	Note string `json:"note,omitempty"`
@@ -118,11 +119,11 @@ type Entry struct {
 	Name string `json:"name,omitempty"`
 	Path string `json:"path"`
 	// Digest is the value expected_digest takes to replace or delete it.
-	Digest     string                 `json:"digest,omitempty"`
-	Size       int64                  `json:"size"`
-	Provenance extensions.Provenance  `json:"provenance"`
-	State      extensions.Status      `json:"state"`
-	Trust      extensions.TrustStatus `json:"trust,omitempty"`
+	Digest     string            `json:"digest,omitempty"`
+	Size       int64             `json:"size"`
+	Provenance layer.Provenance  `json:"provenance"`
+	State      layer.Status      `json:"state"`
+	Trust      layer.TrustStatus `json:"trust,omitempty"`
 	// Reason says why an artifact is inactive.
 	Reason string `json:"reason,omitempty"`
 }
@@ -160,9 +161,9 @@ func (m *Manager) Apply(ctx context.Context, req Request) (Result, error) {
 		res.Digest = ch.previous
 		res.PreviousDigest = ""
 	} else {
-		res.Digest = extensions.Digest(content)
+		res.Digest = layer.Digest(content)
 	}
-	res.State = extensions.StatusPendingReload
+	res.State = layer.StatusPendingReload
 	res.Note = m.note(req)
 
 	m.mu.Lock()
@@ -180,7 +181,7 @@ func (m *Manager) note(req Request) string {
 	switch req.Kind {
 	case KindTool, KindHooks:
 		n += " extension_manage never grants trust: an agent-authored " + string(req.Kind) +
-			" stays inactive until a person reviews it and adds its trust pin to $AERIE_HOME/" + extensions.TrustFile +
+			" stays inactive until a person reviews it and adds its trust pin to $AERIE_HOME/" + layer.TrustFile +
 			" (aerie extensions shows the pin). Do not rely on it in this session."
 	case KindSkill:
 		n += " A skill of the same name in a nearer place (the project's skills) still wins."
@@ -247,7 +248,7 @@ func (m *Manager) collision(kind Kind, name string) *Error {
 	if len(m.nearer) == 0 {
 		return nil
 	}
-	src := extensions.Source{Layers: m.nearer, Workspace: m.opts.Workspace, WorkDir: m.opts.WorkDir}
+	src := layer.Source{Layers: m.nearer, Workspace: m.opts.Workspace, WorkDir: m.opts.WorkDir}
 	switch kind {
 	case KindTool:
 		_, arts, err := extensions.LoadTools(src, extensions.ToolOptions{})
@@ -255,7 +256,7 @@ func (m *Manager) collision(kind Kind, name string) *Error {
 			return storage(fmt.Errorf("read the nearer layers' tools: %w", err))
 		}
 		for _, a := range arts {
-			if a.Type == extensions.TypeTool && a.Name == name && a.Status != extensions.StatusSkipped {
+			if a.Type == extensions.TypeTool && a.Name == name && a.Status != layer.StatusSkipped {
 				return fail(NameCollision, "name", "the %s layer %s defines a tool %s (%s), which wins over the user layer's; choose another name", a.LayerKind, a.Layer, name, a.Path)
 			}
 		}
@@ -265,7 +266,7 @@ func (m *Manager) collision(kind Kind, name string) *Error {
 			return storage(fmt.Errorf("read the nearer layers' prompts: %w", err))
 		}
 		for _, a := range arts {
-			if a.Type == extensions.TypeSystemPrompt && a.Layer != extensions.EnvironmentLayer {
+			if a.Type == extensions.TypeSystemPrompt && a.Layer != layer.EnvironmentLayer {
 				return fail(NameCollision, "kind", "the %s layer %s has a %s (%s), which replaces the persona prompt before the user layer's would; change that file, or use append_system", a.LayerKind, a.Layer, extensions.SystemFile, a.Path)
 			}
 		}
@@ -304,8 +305,8 @@ func (m *Manager) Pending() []string {
 // Reloaded records the session's new extension report: the changes in
 // applied (what Pending returned before the reload) are no longer pending,
 // and list reports the states r gives the user layer's artifacts.
-func (m *Manager) Reloaded(r extensions.Report, applied []string) {
-	loaded := map[string]extensions.Artifact{}
+func (m *Manager) Reloaded(r layer.Report, applied []string) {
+	loaded := map[string]layer.Artifact{}
 	for _, a := range r.Artifacts {
 		if insideDir(m.home.Dir, a.Path) {
 			loaded[a.Path] = a
@@ -325,20 +326,20 @@ func (m *Manager) state(e *Entry, key string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.pending[e.Path] {
-		e.State, e.Reason = extensions.StatusPendingReload, "changed in this session; it takes effect at the next turn boundary"
+		e.State, e.Reason = layer.StatusPendingReload, "changed in this session; it takes effect at the next turn boundary"
 		return
 	}
 	a, ok := m.loaded[key]
 	if !ok {
-		e.State, e.Reason = extensions.StatusInactive, "not loaded in this session"
+		e.State, e.Reason = layer.StatusInactive, "not loaded in this session"
 		return
 	}
 	e.Trust = a.Trust
 	switch a.Status {
-	case extensions.StatusActive, extensions.StatusPendingReload:
+	case layer.StatusActive, layer.StatusPendingReload:
 		e.State = a.Status
 	default:
-		e.State = extensions.StatusInactive
+		e.State = layer.StatusInactive
 		e.Reason = a.Reason
 		if e.Reason == "" {
 			e.Reason = string(a.Status)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 const (
@@ -28,7 +29,7 @@ const (
 // fixture is a workspace with a project layer and a user layer.
 type fixture struct {
 	ws, project, home string
-	layers            []extensions.Layer
+	layers            []layer.Layer
 }
 
 // newFixture writes files (paths from a directory holding ws/ and home/)
@@ -44,7 +45,7 @@ func newFixture(t testing.TB, files map[string]string) fixture {
 		}
 	}
 	writeFiles(t, dir, files)
-	layers, err := extensions.Discover(extensions.DiscoverOptions{WorkDir: f.ws, Workspace: f.ws, Home: f.home})
+	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: f.ws, Workspace: f.ws, Home: f.home})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func (f fixture) manager(t *testing.T) *Manager {
 
 func str(s string) *string { return &s }
 
-func digestOf(s string) string { return extensions.Digest([]byte(s)) }
+func digestOf(s string) string { return layer.Digest([]byte(s)) }
 
 // snapshot returns every file under dir (links as "->target"), so that a
 // test can check a failed request changed nothing.
@@ -167,14 +168,14 @@ func TestApplyCreateReplaceDelete(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Path != abs || res.Digest != digestOf(tc.body) || res.OperationID != "op-1" || res.State != extensions.StatusPendingReload {
+			if res.Path != abs || res.Digest != digestOf(tc.body) || res.OperationID != "op-1" || res.State != layer.StatusPendingReload {
 				t.Errorf("create result %+v", res)
 			}
 			if b, _ := os.ReadFile(abs); string(b) != tc.body {
 				t.Errorf("artifact %q", b)
 			}
-			p := extensions.ReadProvenance(m.Layer(), abs)
-			if p.State != extensions.ProvenanceAgent || p.OperationID != "op-1" || p.Digest != digestOf(tc.body) || p.ActivationBoundary != ActivationBoundary || p.DigestMismatch {
+			p := layer.ReadProvenance(m.Layer(), abs)
+			if p.State != layer.ProvenanceAgent || p.OperationID != "op-1" || p.Digest != digestOf(tc.body) || p.ActivationBoundary != ActivationBoundary || p.DigestMismatch {
 				t.Errorf("provenance %+v", p)
 			}
 			if diff := cmp.Diff([]string{abs}, m.Pending()); diff != "" {
@@ -195,7 +196,7 @@ func TestApplyCreateReplaceDelete(t *testing.T) {
 				wantName = filepath.Base(tc.path)
 			}
 			if e.Kind != tc.kind || e.Name != wantName || e.Path != abs || e.Digest != digestOf(tc.body) || e.Size != int64(len(tc.body)) ||
-				e.State != extensions.StatusPendingReload || e.Provenance.State != extensions.ProvenanceAgent {
+				e.State != layer.StatusPendingReload || e.Provenance.State != layer.ProvenanceAgent {
 				t.Errorf("entry %+v", e)
 			}
 			b, _ := json.Marshal(lst)
@@ -216,7 +217,7 @@ func TestApplyCreateReplaceDelete(t *testing.T) {
 			if b, _ := os.ReadFile(abs); string(b) != tc.new {
 				t.Errorf("artifact after replace %q", b)
 			}
-			if p := extensions.ReadProvenance(m.Layer(), abs); p.OperationID != "op-2" || p.Digest != digestOf(tc.new) {
+			if p := layer.ReadProvenance(m.Layer(), abs); p.OperationID != "op-2" || p.Digest != digestOf(tc.new) {
 				t.Errorf("provenance after replace %+v", p)
 			}
 
@@ -371,7 +372,7 @@ func TestAppendSystemCoexists(t *testing.T) {
 func TestPartialFailureRestores(t *testing.T) {
 	t.Parallel()
 	const old = "Old append.\n"
-	oldSidecar := string(extensions.AgentSidecar("op-old", []byte(old), ActivationBoundary))
+	oldSidecar := string(layer.AgentSidecar("op-old", []byte(old), ActivationBoundary))
 	for _, tc := range []struct {
 		name  string
 		files map[string]string
@@ -506,7 +507,7 @@ func TestLifecycleAndTrust(t *testing.T) {
 	reload := func() {
 		t.Helper()
 		pending := m.Pending()
-		set, err := extensions.Load(extensions.Source{Layers: f.layers, Workspace: f.ws, WorkDir: f.ws}, extensions.Options{Builtins: []string{"bash"}})
+		set, err := extensions.Load(layer.Source{Layers: f.layers, Workspace: f.ws, WorkDir: f.ws}, extensions.Options{Builtins: []string{"bash"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -529,11 +530,11 @@ func TestLifecycleAndTrust(t *testing.T) {
 	}
 
 	// A person reviews the tool and pins it: active at the next load.
-	pin, err := extensions.ComputePin(f.ws, m.Layer(), filepath.Join(f.home, "tools/wc.toml"), []string{"/usr/bin/wc"})
+	pin, err := layer.ComputePin(f.ws, m.Layer(), filepath.Join(f.home, "tools/wc.toml"), []string{"/usr/bin/wc"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFiles(t, f.home, map[string]string{extensions.TrustFile: pin.TOML()})
+	writeFiles(t, f.home, map[string]string{layer.TrustFile: pin.TOML()})
 	reload()
 	if got := states()["tool wc"]; got != "active trusted agent" {
 		t.Errorf("after pinning: %s", got)
@@ -580,7 +581,7 @@ func TestTool(t *testing.T) {
 
 func TestNewWithoutUserLayer(t *testing.T) {
 	t.Parallel()
-	if _, err := New(Options{Layers: []extensions.Layer{extensions.Bundled()}}); !errors.Is(err, ErrNoUserLayer) {
+	if _, err := New(Options{Layers: []layer.Layer{layer.Bundled()}}); !errors.Is(err, ErrNoUserLayer) {
 		t.Errorf("error %v, want ErrNoUserLayer", err)
 	}
 }

@@ -50,6 +50,7 @@ import (
 	"sync"
 
 	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/skills"
 )
 
@@ -162,14 +163,14 @@ const requestFields = "operation, kind, name, content, expected_digest"
 
 // MaxRequestBytes bounds a request's JSON: the largest content, escaped,
 // and the other fields.
-const MaxRequestBytes = 6*extensions.MaxArtifactBytes + 4096
+const MaxRequestBytes = 6*layer.MaxArtifactBytes + 4096
 
 // DecodeRequest decodes and checks the arguments of an extension_manage
 // call. The error is an *Error. The content itself is checked when the
 // request is carried out.
 func DecodeRequest(raw []byte) (Request, error) {
 	if len(raw) > MaxRequestBytes {
-		return Request{}, fail(InvalidContent, "content", "the request is %d bytes; an artifact is at most %d KiB", len(raw), extensions.MaxArtifactBytes>>10)
+		return Request{}, fail(InvalidContent, "content", "the request is %d bytes; an artifact is at most %d KiB", len(raw), layer.MaxArtifactBytes>>10)
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = []byte("{}")
@@ -259,14 +260,12 @@ func (r Request) Validate() error {
 		if r.Operation == OpCreate {
 			return fail(UnsupportedOperation, "expected_digest", "create takes no expected_digest: there is no revision yet; leave it out, or use replace")
 		}
-		if !digestPattern().MatchString(r.ExpectedDigest) {
+		if !layer.IsDigest(r.ExpectedDigest) {
 			return fail(StaleRevision, "expected_digest", "%q is not a digest; copy the artifact's current digest (sha256:<64 hex digits>) from list", truncate(r.ExpectedDigest, 80))
 		}
 	}
 	return nil
 }
-
-var digestPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha256:[0-9a-f]{64}$`) })
 
 // maxSkillName bounds a skill's name, which is also a directory name.
 const maxSkillName = 64

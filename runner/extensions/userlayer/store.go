@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // LockFile serializes changes to a user layer across processes: two
@@ -56,7 +56,7 @@ func (m *Manager) commit(ctx context.Context, req Request, rel string, content [
 	if err != nil {
 		return change{}, err
 	}
-	sc := rel + extensions.ProvenanceSuffix
+	sc := rel + layer.ProvenanceSuffix
 	scCur, err := inspect(root, sc)
 	if err != nil {
 		return change{}, err
@@ -81,7 +81,7 @@ func (m *Manager) commit(ctx context.Context, req Request, rel string, content [
 	} else {
 		files = append(files,
 			fileChange{rel: rel, data: content, exists: cur.exists},
-			fileChange{rel: sc, data: extensions.AgentSidecar(ch.operationID, content, ActivationBoundary), exists: scCur.exists},
+			fileChange{rel: sc, data: layer.AgentSidecar(ch.operationID, content, ActivationBoundary), exists: scCur.exists},
 		)
 	}
 	t := &txn{root: root, id: ch.operationID, fault: m.fault}
@@ -209,7 +209,7 @@ func digestFile(root *os.Root, rel string) (string, int64, error) {
 		return "", 0, err
 	}
 	if !fi.Mode().IsRegular() {
-		return "", 0, extensions.ErrNotRegular
+		return "", 0, layer.ErrNotRegular
 	}
 	h := sha256.New()
 	n, err := io.Copy(h, f)

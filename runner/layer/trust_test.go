@@ -1,4 +1,4 @@
-package extensions
+package layer
 
 import (
 	"crypto/sha256"
@@ -180,11 +180,11 @@ func TestReadProvenance(t *testing.T) {
 	body := manifest("a", "/bin/true")
 	tree(t, h, map[string]string{
 		"tools/a.toml":                 body,
-		"tools/a.toml.provenance.json": `{"origin":"agent","operation_id":"op-7","digest":"` + digest([]byte(body)) + `","activation_boundary":"next_turn"}`,
+		"tools/a.toml.provenance.json": `{"origin":"agent","operation_id":"op-7","digest":"` + Digest([]byte(body)) + `","activation_boundary":"next_turn"}`,
 		"tools/b.toml":                 body,
-		"tools/b.toml.provenance.json": `{"origin":"agent","operation_id":"op-8","digest":"` + digest([]byte("older")) + `"}`,
+		"tools/b.toml.provenance.json": `{"origin":"agent","operation_id":"op-8","digest":"` + Digest([]byte("older")) + `"}`,
 		"tools/c.toml":                 body,
-		"tools/c.toml.provenance.json": `{"origin":"agent","operation_id":"op-9","digest":"` + digest([]byte(body)) + `","extra":1}`,
+		"tools/c.toml.provenance.json": `{"origin":"agent","operation_id":"op-9","digest":"` + Digest([]byte(body)) + `","extra":1}`,
 	})
 	l := home(h)
 	if p := ReadProvenance(l, filepath.Join(h, "tools/a.toml")); p.State != ProvenanceAgent || p.OperationID != "op-7" || p.ActivationBoundary != "next_turn" || p.DigestMismatch {
@@ -214,50 +214,5 @@ func TestReadProvenance(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(h, "tools")); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestSessionPins: a session's own pins (spec.trust.pinsFrom) trust a
-// project tool; the trust.toml of a layer whose kind the session's trust
-// sources leave out is not used, and is no problem either.
-func TestSessionPins(t *testing.T) {
-	t.Parallel()
-	ws := t.TempDir()
-	tree(t, ws, map[string]string{
-		".aerie/tools/a.toml": manifest("a", "./a.sh"),
-		".aerie/tools/a.sh":   "#!/bin/sh\necho a\n",
-		".aerie/tools/b.toml": manifest("b", "./b.sh"),
-		".aerie/tools/b.sh":   "#!/bin/sh\necho b\n",
-	})
-	proj := project(ws, ".aerie")
-	pinB := mustPin(t, ws, proj, filepath.Join(ws, ".aerie/tools/b.toml"), "./b.sh")
-	tree(t, ws, map[string]string{"ns/" + TrustFile: pinB.TOML()})
-	pinA := mustPin(t, ws, proj, filepath.Join(ws, ".aerie/tools/a.toml"), "./a.sh")
-	ns := Layer{Name: "team", Kind: KindNamespace, Dir: filepath.Join(ws, "ns")}
-
-	load := func(ns Layer, pins ...Pin) map[string]Artifact {
-		t.Helper()
-		set, err := Load(Source{Layers: []Layer{proj, ns}, Workspace: ws}, Options{Pins: pins})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p := set.Report.Problems(); len(p) > 0 {
-			t.Errorf("problems: %v", p)
-		}
-		return byPath(set.Report.Artifacts)
-	}
-	arts := load(ns, pinA)
-	if a, b := arts[filepath.Join(ws, ".aerie/tools/a.toml")], arts[filepath.Join(ws, ".aerie/tools/b.toml")]; a.Trust != Trusted || b.Trust != Trusted {
-		t.Errorf("with the session's pin and the namespace's: a %s, b %s; want both trusted", a.Trust, b.Trust)
-	}
-
-	ns.IgnorePins = true
-	arts = load(ns, pinA)
-	if a, b := arts[filepath.Join(ws, ".aerie/tools/a.toml")], arts[filepath.Join(ws, ".aerie/tools/b.toml")]; a.Trust != Trusted || b.Trust != Untrusted {
-		t.Errorf("namespace pins ignored: a %s, b %s; want a trusted, b untrusted", a.Trust, b.Trust)
-	}
-	tr := arts[filepath.Join(ws, "ns", TrustFile)]
-	if tr.Status != StatusInactive || !strings.Contains(tr.Reason, "leave out namespace layers") {
-		t.Errorf("ignored trust.toml: %+v", tr)
 	}
 }

@@ -1,4 +1,4 @@
-package extensions
+package layer
 
 import (
 	"bytes"
@@ -54,14 +54,16 @@ type fieldError struct {
 func (e *fieldError) Error() string { return e.key + ": " + e.err.Error() }
 func (e *fieldError) Unwrap() error { return e.err }
 
-func fieldErrorf(key, format string, args ...any) error {
+// FieldErrorf returns a problem with the key (dotted, as "pin[0].path")
+// of a decoded file, which Placed locates in the file.
+func FieldErrorf(key, format string, args ...any) error {
 	return &fieldError{key: key, err: fmt.Errorf(format, args...)}
 }
 
-// decodeTOML decodes doc strictly into v: an unknown key is an error, so
+// DecodeTOML decodes doc strictly into v: an unknown key is an error, so
 // that a misspelt field ("timeout" for timeout_secs) is reported instead
 // of silently ignored. Errors are *FileError for path with a position.
-func decodeTOML(path string, doc []byte, v any) error {
+func DecodeTOML(path string, doc []byte, v any) error {
 	if !utf8.Valid(doc) {
 		return &FileError{Path: path, Err: errors.New("not valid UTF-8 text")}
 	}
@@ -88,9 +90,9 @@ func decodeTOML(path string, doc []byte, v any) error {
 	return fe
 }
 
-// placed returns err as a *FileError for path, locating a *fieldError's
-// key in doc.
-func placed(path string, doc []byte, err error) error {
+// Placed returns err as a *FileError for path, locating the key of an
+// error from FieldErrorf in doc.
+func Placed(path string, doc []byte, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -169,13 +171,14 @@ func locateKey(doc []byte, key string) int {
 	return 0
 }
 
-// maxReason bounds a reason in the report.
-const maxReason = 400
+// MaxReason bounds a reason in the report, in bytes (SanitizeReason cuts
+// it there and marks the cut with "…").
+const MaxReason = 400
 
 // SanitizeReason makes a message safe to show as an artifact's reason in
 // the report: control characters (terminal escapes included) become
 // spaces, runs of space collapse, anything that looks like a credential is
-// masked, and the message is cut to maxReason bytes. Every loader that
+// masked, and the message is cut to MaxReason bytes. Every loader that
 // reports artifacts (hooks, skills, plugins, MCP servers) passes its
 // reasons through it, since they quote files a repository controls. It is
 // idempotent.
@@ -196,8 +199,8 @@ func SanitizeReason(msg string) string {
 	for _, re := range secretish() {
 		msg = re.ReplaceAllString(msg, "${1}[redacted]")
 	}
-	if len(msg) > maxReason {
-		cut := maxReason
+	if len(msg) > MaxReason {
+		cut := MaxReason
 		for cut > 0 && !utf8.RuneStart(msg[cut]) {
 			cut--
 		}

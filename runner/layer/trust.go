@@ -1,4 +1,4 @@
-package extensions
+package layer
 
 import (
 	"crypto/sha256"
@@ -61,7 +61,7 @@ var hexSHA256 = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile
 // ParseTrust parses a trust.toml. path is used in errors only.
 func ParseTrust(path string, doc []byte) ([]Pin, error) {
 	var d trustDoc
-	if err := decodeTOML(path, doc, &d); err != nil {
+	if err := DecodeTOML(path, doc, &d); err != nil {
 		return nil, err
 	}
 	for i := range d.Pin {
@@ -70,11 +70,11 @@ func ParseTrust(path string, doc []byte) ([]Pin, error) {
 		p.SHA256 = strings.ToLower(p.SHA256)
 		switch {
 		case p.Path == "":
-			return nil, placed(path, doc, fieldErrorf(key+".path", "missing: the manifest's path from the workspace root, or $AERIE_HOME/… for a home artifact"))
+			return nil, Placed(path, doc, FieldErrorf(key+".path", "missing: the manifest's path from the workspace root, or $AERIE_HOME/… for a home artifact"))
 		case strings.HasPrefix(p.Path, "/") || slices.Contains(strings.Split(p.Path, "/"), ".."):
-			return nil, placed(path, doc, fieldErrorf(key+".path", "%q must be relative to the workspace root, without ..", p.Path))
+			return nil, Placed(path, doc, FieldErrorf(key+".path", "%q must be relative to the workspace root, without ..", p.Path))
 		case !hexSHA256().MatchString(p.SHA256):
-			return nil, placed(path, doc, fieldErrorf(key+".sha256", "%q is not 64 hexadecimal digits (copy it from aerie extensions)", p.SHA256))
+			return nil, Placed(path, doc, FieldErrorf(key+".sha256", "%q is not 64 hexadecimal digits (copy it from aerie extensions)", p.SHA256))
 		}
 	}
 	return d.Pin, nil
@@ -133,26 +133,29 @@ func (p *Pins) add(pins ...Pin) {
 // untrusted (fail closed). A trust.toml in a layer that is not pinnable
 // (the workspace's) is ignored and reported.
 func LoadPins(src Source) (*Pins, []Artifact, error) {
-	v, err := src.open()
+	v, err := src.Open()
 	if err != nil {
 		return nil, nil, err
 	}
-	defer v.close()
-	p, arts := loadPins(v)
+	defer v.Close()
+	p, arts := ReadPins(v)
 	return p, arts, nil
 }
 
-func loadPins(v *view) (*Pins, []Artifact) {
-	p := NewPins(v.wsDir)
+// ReadPins is LoadPins of an open Source, with extra: pins the session's
+// submitter gives besides the trust files (an AgentSession's
+// spec.trust.pinsFrom), honoured with theirs.
+func ReadPins(v *View, extra ...Pin) (*Pins, []Artifact) {
+	p := NewPins(v.Workspace)
 	var arts []Artifact
-	for _, lv := range v.layers {
-		if lv.err != nil {
+	for _, lv := range v.Layers {
+		if lv.Err != nil {
 			continue
 		}
-		if !there(lv.files, TrustFile) {
+		if !lv.Files.There(TrustFile) {
 			continue
 		}
-		a := newArtifact(TypeTrust, lv, TrustFile)
+		a := NewArtifact(TypeTrust, lv, TrustFile)
 		a.Name = TrustFile
 		if lv.IgnorePins {
 			// The submitter's own choice, not a mistake: inactive, never
@@ -162,20 +165,20 @@ func loadPins(v *view) (*Pins, []Artifact) {
 			continue
 		}
 		if !lv.Pinnable() {
-			a.skip(errors.New("trust pins are honoured only from layers the session's submitter controls ($AERIE_HOME, spec, namespace and platform layers), never from the workspace"))
+			a.Skip(errors.New("trust pins are honoured only from layers the session's submitter controls ($AERIE_HOME, spec, namespace and platform layers), never from the workspace"))
 			arts = append(arts, a)
 			continue
 		}
-		doc, err := lv.files.readFile(TrustFile, MaxTrustBytes)
+		doc, err := lv.Files.ReadFile(TrustFile, MaxTrustBytes)
 		var pins []Pin
 		if err == nil {
-			a.Digest = digest(doc)
+			a.Digest = Digest(doc)
 			pins, err = ParseTrust(a.Path, doc)
 		}
 		if err != nil {
 			err = fmt.Errorf("read trust pins: %w; project executables stay inactive until it is fixed", err)
 			p.err = errors.Join(p.err, err)
-			a.skip(err)
+			a.Skip(err)
 			arts = append(arts, a)
 			continue
 		}
@@ -185,6 +188,7 @@ func loadPins(v *view) (*Pins, []Artifact) {
 		a.Status, a.Reason = StatusActive, fmt.Sprintf("%d pin(s)", len(pins))
 		arts = append(arts, a)
 	}
+	p.add(extra...)
 	return p, arts
 }
 
@@ -209,16 +213,32 @@ func (p *Pins) Check(l Layer, manifest string, executables []string) Verdict {
 	return p.verdict(l, manifest, executables, nil)
 }
 
-// loaded is what a loader has already read of an artifact, so that a trust
-// check does not read it again.
+// Preread is what a loader has already read of an artifact, so that its
+// trust check (CheckPreread) does not read it again.
+type Preread struct {
+	// Doc are the manifest's bytes.
+	Doc []byte
+	// Provenance is its provenance; nil to read it.
+	Provenance *Provenance
+	// Open opens a file by its path relative to the pin's base (the
+	// workspace for project layers, the layer for the others):
+	// Files.OpenBase of the manifest's layer.
+	Open func(rel string) (*File, error)
+}
+
+// CheckPreread is Check of an artifact whose manifest the caller has read.
+func (p *Pins) CheckPreread(l Layer, manifest string, executables []string, pre Preread) Verdict {
+	return p.verdict(l, manifest, executables, &loaded{doc: pre.Doc, prov: pre.Provenance, open: pre.Open})
+}
+
+// loaded is a Preread, with what a Guard keeps besides.
 type loaded struct {
 	doc  []byte      // the manifest's bytes
 	prov *Provenance // its provenance
 	// id is the manifest's identity from before it was read; nil when
 	// the caller does not keep identities.
 	id *fileID
-	// open opens a file by its path relative to the pin's base (the
-	// workspace for project layers, the layer for the others).
+	// open opens a file by its path relative to the pin's base.
 	open func(rel string) (*File, error)
 }
 
@@ -323,7 +343,7 @@ func computePin(workspace string, l Layer, manifest string, executables []string
 		f.Close()
 	}
 	if err != nil {
-		return Pin{}, nil, fmt.Errorf("compute trust pin: manifest %s: %w", manifest, explainRootErr(err))
+		return Pin{}, nil, fmt.Errorf("compute trust pin: manifest %s: %w", manifest, ExplainEscape(err))
 	}
 	pin, ids, err := b.compute(doc, executables, files.openBase)
 	if err != nil {
@@ -431,7 +451,7 @@ func (b pinBase) through(l Layer, layer *Dir) (open func(rel string) (*File, err
 	open = func(rel string) (*File, error) {
 		if inner, ok := relInside(prefix, rel); ok {
 			f, err := layer.Open(filepath.ToSlash(inner))
-			if !escapes(err) {
+			if !errors.Is(err, ErrEscapes) {
 				return f, err
 			}
 		}
@@ -489,7 +509,7 @@ func (b pinBase) compute(doc []byte, executables []string, open func(rel string)
 			f.Close()
 		}
 		if err != nil {
-			return Pin{}, nil, fmt.Errorf("compute trust pin: executable %s: %w", exe, explainRootErr(err))
+			return Pin{}, nil, fmt.Errorf("compute trust pin: executable %s: %w", exe, ExplainEscape(err))
 		}
 	}
 	pin.SHA256 = hex.EncodeToString(h.Sum(nil))
@@ -508,7 +528,7 @@ func hashFile(h hash.Hash, f *File, path, kind, name string, max int64) (fileID,
 		return fileID{}, ErrNotRegular
 	}
 	if fi.Size() > max {
-		return fileID{}, fmt.Errorf("%w: %d bytes, over the %s limit for pinned files", ErrTooLarge, fi.Size(), byteSize(max))
+		return fileID{}, fmt.Errorf("%w: %d bytes, over the %s limit for pinned files", ErrTooLarge, fi.Size(), ByteSize(max))
 	}
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", kind, filepath.ToSlash(name), fi.Size())
 	n, err := io.CopyBuffer(h, io.LimitReader(f, fi.Size()), make([]byte, min(fi.Size()+1, 32<<10)))
@@ -521,9 +541,11 @@ func hashFile(h hash.Hash, f *File, path, kind, name string, max int64) (fileID,
 	return identify(path, fi), nil
 }
 
-// explainRootErr adds the fix to os.Root's escape error.
-func explainRootErr(err error) error {
-	if escapes(err) {
+// ExplainEscape adds the fix to an error for a path that leads out of its
+// layer (ErrEscapes): a symbolic link out, whose target is to be named by
+// its absolute path instead.
+func ExplainEscape(err error) error {
+	if errors.Is(err, ErrEscapes) {
 		return fmt.Errorf("%w (a symbolic link leads outside; name the target by its absolute path instead)", err)
 	}
 	return err

@@ -1,4 +1,4 @@
-package extensions
+package layer
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 
 // Dir is a directory opened for reading what is below it and never what
 // is outside: a path that leads out of it, through ".." or a symbolic
-// link, fails as it does in an os.Root. Discovery reads every layer, and
+// link, fails as it does in an os.Root, with an error wrapping ErrEscapes. Discovery reads every layer, and
 // the workspace files around it, through one.
 //
 // It exists for speed. os.Root resolves a path one component at a time,
@@ -53,9 +53,36 @@ type Dir struct {
 	rootErr  error
 }
 
-// errEscapes is os.Root's error for a path that leads out of it, with the
-// same text, so that one test recognises both.
-var errEscapes = errors.New("path escapes from parent")
+// ErrEscapes means a path leads out of the Dir it was resolved in,
+// through ".." or a symbolic link. Every error of a Dir for such a path
+// wraps it, whether openat2 or an os.Root refused the path.
+var ErrEscapes = errors.New("path escapes from parent")
+
+// osEscapes is os.Root's error for a path that leads out of it, which the
+// os package does not export (as of Go 1.26): learned once, from a root
+// asked for "..". nil if that fails, and then os.Root's refusals stay
+// as they are.
+var osEscapes = sync.OnceValue(func() error {
+	r, err := os.OpenRoot("/")
+	if err != nil {
+		return nil
+	}
+	defer r.Close()
+	_, err = r.Lstat("..")
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return nil
+})
+
+// fromRoot returns an error of d's os.Root with its refusal of a path that
+// leads out as ErrEscapes.
+func fromRoot(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok && pe.Err != nil && pe.Err == osEscapes() {
+		return &fs.PathError{Op: pe.Op, Path: pe.Path, Err: ErrEscapes}
+	}
+	return err
+}
 
 // openat2OK reports whether the kernel resolves paths beneath a
 // directory (openat2 with RESOLVE_BENEATH), probed once on dirfd.
@@ -150,7 +177,7 @@ func (d *Dir) openBeneath(name string, flags uint64) (fd int, redo bool, err err
 // checkName refuses a name an os.Root would refuse before looking.
 func checkName(name string) error {
 	if name == "" || path.IsAbs(name) {
-		return errEscapes
+		return ErrEscapes
 	}
 	return nil
 }
@@ -175,7 +202,7 @@ func (d *Dir) OpenDir(name string) (*Dir, error) {
 	}
 	sub, err := root.OpenRoot(name)
 	if err != nil {
-		return nil, err
+		return nil, fromRoot(err)
 	}
 	// A sub-root decides everything itself: it is rare (a link to
 	// elsewhere in the directory) and stays so.
@@ -233,7 +260,7 @@ func (d *Dir) Open(name string) (*File, error) {
 	}
 	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, fromRoot(err)
 	}
 	return &File{fd: -1, os: f, name: name}, nil
 }
@@ -285,7 +312,8 @@ func (d *Dir) Lstat(name string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return root.Lstat(name)
+	fi, err := root.Lstat(name)
+	return fi, fromRoot(err)
 }
 
 // ReadDir returns the entries of the directory name, sorted by name, at
@@ -458,7 +486,7 @@ func (d *Dir) openDir(name string) (*os.File, error) {
 	}
 	f, err := root.Open(name)
 	if err != nil {
-		return nil, err
+		return nil, fromRoot(err)
 	}
 	// The same directory, through a descriptor of its own.
 	defer f.Close()
@@ -557,7 +585,7 @@ func (f *File) ReadBounded(max int64) ([]byte, error) {
 		return nil, ErrNotRegular
 	}
 	if size > max {
-		return nil, fmt.Errorf("%w: %d bytes, over the %s limit", ErrTooLarge, size, byteSize(max))
+		return nil, fmt.Errorf("%w: %d bytes, over the %s limit", ErrTooLarge, size, ByteSize(max))
 	}
 	b := make([]byte, size)
 	n, err := io.ReadFull(f, b)

@@ -1,4 +1,4 @@
-package extensions
+package layer
 
 import (
 	"crypto/sha256"
@@ -24,10 +24,11 @@ const (
 
 // homeArtifacts are the names ContentDigest reads in $AERIE_HOME, which
 // holds much else besides extension artifacts: the session database, logs,
-// process records.
+// process records. They are the artifacts every loader reads from a
+// layer's top directory.
 var homeArtifacts = []string{
-	"APPEND_SYSTEM.md", "SYSTEM.md", "config.toml", "hooks", "hooks.toml", "mcp_servers", PersonasDir,
-	"plugins", "skills", "tool-descriptions.toml", ToolsDir, ToolsetsFile, TrustFile,
+	"APPEND_SYSTEM.md", "SYSTEM.md", "config.toml", "hooks", "hooks.toml", "mcp_servers", "personas",
+	"plugins", "skills", "tool-descriptions.toml", "tools", "toolsets.toml", TrustFile,
 }
 
 // ContentDigest returns the digest of layer l's files as they are now:
@@ -48,16 +49,16 @@ func ContentDigest(workspace string, l Layer) (string, error) {
 	if l.Kind == KindBundled && l.Dir == "" {
 		return bundledDigest(), nil
 	}
-	v, err := Source{Layers: []Layer{l}, Workspace: workspace}.open()
+	v, err := Source{Layers: []Layer{l}, Workspace: workspace}.Open()
 	if err != nil {
 		return "", fmt.Errorf("digest layer %s: %w", l.Name, err)
 	}
-	defer v.close()
-	lv := v.layers[0]
-	if lv.err != nil {
-		return "", fmt.Errorf("digest layer %s: %w", l.Name, lv.err)
+	defer v.Close()
+	lv := v.Layers[0]
+	if lv.Err != nil {
+		return "", fmt.Errorf("digest layer %s: %w", l.Name, lv.Err)
 	}
-	rf, ok := lv.files.(rootFiles)
+	rf, ok := lv.Files.f.(rootFiles)
 	if !ok {
 		return "", fmt.Errorf("digest layer %s: not a directory on disk", l.Name)
 	}
@@ -126,7 +127,7 @@ func (d *digester) walk(name string, depth int) error {
 	}
 	f, err := d.files.open(name)
 	if err != nil {
-		return explainRootErr(err)
+		return ExplainEscape(err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
@@ -145,7 +146,7 @@ func (d *digester) walk(name string, depth int) error {
 func (d *digester) walkDir(name string, depth int) error {
 	entries, more, err := d.files.readEntries(name)
 	if err != nil {
-		return explainRootErr(err)
+		return ExplainEscape(err)
 	}
 	if more {
 		return fmt.Errorf("%s: over %d entries", name, MaxDirEntries)
@@ -188,7 +189,7 @@ func (d *digester) add(name string, fi fs.FileInfo) error {
 		return fmt.Errorf("%w: over %d files", ErrTooLarge, MaxDigestFiles)
 	}
 	if d.bytes += fi.Size(); d.bytes > MaxDigestBytes {
-		return fmt.Errorf("%w: over %s of files", ErrTooLarge, byteSize(MaxDigestBytes))
+		return fmt.Errorf("%w: over %s of files", ErrTooLarge, ByteSize(MaxDigestBytes))
 	}
 	d.found = append(d.found, digestFile{path: name, exec: fi.Mode()&0o111 != 0})
 	return nil
@@ -208,7 +209,7 @@ func (d *digester) sum() (string, error) {
 	for _, df := range d.found {
 		f, err := d.files.open(df.path)
 		if err != nil {
-			return "", explainRootErr(err)
+			return "", ExplainEscape(err)
 		}
 		fi, err := f.Stat()
 		if err == nil && !fi.Mode().IsRegular() {

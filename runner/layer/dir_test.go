@@ -1,4 +1,4 @@
-package extensions
+package layer
 
 import (
 	"errors"
@@ -237,10 +237,10 @@ func TestDirOpenDir(t *testing.T) {
 		if b, err := sub.ReadFile("deep/c.md", 10); err != nil || string(b) != "gamma" {
 			t.Errorf("through the subdirectory: %q, %v", b, err)
 		}
-		if _, err := sub.ReadFile("../a.txt", 10); !escapes(err) {
+		if _, err := sub.ReadFile("../a.txt", 10); !errors.Is(err, ErrEscapes) {
 			t.Errorf("a subdirectory is a boundary of its own: %v", err)
 		}
-		if _, err := d.OpenDir("up"); !escapes(err) {
+		if _, err := d.OpenDir("up"); !errors.Is(err, ErrEscapes) {
 			t.Errorf("a link out: %v", err)
 		}
 		if _, err := d.OpenDir("a.txt"); err == nil {

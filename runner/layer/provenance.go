@@ -1,4 +1,4 @@
-package extensions
+package layer
 
 import (
 	"bytes"
@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 )
 
 // ProvenanceSuffix names an artifact's provenance sidecar: the artifact's
@@ -67,8 +65,6 @@ type sidecar struct {
 	ActivationBoundary string `json:"activation_boundary"`
 }
 
-var digestPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha256:[0-9a-f]{64}$`) })
-
 // ParseProvenance parses a sidecar's bytes. A malformed sidecar is an
 // error; the caller reports the artifact's provenance as unknown.
 func ParseProvenance(doc []byte) (Provenance, error) {
@@ -86,7 +82,7 @@ func ParseProvenance(doc []byte) (Provenance, error) {
 		return Provenance{}, errors.New("parse provenance: origin is missing")
 	case sc.OperationID == "":
 		return Provenance{}, errors.New("parse provenance: operation_id is missing")
-	case !digestPattern().MatchString(sc.Digest):
+	case !IsDigest(sc.Digest):
 		return Provenance{}, fmt.Errorf("parse provenance: digest %q is not sha256:<64 lowercase hex digits>", sc.Digest)
 	}
 	p := Provenance{
@@ -112,7 +108,7 @@ func readProvenance(f files, name string, data []byte) Provenance {
 func readProvenanceOf(f files, name string, data func() []byte) Provenance {
 	sc := name + ProvenanceSuffix
 	doc, err := f.readFile(sc, MaxProvenanceBytes)
-	if absent(err) {
+	if Absent(err) {
 		return Provenance{State: ProvenanceLegacy}
 	}
 	if err != nil {
@@ -123,10 +119,20 @@ func readProvenanceOf(f files, name string, data func() []byte) Provenance {
 	if err != nil {
 		return Provenance{State: ProvenanceUnknown, Sidecar: p.Sidecar, Reason: SanitizeReason(err.Error())}
 	}
-	if b := data(); b != nil && p.Digest != digest(b) {
+	if b := data(); b != nil && p.Digest != Digest(b) {
 		p.DigestMismatch = true
 	}
 	return p
+}
+
+// fileDigest returns the digest of the file name in f, "" when it cannot
+// be read.
+func fileDigest(f files, name string) string {
+	b, err := f.readFile(name, MaxArtifactBytes)
+	if err != nil {
+		return ""
+	}
+	return Digest(b)
 }
 
 // ReadProvenance returns the provenance of the artifact file at path (an
@@ -178,16 +184,12 @@ func ReadProvenances(l Layer, paths []string) []Provenance {
 	return out
 }
 
-// Digest returns the digest of an artifact's bytes as the report, trust
-// checks and sidecars write it: "sha256:<64 lowercase hex digits>".
-func Digest(b []byte) string { return digest(b) }
-
 // AgentSidecar returns the sidecar extension_manage writes beside an
 // artifact it wrote on the agent's behalf: origin agent, the operation's
 // id, the digest of content and where the change takes effect.
 // ParseProvenance reads it back.
 func AgentSidecar(operationID string, content []byte, boundary string) []byte {
-	b, err := json.Marshal(sidecar{Origin: OriginAgent, OperationID: operationID, Digest: digest(content), ActivationBoundary: boundary})
+	b, err := json.Marshal(sidecar{Origin: OriginAgent, OperationID: operationID, Digest: Digest(content), ActivationBoundary: boundary})
 	if err != nil {
 		panic(fmt.Sprintf("encode provenance sidecar: %v", err)) // four strings always encode
 	}

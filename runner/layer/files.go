@@ -1,11 +1,9 @@
-package extensions
+package layer
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -26,11 +24,9 @@ const (
 	MaxProvenanceBytes = 64 << 10
 	// MaxExecutableBytes caps an executable hashed for a trust pin.
 	MaxExecutableBytes = 64 << 20
-	// MaxDirEntries caps the entries read from one tools/ directory.
+	// MaxDirEntries caps the entries read from one directory of a layer
+	// (tools/, hooks/, mcp_servers/, a skills directory) at a time.
 	MaxDirEntries = 1 << 16
-	// MaxManifests caps the manifests loaded from one tools/ directory,
-	// in name order; the rest are reported as skipped.
-	MaxManifests = 1024
 )
 
 // Sentinel errors of bounded reads.
@@ -42,9 +38,48 @@ var (
 	ErrNotRegular = errors.New("not a regular file")
 )
 
-// files reads one layer's directory: through an os.Root, so that a
-// symbolic link cannot lead a read outside it, or from the binary's
-// embedded artifacts.
+// Files reads one layer's directory: through a Dir, so that a symbolic
+// link cannot lead a read outside it, or from the binary's embedded
+// artifacts. Names are slash-separated and relative to the layer.
+type Files struct{ f files }
+
+// ReadFile returns the file name, refusing anything but a regular file
+// (ErrNotRegular) and a file over max bytes (ErrTooLarge).
+func (f Files) ReadFile(name string, max int64) ([]byte, error) { return f.f.readFile(name, max) }
+
+// Lstat describes name without following a final symbolic link.
+func (f Files) Lstat(name string) (fs.FileInfo, error) { return f.f.lstat(name) }
+
+// ReadDir returns the sorted names in the directory name, at most
+// MaxDirEntries of them; more reports that some were left out.
+func (f Files) ReadDir(name string) (names []string, more bool, err error) { return f.f.readDir(name) }
+
+// Path returns name as a path for people: absolute on disk,
+// "bundled:<name>" for an embedded file.
+func (f Files) Path(name string) string { return f.f.path(name) }
+
+// OpenBase opens, without following it out of the base, a file by its
+// path from the base of the layer's trust pins: the workspace root for a
+// project layer, the layer's directory for the others.
+func (f Files) OpenBase(rel string) (*File, error) { return f.f.openBase(rel) }
+
+// There reports whether the layer holds anything at name (a file, a
+// directory, a link, dangling or not): from the load's listing when it
+// has one, otherwise from an lstat.
+func (f Files) There(name string) bool { return there(f.f, name) }
+
+// Digest returns the digest of the file name, for an artifact that is
+// reported but not used; "" when it cannot be read.
+func (f Files) Digest(name string) string { return fileDigest(f.f, name) }
+
+// Provenance returns the provenance of the artifact file name, reading
+// its sidecar; data, when not nil, are the artifact's bytes, compared
+// with the digest the sidecar records.
+func (f Files) Provenance(name string, data []byte) Provenance {
+	return readProvenance(f.f, name, data)
+}
+
+// files is what Files reads through.
 type files interface {
 	// readFile returns the file name (slash-separated, relative to the
 	// layer), refusing non-regular files and files over max bytes.
@@ -103,7 +138,7 @@ func there(f files, name string) bool {
 		return ok
 	}
 	_, err := f.lstat(name)
-	return !absent(err)
+	return !Absent(err)
 }
 
 func (r rootFiles) rel(name string) string {
@@ -118,7 +153,7 @@ func (r rootFiles) open(name string) (*File, error) {
 	}
 	if r.sub != nil {
 		f, err := r.sub.Open(name)
-		if !escapes(err) {
+		if !errors.Is(err, ErrEscapes) {
 			return f, err
 		}
 	}
@@ -138,7 +173,7 @@ func (r rootFiles) openBase(rel string) (*File, error) {
 	if r.sub != nil {
 		if inner, ok := relInside(r.prefix, rel); ok {
 			f, err := r.sub.Open(filepath.ToSlash(inner))
-			if !escapes(err) {
+			if !errors.Is(err, ErrEscapes) {
 				return f, err
 			}
 		}
@@ -149,7 +184,7 @@ func (r rootFiles) openBase(rel string) (*File, error) {
 func (r rootFiles) lstat(name string) (fs.FileInfo, error) {
 	if r.sub != nil {
 		fi, err := r.sub.Lstat(name)
-		if !escapes(err) {
+		if !errors.Is(err, ErrEscapes) {
 			return fi, err
 		}
 	}
@@ -174,17 +209,11 @@ func (r rootFiles) readEntries(name string) ([]fs.DirEntry, bool, error) {
 	}
 	if r.sub != nil {
 		des, more, err := r.sub.ReadDir(name, MaxDirEntries)
-		if !escapes(err) {
+		if !errors.Is(err, ErrEscapes) {
 			return des, more, err
 		}
 	}
 	return r.root.ReadDir(filepath.ToSlash(r.rel(name)), MaxDirEntries)
-}
-
-// escapes reports whether err is a path leading out of a Dir or an
-// os.Root.
-func escapes(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
 }
 
 // close releases the directories.
@@ -197,30 +226,6 @@ func (r rootFiles) close() {
 
 func (r rootFiles) path(name string) string {
 	return filepath.Join(r.dir, filepath.FromSlash(name))
-}
-
-// readBounded reads the regular file f, failing with ErrTooLarge beyond
-// max bytes without reading more than max+1.
-func readBounded(f *os.File, max int64) ([]byte, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, ErrNotRegular
-	}
-	if fi.Size() > max {
-		return nil, fmt.Errorf("%w: %d bytes, over the %s limit", ErrTooLarge, fi.Size(), byteSize(max))
-	}
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
-		// It grew after the stat.
-		return nil, fmt.Errorf("%w: over the %s limit", ErrTooLarge, byteSize(max))
-	}
-	return b, nil
 }
 
 // fsFiles is a layer held in an fs.FS: the artifacts embedded in the
@@ -239,7 +244,7 @@ func (e fsFiles) readFile(name string, max int64) ([]byte, error) {
 		return nil, ErrNotRegular
 	}
 	if fi.Size() > max {
-		return nil, fmt.Errorf("%w: %d bytes, over the %s limit", ErrTooLarge, fi.Size(), byteSize(max))
+		return nil, fmt.Errorf("%w: %d bytes, over the %s limit", ErrTooLarge, fi.Size(), ByteSize(max))
 	}
 	return fs.ReadFile(e.fsys, name)
 }
@@ -268,14 +273,14 @@ func (e fsFiles) openBase(string) (*File, error) {
 	return nil, errors.New("the bundled layer is not on disk")
 }
 
-// absent reports whether err means there is nothing at the path: not
+// Absent reports whether err means there is nothing at the path: not
 // found, or a path component that is a file rather than a directory.
-func absent(err error) bool {
+func Absent(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
-// byteSize writes n bytes the way the spec does (256 KiB).
-func byteSize(n int64) string {
+// ByteSize writes n bytes the way the spec does (256 KiB), for messages.
+func ByteSize(n int64) string {
 	switch {
 	case n >= 1<<20 && n%(1<<20) == 0:
 		return fmt.Sprintf("%d MiB", n>>20)

@@ -1,4 +1,4 @@
-package extensions
+package layer
 
 // Kind says where a layer comes from.
 type Kind string

@@ -1,4 +1,4 @@
-package extensions
+package layer
 
 import (
 	"io/fs"

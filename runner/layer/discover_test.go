@@ -1,8 +1,7 @@
-package extensions
+package layer
 
 import (
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,7 +97,7 @@ func TestDiscover(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.want, layerNames(layers)); diff != "" {
+			if diff := cmp.Diff(tt.want, names(layers)); diff != "" {
 				t.Errorf("layers (-want +got):\n%s", diff)
 			}
 			for _, l := range layers {
@@ -175,7 +174,7 @@ func TestBundledHoldsNoExecutables(t *testing.T) {
 			return err
 		}
 		switch {
-		case name == ToolsDir, strings.HasPrefix(name, ToolsDir+"/"), name == "hooks", name == "hooks.toml", strings.HasPrefix(name, "hooks/"):
+		case name == "tools", strings.HasPrefix(name, "tools/"), name == "hooks", name == "hooks.toml", strings.HasPrefix(name, "hooks/"):
 			t.Errorf("bundled layer holds %s: executable artifacts cannot be bundled", name)
 		case !d.IsDir() && d.Type()&fs.ModePerm&0o111 != 0:
 			t.Errorf("bundled file %s is executable", name)
@@ -187,29 +186,11 @@ func TestBundledHoldsNoExecutables(t *testing.T) {
 	}
 }
 
-// TestUnreadableLayerIsReported: a layer whose directory is gone is in
-// the report with a reason, and the others still load.
-func TestUnreadableLayerIsReported(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	h := filepath.Join(dir, "home")
-	tree(t, h, map[string]string{"APPEND_SYSTEM.md": "from home"})
-	gone := Layer{Name: "spec[0]", Dir: filepath.Join(dir, "missing"), Kind: KindSpec}
-	set, err := Load(Source{Layers: []Layer{gone, home(h)}, Workspace: dir}, Options{})
-	if err != nil {
-		t.Fatal(err)
+// names returns the layers' names.
+func names(layers []Layer) []string {
+	out := make([]string, len(layers))
+	for i, l := range layers {
+		out[i] = l.Name
 	}
-	a := set.Report.Artifacts[0]
-	if a.Type != TypeLayer || a.Status != StatusSkipped || !strings.Contains(a.Reason, "no such file") {
-		t.Errorf("first artifact = %+v, want the missing layer skipped", a)
-	}
-	if len(set.Report.Problems()) != 1 {
-		t.Errorf("problems = %v, want the spec layer's", set.Report.Problems())
-	}
-	if got := set.Prompt.Text(); got != "from home" {
-		t.Errorf("prompt = %q", got)
-	}
-	if _, err := os.Stat(gone.Dir); err == nil {
-		t.Fatal("the layer was created")
-	}
+	return out
 }

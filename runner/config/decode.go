@@ -12,9 +12,9 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 )
 
-// layer is what one file sets. Nil means "not set here", so that a project
+// settings is what one file sets. Nil means "not set here", so that a project
 // file overrides only the keys it names.
-type layer struct {
+type settings struct {
 	DatabaseURL     *string
 	ToolResults     toolResultsLayer
 	PluginsDisabled *[]string
@@ -29,7 +29,7 @@ type toolResultsLayer struct {
 }
 
 // apply returns c with the keys l sets replaced.
-func (l layer) apply(c Config) Config {
+func (l settings) apply(c Config) Config {
 	set(&c.DatabaseURL, l.DatabaseURL)
 	t := &c.ToolResults
 	set(&t.CompressContext, l.ToolResults.CompressContext)
@@ -54,27 +54,27 @@ func set[T any](dst *T, v *T) {
 // hand rather than unmarshalled into a struct: that keeps unknown keys
 // harmless and lets type errors speak the file's language ("want an integer,
 // got a string") instead of naming Go types.
-func parse(path string, doc []byte) (layer, error) {
+func parse(path string, doc []byte) (settings, error) {
 	var root map[string]any
 	if err := toml.Unmarshal(doc, &root); err != nil {
-		return layer{}, syntaxError(path, doc, err)
+		return settings{}, syntaxError(path, doc, err)
 	}
-	var l layer
+	var l settings
 	var err error
 	fail := func(key string, e error) error {
 		return placeKeyError(path, doc, &keyError{key: key, err: e})
 	}
 	if l.DatabaseURL, err = get[string](root, "database_url"); err != nil {
-		return layer{}, fail("database_url", err)
+		return settings{}, fail("database_url", err)
 	}
 	tr, err := get[map[string]any](root, "tool_results")
 	if err != nil {
-		return layer{}, fail("tool_results", err)
+		return settings{}, fail("tool_results", err)
 	}
 	if tr != nil {
 		t := &l.ToolResults
 		if t.CompressContext, err = get[bool](*tr, "compress_context"); err != nil {
-			return layer{}, fail("tool_results.compress_context", err)
+			return settings{}, fail("tool_results.compress_context", err)
 		}
 		for _, f := range []struct {
 			key string
@@ -86,25 +86,25 @@ func parse(path string, doc []byte) (layer, error) {
 			{"tail_bytes", &t.TailBytes},
 		} {
 			if *f.dst, err = getInt(*tr, f.key); err != nil {
-				return layer{}, fail("tool_results."+f.key, err)
+				return settings{}, fail("tool_results."+f.key, err)
 			}
 		}
 	}
 	pl, err := get[map[string]any](root, "plugins")
 	if err != nil {
-		return layer{}, fail("plugins", err)
+		return settings{}, fail("plugins", err)
 	}
 	if pl != nil {
 		list, err := get[[]any](*pl, "disabled")
 		if err != nil {
-			return layer{}, fail("plugins.disabled", err)
+			return settings{}, fail("plugins.disabled", err)
 		}
 		if list != nil {
 			names := make([]string, 0, len(*list))
 			for i, v := range *list {
 				name, ok := v.(string)
 				if !ok {
-					return layer{}, fail("plugins.disabled", fmt.Errorf("item %d: want a string, got %s", i, kindOf(v)))
+					return settings{}, fail("plugins.disabled", fmt.Errorf("item %d: want a string, got %s", i, kindOf(v)))
 				}
 				names = append(names, name)
 			}

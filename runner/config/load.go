@@ -8,13 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-)
 
-// Project directory names, nearest level first. At one level .aerie wins
-// over .osprey: .aerie is aerie's own name and .osprey is read only so that
-// repositories prepared for the spec's tool work unchanged. A shadowed
-// .osprey file is reported as a warning so the choice is never silent.
-var projectDirs = [...]string{".aerie", ".osprey"}
+	"github.com/aerie-run/aerie/runner/layer"
+)
 
 // Options says where Load looks.
 type Options struct {
@@ -137,6 +133,10 @@ func findProject(workspace, workDir string) (file string, doc []byte, warnings [
 	}
 	defer root.Close()
 
+	// At one level .aerie wins over .osprey (layer.ProjectDirs); a
+	// shadowed .osprey file is reported as a warning so the choice is
+	// never silent.
+	projectDirs := layer.ProjectDirs()
 	for dir := rel; ; dir = filepath.Dir(dir) {
 		for i, name := range projectDirs {
 			p := filepath.Join(dir, name, "config.toml")

@@ -133,8 +133,15 @@ func printMCP(cmd *cobra.Command, statuses []mcp.ServerStatus, cfg mcp.Config) {
 	}
 	tw.Flush()
 	for _, f := range cfg.Files {
-		if f.Status != mcp.StatusActive {
-			fmt.Fprintf(w, "%s %s: %s %s\n", f.Status, f.Path, f.ID, f.Reason)
+		if f.Status == layer.StatusActive {
+			continue
 		}
+		// As aerie extensions writes it: the status, and the trust of a
+		// declaration that needs a pin.
+		status := string(f.Status)
+		if f.Trust != "" {
+			status += ", " + string(f.Trust)
+		}
+		fmt.Fprintf(w, "%s %s: %s %s\n", status, f.Path, f.ID, f.Reason)
 	}
 }

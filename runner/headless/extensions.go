@@ -104,7 +104,7 @@ func warnProblems(log *slog.Logger, x *Extensions) {
 		}
 	}
 	for _, f := range x.Hooks.Files {
-		if f.Status == hooks.StatusUntrusted {
+		if f.Status == layer.StatusInactive {
 			log.Warn("hook file inactive", "file", f.Path, "reason", f.Reason)
 		}
 	}
@@ -115,14 +115,19 @@ func warnProblems(log *slog.Logger, x *Extensions) {
 			}
 		}
 	}
-	for _, p := range x.Hooks.Problems {
-		log.Warn("hook file skipped", "file", p.File, "field", p.Field, "reason", p.Reason)
-	}
-	for _, p := range x.Skills.Problems {
-		log.Warn("skill skipped", "problem", fmt.Sprint(p))
-	}
-	for _, p := range x.MCP.Problems {
-		log.Warn("MCP server declaration skipped", "problem", fmt.Sprint(p))
+	// The loaders' problems, in one shape; their reasons quote the files,
+	// which the workspace controls.
+	for _, ps := range []struct {
+		msg   string
+		probs []layer.Problem
+	}{
+		{"hook file skipped", x.Hooks.Problems},
+		{"skill skipped", x.Skills.Problems},
+		{"MCP server declaration skipped", x.MCP.Problems},
+	} {
+		for _, p := range ps.probs {
+			log.Warn(ps.msg, "file", p.File, "field", p.Field, "reason", layer.SanitizeReason(p.Reason))
+		}
 	}
 }
 

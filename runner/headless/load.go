@@ -159,7 +159,7 @@ func (x *Extensions) Report() layer.Report { return x.report(true) }
 // from their status, trust and reason alone.
 func (x *Extensions) report(full bool) layer.Report {
 	r := x.Set.Report
-	hookArts, skillArts, mcpArts := x.Hooks.Artifacts(x.workspace), SkillArtifacts(x.Skills, full), MCPArtifacts(x.MCP, x.workspace)
+	hookArts, skillArts, mcpArts := x.Hooks.Artifacts(x.workspace), x.Skills.Artifacts(full), x.MCP.Artifacts(x.workspace)
 	var pluginArts []layer.Artifact
 	if x.Plugins != nil {
 		pluginArts = x.Plugins.Artifacts()
@@ -195,7 +195,7 @@ func withSkillProvenance(layers []layer.Layer, arts []layer.Artifact) []layer.Ar
 		)
 		for i := range arts {
 			a := &arts[i]
-			if a.Type != TypeSkill || a.Layer != l.Name || a.Provenance != nil {
+			if a.Type != skills.TypeSkill || a.Layer != l.Name || a.Provenance != nil {
 				continue
 			}
 			idx = append(idx, i)

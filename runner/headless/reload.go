@@ -9,6 +9,7 @@ import (
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/extensions/userlayer"
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/skills"
 )
 
 // turnBoundary is the loop's BeforeRequest: at each turn boundary, lost
@@ -124,5 +125,5 @@ func (k *kit) report() layer.Report {
 // isArtifact reports whether a is the artifact of file p: a skill is
 // reported by its directory.
 func isArtifact(a layer.Artifact, p string) bool {
-	return a.Path == p || a.Type == TypeSkill && filepath.Join(a.Path, userlayer.SkillFile) == p
+	return a.Path == p || a.Type == skills.TypeSkill && filepath.Join(a.Path, userlayer.SkillFile) == p
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/provider/anthropic"
+	"github.com/aerie-run/aerie/runner/skills"
 	"github.com/aerie-run/aerie/runner/store/sqlite"
 	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
@@ -256,7 +257,7 @@ func TestRunReportIsTheLoaders(t *testing.T) {
 	}
 	var skill *layer.Artifact
 	for i, a := range rep.Extensions.Artifacts {
-		if a.Type == TypeSkill {
+		if a.Type == skills.TypeSkill {
 			skill = &rep.Extensions.Artifacts[i]
 		}
 	}

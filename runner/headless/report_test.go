@@ -8,6 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/mcp"
+	"github.com/aerie-run/aerie/runner/skills"
 )
 
 // TestReportSkillsAndMCP: the report's skill entries have their layer's
@@ -51,7 +53,7 @@ func TestReportSkillsAndMCP(t *testing.T) {
 	entries := func(r layer.Report) []entry {
 		var out []entry
 		for _, a := range r.Artifacts {
-			if a.Type != TypeSkill && a.Type != TypeMCPServer {
+			if a.Type != skills.TypeSkill && a.Type != mcp.TypeServer {
 				continue
 			}
 			if len(a.Reason) > 40 {
@@ -64,12 +66,12 @@ func TestReportSkillsAndMCP(t *testing.T) {
 	digest := func(s string) string { return layer.Digest([]byte(s)) }
 	leakDoc := files["ws/.aerie/skills/leak/SKILL.md"]
 	want := []entry{
-		{TypeSkill, "big", layer.KindProject, layer.StatusActive, "", digest(big), ""},
-		{TypeSkill, "leak", layer.KindProject, layer.StatusSkipped, "", digest(leakDoc), `name: "token=[redacted] is not a valid s`},
-		{TypeSkill, "small", layer.KindProject, layer.StatusActive, "", digest(small), ""},
-		{TypeMCPServer, "x.yaml", layer.KindProject, layer.StatusInactive, layer.Untrusted, "", "no trust pin for .aerie/mcp_servers/x.ya"},
-		{TypeMCPServer, "z.yaml", layer.KindProject, layer.StatusSkipped, "", "", `type: "token=[redacted] one of stdio, ht`},
-		{TypeMCPServer, "y.yaml", layer.KindHome, layer.StatusInactive, "", "", "disabled: true in its declaration"},
+		{skills.TypeSkill, "big", layer.KindProject, layer.StatusActive, "", digest(big), ""},
+		{skills.TypeSkill, "leak", layer.KindProject, layer.StatusSkipped, "", digest(leakDoc), `name: "token=[redacted] is not a valid s`},
+		{skills.TypeSkill, "small", layer.KindProject, layer.StatusActive, "", digest(small), ""},
+		{mcp.TypeServer, "x.yaml", layer.KindProject, layer.StatusInactive, layer.Untrusted, "", "no trust pin for .aerie/mcp_servers/x.ya"},
+		{mcp.TypeServer, "z.yaml", layer.KindProject, layer.StatusSkipped, "", "", `type: "token=[redacted] one of stdio, ht`},
+		{mcp.TypeServer, "y.yaml", layer.KindHome, layer.StatusInactive, "", "", "disabled: true in its declaration"},
 	}
 	full := x.Report()
 	if diff := cmp.Diff(want, entries(full)); diff != "" {

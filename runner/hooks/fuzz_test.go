@@ -16,7 +16,7 @@ import (
 // checkParsed checks what a parser returned for any input: no panic got
 // through, problems and hooks exclude each other, and every hook is
 // complete.
-func checkParsed(t *testing.T, hooks []Hook, probs []Problem) {
+func checkParsed(t *testing.T, hooks []Hook, probs []layer.Problem) {
 	t.Helper()
 	for _, p := range probs {
 		if strings.Contains(p.Reason, "internal error") {

@@ -201,37 +201,12 @@ type Source struct {
 	guard *layer.Guard
 }
 
-// Problem is a reason a hook file, or part of one, was not used.
-type Problem struct {
-	// Layer is the name of the layer holding the file.
-	Layer string `json:"layer"`
-	// File is the file's absolute path.
-	File string `json:"file"`
-	// Field is the place in the file, "hooks.PreToolUse[0].matcher";
-	// empty for the whole file.
-	Field string `json:"field,omitempty"`
-	// Reason says what is wrong and how to fix it.
-	Reason string `json:"reason"`
-}
-
-func (p Problem) Error() string {
-	var b strings.Builder
-	b.WriteString(p.File)
-	if p.Field != "" {
-		b.WriteString(": ")
-		b.WriteString(p.Field)
-	}
-	b.WriteString(": ")
-	b.WriteString(p.Reason)
-	return b.String()
-}
-
 // problems collects the problems of one file.
 type problems struct {
 	src  Source
-	list []Problem
+	list []layer.Problem
 }
 
 func (ps *problems) add(field, format string, args ...any) {
-	ps.list = append(ps.list, Problem{Layer: ps.src.Layer.Name, File: ps.src.File, Field: field, Reason: fmt.Sprintf(format, args...)})
+	ps.list = append(ps.list, layer.Problem{Layer: ps.src.Layer.Name, File: ps.src.File, Field: field, Reason: fmt.Sprintf(format, args...)})
 }

@@ -69,28 +69,17 @@ type LoadOptions struct {
 	Listing *layer.Listing
 }
 
-// Status says what became of a hook file.
-type Status string
-
-const (
-	// StatusActive files' hooks run.
-	StatusActive Status = "active"
-	// StatusShadowed is a farther hooks.toml: the nearest one wins.
-	StatusShadowed Status = "shadowed"
-	// StatusSkipped files could not be used; Problems say why.
-	StatusSkipped Status = "skipped"
-	// StatusUntrusted files need a trust pin and have none that matches:
-	// project files, and $AERIE_HOME files the agent wrote. Their File's
-	// Trust says whether no pin covers them or they changed since pinned.
-	StatusUntrusted Status = "untrusted"
-)
-
 // File is one hook file Load found.
 type File struct {
 	Layer  layer.Layer `json:"layer"`
 	Path   string      `json:"path"`
 	Format Format      `json:"format"`
-	Status Status      `json:"status"`
+	// Status is active (its hooks run), shadowed (a farther hooks.toml:
+	// the nearest one wins), skipped (Problems say why) or inactive: the
+	// file needs a trust pin and has none that matches — a project file,
+	// or a $AERIE_HOME file the agent wrote — and Trust says whether no
+	// pin covers it or it changed since it was pinned.
+	Status layer.Status `json:"status"`
 	// Reason says why a file is not active.
 	Reason string `json:"reason,omitempty"`
 	// Trust is the verdict of the trust check, for a file that needs a
@@ -125,7 +114,7 @@ type Loaded struct {
 	// Files lists every hook file found, with its status.
 	Files []File `json:"files"`
 	// Problems are the reasons files, or fields in them, were not used.
-	Problems []Problem `json:"problems,omitempty"`
+	Problems []layer.Problem `json:"problems,omitempty"`
 }
 
 // Load reads the hooks of layers, nearest first: the nearest hooks.toml
@@ -227,7 +216,7 @@ func (ld *layerLoad) read() {
 		return
 	}
 	if err != nil {
-		p := Problem{Layer: ld.l.Name, File: ld.l.Dir, Reason: fmt.Sprintf("cannot open the layer: %v", unwrapPath(err))}
+		p := layer.Problem{Layer: ld.l.Name, File: ld.l.Dir, Reason: fmt.Sprintf("cannot open the layer: %v", unwrapPath(err))}
 		ld.out.Problems = append(ld.out.Problems, p)
 		if ld.l.Private() {
 			ld.errs = append(ld.errs, p)
@@ -252,7 +241,7 @@ func (ld *layerLoad) useTOML(out *Loaded) {
 	yamls, yamlErrs := ld.out, ld.errs
 	ld.out, ld.errs = Loaded{}, nil
 	if ld.tomlErr != nil {
-		ld.skip(src, FormatTOML, read{}, []Problem{{Layer: ld.l.Name, File: src.File, Reason: ld.tomlErr.Error()}})
+		ld.skip(src, FormatTOML, read{}, []layer.Problem{{Layer: ld.l.Name, File: src.File, Reason: ld.tomlErr.Error()}})
 	} else {
 		hooks, probs := ParseTOML(ld.toml.data, src, ld.opts.Dir)
 		ld.use(src, FormatTOML, ld.toml, hooks, probs)
@@ -269,7 +258,7 @@ func (ld *layerLoad) useTOML(out *Loaded) {
 func (ld *layerLoad) shadowed(out *Loaded, nearest int) {
 	w := &out.Files[nearest]
 	reason := "shadowed by " + w.Path
-	if w.Status != StatusActive {
+	if w.Status != layer.StatusActive {
 		state := string(w.Status)
 		if w.Trust != "" {
 			state = string(w.Trust) // modified says more than untrusted
@@ -277,7 +266,7 @@ func (ld *layerLoad) shadowed(out *Loaded, nearest int) {
 		reason = fmt.Sprintf("not used: the nearer %s is %s, and a farther hooks.toml never replaces it", w.Path, state)
 	}
 	f := File{
-		Layer: ld.l, Path: ld.path("hooks.toml"), Format: FormatTOML, Status: StatusShadowed,
+		Layer: ld.l, Path: ld.path("hooks.toml"), Format: FormatTOML, Status: layer.StatusShadowed,
 		ShadowedBy: w.Path, Reason: reason, digest: ld.toml.digest(),
 	}
 	w.Shadowed = append(w.Shadowed, layer.Copy{Layer: f.Layer.Name, Path: f.Path})
@@ -293,7 +282,7 @@ func (ld *layerLoad) yamls() {
 	}
 	dir := Source{Layer: ld.l, File: ld.path("hooks")}
 	if err != nil {
-		ld.skip(dir, FormatYAML, read{}, []Problem{{Layer: ld.l.Name, File: dir.File, Reason: fmt.Sprintf("cannot read the hooks directory: %v", unwrapPath(err))}})
+		ld.skip(dir, FormatYAML, read{}, []layer.Problem{{Layer: ld.l.Name, File: dir.File, Reason: fmt.Sprintf("cannot read the hooks directory: %v", unwrapPath(err))}})
 		return
 	}
 	var names []string
@@ -303,7 +292,7 @@ func (ld *layerLoad) yamls() {
 		}
 	}
 	if len(names) > MaxFiles || more {
-		ld.skip(dir, FormatYAML, read{}, []Problem{{Layer: ld.l.Name, File: dir.File, Reason: leftOut(names, more)}})
+		ld.skip(dir, FormatYAML, read{}, []layer.Problem{{Layer: ld.l.Name, File: dir.File, Reason: leftOut(names, more)}})
 		names = names[:min(len(names), MaxFiles)]
 	}
 	// The layer's files share their scripts' checks.
@@ -318,7 +307,7 @@ func (ld *layerLoad) yamls() {
 			err = fmt.Errorf("not read: its %d bytes would take the layer's hook files past the %d bytes they may hold together (the files before it in name order hold %d); keep hooks in smaller files, or spread them over layers", large.size, MaxLayerBytes, size)
 		}
 		if err != nil {
-			ld.skip(src, FormatYAML, read{}, []Problem{{Layer: ld.l.Name, File: src.File, Reason: err.Error()}})
+			ld.skip(src, FormatYAML, read{}, []layer.Problem{{Layer: ld.l.Name, File: src.File, Reason: err.Error()}})
 			continue
 		}
 		size += int64(len(rd.data))
@@ -345,7 +334,7 @@ func leftOut(names []string, more bool) string {
 
 // use adds a parsed file's hooks, or skips it for its problems or for
 // want of trust. rd is the file as read.
-func (ld *layerLoad) use(src Source, f Format, rd read, hooks []Hook, probs []Problem) {
+func (ld *layerLoad) use(src Source, f Format, rd read, hooks []Hook, probs []layer.Problem) {
 	if len(probs) > 0 {
 		ld.skip(src, f, rd, probs)
 		return
@@ -381,14 +370,14 @@ func (ld *layerLoad) use(src Source, f Format, rd read, hooks []Hook, probs []Pr
 			// The problem says modified rather than untrusted when a pin
 			// covers the file: the fix is to restore it, or to review it
 			// and pin it again.
-			p := Problem{Layer: ld.l.Name, File: src.File, Reason: string(trust) + ": " + reason}
+			p := layer.Problem{Layer: ld.l.Name, File: src.File, Reason: string(trust) + ": " + reason}
 			ld.out.Problems = append(ld.out.Problems, p)
-			ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusUntrusted, Reason: reason, Trust: trust, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov})
+			ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: layer.StatusInactive, Reason: reason, Trust: trust, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov})
 			return
 		}
 	}
 	ld.out.Hooks = append(ld.out.Hooks, hooks...)
-	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusActive, Trust: trust, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov})
+	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: layer.StatusActive, Trust: trust, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov})
 }
 
 // needsTrust reports whether the hook file at path runs only with a trust
@@ -408,16 +397,10 @@ func (ld *layerLoad) needsTrust(path string) (needs bool, prov *layer.Provenance
 }
 
 // skip records a file that cannot be used; rd is what was read of it.
-func (ld *layerLoad) skip(src Source, f Format, rd read, probs []Problem) {
+func (ld *layerLoad) skip(src Source, f Format, rd read, probs []layer.Problem) {
 	ld.out.Problems = append(ld.out.Problems, probs...)
-	reason := probs[0].Reason
-	if probs[0].Field != "" {
-		reason = probs[0].Field + ": " + reason
-	}
-	if len(probs) > 1 {
-		reason = fmt.Sprintf("%s (and %d more problems)", reason, len(probs)-1)
-	}
-	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: StatusSkipped, Reason: reason, digest: rd.digest()})
+	reason := layer.Summary(probs)
+	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: layer.StatusSkipped, Reason: reason, digest: rd.digest()})
 	if ld.l.Private() {
 		for _, p := range probs {
 			ld.errs = append(ld.errs, p)

@@ -144,7 +144,7 @@ func TestLoadNearestSkipped(t *testing.T) {
 			if len(got.Hooks) != 0 {
 				t.Errorf("hooks %v", hookIDs(got.Hooks))
 			}
-			if len(got.Files) != 2 || got.Files[0].Status == StatusActive || got.Files[1].Status != StatusShadowed {
+			if len(got.Files) != 2 || got.Files[0].Status == layer.StatusActive || got.Files[1].Status != layer.StatusShadowed {
 				t.Errorf("files %+v", got.Files)
 			}
 			if len(got.Problems) != 1 || got.Problems[0].File != filepath.Join(l.Dir, "hooks.toml") {
@@ -165,7 +165,7 @@ func TestLoadProblems(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []Problem{
+		want := []layer.Problem{
 			{Layer: "proj", File: filepath.Join(p.Dir, "hooks/bad.yaml"), Field: "hooks.PreToolUse[0].matcher", Reason: `line 3: invalid regular expression "(": missing closing ): ` + "`(`"},
 			{Layer: "proj", File: filepath.Join(p.Dir, "hooks/bad.yaml"), Field: "hooks.PreToolUse[0].hooks[0].timeout", Reason: "line 4: must be a positive number of seconds (the default is 60)"},
 		}
@@ -198,7 +198,7 @@ func TestLoadProblems(t *testing.T) {
 					t.Errorf("%s: error %q lacks %q", k, err, want)
 				}
 			}
-			var p Problem
+			var p layer.Problem
 			if !errors.As(err, &p) {
 				t.Errorf("%s: the error holds no Problem", k)
 			}
@@ -246,11 +246,11 @@ func TestTrust(t *testing.T) {
 			t.Fatal(err)
 		}
 		if tt.reason != "" {
-			want := []Problem{{Layer: "proj", File: manifest, Reason: "untrusted: " + tt.reason}}
+			want := []layer.Problem{{Layer: "proj", File: manifest, Reason: "untrusted: " + tt.reason}}
 			if diff := cmp.Diff(want, got.Problems); diff != "" {
 				t.Errorf("%s: problems (-want +got):\n%s", tt.name, diff)
 			}
-			if got.Files[0].Status != StatusUntrusted || got.Files[0].Reason != tt.reason {
+			if got.Files[0].Status != layer.StatusInactive || got.Files[0].Reason != tt.reason {
 				t.Errorf("%s: file %+v", tt.name, got.Files[0])
 			}
 		}
@@ -356,12 +356,12 @@ func TestLoadAgentAuthoredHome(t *testing.T) {
 		name    string
 		sidecar string // "" for none
 		pinned  bool
-		want    Status
+		want    layer.Status
 	}{
-		{name: "legacy", want: StatusActive},
-		{name: "agent unpinned", sidecar: string(layer.AgentSidecar("op-1", []byte(content), "next_turn")), want: StatusUntrusted},
-		{name: "agent pinned", sidecar: string(layer.AgentSidecar("op-1", []byte(content), "next_turn")), pinned: true, want: StatusActive},
-		{name: "malformed sidecar", sidecar: "{", pinned: true, want: StatusUntrusted},
+		{name: "legacy", want: layer.StatusActive},
+		{name: "agent unpinned", sidecar: string(layer.AgentSidecar("op-1", []byte(content), "next_turn")), want: layer.StatusInactive},
+		{name: "agent pinned", sidecar: string(layer.AgentSidecar("op-1", []byte(content), "next_turn")), pinned: true, want: layer.StatusActive},
+		{name: "malformed sidecar", sidecar: "{", pinned: true, want: layer.StatusInactive},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -390,7 +390,7 @@ func TestLoadAgentAuthoredHome(t *testing.T) {
 			if p := arts[0].Provenance; p == nil || (tc.sidecar == "") != (p.State == layer.ProvenanceLegacy) {
 				t.Errorf("provenance %+v", p)
 			}
-			if tc.want == StatusUntrusted && (arts[0].Status != layer.StatusInactive || arts[0].Trust != layer.Untrusted) {
+			if tc.want == layer.StatusInactive && (arts[0].Status != layer.StatusInactive || arts[0].Trust != layer.Untrusted) {
 				t.Errorf("report %+v", arts[0])
 			}
 		})
@@ -543,7 +543,7 @@ func TestTrustStatusReported(t *testing.T) {
 	}
 	type entry struct {
 		Path   string
-		Status Status
+		Status layer.Status
 		Trust  layer.TrustStatus
 	}
 	var files []entry
@@ -551,9 +551,9 @@ func TestTrustStatusReported(t *testing.T) {
 		files = append(files, entry{f.Path, f.Status, f.Trust})
 	}
 	wantFiles := []entry{
-		{abs(toml), StatusUntrusted, layer.Modified},
-		{abs(fresh), StatusUntrusted, layer.Untrusted},
-		{abs(pinned), StatusActive, layer.Trusted},
+		{abs(toml), layer.StatusInactive, layer.Modified},
+		{abs(fresh), layer.StatusInactive, layer.Untrusted},
+		{abs(pinned), layer.StatusActive, layer.Trusted},
 	}
 	if diff := cmp.Diff(wantFiles, files); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
@@ -618,14 +618,14 @@ func TestBoundedDiscovery(t *testing.T) {
 	for _, f := range got.Files {
 		byPath[f.Path] = f
 	}
-	if f := byPath[hooksDir]; f.Status != StatusSkipped ||
+	if f := byPath[hooksDir]; f.Status != layer.StatusSkipped ||
 		f.Reason != "only the first 256 hook files in name order are loaded; the other 9745, from hooks/h00255.yaml on, are not; keep the hooks in fewer files, or spread them over layers" {
 		t.Errorf("hooks directory: %s %q", f.Status, f.Reason)
 	}
-	if f := byPath[big]; f.Status != StatusSkipped || !strings.Contains(f.Reason, "larger than 1048576 bytes") {
+	if f := byPath[big]; f.Status != layer.StatusSkipped || !strings.Contains(f.Reason, "larger than 1048576 bytes") {
 		t.Errorf("big file: %s %q", f.Status, f.Reason)
 	}
-	if f := byPath[filepath.Join(hooksDir, "h00254.yaml")]; f.Status != StatusActive {
+	if f := byPath[filepath.Join(hooksDir, "h00254.yaml")]; f.Status != layer.StatusActive {
 		t.Errorf("the last file within the cap: %s %q", f.Status, f.Reason)
 	}
 	if _, ok := byPath[filepath.Join(hooksDir, "h00255.yaml")]; ok {

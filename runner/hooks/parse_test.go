@@ -30,7 +30,7 @@ func briefs(hs []Hook) []brief {
 	return out
 }
 
-func problemStrings(ps []Problem) []string {
+func problemStrings(ps []layer.Problem) []string {
 	var out []string
 	for _, p := range ps {
 		out = append(out, p.Field+": "+p.Reason)
@@ -125,7 +125,7 @@ command = "~/bin/check 'a b'"
 	}
 }
 
-func checkProblems(t *testing.T, probs []Problem, want []string) {
+func checkProblems(t *testing.T, probs []layer.Problem, want []string) {
 	t.Helper()
 	got := problemStrings(probs)
 	if len(got) != len(want) {

@@ -23,6 +23,7 @@ func (l Loaded) Artifacts(workspace string) []layer.Artifact {
 			Layer:      f.Layer.Name,
 			LayerKind:  f.Layer.Kind,
 			Path:       f.Path,
+			Status:     f.Status,
 			Shadowed:   f.Shadowed,
 			ShadowedBy: f.ShadowedBy,
 			// Reasons quote the files (a YAML error quotes the value at
@@ -41,23 +42,19 @@ func (l Loaded) Artifacts(workspace string) []layer.Artifact {
 			a.Provenance, a.ActivationBoundary = &p, p.ActivationBoundary
 		}
 		switch f.Status {
-		case StatusActive:
+		case layer.StatusActive:
 			// Trusted for a file that needed a pin, empty for one that
 			// did not.
-			a.Status, a.Trust = layer.StatusActive, f.Trust
-		case StatusShadowed:
-			a.Status = layer.StatusShadowed
-		case StatusUntrusted:
+			a.Trust = f.Trust
+		case layer.StatusInactive:
 			// Untrusted or modified, as custom tools are reported.
-			a.Status, a.Trust = layer.StatusInactive, f.Trust
+			a.Trust = f.Trust
 			if a.Trust == "" {
 				a.Trust = layer.Untrusted
 			}
 			if pin, err := layer.ComputePin(workspace, f.Layer, f.Path, f.Executables); err == nil {
 				a.Pin = &pin
 			}
-		default:
-			a.Status = layer.StatusSkipped
 		}
 		// The digest of the bytes Load read, or of the file now when it
 		// read none.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -24,13 +25,13 @@ import (
 // resolves their relative executables for trust pins. A file with any
 // problem yields no hooks: running half of a file meant as a whole (a
 // guard without its matcher, say) would be worse than running none.
-func ParseTOML(data []byte, src Source, workdir string) (hooks []Hook, probs []Problem) {
+func ParseTOML(data []byte, src Source, workdir string) (hooks []Hook, probs []layer.Problem) {
 	ps := &problems{src: src}
 	defer func() {
 		// The TOML library is fuzzed upstream, but a panic on a
 		// repository's file must not take the runner down.
 		if r := recover(); r != nil {
-			hooks, probs = nil, []Problem{{Layer: src.Layer.Name, File: src.File, Reason: fmt.Sprintf("cannot parse TOML: internal error: %v", r)}}
+			hooks, probs = nil, []layer.Problem{{Layer: src.Layer.Name, File: src.File, Reason: fmt.Sprintf("cannot parse TOML: internal error: %v", r)}}
 		}
 	}()
 	var doc map[string]any

@@ -44,7 +44,7 @@ const nodeBudget = 100_000
 // where the executor sees them at the same path, so unlike OpenVaala
 // aerie need not copy it to a cache first, and an edit takes effect at
 // the next run just the same.
-func ParseYAML(data []byte, src Source, workdir string) (hooks []Hook, probs []Problem) {
+func ParseYAML(data []byte, src Source, workdir string) (hooks []Hook, probs []layer.Problem) {
 	return parseYAML(data, src, workdir, nil, nil, nil)
 }
 
@@ -53,11 +53,11 @@ func ParseYAML(data []byte, src Source, workdir string) (hooks []Hook, probs []P
 // compiling matchers through res. scripts, when not nil, keeps the checks
 // of scripts read through root, for the other files of the layer: a
 // script their hooks share is read once.
-func parseYAML(data []byte, src Source, workdir string, root *layer.Dir, res *regexps, scripts map[string]scriptCheck) (hooks []Hook, probs []Problem) {
+func parseYAML(data []byte, src Source, workdir string, root *layer.Dir, res *regexps, scripts map[string]scriptCheck) (hooks []Hook, probs []layer.Problem) {
 	ps := &problems{src: src}
 	defer func() {
 		if r := recover(); r != nil {
-			hooks, probs = nil, []Problem{{Layer: src.Layer.Name, File: src.File, Reason: fmt.Sprintf("cannot parse YAML: internal error: %v", r)}}
+			hooks, probs = nil, []layer.Problem{{Layer: src.Layer.Name, File: src.File, Reason: fmt.Sprintf("cannot parse YAML: internal error: %v", r)}}
 		}
 	}()
 	var doc yaml.Node
@@ -112,11 +112,11 @@ func parseYAML(data []byte, src Source, workdir string, root *layer.Dir, res *re
 // hooks field: that of a hooks/*.yaml file or of a plugin manifest. field
 // names the node in problems ("hooks"). For a plugin, src.Dir and src.Root
 // are the plugin's directory and src.Confined is set.
-func DecodeYAMLEvents(node *yaml.Node, field string, src Source, workdir string) (hooks []Hook, probs []Problem) {
+func DecodeYAMLEvents(node *yaml.Node, field string, src Source, workdir string) (hooks []Hook, probs []layer.Problem) {
 	ps := &problems{src: src}
 	defer func() {
 		if r := recover(); r != nil {
-			hooks, probs = nil, []Problem{{Layer: src.Layer.Name, File: src.File, Field: field, Reason: fmt.Sprintf("cannot read hooks: internal error: %v", r)}}
+			hooks, probs = nil, []layer.Problem{{Layer: src.Layer.Name, File: src.File, Field: field, Reason: fmt.Sprintf("cannot read hooks: internal error: %v", r)}}
 		}
 	}()
 	y := &yamlParser{ps: ps, src: src, workdir: workdir, budget: nodeBudget}

@@ -155,6 +155,48 @@ func (r Report) Problems() []error {
 	return errs
 }
 
+// Problem is a reason a loader did not use an artifact, a part of one
+// (Field), or a place it searched for them. Loaders list every one they
+// meet; those in private layers are also their errors.
+type Problem struct {
+	// Layer is the name of the layer (or of the root searched) holding
+	// the file; empty for a file parsed apart from its layer (a plugin
+	// manifest, which an install reads from its source too).
+	Layer string `json:"layer"`
+	// File is the file, directory or link concerned: an absolute path.
+	File string `json:"file"`
+	// Field is the place in the file ("hooks.PreToolUse[0].matcher",
+	// "args[2]"); empty for the whole file.
+	Field string `json:"field,omitempty"`
+	// Reason says what is wrong and how to fix it.
+	Reason string `json:"reason"`
+}
+
+func (p Problem) Error() string {
+	var b strings.Builder
+	b.WriteString(p.File)
+	if p.Field != "" {
+		b.WriteString(": ")
+		b.WriteString(p.Field)
+	}
+	b.WriteString(": ")
+	b.WriteString(p.Reason)
+	return b.String()
+}
+
+// Summary is the reason of an artifact skipped for probs (at least one),
+// on one line: the first problem, and how many more there are.
+func Summary(probs []Problem) string {
+	r := probs[0].Reason
+	if probs[0].Field != "" {
+		r = probs[0].Field + ": " + r
+	}
+	if len(probs) > 1 {
+		r = fmt.Sprintf("%s (and %d more problems)", r, len(probs)-1)
+	}
+	return r
+}
+
 // Digest returns the digest of an artifact's bytes as the report, trust
 // checks and sidecars write it: "sha256:<64 lowercase hex digits>".
 func Digest(b []byte) string {

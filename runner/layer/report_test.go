@@ -53,3 +53,23 @@ func TestIsDigest(t *testing.T) {
 		}
 	}
 }
+
+// TestProblem: a problem's message names the file and the field, and a
+// summary of several the first and how many more.
+func TestProblem(t *testing.T) {
+	t.Parallel()
+	whole := Problem{Layer: "home", File: "/h/hooks.toml", Reason: "cannot parse TOML"}
+	field := Problem{Layer: "home", File: "/h/hooks.toml", Field: "hooks.PreToolUse[0].matcher", Reason: "not a regular expression"}
+	if got, want := whole.Error(), "/h/hooks.toml: cannot parse TOML"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if got, want := field.Error(), "/h/hooks.toml: hooks.PreToolUse[0].matcher: not a regular expression"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if got, want := Summary([]Problem{whole}), "cannot parse TOML"; got != want {
+		t.Errorf("Summary of one = %q, want %q", got, want)
+	}
+	if got, want := Summary([]Problem{field, whole, whole}), "hooks.PreToolUse[0].matcher: not a regular expression (and 2 more problems)"; got != want {
+		t.Errorf("Summary of three = %q, want %q", got, want)
+	}
+}

@@ -89,23 +89,6 @@ var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile
 // ValidID reports whether id is a valid server id.
 func ValidID(id string) bool { return idPattern().MatchString(id) && !strings.Contains(id, "__") }
 
-// Problem is a reason a declaration, or a field of it, was not used.
-type Problem struct {
-	Layer string `json:"layer"`
-	File  string `json:"file"`
-	// Field is the field at fault ("args[2]", "headers.Authorization"),
-	// if any.
-	Field  string `json:"field,omitempty"`
-	Reason string `json:"reason"`
-}
-
-func (p Problem) Error() string {
-	if p.Field != "" {
-		return fmt.Sprintf("%s: %s: %s", p.File, p.Field, p.Reason)
-	}
-	return fmt.Sprintf("%s: %s", p.File, p.Reason)
-}
-
 // Source says where a declaration comes from.
 type Source struct {
 	Layer layer.Layer
@@ -129,11 +112,11 @@ const nodeBudget = 10_000
 // ParseFile reads a mcp_servers/<id>.yaml file. fileID is the file's name
 // without .yaml, which the id must equal. A declaration with any problem
 // is not returned.
-func ParseFile(data []byte, fileID string, src Source) (srv Server, probs []Problem) {
+func ParseFile(data []byte, fileID string, src Source) (srv Server, probs []layer.Problem) {
 	ps := &problems{src: src}
 	defer func() {
 		if r := recover(); r != nil {
-			srv, probs = Server{}, []Problem{ps.problem("", fmt.Sprintf("cannot parse YAML: internal error: %v", r))}
+			srv, probs = Server{}, []layer.Problem{ps.problem("", fmt.Sprintf("cannot parse YAML: internal error: %v", r))}
 		}
 	}()
 	var doc yaml.Node
@@ -168,7 +151,7 @@ func ParseFile(data []byte, fileID string, src Source) (srv Server, probs []Prob
 // ParseEntry reads one declaration from a YAML node — an entry of a
 // plugin manifest's mcp_servers list. A declaration with any problem is
 // not returned.
-func ParseEntry(n *yaml.Node, src Source) (Server, []Problem) {
+func ParseEntry(n *yaml.Node, src Source) (Server, []layer.Problem) {
 	ps := &problems{src: src}
 	srv := decode(n, src, ps)
 	if len(ps.list) > 0 {
@@ -180,12 +163,12 @@ func ParseEntry(n *yaml.Node, src Source) (Server, []Problem) {
 // problems collects the problems of one declaration.
 type problems struct {
 	src    Source
-	list   []Problem
+	list   []layer.Problem
 	budget int
 }
 
-func (ps *problems) problem(field, reason string) Problem {
-	return Problem{Layer: ps.src.Layer.Name, File: ps.src.File, Field: field, Reason: reason}
+func (ps *problems) problem(field, reason string) layer.Problem {
+	return layer.Problem{Layer: ps.src.Layer.Name, File: ps.src.File, Field: field, Reason: reason}
 }
 
 func (ps *problems) add(field, format string, args ...any) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -14,7 +15,7 @@ import (
 // checkServer checks what a parser returned: no panic got through,
 // every problem names its file, and every server is complete and
 // renders to a declaration that parses back to it.
-func checkServer(t *testing.T, s Server, probs []Problem, file string) {
+func checkServer(t *testing.T, s Server, probs []layer.Problem, file string) {
 	t.Helper()
 	for _, p := range probs {
 		if strings.Contains(p.Reason, "internal error") {

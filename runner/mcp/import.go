@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/pelletier/go-toml/v2"
 	"gopkg.in/yaml.v3"
 )
@@ -40,11 +41,11 @@ var claudeFields = []string{"type", "command", "args", "env", "url", "headers"}
 // in Claude. Top-level keys starting with "_" (comments) are ignored.
 // An entry with any problem is not returned; problems name it by its
 // path in the file ("mcpServers.github.headers.Authorization").
-func ImportClaude(data []byte, file string) (servers []Server, probs []Problem) {
+func ImportClaude(data []byte, file string) (servers []Server, probs []layer.Problem) {
 	ps := &problems{src: Source{File: file}, budget: nodeBudget}
 	defer func() {
 		if r := recover(); r != nil {
-			servers, probs = nil, []Problem{ps.problem("", fmt.Sprintf("cannot parse JSON: internal error: %v", r))}
+			servers, probs = nil, []layer.Problem{ps.problem("", fmt.Sprintf("cannot parse JSON: internal error: %v", r))}
 		}
 	}()
 	top, ok := decodeOne(data, ps)
@@ -124,7 +125,7 @@ var codexRefused = map[string]string{
 // it has a command and http (streamable) when it has a url. A table
 // with any problem is not returned; problems name it by its path
 // ("mcp_servers.docs.cwd").
-func ImportCodex(data []byte, file string) (servers []Server, probs []Problem) {
+func ImportCodex(data []byte, file string) (servers []Server, probs []layer.Problem) {
 	ps := &problems{src: Source{File: file}, budget: nodeBudget}
 	var doc map[string]any
 	if err := toml.Unmarshal(data, &doc); err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -88,7 +89,7 @@ func TestCorpus(t *testing.T) {
 			t.Fatal(err)
 		}
 		var servers []Server
-		var probs []Problem
+		var probs []layer.Problem
 		if strings.HasSuffix(path, ".toml") {
 			servers, probs = ImportCodex(data, path)
 		} else {

@@ -25,10 +25,11 @@ const MaxFiles = 128
 
 // Trust decides whether a project layer's server may be used: manifest
 // is the declaration's absolute path, executables the command when it is
-// a path (relative ones resolved against the working directory). Trust
-// pins (layer.Pins) implement it, as they do for hooks.
+// a path (relative ones resolved against the working directory). The
+// verdict says whether no pin covers the declaration or it changed since
+// it was pinned. Trust pins (layer.Pins) implement it.
 type Trust interface {
-	Trusted(l layer.Layer, manifest string, executables []string) (ok bool, reason string)
+	Check(l layer.Layer, manifest string, executables []string) layer.Verdict
 }
 
 // LoadOptions configure Load.
@@ -43,23 +44,6 @@ type LoadOptions struct {
 	Listing *layer.Listing
 }
 
-// Status says what became of a declaration.
-type Status string
-
-const (
-	// StatusActive servers are connected.
-	StatusActive Status = "active"
-	// StatusDisabled declarations say disabled: true.
-	StatusDisabled Status = "disabled"
-	// StatusShadowed declarations have an id a nearer one has.
-	StatusShadowed Status = "shadowed"
-	// StatusSkipped declarations could not be used; Problems say why.
-	StatusSkipped Status = "skipped"
-	// StatusUntrusted declarations are in a project layer without a
-	// matching trust pin.
-	StatusUntrusted Status = "untrusted"
-)
-
 // File is one declaration Load (or AddPlugin) found, for the extensions
 // report.
 type File struct {
@@ -68,7 +52,15 @@ type File struct {
 	ID    string      `json:"id"`
 	// Plugin is the declaring plugin, for a plugin's entry.
 	Plugin string `json:"plugin,omitempty"`
-	Status Status `json:"status"`
+	// Status is active (the server is connected), shadowed (a nearer
+	// declaration has its id), skipped (Problems say why) or inactive:
+	// disabled: true, or a project layer's declaration without a matching
+	// trust pin, as Trust says.
+	Status layer.Status `json:"status"`
+	// Trust is the verdict of the trust check, for a declaration that
+	// needs a pin: trusted, untrusted, or modified when a pin covers it
+	// but it (or its command) changed since.
+	Trust layer.TrustStatus `json:"trust,omitempty"`
 	// Reason says why a declaration is not active.
 	Reason string `json:"reason,omitempty"`
 	// Executables are what a trust pin of an untrusted declaration must
@@ -85,7 +77,7 @@ type Config struct {
 	Files []File `json:"files"`
 	// Problems are the reasons declarations, or fields of them, were not
 	// used.
-	Problems []Problem `json:"problems,omitempty"`
+	Problems []layer.Problem `json:"problems,omitempty"`
 
 	// claimed maps an id to the declaration that has it.
 	claimed map[string]File
@@ -116,7 +108,7 @@ func Load(layers []layer.Layer, trust Trust, opts LoadOptions) (Config, error) {
 
 func (c *Config) loadLayer(l layer.Layer, trust Trust, opts LoadOptions) []error {
 	var errs []error
-	fail := func(p Problem) {
+	fail := func(p layer.Problem) {
 		c.Problems = append(c.Problems, p)
 		if l.Private() {
 			errs = append(errs, p)
@@ -130,7 +122,7 @@ func (c *Config) loadLayer(l layer.Layer, trust Trust, opts LoadOptions) []error
 		return nil
 	}
 	if err != nil {
-		fail(Problem{Layer: l.Name, File: l.Dir, Reason: fmt.Sprintf("cannot open the layer: %v", unwrapPath(err))})
+		fail(layer.Problem{Layer: l.Name, File: l.Dir, Reason: fmt.Sprintf("cannot open the layer: %v", unwrapPath(err))})
 		return errs
 	}
 	defer root.Close()
@@ -140,7 +132,7 @@ func (c *Config) loadLayer(l layer.Layer, trust Trust, opts LoadOptions) []error
 		return nil
 	}
 	if err != nil {
-		fail(Problem{Layer: l.Name, File: dir, Reason: fmt.Sprintf("cannot read the directory: %v", unwrapPath(err))})
+		fail(layer.Problem{Layer: l.Name, File: dir, Reason: fmt.Sprintf("cannot read the directory: %v", unwrapPath(err))})
 		return errs
 	}
 	declarations := 0
@@ -153,7 +145,7 @@ func (c *Config) loadLayer(l layer.Layer, trust Trust, opts LoadOptions) []error
 			continue // editor and system files
 		case !isYAML:
 			if ext := filepath.Ext(name); ext == ".yml" || ext == ".json" {
-				c.Files = append(c.Files, File{Layer: l, Path: path, Status: StatusSkipped,
+				c.Files = append(c.Files, File{Layer: l, Path: path, Status: layer.StatusSkipped,
 					Reason: fmt.Sprintf("only mcp_servers/*.yaml files declare servers; rename it %s.yaml", strings.TrimSuffix(name, ext))})
 			}
 			continue
@@ -167,12 +159,12 @@ func (c *Config) loadLayer(l layer.Layer, trust Trust, opts LoadOptions) []error
 			}
 			more = false // said below
 			reason := fmt.Sprintf("only the first %d declarations in name order are read; the other %d, from mcp_servers/%s on, are not; declare fewer servers, or spread them over layers", MaxFiles, rest, name)
-			c.Files = append(c.Files, File{Layer: l, Path: dir, Status: StatusSkipped, Reason: reason})
-			fail(Problem{Layer: l.Name, File: dir, Reason: reason})
+			c.Files = append(c.Files, File{Layer: l, Path: dir, Status: layer.StatusSkipped, Reason: reason})
+			fail(layer.Problem{Layer: l.Name, File: dir, Reason: reason})
 			break
 		}
 		if first, dup := c.claimed[id]; dup {
-			c.Files = append(c.Files, File{Layer: l, Path: path, ID: id, Status: StatusShadowed,
+			c.Files = append(c.Files, File{Layer: l, Path: path, ID: id, Status: layer.StatusShadowed,
 				Reason: fmt.Sprintf("the declaration in %s (%s) comes first", first.Layer.Name, first.Path)})
 			continue
 		}
@@ -180,36 +172,40 @@ func (c *Config) loadLayer(l layer.Layer, trust Trust, opts LoadOptions) []error
 		src := Source{Layer: l, File: path, Executors: opts.Executors}
 		data, err := readBounded(root, "mcp_servers/"+name)
 		var srv Server
-		var probs []Problem
+		var probs []layer.Problem
 		if err != nil {
-			probs = []Problem{{Layer: l.Name, File: path, Reason: err.Error()}}
+			probs = []layer.Problem{{Layer: l.Name, File: path, Reason: err.Error()}}
 		} else {
 			srv, probs = ParseFile(data, id, src)
 		}
 		switch {
 		case len(probs) > 0:
-			f.Status, f.Reason = StatusSkipped, summary(probs)
+			f.Status, f.Reason = layer.StatusSkipped, layer.Summary(probs)
 			for _, p := range probs {
 				fail(p)
 			}
 		case srv.Disabled:
-			f.Status = StatusDisabled
+			f.Status, f.Reason = layer.StatusInactive, disabledReason
 		case l.NeedsTrust():
-			ok, reason := false, "no trust pins"
+			v := layer.Verdict{Status: layer.Untrusted, Reason: "no trust pins"}
 			exes := executables(srv, opts.Dir)
 			if trust != nil {
-				ok, reason = trust.Trusted(l, path, exes)
+				v = trust.Check(l, path, exes)
 			}
-			if !ok {
-				f.Status, f.Reason, f.Executables = StatusUntrusted, reason, exes
-				c.Problems = append(c.Problems, Problem{Layer: l.Name, File: path, Reason: "untrusted: " + reason})
+			f.Trust = v.Status
+			if v.Status != layer.Trusted {
+				// Modified rather than untrusted when a pin covers the
+				// declaration: the fix is to restore it, or to review it
+				// and pin it again.
+				f.Status, f.Reason, f.Executables = layer.StatusInactive, v.Reason, exes
+				c.Problems = append(c.Problems, layer.Problem{Layer: l.Name, File: path, Reason: string(v.Status) + ": " + v.Reason})
 				break
 			}
-			f.Status = StatusActive
+			f.Status = layer.StatusActive
 		default:
-			f.Status = StatusActive
+			f.Status = layer.StatusActive
 		}
-		if f.Status == StatusActive {
+		if f.Status == layer.StatusActive {
 			c.Servers = append(c.Servers, srv)
 		}
 		c.claimed[id] = f
@@ -217,8 +213,8 @@ func (c *Config) loadLayer(l layer.Layer, trust Trust, opts LoadOptions) []error
 	}
 	if more {
 		reason := fmt.Sprintf("the directory has more than %d entries; only the first %d read were looked at; declare fewer servers, or spread them over layers", layer.MaxDirEntries, layer.MaxDirEntries)
-		c.Files = append(c.Files, File{Layer: l, Path: dir, Status: StatusSkipped, Reason: reason})
-		fail(Problem{Layer: l.Name, File: dir, Reason: reason})
+		c.Files = append(c.Files, File{Layer: l, Path: dir, Status: layer.StatusSkipped, Reason: reason})
+		fail(layer.Problem{Layer: l.Name, File: dir, Reason: reason})
 	}
 	return errs
 }
@@ -235,17 +231,8 @@ func executables(srv Server, dir string) []string {
 	return []string{filepath.Join(dir, srv.Command)}
 }
 
-// summary is a one-line reason for a skipped declaration.
-func summary(probs []Problem) string {
-	r := probs[0].Reason
-	if probs[0].Field != "" {
-		r = probs[0].Field + ": " + r
-	}
-	if len(probs) > 1 {
-		r = fmt.Sprintf("%s (and %d more problems)", r, len(probs)-1)
-	}
-	return r
-}
+// disabledReason is the reason of a declaration that says disabled: true.
+const disabledReason = "disabled: true in its declaration"
 
 // The placeholders substituted in a plugin's stdio servers, and the
 // variables they are also given as.
@@ -279,12 +266,12 @@ func (c *Config) AddPlugin(plugin, root string, servers []Server) error {
 		f := File{Layer: srv.Layer, Path: srv.File, ID: srv.ID, Plugin: plugin}
 		if first, dup := c.claimed[srv.ID]; dup {
 			if first.Plugin != "" {
-				p := Problem{Layer: srv.Layer.Name, File: srv.File, Field: "mcp_servers", Reason: fmt.Sprintf("plugins %s and %s both declare the MCP server %q; disable one of them", first.Plugin, plugin, srv.ID)}
+				p := layer.Problem{Layer: srv.Layer.Name, File: srv.File, Field: "mcp_servers", Reason: fmt.Sprintf("plugins %s and %s both declare the MCP server %q; disable one of them", first.Plugin, plugin, srv.ID)}
 				c.Problems = append(c.Problems, p)
 				errs = append(errs, p)
-				f.Status, f.Reason = StatusSkipped, p.Reason
+				f.Status, f.Reason = layer.StatusSkipped, p.Reason
 			} else {
-				f.Status, f.Reason = StatusShadowed, fmt.Sprintf("%s in %s wins over the plugin's entry", first.Path, first.Layer.Name)
+				f.Status, f.Reason = layer.StatusShadowed, fmt.Sprintf("%s in %s wins over the plugin's entry", first.Path, first.Layer.Name)
 			}
 			c.Files = append(c.Files, f)
 			continue
@@ -304,9 +291,9 @@ func (c *Config) AddPlugin(plugin, root string, servers []Server) error {
 			}
 			srv.Env = env
 		}
-		f.Status = StatusActive
+		f.Status = layer.StatusActive
 		if srv.Disabled {
-			f.Status = StatusDisabled
+			f.Status, f.Reason = layer.StatusInactive, disabledReason
 		} else {
 			c.Servers = append(c.Servers, srv)
 		}

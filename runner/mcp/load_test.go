@@ -60,14 +60,14 @@ type pins struct {
 	asked   [][]string
 }
 
-func (p *pins) Trusted(l layer.Layer, manifest string, executables []string) (bool, string) {
+func (p *pins) Check(l layer.Layer, manifest string, executables []string) layer.Verdict {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.asked = append(p.asked, append([]string{filepath.Base(manifest)}, executables...))
 	if p.trusted[manifest] {
-		return true, ""
+		return layer.Verdict{Status: layer.Trusted, Pinned: true}
 	}
-	return false, "no pin matches " + filepath.Base(manifest)
+	return layer.Verdict{Status: layer.Untrusted, Reason: "no pin matches " + filepath.Base(manifest), Pinned: true}
 }
 
 func fileStatuses(fs []File) []string {
@@ -76,6 +76,9 @@ func fileStatuses(fs []File) []string {
 		s := f.Layer.Name + " " + filepath.Base(f.Path) + " " + string(f.Status)
 		if f.Plugin != "" {
 			s = "plugin " + f.Plugin + " " + f.ID + " " + string(f.Status)
+		}
+		if f.Trust != "" {
+			s += " " + string(f.Trust)
 		}
 		out = append(out, s)
 	}
@@ -121,11 +124,11 @@ func TestLoadPrecedence(t *testing.T) {
 	}
 	wantFiles := []string{
 		".aerie broken.yaml skipped",
-		".aerie local-tool.yaml untrusted",
-		".aerie off.yaml disabled",
+		".aerie local-tool.yaml inactive untrusted",
+		".aerie off.yaml inactive",
 		".aerie old.yml skipped",
-		".aerie pinned.yaml active",
-		".aerie shared.yaml active",
+		".aerie pinned.yaml active trusted",
+		".aerie shared.yaml active trusted",
 		"spec[0] broken.yaml shadowed",
 		"spec[0] off.yaml shadowed",
 		"spec[0] private.yaml active",
@@ -154,6 +157,7 @@ func TestLoadPrecedence(t *testing.T) {
 	wantReasons := []string{
 		`broken.yaml: type: "nope": one of stdio, http, sse`,
 		"local-tool.yaml: no pin matches local-tool.yaml",
+		"off.yaml: disabled: true in its declaration",
 		"old.yml: only mcp_servers/*.yaml files declare servers; rename it old.yaml",
 		"broken.yaml: the declaration in .aerie (" + filepath.Join(project.Dir, "mcp_servers/broken.yaml") + ") comes first",
 		"off.yaml: the declaration in .aerie (" + filepath.Join(project.Dir, "mcp_servers/off.yaml") + ") comes first",
@@ -185,7 +189,7 @@ func TestLoadPrivateErrors(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error for malformed declarations in a private layer")
 	}
-	var p Problem
+	var p layer.Problem
 	if !errors.As(err, &p) {
 		t.Errorf("the error wraps no Problem: %v", err)
 	}
@@ -245,7 +249,7 @@ func TestAddPlugin(t *testing.T) {
 		"plugin review docs shadowed",
 		"plugin review remote active",
 		"plugin lint review-docs skipped",
-		"plugin lint lint-off disabled",
+		"plugin lint lint-off inactive",
 	}
 	if diff := cmp.Diff(wantFiles, fileStatuses(c.Files)); diff != "" {
 		t.Errorf("files (-want +got)\n%s", diff)
@@ -318,6 +322,62 @@ func TestBoundedDiscovery(t *testing.T) {
 	} {
 		if got[name] != want {
 			t.Errorf("%s: %q, want %q", name, got[name], want)
+		}
+	}
+}
+
+// TestLoadTrustVerdict: with real trust pins, a project declaration pinned
+// as it is is active and trusted, one changed since it was pinned is
+// inactive and modified, one never pinned inactive and untrusted; the
+// report shows the same, with the pin that would trust each inactive one.
+func TestLoadTrustVerdict(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	proj := layer.Layer{Name: ".aerie", Dir: filepath.Join(ws, ".aerie"), Kind: layer.KindProject}
+	decl := func(id string) string { return filepath.Join(proj.Dir, "mcp_servers", id+".yaml") }
+	for _, id := range []string{"pinned", "changed", "fresh"} {
+		if err := os.MkdirAll(filepath.Dir(decl(id)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(decl(id), []byte(stdioDecl(id, "uvx")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pins []layer.Pin
+	for _, id := range []string{"pinned", "changed"} {
+		pin, err := layer.ComputePin(ws, proj, decl(id), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pins = append(pins, pin)
+	}
+	if err := os.WriteFile(decl("changed"), []byte(stdioDecl("changed", "uvx")+"required: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load([]layer.Layer{proj}, layer.NewPins(ws, pins...), LoadOptions{Dir: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{".aerie changed.yaml inactive modified", ".aerie fresh.yaml inactive untrusted", ".aerie pinned.yaml active trusted"}
+	if diff := cmp.Diff(want, fileStatuses(c.Files)); diff != "" {
+		t.Errorf("files (-want +got)\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"pinned@.aerie"}, serverIDs(c.Servers)); diff != "" {
+		t.Errorf("servers (-want +got)\n%s", diff)
+	}
+	for _, a := range c.Artifacts(ws) {
+		switch a.Name {
+		case "pinned":
+			if a.Status != layer.StatusActive || a.Trust != layer.Trusted || a.Pin != nil {
+				t.Errorf("pinned: %+v", a)
+			}
+		case "changed", "fresh":
+			if a.Status != layer.StatusInactive || a.Pin == nil || a.Pin.Path != ".aerie/mcp_servers/"+a.Name+".yaml" {
+				t.Errorf("%s: %+v, want inactive with the pin that would trust it", a.Name, a)
+			}
+			if a.Name == "changed" && (a.Trust != layer.Modified || a.Pin.SHA256 == pins[1].SHA256) {
+				t.Errorf("changed: trust %s, pin %+v; want modified, and a new pin", a.Trust, a.Pin)
+			}
 		}
 	}
 }

@@ -3,6 +3,8 @@ package plugins
 import (
 	"errors"
 	"testing"
+
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 func FuzzParseManifest(f *testing.F) {
@@ -18,9 +20,9 @@ func FuzzParseManifest(f *testing.F) {
 		}
 		m, err := ParseManifest(format, "/p/m", data)
 		if err != nil {
-			var me *ManifestError
+			var me layer.Problem
 			if !errors.As(err, &me) || me.File != "/p/m" {
-				t.Fatalf("error %v is not a ManifestError naming the file", err)
+				t.Fatalf("error %v is not a layer.Problem naming the file", err)
 			}
 			return
 		}

@@ -269,7 +269,7 @@ func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options
 	e.Manifest, e.Format = filepath.Join(root, filepath.FromSlash(mf.Path)), mf.Format
 	data, err := readLimited(fsys, path.Join(rel, mf.Path))
 	if err != nil {
-		return skip(&ManifestError{File: e.Manifest, Reason: err.Error()})
+		return skip(layer.Problem{File: e.Manifest, Reason: err.Error()})
 	}
 	m, err := ParseManifest(mf.Format, e.Manifest, data)
 	if err != nil {
@@ -277,7 +277,7 @@ func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options
 	}
 	e.Version, e.Description = m.Version, m.Description
 	if m.Name != name {
-		return skip(&ManifestError{File: e.Manifest, Field: "name",
+		return skip(layer.Problem{File: e.Manifest, Field: "name",
 			Reason: fmt.Sprintf("name %q must equal the plugin's directory name %q; rename one of them", m.Name, name)})
 	}
 	if !e.Enabled {
@@ -296,9 +296,10 @@ func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options
 			Env: []string{RootEnv[0] + "=" + root, RootEnv[1] + "=" + root}}
 		hs, probs := hooks.DecodeYAMLEvents(m.Hooks, "hooks", src, opts.WorkDir)
 		if len(probs) > 0 {
-			var errs []error
-			for _, pr := range probs {
-				errs = append(errs, &ManifestError{File: e.Manifest, Field: pr.Field, Reason: pr.Reason})
+			// The hooks' problems name the manifest, and its layer.
+			errs := make([]error, len(probs))
+			for i, pr := range probs {
+				errs[i] = pr
 			}
 			return skip(errors.Join(errs...))
 		}

@@ -39,6 +39,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/aerie-run/aerie/runner/layer"
 	"gopkg.in/yaml.v3"
 )
 
@@ -116,26 +117,14 @@ type Manifest struct {
 	MCPServers []MCPServer
 }
 
-// ManifestError is a problem with a manifest: the file, the field ("" for
-// the whole file, "mcp_servers[1].url") and what is wrong.
-type ManifestError struct {
-	File   string
-	Field  string
-	Reason string
-}
-
-func (e *ManifestError) Error() string {
-	if e.Field == "" {
-		return fmt.Sprintf("%s: %s", e.File, e.Reason)
-	}
-	return fmt.Sprintf("%s: %s: %s", e.File, e.Field, e.Reason)
-}
-
 // ParseManifest parses a manifest of the given format. file names it in
-// errors.
+// errors, which are layer.Problems: the file, the field ("" for the whole
+// file, "mcp_servers[1].url") and what is wrong. A manifest is parsed
+// apart from its layer (an install reads one from its source), so their
+// Layer is empty.
 func ParseManifest(format Format, file string, data []byte) (*Manifest, error) {
 	if len(data) > MaxManifestSize {
-		return nil, &ManifestError{File: file, Reason: fmt.Sprintf("manifest is larger than %d bytes", MaxManifestSize)}
+		return nil, layer.Problem{File: file, Reason: fmt.Sprintf("manifest is larger than %d bytes", MaxManifestSize)}
 	}
 	switch format {
 	case FormatAerie, FormatOpenVaala:
@@ -143,7 +132,7 @@ func ParseManifest(format Format, file string, data []byte) (*Manifest, error) {
 	case FormatCodex, FormatClaude:
 		return parseJSON(format, file, data)
 	}
-	return nil, &ManifestError{File: file, Reason: fmt.Sprintf("unknown manifest format %q", format)}
+	return nil, layer.Problem{File: file, Reason: fmt.Sprintf("unknown manifest format %q", format)}
 }
 
 // nativeFields are the keys a native manifest may have; any other is an
@@ -158,17 +147,17 @@ func parseNative(format Format, file string, data []byte) (m *Manifest, err erro
 		if n != nil && n.Line > 0 {
 			msg = fmt.Sprintf("line %d: %s", n.Line, msg)
 		}
-		return &ManifestError{File: file, Field: field, Reason: msg}
+		return layer.Problem{File: file, Field: field, Reason: msg}
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			m, err = nil, &ManifestError{File: file, Reason: fmt.Sprintf("cannot read manifest: %v", r)}
+			m, err = nil, layer.Problem{File: file, Reason: fmt.Sprintf("cannot read manifest: %v", r)}
 		}
 	}()
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
-		return nil, &ManifestError{File: file, Reason: fmt.Sprintf("invalid YAML: %v", err)}
+		return nil, layer.Problem{File: file, Reason: fmt.Sprintf("invalid YAML: %v", err)}
 	}
 	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fail("", nil, "the manifest must be a YAML mapping with at least a name")
@@ -299,7 +288,7 @@ func decodeServers(file string, n *yaml.Node) ([]MCPServer, error) {
 		return nil, nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		return nil, &ManifestError{File: file, Field: "mcp_servers", Reason: fmt.Sprintf("line %d: must be a list of servers", n.Line)}
+		return nil, layer.Problem{File: file, Field: "mcp_servers", Reason: fmt.Sprintf("line %d: must be a list of servers", n.Line)}
 	}
 	var out []MCPServer
 	ids := map[string]int{}
@@ -310,7 +299,7 @@ func decodeServers(file string, n *yaml.Node) ([]MCPServer, error) {
 			if sub != "" {
 				f += "." + sub
 			}
-			return &ManifestError{File: file, Field: f, Reason: fmt.Sprintf("line %d: ", at.Line) + fmt.Sprintf(format, args...)}
+			return layer.Problem{File: file, Field: f, Reason: fmt.Sprintf("line %d: ", at.Line) + fmt.Sprintf(format, args...)}
 		}
 		if e.Kind != yaml.MappingNode {
 			return nil, fail("", e, "must be a mapping with id and type")
@@ -401,7 +390,7 @@ type jsonManifest struct {
 
 func parseJSON(format Format, file string, data []byte) (*Manifest, error) {
 	fail := func(field, format string, args ...any) error {
-		return &ManifestError{File: file, Field: field, Reason: fmt.Sprintf(format, args...)}
+		return layer.Problem{File: file, Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 	var j jsonManifest
 	if err := json.Unmarshal(data, &j); err != nil {

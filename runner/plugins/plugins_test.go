@@ -93,9 +93,9 @@ mcp_servers:
 				}
 				return
 			}
-			var me *ManifestError
+			var me layer.Problem
 			if !errors.As(err, &me) {
-				t.Fatalf("err = %v, want a *ManifestError", err)
+				t.Fatalf("err = %v, want a layer.Problem", err)
 			}
 			if me.File != "/p/manifest" || me.Field != tt.field || !strings.Contains(me.Reason, tt.errHas) {
 				t.Errorf("err = %q (field %q), want field %q and a reason with %q", err, me.Field, tt.field, tt.errHas)

@@ -145,18 +145,6 @@ func within(dir, path string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
-// Status says what became of a skill directory.
-type Status string
-
-const (
-	// StatusActive skills are offered to the agent.
-	StatusActive Status = "active"
-	// StatusShadowed skills share a name with one found first.
-	StatusShadowed Status = "shadowed"
-	// StatusSkipped directories could not be used; the reason says why.
-	StatusSkipped Status = "skipped"
-)
-
 // Entry is one skill directory discovery found, for the extensions
 // report.
 type Entry struct {
@@ -167,8 +155,10 @@ type Entry struct {
 	// Kind is the root's Kind.
 	Kind layer.Kind `json:"kind,omitempty"`
 	// Path is the skill's directory.
-	Path   string `json:"path"`
-	Status Status `json:"status"`
+	Path string `json:"path"`
+	// Status is active (the skill is offered to the agent), shadowed (a
+	// skill of its name was found first) or skipped (Reason says why).
+	Status layer.Status `json:"status"`
 	// Reason says why the skill is not active.
 	Reason string `json:"reason,omitempty"`
 	// Digest is "sha256:…" over the SKILL.md, when discovery read it
@@ -208,23 +198,6 @@ func (e Entry) FileDigest() string {
 		return ""
 	}
 	return layer.Digest(r.data)
-}
-
-// Problem is a reason a skill, or a place searched, could not be used.
-type Problem struct {
-	Root string `json:"root"`
-	// File is the SKILL.md, directory or link concerned.
-	File string `json:"file"`
-	// Field is the frontmatter field at fault, if any.
-	Field  string `json:"field,omitempty"`
-	Reason string `json:"reason"`
-}
-
-func (p Problem) Error() string {
-	if p.Field != "" {
-		return fmt.Sprintf("%s: %s: %s", p.File, p.Field, p.Reason)
-	}
-	return fmt.Sprintf("%s: %s", p.File, p.Reason)
 }
 
 // Discover searches roots in order and returns the skills found, the
@@ -307,13 +280,13 @@ const maxWorkers = 8
 func (s *Set) add(sk Skill, e Entry) {
 	if i, dup := s.byName[sk.Name]; dup {
 		first := s.skills[i]
-		e.Status, e.Reason = StatusShadowed, fmt.Sprintf("a skill of the same name was found first, in %s (%s)", first.Root, first.Dir)
+		e.Status, e.Reason = layer.StatusShadowed, fmt.Sprintf("a skill of the same name was found first, in %s (%s)", first.Root, first.Dir)
 		s.Entries = append(s.Entries, e)
 		return
 	}
 	s.byName[sk.Name] = len(s.skills)
 	s.skills = append(s.skills, sk)
-	e.Status = StatusActive
+	e.Status = layer.StatusActive
 	s.Entries = append(s.Entries, e)
 }
 
@@ -352,7 +325,7 @@ type discovery struct {
 type item struct {
 	skill   *Skill
 	entry   Entry
-	problem *Problem
+	problem *layer.Problem
 }
 
 func (d *discovery) run() {
@@ -619,8 +592,8 @@ func (d *discovery) abs(p string) string {
 // malformed records the skill of e that cannot be used: an error in a
 // strict root, skipped elsewhere.
 func (d *discovery) malformed(e Entry, file, field, reason string) {
-	p := &Problem{Root: d.root.Name, File: file, Field: field, Reason: reason}
-	e.Status, e.Reason = StatusSkipped, reason
+	p := &layer.Problem{Layer: d.root.Name, File: file, Field: field, Reason: reason}
+	e.Status, e.Reason = layer.StatusSkipped, reason
 	if field != "" {
 		e.Reason = field + ": " + reason
 	}
@@ -636,8 +609,8 @@ func (d *discovery) skipDir(p, format string, args ...any) {
 	abs := d.abs(p)
 	reason := fmt.Sprintf(format, args...)
 	d.items = append(d.items, item{
-		problem: &Problem{Root: d.root.Name, File: abs, Reason: reason},
-		entry:   Entry{Root: d.root.Name, Kind: d.root.Kind, Path: abs, Status: StatusSkipped, Reason: reason},
+		problem: &layer.Problem{Layer: d.root.Name, File: abs, Reason: reason},
+		entry:   Entry{Root: d.root.Name, Kind: d.root.Kind, Path: abs, Status: layer.StatusSkipped, Reason: reason},
 	})
 }
 
@@ -648,8 +621,8 @@ func (d *discovery) skipDir(p, format string, args ...any) {
 func (d *discovery) leftOut(p, format string, args ...any) {
 	abs := d.abs(p)
 	reason := fmt.Sprintf(format, args...)
-	prob := &Problem{Root: d.root.Name, File: abs, Reason: reason}
-	d.items = append(d.items, item{problem: prob, entry: Entry{Root: d.root.Name, Kind: d.root.Kind, Path: abs, Status: StatusSkipped, Reason: reason}})
+	prob := &layer.Problem{Layer: d.root.Name, File: abs, Reason: reason}
+	d.items = append(d.items, item{problem: prob, entry: Entry{Root: d.root.Name, Kind: d.root.Kind, Path: abs, Status: layer.StatusSkipped, Reason: reason}})
 	if d.root.Strict {
 		d.errs = append(d.errs, *prob)
 	}
@@ -658,7 +631,7 @@ func (d *discovery) leftOut(p, format string, args ...any) {
 // problem records a problem with the root itself; in a strict root it is
 // an error.
 func (d *discovery) problem(file, format string, args ...any) {
-	p := &Problem{Root: d.root.Name, File: file, Reason: fmt.Sprintf(format, args...)}
+	p := &layer.Problem{Layer: d.root.Name, File: file, Reason: fmt.Sprintf(format, args...)}
 	d.items = append(d.items, item{problem: p})
 	if d.root.Strict {
 		d.errs = append(d.errs, *p)

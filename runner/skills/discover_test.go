@@ -254,7 +254,7 @@ func TestDiscoverMalformed(t *testing.T) {
 						t.Errorf("the error does not name %s: %v", d, err)
 					}
 				}
-				var p Problem
+				var p layer.Problem
 				if !errors.As(err, &p) {
 					t.Errorf("the error does not wrap a Problem: %T", err)
 				}
@@ -496,13 +496,13 @@ func TestBoundedDiscovery(t *testing.T) {
 		for _, e := range set.Entries {
 			byPath[e.Path] = e
 		}
-		if e := byPath[big]; e.Status != StatusSkipped || !strings.Contains(e.Reason, "larger than 1 MB") {
+		if e := byPath[big]; e.Status != layer.StatusSkipped || !strings.Contains(e.Reason, "larger than 1 MB") {
 			t.Errorf("%s: big SKILL.md: %s %q", root.Name, e.Status, e.Reason)
 		}
-		if e := byPath[filepath.Join(skillsDir, "s09998")]; e.Status != StatusSkipped || e.Reason != "the search stopped after 10000 directories: this one and those after it in name order are not searched; keep skills in a smaller tree" {
+		if e := byPath[filepath.Join(skillsDir, "s09998")]; e.Status != layer.StatusSkipped || e.Reason != "the search stopped after 10000 directories: this one and those after it in name order are not searched; keep skills in a smaller tree" {
 			t.Errorf("%s: first directory left out: %s %q", root.Name, e.Status, e.Reason)
 		}
-		if e := byPath[filepath.Join(skillsDir, "s09997")]; e.Status != StatusActive {
+		if e := byPath[filepath.Join(skillsDir, "s09997")]; e.Status != layer.StatusActive {
 			t.Errorf("%s: the last skill within the cap: %+v", root.Name, e)
 		}
 		if _, ok := byPath[filepath.Join(skillsDir, "s09999")]; ok {
@@ -536,11 +536,11 @@ func TestBoundedFullReads(t *testing.T) {
 		for _, e := range set.Entries {
 			byPath[e.Path] = e
 		}
-		if e := byPath[filepath.Join(skillsDir, fmt.Sprintf("s%02d", fit-1))]; e.Status != StatusActive {
+		if e := byPath[filepath.Join(skillsDir, fmt.Sprintf("s%02d", fit-1))]; e.Status != layer.StatusActive {
 			t.Errorf("%s: the last skill within the bound: %s %q", root.Name, e.Status, e.Reason)
 		}
 		e := byPath[filepath.Join(skillsDir, fmt.Sprintf("s%02d", fit))]
-		if e.Status != StatusSkipped || !strings.Contains(e.Reason, "not read: its frontmatter does not end in the first 4096 bytes, and the search has read") {
+		if e.Status != layer.StatusSkipped || !strings.Contains(e.Reason, "not read: its frontmatter does not end in the first 4096 bytes, and the search has read") {
 			t.Errorf("%s: the first skill past the bound: %s %q", root.Name, e.Status, e.Reason)
 		}
 	}
@@ -568,7 +568,7 @@ func TestBoundedListing(t *testing.T) {
 		var found bool
 		for _, e := range set.Entries {
 			if e.Path == skillsDir {
-				found = e.Status == StatusSkipped && e.Reason == "the directory has more than 65536 entries: only the first 65536 it lists are searched; keep skills in a smaller directory"
+				found = e.Status == layer.StatusSkipped && e.Reason == "the directory has more than 65536 entries: only the first 65536 it lists are searched; keep skills in a smaller directory"
 			}
 		}
 		if !found {
@@ -606,7 +606,7 @@ func TestEntryDigests(t *testing.T) {
 	type got struct {
 		Path         string
 		Kind         layer.Kind
-		Status       Status
+		Status       layer.Status
 		Digest, File string
 	}
 	var gots []got
@@ -615,13 +615,13 @@ func TestEntryDigests(t *testing.T) {
 		gots = append(gots, got{rel, e.Kind, e.Status, e.Digest, e.FileDigest()})
 	}
 	want := []got{
-		{".aerie/skills/bad", layer.KindProject, StatusSkipped, digest(bad), digest(bad)},
-		{".aerie/skills/big", layer.KindProject, StatusActive, "", digest(big)},
-		{".aerie/skills/dir", layer.KindProject, StatusSkipped, "", ""},
-		{".aerie/skills/linked", layer.KindProject, StatusShadowed, "", digest(big)},
-		{".aerie/skills/small", layer.KindProject, StatusActive, digest(small), digest(small)},
-		{"home/skills/nested/big", layer.KindHome, StatusShadowed, "", digest(big)},
-		{"home/skills/small", layer.KindHome, StatusShadowed, digest(small), digest(small)},
+		{".aerie/skills/bad", layer.KindProject, layer.StatusSkipped, digest(bad), digest(bad)},
+		{".aerie/skills/big", layer.KindProject, layer.StatusActive, "", digest(big)},
+		{".aerie/skills/dir", layer.KindProject, layer.StatusSkipped, "", ""},
+		{".aerie/skills/linked", layer.KindProject, layer.StatusShadowed, "", digest(big)},
+		{".aerie/skills/small", layer.KindProject, layer.StatusActive, digest(small), digest(small)},
+		{"home/skills/nested/big", layer.KindHome, layer.StatusShadowed, "", digest(big)},
+		{"home/skills/small", layer.KindHome, layer.StatusShadowed, digest(small), digest(small)},
 	}
 	if diff := cmp.Diff(want, gots); diff != "" {
 		t.Errorf("entries (-want +got):\n%s", diff)

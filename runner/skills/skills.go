@@ -25,6 +25,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // Skill is one discovered skill.
@@ -90,7 +92,7 @@ type Set struct {
 	// skipped, in the order found.
 	Entries []Entry `json:"entries"`
 	// Problems are the reasons skills or places searched were not used.
-	Problems []Problem `json:"problems,omitempty"`
+	Problems []layer.Problem `json:"problems,omitempty"`
 }
 
 // Skills returns the available skills in the order they were found.

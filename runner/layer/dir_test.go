@@ -281,3 +281,59 @@ func TestDirFileStat(t *testing.T) {
 		t.Errorf("second close: %v", err)
 	}
 }
+
+// TestDirErrEscapes: a path that leads out of a Dir, through a link or
+// "..", fails with an error that is ErrEscapes for every way of reading
+// it, whether openat2 or the os.Root refused it; other failures are not.
+func TestDirErrEscapes(t *testing.T) {
+	t.Parallel()
+	outer, dir := dirTree(t)
+	if err := os.Symlink(outer, filepath.Join(dir, "up")); err != nil {
+		t.Fatal(err)
+	}
+	dirModes(t, dir, func(t *testing.T, d *Dir) {
+		reads := map[string]func(name string) error{
+			"Open": func(name string) error {
+				f, err := d.Open(name)
+				if err == nil {
+					f.Close()
+				}
+				return err
+			},
+			"ReadFile": func(name string) error { _, err := d.ReadFile(name, 1<<10); return err },
+			"Lstat":    func(name string) error { _, err := d.Lstat(name); return err },
+			"ReadDir":  func(name string) error { _, _, err := d.ReadDir(name, 0); return err },
+			"OpenDir": func(name string) error {
+				sub, err := d.OpenDir(name)
+				if err == nil {
+					sub.Close()
+				}
+				return err
+			},
+		}
+		for op, read := range reads {
+			for _, name := range []string{"out.txt/x", "up/secret", "up/layer", "../secret", "sub/../../secret", "/etc/passwd", ""} {
+				if op == "Lstat" && name == "up/secret" {
+					// Lstat follows the links on the way, not the last.
+					name = "up/layer/a.txt"
+				}
+				err := read(name)
+				if !errors.Is(err, ErrEscapes) {
+					t.Errorf("%s(%q) = %v, want ErrEscapes", op, name, err)
+				}
+				var pe *fs.PathError
+				if !errors.As(err, &pe) || pe.Path != name {
+					t.Errorf("%s(%q) = %v, want a *fs.PathError naming the path", op, name, err)
+				}
+			}
+		}
+		for _, name := range []string{"nowhere", "dangling", "a.txt/x"} {
+			if err := reads["Open"](name); err == nil || errors.Is(err, ErrEscapes) {
+				t.Errorf("Open(%q) = %v, want a failure that is not ErrEscapes", name, err)
+			}
+		}
+		if _, err := d.ReadFile("out.txt", 1<<10); !errors.Is(err, ErrEscapes) || !strings.Contains(ExplainEscape(err).Error(), "name the target by its absolute path") {
+			t.Errorf("ReadFile(out.txt) = %v, explained as %v", err, ExplainEscape(err))
+		}
+	})
+}

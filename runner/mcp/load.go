@@ -341,7 +341,7 @@ func readBounded(root *layer.Dir, name string) ([]byte, error) {
 }
 
 func describe(err error) string {
-	if strings.Contains(err.Error(), "path escapes from parent") {
+	if errors.Is(err, layer.ErrEscapes) {
 		return "it leads outside the layer"
 	}
 	return unwrapPath(err).Error()

@@ -296,10 +296,10 @@ type discovery struct {
 	// listing, when set, may hold the confining directory open.
 	listing *layer.Listing
 	// tree reads the root's directory tree; paths in it are relative to
-	// the root's Dir. For a confined root it is an os.Root opened through
-	// the confining directory, and links, which may lead elsewhere in it,
-	// are resolved in outer, at base; otherwise both are the plain file
-	// system from Dir.
+	// the root's Dir. Links, which may lead elsewhere, are resolved in
+	// outer, at base. For an unconfined root both are the plain file
+	// system from Dir; a confined root is read through inner and outerDir
+	// instead.
 	tree     fs.FS
 	outer    fs.FS
 	treeRead fileReader
@@ -642,7 +642,7 @@ func (d *discovery) problem(file, format string, args ...any) {
 // problem names the path already), and names escapes from a confined
 // root for what they are.
 func describe(err error) string {
-	if strings.Contains(err.Error(), "escapes from parent") || strings.Contains(err.Error(), "path escapes") {
+	if errors.Is(err, layer.ErrEscapes) {
 		return "it leads outside the workspace"
 	}
 	return unwrapPath(err).Error()

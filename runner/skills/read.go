@@ -50,7 +50,6 @@ type fileReader struct {
 	// beneath resolves names only beneath fd, links included
 	// (RESOLVE_BENEATH), as root would.
 	beneath bool
-	root    *os.Root
 	dir     string
 }
 
@@ -75,17 +74,9 @@ func (r fileReader) read(name string) readResult {
 			return readResult{err: openError(err)}
 		}
 	}
-	var (
-		f   *os.File
-		err error
-	)
 	// O_NONBLOCK: opening a FIFO planted in place of a file must not wait
 	// for a writer that never comes.
-	if r.root != nil {
-		f, err = r.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	} else {
-		f, err = os.OpenFile(filepath.Join(r.dir, filepath.FromSlash(name)), os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	}
+	f, err := os.OpenFile(filepath.Join(r.dir, filepath.FromSlash(name)), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return readResult{err: openError(err)}
 	}
@@ -99,7 +90,8 @@ const openFlags = unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCT
 
 // openAt opens name below the directory dirfd. It returns an error
 // wrapping errors.ErrUnsupported when the kernel cannot confine the
-// resolution (no openat2), for the caller to fall back to os.Root.
+// resolution (no openat2), for the caller to fall back to opening the
+// path.
 func openAt(dirfd int, name string, beneath bool) (int, error) {
 	for {
 		var fd int
@@ -289,6 +281,6 @@ func openError(err error) error {
 }
 
 // readIn reads name in the directory root, as fileReader does.
-func readIn(root *os.Root, name string) readResult {
-	return fileReader{fd: -1, root: root}.read(name)
+func readIn(root *layer.Dir, name string) readResult {
+	return fileReader{fd: -1, confined: root}.read(name)
 }

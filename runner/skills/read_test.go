@@ -45,11 +45,6 @@ func TestReadSized(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +57,6 @@ func TestReadSized(t *testing.T) {
 	defer confined.Close()
 	readers := map[string]fileReader{
 		"path":     {head: newFullReads(), fd: -1, dir: dir},
-		"root":     {head: newFullReads(), fd: -1, root: root},
 		"fd":       {head: newFullReads(), fd: fd},
 		"beneath":  {head: newFullReads(), fd: fd, beneath: true},
 		"confined": {head: newFullReads(), fd: -1, confined: confined},

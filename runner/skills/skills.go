@@ -21,7 +21,6 @@ package skills
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -53,19 +52,19 @@ type Skill struct {
 // File returns the path of the skill's SKILL.md.
 func (s Skill) File() string { return filepath.Join(s.Dir, "SKILL.md") }
 
-// open opens the skill's directory as a root, so that reading its files
-// never leaves it; for a confined skill the path to it is resolved
-// inside the confining directory first.
-func (s Skill) open() (*os.Root, error) {
+// open opens the skill's directory, so that reading its files never
+// leaves it; for a confined skill the path to it is resolved inside the
+// confining directory first.
+func (s Skill) open() (*layer.Dir, error) {
 	if s.confine == "" {
-		return os.OpenRoot(s.Dir)
+		return layer.OpenDir(s.Dir)
 	}
-	outer, err := os.OpenRoot(s.confine)
+	outer, err := layer.OpenDir(s.confine)
 	if err != nil {
 		return nil, err
 	}
 	defer outer.Close()
-	return outer.OpenRoot(filepath.FromSlash(s.rel))
+	return outer.OpenDir(s.rel)
 }
 
 // Content reads the skill's SKILL.md in full.

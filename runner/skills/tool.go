@@ -10,6 +10,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
@@ -94,13 +95,12 @@ func (t *Tool) file(sk Skill, name string) tools.Result {
 		return errorf("skill %s: cannot open its directory: %s", sk.Name, describe(err))
 	}
 	defer r.Close()
-	fsys := r.FS()
-	fi, err := fs.Stat(fsys, clean)
+	fi, err := stat(r, clean)
 	if err != nil {
 		return errorf("skill %s: file %q: %s", sk.Name, name, describeSkillFile(err))
 	}
 	if fi.IsDir() {
-		entries, err := fs.ReadDir(fsys, clean)
+		entries, _, err := r.ReadDir(clean, 0)
 		if err != nil {
 			return errorf("skill %s: directory %q: %s", sk.Name, name, describeSkillFile(err))
 		}
@@ -120,6 +120,16 @@ func (t *Tool) file(sk Skill, name string) tools.Result {
 		return errorf("skill %s: file %q: %v", sk.Name, name, res.err)
 	}
 	return tools.Result{Content: string(res.data)}
+}
+
+// stat describes the file name in dir, following links that stay in it.
+func stat(dir *layer.Dir, name string) (fs.FileInfo, error) {
+	f, err := dir.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Stat()
 }
 
 func describeSkillFile(err error) string {

@@ -16,7 +16,8 @@ import (
 // kind and the digest of their SKILL.md — one read only as far as its
 // frontmatter is digested for the full report alone — and the skill and
 // MCP entries' reasons are sanitized; an untrusted or disabled MCP
-// declaration is reported in the report's terms.
+// declaration is reported in the report's terms, with the digest of the
+// declaration read.
 func TestReportSkillsAndMCP(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -69,9 +70,9 @@ func TestReportSkillsAndMCP(t *testing.T) {
 		{skills.TypeSkill, "big", layer.KindProject, layer.StatusActive, "", digest(big), ""},
 		{skills.TypeSkill, "leak", layer.KindProject, layer.StatusSkipped, "", digest(leakDoc), `name: "token=[redacted] is not a valid s`},
 		{skills.TypeSkill, "small", layer.KindProject, layer.StatusActive, "", digest(small), ""},
-		{mcp.TypeServer, "x.yaml", layer.KindProject, layer.StatusInactive, layer.Untrusted, "", "no trust pin for .aerie/mcp_servers/x.ya"},
-		{mcp.TypeServer, "z.yaml", layer.KindProject, layer.StatusSkipped, "", "", `type: "token=[redacted] one of stdio, ht`},
-		{mcp.TypeServer, "y.yaml", layer.KindHome, layer.StatusInactive, "", "", "disabled: true in its declaration"},
+		{mcp.TypeServer, "x.yaml", layer.KindProject, layer.StatusInactive, layer.Untrusted, digest(files["ws/.aerie/mcp_servers/x.yaml"]), "no trust pin for .aerie/mcp_servers/x.ya"},
+		{mcp.TypeServer, "z.yaml", layer.KindProject, layer.StatusSkipped, "", digest(files["ws/.aerie/mcp_servers/z.yaml"]), `type: "token=[redacted] one of stdio, ht`},
+		{mcp.TypeServer, "y.yaml", layer.KindHome, layer.StatusInactive, "", digest(files["home/mcp_servers/y.yaml"]), "disabled: true in its declaration"},
 	}
 	full := x.Report()
 	if diff := cmp.Diff(want, entries(full)); diff != "" {

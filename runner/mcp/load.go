@@ -63,6 +63,9 @@ type File struct {
 	Trust layer.TrustStatus `json:"trust,omitempty"`
 	// Reason says why a declaration is not active.
 	Reason string `json:"reason,omitempty"`
+	// Digest is "sha256:…" over the declaration's bytes, when they were
+	// read: a shadowed declaration is not.
+	Digest string `json:"digest,omitempty"`
 	// Executables are what a trust pin of an untrusted declaration must
 	// cover besides it: its stdio command, when that is a path.
 	Executables []string `json:"executables,omitempty"`
@@ -176,6 +179,7 @@ func (c *Config) loadLayer(l layer.Layer, trust Trust, opts LoadOptions) []error
 		if err != nil {
 			probs = []layer.Problem{{Layer: l.Name, File: path, Reason: err.Error()}}
 		} else {
+			f.Digest = layer.Digest(data)
 			srv, probs = ParseFile(data, id, src)
 		}
 		switch {

@@ -329,7 +329,8 @@ func TestBoundedDiscovery(t *testing.T) {
 // TestLoadTrustVerdict: with real trust pins, a project declaration pinned
 // as it is is active and trusted, one changed since it was pinned is
 // inactive and modified, one never pinned inactive and untrusted; the
-// report shows the same, with the pin that would trust each inactive one.
+// report shows the same, with the pin that would trust each inactive one
+// and the digest of each declaration read.
 func TestLoadTrustVerdict(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
@@ -366,6 +367,9 @@ func TestLoadTrustVerdict(t *testing.T) {
 		t.Errorf("servers (-want +got)\n%s", diff)
 	}
 	for _, a := range c.Artifacts(ws) {
+		if data, err := os.ReadFile(a.Path); err != nil || a.Digest != layer.Digest(data) {
+			t.Errorf("%s: digest %q, want the declaration's (%v)", a.Name, a.Digest, err)
+		}
 		switch a.Name {
 		case "pinned":
 			if a.Status != layer.StatusActive || a.Trust != layer.Trusted || a.Pin != nil {

@@ -42,7 +42,9 @@ type Entry struct {
 	// Dir is the plugin's absolute directory.
 	Dir string `json:"dir"`
 	// Manifest is the absolute path of the manifest used, if any.
-	Manifest    string `json:"manifest,omitempty"`
+	Manifest string `json:"manifest,omitempty"`
+	// Digest is "sha256:…" over the manifest's bytes, when they were read.
+	Digest      string `json:"digest,omitempty"`
 	Format      Format `json:"format,omitempty"`
 	Version     string `json:"version,omitempty"`
 	Description string `json:"description,omitempty"`
@@ -100,8 +102,8 @@ func (s *Set) SkillRoots() []SkillRoot {
 }
 
 // Artifacts returns the entries as extensions report artifacts of type
-// "plugin", their reasons sanitized (a manifest error quotes the
-// manifest). A shadowed plugin names the artifact path of the nearer one,
+// "plugin", with the digest of the manifest read and their reasons
+// sanitized (a manifest error quotes the manifest). A shadowed plugin names the artifact path of the nearer one,
 // which lists it among its copies.
 func (s *Set) Artifacts() []layer.Artifact {
 	out := make([]layer.Artifact, 0, len(s.Entries))
@@ -113,7 +115,7 @@ func (s *Set) Artifacts() []layer.Artifact {
 		}
 		a := layer.Artifact{
 			Type: TypePlugin, Name: e.Name, Layer: e.Layer.Name, LayerKind: e.Layer.Kind,
-			Path: p, Status: e.Status, Reason: layer.SanitizeReason(e.Reason), Err: e.Err,
+			Path: p, Status: e.Status, Digest: e.Digest, Reason: layer.SanitizeReason(e.Reason), Err: e.Err,
 		}
 		if e.ShadowedBy == "" {
 			winners[e.Dir] = len(out)
@@ -271,6 +273,7 @@ func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options
 	if err != nil {
 		return skip(layer.Problem{File: e.Manifest, Reason: err.Error()})
 	}
+	e.Digest = layer.Digest(data)
 	m, err := ParseManifest(mf.Format, e.Manifest, data)
 	if err != nil {
 		return skip(err)

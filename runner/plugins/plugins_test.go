@@ -262,6 +262,21 @@ mcp_servers:
 	if farReview.ShadowedBy != nearReview.Path || !cmp.Equal(nearReview.Shadowed, []layer.Copy{{Layer: "home", Path: farReview.Path}}) {
 		t.Errorf("near review shadows %+v; far review shadowed by %q, want %q", nearReview.Shadowed, farReview.ShadowedBy, nearReview.Path)
 	}
+	// A plugin whose manifest was read has its digest, as every file the
+	// report lists; one without a manifest has none.
+	for name, a := range arts {
+		data, err := os.ReadFile(a.Path)
+		switch {
+		case name == "spec[0]/nomanifest":
+			if a.Digest != "" {
+				t.Errorf("%s: digest %q without a manifest", name, a.Digest)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", name, err)
+		case a.Digest != layer.Digest(data):
+			t.Errorf("%s: digest %q, want the manifest's %q", name, a.Digest, layer.Digest(data))
+		}
+	}
 }
 
 // TestArtifactReasonsSanitized: a manifest error quoting a credential and

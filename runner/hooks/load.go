@@ -1,8 +1,6 @@
 package hooks
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -470,8 +468,7 @@ func (r read) digest() string {
 	if r.info == nil {
 		return ""
 	}
-	sum := sha256.Sum256(r.data)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return layer.Digest(r.data)
 }
 
 // tooLarge is the error of a file over the size it may have.

@@ -33,6 +33,17 @@ import (
 // client's time from the server's. A request with no turn left, or to an
 // unknown path, fails the test.
 //
+// A server given a context window (SetContextWindow) refuses every request
+// whose estimated size (RequestTokens) exceeds it, as the real API would:
+// with the API's own overflow status and body, or those of the
+// OpenAI-compatible server it stands in for. A refused request is recorded
+// (Overflow) and takes no turn, so a client that shrinks its conversation
+// and sends it again gets the answer the turn holds.
+//
+// Each request records how many bytes of its body repeat the start of the
+// previous request's body (ModelRequest.Prefix): the share a provider's
+// prompt cache could reuse.
+//
 // Anthropic clients take URL() as their base URL; OpenAI clients take
 // OpenAIURL(), which includes the /v1 that OpenAI base URLs carry.
 type ModelServer struct {
@@ -47,6 +58,72 @@ type ModelServer struct {
 	served   []time.Duration // parallel to requests; 0 until answered
 	// answers is closed, and replaced, at each answer (see ServerTimes).
 	answers chan struct{}
+	// window is the context window requests are held to; zero tokens
+	// means none.
+	window ContextWindow
+	// last is the body of the last request, for ModelRequest.Prefix.
+	last []byte
+}
+
+// ContextWindow is the context window of a ModelServer's model.
+type ContextWindow struct {
+	// Tokens is the window's size; a request whose RequestTokens exceed it
+	// is refused. Zero means no window.
+	Tokens int64
+	// Server is the OpenAI-compatible server whose overflow error
+	// /v1/chat/completions answers with; empty is OpenAI's own. The other
+	// endpoints answer as Anthropic and OpenAI do.
+	Server CompatibleServer
+}
+
+// CompatibleServer names a server that speaks the Chat Completions API,
+// for the shape of its context overflow error.
+type CompatibleServer string
+
+// The servers whose overflow errors the fake server can answer with, each
+// with HTTP status 400. The bodies are those the servers send.
+const (
+	// ServerOpenAI: {"error": {"message": "This model's maximum context
+	// length is N tokens. However, your messages resulted in M tokens...",
+	// "type": "invalid_request_error", "param": "messages", "code":
+	// "context_length_exceeded"}}.
+	ServerOpenAI CompatibleServer = ""
+	// ServerVLLM: vLLM's {"error": {"message": "This model's maximum
+	// context length is N tokens. However, you requested M tokens (...).
+	// ...", "type": "BadRequestError", "param": null, "code": 400}}.
+	ServerVLLM CompatibleServer = "vllm"
+	// ServerVLLMLegacy: vLLM before it nested its errors, the same fields
+	// at the top level with "object": "error".
+	ServerVLLMLegacy CompatibleServer = "vllm-legacy"
+	// ServerLlamaCpp: llama.cpp's server, {"error": {"code": 400,
+	// "message": "the request exceeds the available context size, try
+	// increasing it", "type": "exceed_context_size_error",
+	// "n_prompt_tokens": M, "n_ctx": N}}.
+	ServerLlamaCpp CompatibleServer = "llama.cpp"
+	// ServerOllama: Ollama's OpenAI-compatible endpoint, {"error":
+	// {"message": "prompt too long; exceeded max context length by K
+	// tokens", "type": "invalid_request_error", "param": null, "code":
+	// null}}.
+	ServerOllama CompatibleServer = "ollama"
+	// ServerLMStudio: LM Studio, whose error is a string: {"error": "The
+	// number of tokens to keep from the initial prompt is greater than the
+	// context length (n_keep: M>= n_ctx: N). Try to load the model with a
+	// larger context length, or provide a shorter input."}.
+	ServerLMStudio CompatibleServer = "lmstudio"
+)
+
+// RequestTokens is the fake server's estimate of the tokens of a request
+// body: one token for every four bytes, rounded up. Real tokenizers give
+// three to four bytes of English or code per token; what matters to a test
+// is that the estimate is fixed and known, so that it can size a
+// conversation to a window.
+func RequestTokens(body []byte) int64 { return (int64(len(body)) + 3) / 4 }
+
+// SetContextWindow holds the requests from now on to w.
+func (s *ModelServer) SetContextWindow(w ContextWindow) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.window = w
 }
 
 // Turn is one answer of the model.
@@ -131,13 +208,30 @@ type ModelRequest struct {
 	Header http.Header
 	Body   []byte
 	// Turn is the 1-based number of the turn the request was answered from,
-	// 0 when none was left; Fault says whether it got one of the turn's faults.
+	// 0 when none was left or the request overflowed; Fault says whether it
+	// got one of the turn's faults.
 	Turn  int
 	Fault bool
+	// Tokens is the body's RequestTokens, and Overflow says whether the
+	// request was refused for exceeding the context window.
+	Tokens   int64
+	Overflow bool
+	// Prefix is the number of bytes at the start of the body that repeat
+	// the start of the previous request's body (0 for the first request).
+	Prefix int
 }
 
 // Decode decodes the request's JSON body into v.
 func (r ModelRequest) Decode(v any) error { return json.Unmarshal(r.Body, v) }
+
+// PrefixShare is the share of the body's bytes that repeat the previous
+// request's prefix, from 0 to 1; 0 for an empty body.
+func (r ModelRequest) PrefixShare() float64 {
+	if len(r.Body) == 0 {
+		return 0
+	}
+	return float64(r.Prefix) / float64(len(r.Body))
+}
 
 // StartModelServer starts a fake model server that serves turns, and closes
 // it in t.Cleanup.
@@ -226,7 +320,7 @@ func (s *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	rec := ModelRequest{Time: time.Now(), Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+	rec := ModelRequest{Time: time.Now(), Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Tokens: RequestTokens(body)}
 	// Every recorded request is timed to the end of its answer. The
 	// answers carry a Content-Length or are streamed, so flushing here
 	// sends what net/http would have sent when the handler returned, only
@@ -267,6 +361,13 @@ func (s *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		idx = s.record(rec)
 		writeModelError(w, api, Fault{Status: http.StatusBadRequest, Message: "the body is not JSON: " + err.Error()}, 0)
+		return
+	}
+
+	if win := s.contextWindow(); win.Tokens > 0 && rec.Tokens > win.Tokens {
+		rec.Overflow = true
+		idx = s.record(rec)
+		writeOverflow(w, api, win, rec.Tokens, idx+1)
 		return
 	}
 
@@ -315,10 +416,15 @@ func (s *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// record records r and returns its index.
+// record records r, with the prefix it shares with the request before it,
+// and returns its index.
 func (s *ModelServer) record(r ModelRequest) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.requests) > 0 {
+		r.Prefix = commonPrefix(s.last, r.Body)
+	}
+	s.last = r.Body
 	s.requests = append(s.requests, r)
 	s.served = append(s.served, 0)
 	return len(s.requests) - 1
@@ -333,6 +439,23 @@ func (s *ModelServer) answered(i int, d time.Duration) {
 		close(s.answers)
 		s.answers = nil
 	}
+}
+
+func (s *ModelServer) contextWindow() ContextWindow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.window
+}
+
+// commonPrefix returns the length of the longest common prefix of a and b.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
 }
 
 // take returns what the next request gets: a fault of the current turn, or
@@ -400,6 +523,77 @@ func writeModelError(w http.ResponseWriter, api modelAPI, f Fault, turn int) {
 		}}
 	}
 	writeModelBody(w, f.Status, body)
+}
+
+// writeOverflow writes the error the API (or the compatible server win
+// names) answers a request of tokens that exceeds win with.
+func writeOverflow(w http.ResponseWriter, api modelAPI, win ContextWindow, tokens int64, request int) {
+	requestID := fmt.Sprintf("req_modelserver_overflow_%d", request)
+	w.Header().Set("Content-Type", "application/json")
+	var body any
+	switch {
+	case api == modelAPIAnthropic:
+		w.Header().Set("Request-Id", requestID)
+		body = map[string]any{
+			"type": "error",
+			"error": map[string]any{
+				"type":    "invalid_request_error",
+				"message": fmt.Sprintf("prompt is too long: %d tokens > %d maximum", tokens, win.Tokens),
+			},
+			"request_id": requestID,
+		}
+	case api == modelAPIResponses:
+		w.Header().Set("X-Request-Id", requestID)
+		body = map[string]any{"error": map[string]any{
+			"message": "Your input exceeds the context window of this model. Please adjust your input and try again.",
+			"type":    "invalid_request_error",
+			"param":   "input",
+			"code":    "context_length_exceeded",
+		}}
+	default:
+		w.Header().Set("X-Request-Id", requestID)
+		body = chatOverflowBody(win, tokens)
+	}
+	writeModelBody(w, http.StatusBadRequest, body)
+}
+
+// chatOverflowBody is the overflow error of the Chat Completions server
+// win names.
+func chatOverflowBody(win ContextWindow, tokens int64) any {
+	// vLLM counts the completion's tokens too; the fake server asks for none.
+	vllm := fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, 0 in the completion). "+
+		"Please reduce the length of the messages or completion.", win.Tokens, tokens, tokens)
+	switch win.Server {
+	case ServerVLLM:
+		return map[string]any{"error": map[string]any{"message": vllm, "type": "BadRequestError", "param": nil, "code": 400}}
+	case ServerVLLMLegacy:
+		return map[string]any{"object": "error", "message": vllm, "type": "BadRequestError", "param": nil, "code": 400}
+	case ServerLlamaCpp:
+		return map[string]any{"error": map[string]any{
+			"code":            400,
+			"message":         "the request exceeds the available context size, try increasing it",
+			"type":            "exceed_context_size_error",
+			"n_prompt_tokens": tokens,
+			"n_ctx":           win.Tokens,
+		}}
+	case ServerOllama:
+		return map[string]any{"error": map[string]any{
+			"message": fmt.Sprintf("prompt too long; exceeded max context length by %d tokens", tokens-win.Tokens),
+			"type":    "invalid_request_error",
+			"param":   nil,
+			"code":    nil,
+		}}
+	case ServerLMStudio:
+		return map[string]any{"error": fmt.Sprintf("The number of tokens to keep from the initial prompt is greater than the context length (n_keep: %d>= n_ctx: %d). "+
+			"Try to load the model with a larger context length, or provide a shorter input.", tokens, win.Tokens)}
+	}
+	return map[string]any{"error": map[string]any{
+		"message": fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. "+
+			"Please reduce the length of the messages.", win.Tokens, tokens),
+		"type":  "invalid_request_error",
+		"param": "messages",
+		"code":  "context_length_exceeded",
+	}}
 }
 
 func anthropicErrorType(status int) string {

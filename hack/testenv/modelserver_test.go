@@ -565,3 +565,108 @@ func TestModelServerContentLength(t *testing.T) {
 		}
 	}
 }
+
+// postModel posts body to the server's path and returns the status and the
+// decoded JSON answer.
+func postModel(t *testing.T, ms *ModelServer, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(modelTestContext(t), http.MethodPost, ms.URL()+path, strings.NewReader(body))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var v map[string]any
+	if err := json.NewDecoder(res.Body).Decode(&v); err != nil {
+		t.Fatalf("%s: the answer is not JSON: %v", path, err)
+	}
+	return res.StatusCode, v
+}
+
+func TestModelServerContextWindow(t *testing.T) {
+	t.Parallel()
+	// 400 bytes: 100 tokens by RequestTokens.
+	body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 400-len(`{"model":"m","messages":[{"role":"user","content":""}]}`)) + `"}]}`
+	if got := RequestTokens([]byte(body)); got != 100 {
+		t.Fatalf("RequestTokens = %d, want 100", got)
+	}
+	for _, tc := range []struct {
+		path   string
+		server CompatibleServer
+		want   string // the error body, as JSON
+	}{
+		{"/v1/messages", "", `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 100 tokens > 99 maximum"},"request_id":"req_modelserver_overflow_1"}`},
+		{"/v1/responses", "", `{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}`},
+		{"/v1/chat/completions", ServerOpenAI, `{"error":{"message":"This model's maximum context length is 99 tokens. However, your messages resulted in 100 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`},
+		{"/v1/chat/completions", ServerVLLM, `{"error":{"message":"This model's maximum context length is 99 tokens. However, you requested 100 tokens (100 in the messages, 0 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}}`},
+		{"/v1/chat/completions", ServerVLLMLegacy, `{"object":"error","message":"This model's maximum context length is 99 tokens. However, you requested 100 tokens (100 in the messages, 0 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}`},
+		{"/v1/chat/completions", ServerLlamaCpp, `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":100,"n_ctx":99}}`},
+		{"/v1/chat/completions", ServerOllama, `{"error":{"message":"prompt too long; exceeded max context length by 1 tokens","type":"invalid_request_error","param":null,"code":null}}`},
+		{"/v1/chat/completions", ServerLMStudio, `{"error":"The number of tokens to keep from the initial prompt is greater than the context length (n_keep: 100>= n_ctx: 99). Try to load the model with a larger context length, or provide a shorter input."}`},
+	} {
+		t.Run(tc.path+"/"+string(tc.server), func(t *testing.T) {
+			t.Parallel()
+			ms := StartModelServer(t, Turn{Text: "it fits"})
+			ms.SetContextWindow(ContextWindow{Tokens: 99, Server: tc.server})
+			status, got := postModel(t, ms, tc.path, body)
+			var want map[string]any
+			if err := json.Unmarshal([]byte(tc.want), &want); err != nil {
+				t.Fatal(err)
+			}
+			if status != http.StatusBadRequest {
+				t.Errorf("status %d, want 400", status)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("overflow body (-want +got):\n%s", diff)
+			}
+			if ms.Remaining() != 1 {
+				t.Errorf("the overflow took a turn: %d left", ms.Remaining())
+			}
+
+			// The same request fits a window of its size, and gets the turn.
+			ms.SetContextWindow(ContextWindow{Tokens: 100, Server: tc.server})
+			if status, _ := postModel(t, ms, tc.path, body); status != http.StatusOK {
+				t.Errorf("status %d for a request that fits", status)
+			}
+			type rec struct {
+				Turn     int
+				Tokens   int64
+				Overflow bool
+			}
+			var recs []rec
+			for _, r := range ms.Requests() {
+				recs = append(recs, rec{r.Turn, r.Tokens, r.Overflow})
+			}
+			if diff := cmp.Diff([]rec{{0, 100, true}, {1, 100, false}}, recs); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestModelServerPrefix(t *testing.T) {
+	t.Parallel()
+	ms := StartModelServer(t, Turn{Text: "a"}, Turn{Text: "b"}, Turn{Text: "c"})
+	first := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	second := `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"a"}]}`
+	third := `{"model":"x"}`
+	for _, b := range []string{first, second, third} {
+		if status, _ := postModel(t, ms, "/v1/chat/completions", b); status != http.StatusOK {
+			t.Fatalf("status %d", status)
+		}
+	}
+	reqs := ms.Requests()
+	shared := len(`{"model":"m","messages":[{"role":"user","content":"hi"}`)
+	want := []int{0, shared, len(`{"model":"`)}
+	for i, r := range reqs {
+		if r.Prefix != want[i] {
+			t.Errorf("request %d: Prefix %d, want %d", i+1, r.Prefix, want[i])
+		}
+	}
+	if got, want := reqs[1].PrefixShare(), float64(shared)/float64(len(second)); got != want {
+		t.Errorf("PrefixShare %v, want %v", got, want)
+	}
+	if got := reqs[0].PrefixShare(); got != 0 {
+		t.Errorf("the first request's PrefixShare is %v, want 0", got)
+	}
+}

@@ -55,20 +55,81 @@ func (e *APIError) Error() string {
 // Unwrap returns the SDK's error.
 func (e *APIError) Unwrap() error { return e.Err }
 
-// Is reports whether the error is ErrContextOverflow. Neither API has one code
-// for it, so it is recognized by the codes and wordings the providers use.
+// Is reports whether the error is ErrContextOverflow. No API has one code
+// for it, so it is recognized by the codes, types and wordings the
+// providers and the OpenAI-compatible servers use: a code or type that says
+// so whatever the status (an error event in a stream has none), a wording
+// that says so in a 400 or a 413 (see overflowWording).
 func (e *APIError) Is(target error) bool {
 	if target != ErrContextOverflow {
 		return false
 	}
-	if e.Code == "context_length_exceeded" || e.Type == "context_length_exceeded" {
+	if overflowCode(e.Code) || overflowCode(e.Type) {
 		return true
 	}
 	if e.StatusCode != http.StatusBadRequest && e.StatusCode != http.StatusRequestEntityTooLarge {
 		return false
 	}
-	msg := strings.ToLower(e.Message)
-	for _, s := range []string{"prompt is too long", "context window", "context length", "maximum context"} {
+	return overflowWording(e.Message)
+}
+
+// overflowCode reports whether an error code or type says that the request
+// exceeds the context window: OpenAI's context_length_exceeded (also sent
+// by Groq, LiteLLM and others), llama.cpp's exceed_context_size_error and
+// z.ai's model_context_window_exceeded.
+func overflowCode(s string) bool {
+	switch s {
+	case "context_length_exceeded", "exceed_context_size_error", "model_context_window_exceeded":
+		return true
+	}
+	return false
+}
+
+// overflowWording reports whether an error message says that the request
+// exceeds the context window, in the words one of the APIs or servers uses
+// (matched without regard to case):
+//
+//   - Anthropic: "prompt is too long: 210000 tokens > 200000 maximum", and
+//     "input length and `max_tokens` exceed context limit: ...";
+//   - OpenAI: "This model's maximum context length is N tokens. However,
+//     your messages resulted in M tokens", and (Responses) "Your input
+//     exceeds the context window of this model";
+//   - vLLM: "This model's maximum context length is N tokens. However, you
+//     requested M tokens";
+//   - llama.cpp: "the request exceeds the available context size, try
+//     increasing it", or "request (M tokens) exceeds the available context
+//     size (N tokens)";
+//   - Ollama: "prompt too long; exceeded max context length by K tokens";
+//   - LM Studio: "The number of tokens to keep from the initial prompt is
+//     greater than the context length (n_keep: ...)", "Trying to keep the
+//     first M tokens when context the overflows. However, the model is
+//     loaded with context length of only N tokens", "Cannot truncate prompt
+//     with n_keep (M) >= n_ctx (N)";
+//   - and others that route or serve these models: Mistral ("too large for
+//     model with N maximum context length"), Together ("longer than the
+//     model's context length"), OpenRouter ("This endpoint's maximum
+//     context length"), Gemini's OpenAI endpoint ("The input token count
+//     (M) exceeds the maximum number of tokens allowed (N)"), xAI ("This
+//     model's maximum prompt length is N"), GitHub Copilot ("prompt token
+//     count of M exceeds the limit of N").
+//
+// A wording alone is taken only from a 400 or a 413: a 429 about "too many
+// tokens" is a rate limit, not an overflow.
+func overflowWording(msg string) bool {
+	msg = strings.ToLower(msg)
+	for _, s := range [...]string{
+		"prompt is too long",
+		"exceed context limit",
+		"context window",
+		"context length",
+		"maximum context",
+		"context size",
+		"n_keep",
+		"prompt too long",
+		"maximum prompt length",
+		"exceeds the maximum number of tokens",
+		"prompt token count",
+	} {
 		if strings.Contains(msg, s) {
 			return true
 		}

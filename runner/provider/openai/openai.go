@@ -12,11 +12,13 @@
 package openai
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -95,6 +97,7 @@ func clientOptions(cfg provider.Config) ([]option.RequestOption, error) {
 		// retry-after say (up to two minutes; a longer wait ends the retries).
 		option.WithMaxRetries(cfg.Retries()),
 		option.WithMiddleware(provider.RetryLog(cfg.Log(), cfg.Provider, cfg.Model)),
+		option.WithMiddleware(errorEnvelope),
 	}
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(string(cfg.APIKey)))
@@ -133,6 +136,70 @@ func apiError(err error) error {
 		return e
 	}
 	return err
+}
+
+// maxErrorBody bounds the error body errorEnvelope reads; a longer one is
+// passed on as it is.
+const maxErrorBody = 1 << 20
+
+// errorEnvelope rewrites the error bodies of OpenAI-compatible servers that
+// do not nest their error in an object under "error", as OpenAI does, into
+// that shape, so that the SDK reads their message: LM Studio sends
+// {"error": "text"}, which the SDK fails to decode (and so loses the
+// message), and vLLM before 0.8 sent {"object": "error", "message": ...,
+// "type": ..., "code": ...}, of which it reads nothing. Every other body is
+// passed on as it is.
+func errorEnvelope(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	res, err := next(req)
+	if err != nil || res.StatusCode < 400 || res.Body == nil {
+		return res, err
+	}
+	body, rerr := io.ReadAll(io.LimitReader(res.Body, maxErrorBody+1))
+	if rerr != nil || len(body) > maxErrorBody {
+		res.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), res.Body), res.Body}
+		return res, nil
+	}
+	_ = res.Body.Close()
+	if b, ok := envelopedError(body); ok {
+		body = b
+		res.ContentLength = int64(len(body))
+		res.Header.Del("Content-Length")
+	}
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	return res, nil
+}
+
+// envelopedError returns body in OpenAI's error shape, and whether it had
+// to be changed.
+func envelopedError(body []byte) ([]byte, bool) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return nil, false
+	}
+	var inner map[string]json.RawMessage
+	if raw, ok := top["error"]; ok {
+		var text string
+		if json.Unmarshal(raw, &text) != nil {
+			return nil, false // an object (OpenAI's shape), or something else
+		}
+		msg, _ := json.Marshal(text)
+		inner = map[string]json.RawMessage{"message": msg}
+	} else {
+		if _, ok := top["message"]; !ok {
+			return nil, false
+		}
+		inner = map[string]json.RawMessage{}
+		for _, k := range []string{"message", "type", "param", "code"} {
+			if v, ok := top[k]; ok {
+				inner[k] = v
+			}
+		}
+	}
+	b, err := json.Marshal(map[string]any{"error": inner})
+	return b, err == nil
 }
 
 // schemaMap is a tool's input schema as the SDK takes it, a map.

@@ -41,6 +41,7 @@ func kinds() []providertest.Kind {
 				return provider.Config{Provider: "openai", API: "chat-completions", Model: "gpt-test", APIKey: providertest.Key, BaseURL: ms.OpenAIURL()}
 			},
 			CheckKey: bearer,
+			Servers:  []testenv.CompatibleServer{testenv.ServerVLLM, testenv.ServerVLLMLegacy, testenv.ServerLlamaCpp, testenv.ServerOllama, testenv.ServerLMStudio},
 			RequestBody: `{
 				"model": "gpt-test", "stream": true, "stream_options": {"include_usage": true}, "max_completion_tokens": 1000,
 				"messages": ` + chatMessages + `, "tools": ` + chatTools + `}`,

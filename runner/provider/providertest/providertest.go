@@ -48,6 +48,10 @@ type Kind struct {
 	ReasoningSignature string
 	// RequestBody is the JSON body the API receives for BodyRequest.
 	RequestBody string
+	// Servers are the OpenAI-compatible servers, besides the API's own,
+	// whose context overflow errors the kind must recognise: those of the
+	// servers that speak its API.
+	Servers []testenv.CompatibleServer
 }
 
 // Run runs the suite for each kind: each case runs every kind in parallel,
@@ -67,6 +71,7 @@ func Run(t *testing.T, kinds ...Kind) {
 		{"RetriesBounded", testRetriesBounded},
 		{"BadRequestNotRetried", testBadRequestNotRetried},
 		{"ContextOverflow", testContextOverflow},
+		{"ContextWindow", testContextWindow},
 		{"Timeout", testTimeout},
 		{"StreamError", testStreamError},
 		{"MalformedToolCall", testMalformedToolCall},
@@ -388,6 +393,44 @@ func testContextOverflow(t *testing.T, kinds []Kind) {
 			t.Errorf("error %v is not ErrContextOverflow", err)
 		}
 	})
+}
+
+// testContextWindow checks that the overflow error each server really
+// sends for a request over its window (the fake server's) is
+// ErrContextOverflow, is not retried, and says what the server said.
+func testContextWindow(t *testing.T, kinds []Kind) {
+	for _, k := range kinds {
+		for _, server := range append([]testenv.CompatibleServer{testenv.ServerOpenAI}, k.Servers...) {
+			name := k.Name
+			if server != testenv.ServerOpenAI {
+				name += "/" + string(server)
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				ms := testenv.StartModelServer(t, testenv.Turn{Text: "it fits"})
+				p, err := k.New(k.Config(ms))
+				if err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				ms.SetContextWindow(testenv.ContextWindow{Tokens: 100, Server: server})
+				_, _, err = collect(t, p, userRequest(strings.Repeat("many words ", 100)))
+				if !errors.Is(err, provider.ErrContextOverflow) {
+					t.Fatalf("error %v is not ErrContextOverflow", err)
+				}
+				var aerr *provider.APIError
+				if !errors.As(err, &aerr) || aerr.StatusCode != http.StatusBadRequest || aerr.Message == "" {
+					t.Errorf("error %v: want an APIError with the 400 and the server's message", err)
+				}
+				if n := len(ms.Requests()); n != 1 {
+					t.Errorf("%d requests, want 1: an overflow is not retried", n)
+				}
+				// A request that fits is not an overflow.
+				if _, _, err := collect(t, p, userRequest("hi")); err != nil {
+					t.Errorf("a request within the window: %v", err)
+				}
+			})
+		}
+	}
 }
 
 func testTimeout(t *testing.T, kinds []Kind) {

@@ -156,6 +156,24 @@ func (p *Policy) Due() bool {
 	return p.cfg.Window > 0 && !p.thrash && p.tracker.Tokens()*100 >= p.cfg.Window*Threshold
 }
 
+// Before is the loop's question before a request: it brings the estimate
+// up to msgs and u (see Observe) and, when automatic compaction is Due,
+// compacts (TriggerAuto). It returns false when compaction is not due.
+func (p *Policy) Before(ctx context.Context, msgs []provider.Message, u transcript.Usage) (Result, bool, error) {
+	p.Observe(msgs, u)
+	if !p.Due() {
+		return Result{}, false, nil
+	}
+	res, err := p.Compact(ctx, msgs, TriggerAuto)
+	return res, err == nil, err
+}
+
+// Overflow compacts msgs after the model refused them as larger than its
+// context window (TriggerOverflow), whether or not the window is known.
+func (p *Policy) Overflow(ctx context.Context, msgs []provider.Message) (Result, error) {
+	return p.Compact(ctx, msgs, TriggerOverflow)
+}
+
 // Result is a compaction made.
 type Result struct {
 	// Messages is the new conversation: the replacement as a user message,
@@ -193,16 +211,9 @@ func (p *Policy) Compact(ctx context.Context, msgs []provider.Message, trigger T
 		return Result{}, ErrNoCut
 	}
 
-	limit, maxOutput := MaxSummaryInput, int64(maxSummaryOutput)
-	if w := p.cfg.Window; w > 0 {
-		// The summary request must fit the window itself: half of it for
-		// the input, at most a quarter for the summary.
-		limit = int(min(int64(limit), w/2*BytesPerToken))
-		maxOutput = min(maxOutput, w/4)
-	}
 	sctx, cancel := context.WithTimeout(ctx, p.cfg.SummaryTimeout)
 	defer cancel()
-	summary, err := summarize(sctx, p.cfg.Summarizer, Render(msgs[:cut.Index], limit), maxOutput)
+	summary, err := p.summarize(sctx, msgs[:cut.Index])
 	if err != nil {
 		if ctx.Err() == nil && sctx.Err() != nil {
 			return Result{}, fmt.Errorf("summarize %d messages: no summary within %s: %w", cut.Index, p.cfg.SummaryTimeout, err)
@@ -234,6 +245,29 @@ func (p *Policy) Compact(ctx context.Context, msgs []provider.Message, trigger T
 			PendingChildren: pending,
 		},
 	}, nil
+}
+
+// summarize asks for the summary of prefix. The summary request must fit
+// the window itself: with the window known, half of it is for the input
+// and at most a quarter for the summary; unknown, the input is at most half
+// the conversation's size, since the conversation is what overflowed. A
+// summary request the model refuses as too large too is made again with
+// half the input, twice at most.
+func (p *Policy) summarize(ctx context.Context, prefix []provider.Message) (string, error) {
+	limit, maxOutput := MaxSummaryInput, int64(maxSummaryOutput)
+	if w := p.cfg.Window; w > 0 {
+		limit = int(min(int64(limit), w/2*BytesPerToken))
+		maxOutput = min(maxOutput, w/4)
+	} else {
+		limit = int(min(int64(limit), p.tracker.Tokens()*BytesPerToken/2))
+	}
+	for attempt := 0; ; attempt++ {
+		summary, err := summarize(ctx, p.cfg.Summarizer, Render(prefix, limit), maxOutput)
+		if err == nil || attempt == 2 || !errors.Is(err, provider.ErrContextOverflow) {
+			return summary, err
+		}
+		limit /= 2
+	}
 }
 
 // children applies the child gate of trigger and returns the children

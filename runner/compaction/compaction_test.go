@@ -285,3 +285,39 @@ func TestChildrenGate(t *testing.T) {
 		t.Error("manual compaction skipped after the children finished")
 	}
 }
+
+func TestSummaryRequestOverflow(t *testing.T) {
+	t.Parallel()
+	msgs := session(30, 4_000)
+	// A summarizer whose window holds 20,000 bytes of input.
+	var sizes []int
+	small := &summarizer{answer: func(_ context.Context, req provider.Request) (string, error) {
+		n := len(req.Messages[1].Text())
+		sizes = append(sizes, n)
+		if n > 20_000 {
+			return "", &provider.APIError{StatusCode: 400, Message: "prompt is too long"}
+		}
+		return "summary", nil
+	}}
+	p := compaction.New(compaction.Config{Summarizer: small}) // the window unknown
+	p.Observe(msgs, transcript.Usage{})
+	res, err := p.Compact(t.Context(), msgs, compaction.TriggerOverflow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Half the conversation's size first (the conversation overflowed),
+	// then half again until it fits.
+	const wrapper = 100 // the request's words around the rendering
+	if half := int(res.Provenance.TokensBefore) * compaction.BytesPerToken / 2; len(sizes) != 3 || sizes[0] > half+wrapper || sizes[1] > half/2+wrapper {
+		t.Errorf("summary inputs of %v bytes", sizes)
+	}
+
+	never := &summarizer{answer: func(context.Context, provider.Request) (string, error) {
+		return "", &provider.APIError{StatusCode: 400, Message: "prompt is too long"}
+	}}
+	p = compaction.New(compaction.Config{Summarizer: never})
+	_, err = p.Compact(t.Context(), msgs, compaction.TriggerOverflow)
+	if !errors.Is(err, provider.ErrContextOverflow) || len(never.calls()) != 3 {
+		t.Errorf("error %v after %d summary requests, want the overflow after 3", err, len(never.calls()))
+	}
+}

@@ -8,8 +8,10 @@
 // turn. A tool call is made durable before it runs (a barrier per call), so
 // that a crash can lose a call only before it starts. The loop knows nothing
 // about where the model, the tools or the journal live: hooks, permissions
-// and output capping wrap the Tools it is given, and budgets are
-// StopConditions, so the loop does not grow a flag per feature.
+// and output capping wrap the Tools it is given, budgets are
+// StopConditions, and a Compactor compacts the conversation between turns
+// (and once after a request over the model's context window), so the loop
+// does not grow a flag per feature.
 package agent
 
 import (
@@ -21,6 +23,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/aerie-run/aerie/runner/compaction"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
@@ -58,6 +61,19 @@ type SyncJournal interface {
 	Sync(ctx context.Context, seq int64) error
 }
 
+// Compactor compacts the conversation between turns; *compaction.Policy is
+// one. Before is asked before every model request, with the conversation
+// (without the system prompt) and the session's usage, and compacts it when
+// its policy says so (false: not now). Overflow is asked once when the
+// model refused a request as larger than its context window, to compact it
+// whatever the policy, so that the loop can send it again. Either may fail
+// or skip for a reason (see package compaction); the conversation is then
+// kept as it is.
+type Compactor interface {
+	Before(ctx context.Context, msgs []provider.Message, u transcript.Usage) (compaction.Result, bool, error)
+	Overflow(ctx context.Context, msgs []provider.Message) (compaction.Result, error)
+}
+
 // StopHook is asked when the model ends its turn whether the run may end. It
 // returns a reason and true to keep the loop going: the reason becomes the
 // next user message. Lifecycle Stop hooks plug in here.
@@ -85,6 +101,14 @@ type Config struct {
 	// BeforeRequest, when set, runs before every model request; an error
 	// fails the run (a required MCP server that cannot be reconnected).
 	BeforeRequest func(ctx context.Context) error
+	// Compactor, when set, compacts the conversation between turns and
+	// recovers from a request over the model's context window.
+	Compactor Compactor
+	// HistorySeqs are the journal sequence numbers of the first entry of
+	// each message of the history New continues (see HistoryWithSeqs): a
+	// compaction that keeps a history message journals where the kept tail
+	// starts. Without them only the messages of this run can start a tail.
+	HistorySeqs []int64
 	// OnStop, when set, may keep the loop going after the model ends its
 	// turn (see StopHook). It is asked at most MaxStopContinues times.
 	OnStop StopHook
@@ -105,8 +129,11 @@ const MaxStopContinues = 8
 type Loop struct {
 	cfg      Config
 	messages []provider.Message
-	usage    transcript.Usage
-	turns    int
+	// seqs[i] is the sequence number of the first journal entry of
+	// messages[i], or 0 when it is not known.
+	seqs  []int64
+	usage transcript.Usage
+	turns int
 	// appended is the sequence number of the last entry appended, and
 	// turnEnd that of the last entry of the previous turn.
 	appended, turnEnd int64
@@ -120,7 +147,11 @@ func New(cfg Config, history []provider.Message, usage transcript.Usage) *Loop {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Loop{cfg: cfg, messages: append([]provider.Message(nil), history...), usage: usage}
+	seqs := make([]int64, len(history))
+	if len(cfg.HistorySeqs) == len(history) {
+		copy(seqs, cfg.HistorySeqs)
+	}
+	return &Loop{cfg: cfg, messages: append([]provider.Message(nil), history...), seqs: seqs, usage: usage}
 }
 
 // SetSystem replaces the system prompt from the next model request on, and
@@ -190,7 +221,8 @@ func (l *Loop) Run(ctx context.Context, prompt string) Result {
 				return l.end(ctx, Result{Outcome: Failed, Reason: err.Error(), Err: err})
 			}
 		}
-		resp, err := l.request(ctx)
+		l.compactBefore(ctx)
+		resp, err := l.requestRecovering(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return l.end(ctx, stopped(ctx))
@@ -289,8 +321,8 @@ func (l *Loop) lastAnswer() string {
 
 func (l *Loop) addUser(text string) {
 	msg := provider.UserMessage(text)
-	l.messages = append(l.messages, msg)
 	seq := l.append(transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: text}}})
+	l.addMessage(msg, seq)
 	l.emit(Event{Type: EventUserMessage, Seq: seq, Turn: l.turns + 1, Text: text})
 }
 
@@ -324,8 +356,8 @@ func (l *Loop) request(ctx context.Context) (provider.Response, error) {
 	if err != nil {
 		return provider.Response{}, fmt.Errorf("model response: %w", err)
 	}
-	l.messages = append(l.messages, resp.Message)
 	seq := l.append(assistantEntry(resp))
+	l.addMessage(resp.Message, seq)
 	l.emit(Event{Type: EventAssistantMessage, Seq: seq, Turn: turn, Text: resp.Message.Text(), StopReason: string(resp.StopReason), Duration: time.Since(start)})
 
 	l.usage = addUsage(l.usage, resp.Usage)
@@ -360,8 +392,12 @@ func addUsage(u transcript.Usage, r provider.Usage) transcript.Usage {
 // the turn, if one did.
 func (l *Loop) runTools(ctx context.Context, calls []provider.Content) (endTurn string) {
 	results := make([]provider.Content, 0, len(calls))
+	var first int64
 	for _, c := range calls {
-		l.append(transcript.ToolCall{CallID: c.ToolCallID, Name: c.ToolName, Input: storedArguments(c.Arguments)})
+		callSeq := l.append(transcript.ToolCall{CallID: c.ToolCallID, Name: c.ToolName, Input: storedArguments(c.Arguments)})
+		if first == 0 {
+			first = callSeq
+		}
 		l.emit(Event{Type: EventToolCall, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Arguments: c.Arguments})
 		start := time.Now()
 		var res tools.Result
@@ -402,8 +438,15 @@ func (l *Loop) runTools(ctx context.Context, calls []provider.Content) (endTurn 
 		l.append(comp)
 		l.emit(Event{Type: EventToolResult, Seq: seq, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Text: res.Content, IsError: res.IsError, Status: string(status), Duration: d, Process: res.Process})
 	}
-	l.messages = append(l.messages, provider.Message{Role: provider.RoleTool, Content: results})
+	l.addMessage(provider.Message{Role: provider.RoleTool, Content: results}, first)
 	return endTurn
+}
+
+// addMessage adds a message to the conversation, with the sequence number
+// of its first journal entry.
+func (l *Loop) addMessage(m provider.Message, seq int64) {
+	l.messages = append(l.messages, m)
+	l.seqs = append(l.seqs, seq)
 }
 
 func toolStatus(ctx context.Context, res tools.Result) transcript.ToolStatus {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"encoding/json"
 	"strings"
 
@@ -80,21 +81,47 @@ func restoredArguments(raw json.RawMessage) string {
 // Unanswered), so that History finds them; the results History makes up
 // itself are for older streams, which may have such calls anywhere.
 func History(snap transcript.Snapshot) []provider.Message {
+	msgs, _ := HistoryWithSeqs(snap)
+	return msgs
+}
+
+// HistoryWithSeqs is History with, for each message, the sequence number of
+// the journal entry it starts with (the compaction checkpoint's for the
+// replacement; 0 for a result History makes up), for Config.HistorySeqs.
+func HistoryWithSeqs(snap transcript.Snapshot) ([]provider.Message, []int64) {
 	var msgs []provider.Message
+	var seqs []int64
+	add := func(m provider.Message, seq int64) {
+		msgs = append(msgs, m)
+		seqs = append(seqs, seq)
+	}
 	if snap.Compaction != nil {
-		msgs = append(msgs, provider.Message{Role: provider.RoleUser, Content: contents(snap.Compaction.Replacement)})
+		add(provider.Message{Role: provider.RoleUser, Content: contents(snap.Compaction.Replacement)}, snap.CompactionSeq)
 	}
 	started := map[string]bool{} // calls with a ToolCall entry
+	var callSeq int64            // the first ToolCall entry since the last message
+	closeOpen := func() {
+		n := len(msgs)
+		msgs = closeCalls(msgs, started)
+		for range len(msgs) - n {
+			seqs = append(seqs, 0)
+		}
+	}
 	for _, e := range snap.Entries {
 		switch p := e.Payload.(type) {
 		case transcript.UserMessage:
-			msgs = closeCalls(msgs, started)
-			msgs = append(msgs, provider.Message{Role: provider.RoleUser, Content: contents(p.Content)})
+			closeOpen()
+			add(provider.Message{Role: provider.RoleUser, Content: contents(p.Content)}, e.Seq)
+			callSeq = 0
 		case transcript.AssistantMessage:
-			msgs = closeCalls(msgs, started)
-			msgs = append(msgs, provider.Message{Role: provider.RoleAssistant, Content: contents(p.Content)})
+			closeOpen()
+			add(provider.Message{Role: provider.RoleAssistant, Content: contents(p.Content)}, e.Seq)
+			callSeq = 0
 		case transcript.ToolCall:
 			started[p.CallID] = true
+			if callSeq == 0 {
+				callSeq = e.Seq
+			}
 		case transcript.ToolResult:
 			var text strings.Builder
 			for _, b := range p.Content {
@@ -104,11 +131,12 @@ func History(snap transcript.Snapshot) []provider.Message {
 			if n := len(msgs); n > 0 && msgs[n-1].Role == provider.RoleTool {
 				msgs[n-1].Content = append(msgs[n-1].Content, c)
 			} else {
-				msgs = append(msgs, provider.Message{Role: provider.RoleTool, Content: []provider.Content{c}})
+				add(provider.Message{Role: provider.RoleTool, Content: []provider.Content{c}}, cmp.Or(callSeq, e.Seq))
 			}
 		}
 	}
-	return closeCalls(msgs, started)
+	closeOpen()
+	return msgs, seqs
 }
 
 // closeCalls gives every tool call of the last assistant message (and of the

@@ -246,3 +246,30 @@ func FuzzStoredArguments(f *testing.F) {
 		}
 	})
 }
+
+func TestHistoryWithSeqs(t *testing.T) {
+	t.Parallel()
+	text := func(s string) []transcript.Block { return []transcript.Block{{Type: transcript.BlockText, Text: s}} }
+	call := transcript.AssistantMessage{Content: []transcript.Block{{Type: transcript.BlockToolUse, ID: "a", Name: "bash"}, {Type: transcript.BlockToolUse, ID: "b", Name: "bash"}}}
+	snap := transcript.Snapshot{
+		Compaction:    &transcript.Compaction{Replacement: text("summary"), FirstKept: 10},
+		CompactionSeq: 20,
+		Entries: []transcript.Entry{
+			{Seq: 10, Payload: transcript.UserMessage{Content: text("go on")}},
+			{Seq: 11, Payload: call},
+			{Seq: 12, Payload: transcript.ToolCall{CallID: "a", Name: "bash"}},
+			{Seq: 13, Payload: transcript.ToolResult{CallID: "a", Content: text("ok")}},
+			{Seq: 14, Payload: transcript.Usage{InputTokens: 1}},
+			{Seq: 21, Payload: call}, // its calls never answered: History answers them
+		},
+	}
+	msgs, seqs := HistoryWithSeqs(snap)
+	if diff := cmp.Diff(History(snap), msgs); diff != "" {
+		t.Errorf("messages differ from History's:\n%s", diff)
+	}
+	// The replacement, the user message, the call, its results (from the
+	// ToolCall entry), the second call, and the results made up for it.
+	if diff := cmp.Diff([]int64{20, 10, 11, 12, 21, 0}, seqs); diff != "" {
+		t.Errorf("seqs (-want +got):\n%s", diff)
+	}
+}

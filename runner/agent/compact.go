@@ -1,0 +1,93 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aerie-run/aerie/runner/compaction"
+	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/transcript"
+)
+
+// compactBefore asks the Compactor, before a request, whether to compact,
+// and applies the compaction it makes. A compaction that fails is a
+// warning: the conversation goes on as it is; one skipped by a gate is
+// only logged.
+func (l *Loop) compactBefore(ctx context.Context) {
+	if l.cfg.Compactor == nil {
+		return
+	}
+	res, ok, err := l.cfg.Compactor.Before(ctx, l.messages, l.usage)
+	if err == nil && ok {
+		err = l.applyCompaction(res)
+	}
+	l.compactionFailed(ctx, err)
+}
+
+// compactionFailed reports a compaction that did not happen.
+func (l *Loop) compactionFailed(ctx context.Context, err error) {
+	switch {
+	case err == nil || ctx.Err() != nil:
+	case errors.Is(err, compaction.ErrChildrenActive), errors.Is(err, compaction.ErrBudget), errors.Is(err, compaction.ErrNoCut):
+		l.cfg.Logger.Info("compaction skipped", "turn", l.turns, "reason", err.Error())
+	default:
+		l.cfg.Logger.Warn("compaction failed: the conversation is kept as it is", "turn", l.turns, "err", err)
+		l.emit(Event{Type: EventWarning, Turn: l.turns, Reason: "compaction: " + err.Error()})
+	}
+}
+
+// requestRecovering sends the request, and when the model refuses it as
+// larger than its context window, compacts the conversation and sends it
+// once more. A second refusal, or a compaction that cannot be made, is the
+// request's error, saying so.
+func (l *Loop) requestRecovering(ctx context.Context) (provider.Response, error) {
+	resp, err := l.request(ctx)
+	if err == nil || l.cfg.Compactor == nil || ctx.Err() != nil || !errors.Is(err, provider.ErrContextOverflow) {
+		return resp, err
+	}
+	res, cerr := l.cfg.Compactor.Overflow(ctx, l.messages)
+	if cerr == nil {
+		cerr = l.applyCompaction(res)
+	}
+	if cerr != nil {
+		l.compactionFailed(ctx, cerr)
+		return provider.Response{}, fmt.Errorf("%w; compacting the conversation to fit failed: %v", err, cerr)
+	}
+	resp, err = l.request(ctx)
+	if errors.Is(err, provider.ErrContextOverflow) {
+		return provider.Response{}, fmt.Errorf("the request still exceeds the model's context window after the conversation was compacted: %w", err)
+	}
+	return resp, err
+}
+
+// applyCompaction journals a compaction's checkpoint and replaces the
+// conversation with the compacted one. The checkpoint's FirstKept is the
+// first entry of the first message kept, or, when nothing is kept, the
+// checkpoint itself; a journaled conversation whose kept message's entry
+// is unknown (a history without HistorySeqs) cannot be compacted.
+func (l *Loop) applyCompaction(res compaction.Result) error {
+	cut := res.Cut.Index
+	if cut < 1 || cut > len(l.messages) || len(res.Messages) != 1+len(l.messages)-cut {
+		return fmt.Errorf("compaction: a result that does not fit the conversation (cut %d of %d messages, %d after)", cut, len(l.messages), len(res.Messages))
+	}
+	var first int64
+	if l.cfg.Journal != nil {
+		if cut < len(l.messages) {
+			first = l.seqs[cut]
+		} else if l.appended > 0 {
+			first = l.appended + 1 // the checkpoint's own: the journal numbers entries in order
+		}
+		if first == 0 {
+			return errors.New("compaction: the journal entries of the kept messages are not known")
+		}
+	}
+	seq := l.append(transcript.Compaction{
+		Replacement: []transcript.Block{{Type: transcript.BlockText, Text: res.Replacement}},
+		FirstKept:   first,
+		Provenance:  res.Provenance,
+	})
+	l.seqs = append([]int64{seq}, l.seqs[cut:]...)
+	l.messages = res.Messages
+	return nil
+}

@@ -15,6 +15,10 @@
 // the new conversation, the replacement followed by the tail, with its
 // provenance. Any failure leaves the caller's conversation as it was.
 //
+// Before and Overflow are the two questions the agent loop asks (its
+// Compactor): before each request, and once after a request the model
+// refused as larger than its context window.
+//
 // Triggers differ as the spec says: manual compaction bypasses the 85 %
 // and anti-thrash rules; provider-overflow recovery also runs when the
 // window is unknown, and waits up to OverflowChildWait for active child

@@ -63,6 +63,12 @@ const (
 	// OverflowChildWait is how long overflow recovery waits for active
 	// child agents.
 	OverflowChildWait = 3 * time.Second
+	// MaxAutoFailures is how many automatic compactions in a row may fail
+	// (the summarizer's failures, not the gates' skips) before automatic
+	// compaction stops trying, until a manual or overflow compaction
+	// succeeds: each attempt costs a summary request of up to
+	// SummaryTimeout, which a broken summarizer would spend every turn.
+	MaxAutoFailures = 3
 )
 
 // The reasons a compaction does not run. The caller's conversation stays
@@ -125,6 +131,8 @@ type Policy struct {
 	// thrash is set when the last compaction saved less than MinSaving
 	// percent: the next automatic one is skipped.
 	thrash bool
+	// failures counts the automatic compactions that failed in a row.
+	failures int
 }
 
 // New returns a policy for a conversation.
@@ -155,9 +163,10 @@ func (p *Policy) Tokens() int64 { return p.tracker.Tokens() }
 
 // Due reports whether automatic compaction should run before the next
 // request: the window is known, the estimate has reached Threshold percent
-// of it, and the last compaction, if any, saved at least MinSaving percent.
+// of it, the last compaction, if any, saved at least MinSaving percent, and
+// fewer than MaxAutoFailures automatic compactions in a row have failed.
 func (p *Policy) Due() bool {
-	return p.cfg.Window > 0 && !p.thrash && p.tracker.Tokens()*100 >= p.cfg.Window*Threshold
+	return p.cfg.Window > 0 && !p.thrash && p.failures < MaxAutoFailures && p.tracker.Tokens()*100 >= p.cfg.Window*Threshold
 }
 
 // Before is the loop's question before a request: it brings the estimate
@@ -218,6 +227,9 @@ func (p *Policy) Compact(ctx context.Context, msgs []provider.Message, trigger T
 	sctx, cancel := context.WithTimeout(ctx, p.cfg.SummaryTimeout)
 	defer cancel()
 	summary, err := p.summarize(sctx, msgs[:cut.Index])
+	if err != nil && trigger == TriggerAuto && ctx.Err() == nil {
+		p.failures++
+	}
 	if err != nil {
 		if ctx.Err() == nil && sctx.Err() != nil {
 			return Result{}, fmt.Errorf("summarize %d messages: no summary within %s: %w", cut.Index, p.cfg.SummaryTimeout, err)
@@ -234,6 +246,7 @@ func (p *Policy) Compact(ctx context.Context, msgs []provider.Message, trigger T
 	p.tracker.extend(out)
 	after := p.tracker.Tokens()
 	p.thrash = before <= 0 || (before-after)*100 < before*MinSaving
+	p.failures = 0
 
 	return Result{
 		Messages:    out,

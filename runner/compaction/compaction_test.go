@@ -321,3 +321,39 @@ func TestSummaryRequestOverflow(t *testing.T) {
 		t.Errorf("error %v after %d summary requests, want the overflow after 3", err, len(never.calls()))
 	}
 }
+
+func TestAutoFailuresStopTrying(t *testing.T) {
+	t.Parallel()
+	msgs := session(30, 4_000)
+	broken := true
+	s := &summarizer{answer: func(context.Context, provider.Request) (string, error) {
+		if broken {
+			return "", errors.New("529 overloaded")
+		}
+		return "summary", nil
+	}}
+	p := compaction.New(compaction.Config{Window: 35_000, Summarizer: s})
+	for i := range compaction.MaxAutoFailures {
+		res, ok, err := p.Before(t.Context(), msgs, transcript.Usage{})
+		if ok || err == nil {
+			t.Fatalf("attempt %d: %+v, %v, %v", i+1, res.Cut, ok, err)
+		}
+	}
+	if _, ok, err := p.Before(t.Context(), msgs, transcript.Usage{}); ok || err != nil || p.Due() {
+		t.Errorf("after %d failures in a row: compacted %v, %v, due %v", compaction.MaxAutoFailures, ok, err, p.Due())
+	}
+	if n := len(s.calls()); n != compaction.MaxAutoFailures {
+		t.Errorf("%d summary requests, want %d", n, compaction.MaxAutoFailures)
+	}
+	// A compaction of another trigger that succeeds re-arms it.
+	broken = false
+	res, err := p.Overflow(t.Context(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown := append(append([]provider.Message(nil), res.Messages...), session(30, 4_000)[1:]...)
+	p.Observe(grown, transcript.Usage{})
+	if !p.Due() {
+		t.Error("automatic compaction not due after an overflow compaction succeeded")
+	}
+}

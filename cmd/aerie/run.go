@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aerie-run/aerie/runner/atif"
+
 	"github.com/spf13/cobra"
 
 	"github.com/aerie-run/aerie/cmd/internal/cli"
@@ -271,22 +273,22 @@ func writeTrajectory(ctx context.Context, o *openingStore, tenant string, rep he
 		return fmt.Errorf("read session %s: %w", rep.Session.ID, err)
 	}
 	s := rep.Session
-	traj, err := events.BuildTrajectory(events.TrajectoryInput{
-		Session: events.SessionRecord{
+	traj, err := atif.BuildTrajectory(atif.TrajectoryInput{
+		Session: atif.SessionRecord{
 			ID: s.ID, Kind: string(s.Kind), Label: s.Label, ParentID: s.ParentID, RootID: s.RootID,
 			CreatedAt: s.CreatedAt, Settings: s.Settings,
 		},
 		Entries:             entries,
 		SystemPrompt:        system,
 		IncludeSystemPrompt: f.atifPlaintext,
-		Agent:               events.AgentInfo{Name: "aerie", Version: version},
+		Agent:               atif.AgentInfo{Name: "aerie", Version: version},
 		Tools:               rep.Tools,
 		Outcome:             string(rep.Result.Outcome),
 	})
 	if err != nil {
 		return err
 	}
-	return events.WriteTrajectory(f.atifOutput, traj)
+	return atif.WriteTrajectory(f.atifOutput, traj)
 }
 
 func (f runFlags) validate() error {
@@ -461,7 +463,7 @@ func scriptPath(flag, model string, layers []layer.Layer) (string, error) {
 // observer returns where the run's events go: JSON Lines when stdout is
 // not a terminal or --events-jsonl asks for them, text for a person
 // otherwise. flush reports a failed write once the run is over.
-func (a *app) observer(cmd *cobra.Command, f runFlags) (func(agent.Event), func()) {
+func (a *app) observer(cmd *cobra.Command, f runFlags) (func(events.Event), func()) {
 	out := cmd.OutOrStdout()
 	if f.eventsJSONL || a.stdoutIsTerminal == nil || !a.stdoutIsTerminal() {
 		j := events.NewJSONL(out, false)

@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/runner/events"
+
 	"github.com/aerie-run/aerie/hack/testenv"
-	"github.com/aerie-run/aerie/runner/agent"
 )
 
 // The benchmarks run the aerie binary itself, built once as the Makefile
@@ -96,7 +97,7 @@ func (r *benchRun) withRSS() *benchRun {
 
 // run runs one session and returns its start time, events and peak RSS
 // (0 without withRSS).
-func (r *benchRun) run(turns []testenv.Turn, args ...string) (time.Time, []agent.Event, float64) {
+func (r *benchRun) run(turns []testenv.Turn, args ...string) (time.Time, []events.Event, float64) {
 	r.b.Helper()
 	r.model.Add(turns...)
 	args = append([]string{"run", "--provider", "anthropic", "--model", "claude-sonnet-4-5", "--base-url", r.model.URL(), "--max-turns", "0"}, args...)
@@ -114,11 +115,11 @@ func (r *benchRun) run(turns []testenv.Turn, args ...string) (time.Time, []agent
 		r.b.Fatalf("aerie run: %v\n%s", err, stderr.String())
 	}
 	r.cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	var evs []agent.Event
+	var evs []events.Event
 	sc := bufio.NewScanner(&stdout)
 	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
-		var ev agent.Event
+		var ev events.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			r.b.Fatal(err)
 		}
@@ -237,7 +238,7 @@ func BenchmarkRunTurnOverhead(b *testing.B) {
 		var toolMS, procMS float64
 		for _, ev := range evs {
 			switch ev.Type {
-			case agent.EventTurnStart:
+			case events.TurnStart:
 				if !start.IsZero() {
 					turn := ms(ev.Time.Sub(start))
 					per = append(per, turn)
@@ -249,9 +250,9 @@ func BenchmarkRunTurnOverhead(b *testing.B) {
 					noproc = append(noproc, o-procMS)
 				}
 				start, toolMS, procMS = ev.Time, 0, 0
-			case agent.EventToolCall:
+			case events.ToolCall:
 				call = ev.Time
-			case agent.EventToolResult:
+			case events.ToolResult:
 				toolMS += ms(ev.Time.Sub(call))
 				procMS += ms(ev.Process)
 				// A binary from before process_ns cannot tell.

@@ -10,8 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/runner/events"
+	"github.com/aerie-run/aerie/runner/transcript"
+
 	"github.com/aerie-run/aerie/hack/testenv"
-	"github.com/aerie-run/aerie/runner/agent"
 )
 
 func writeFile(t *testing.T, path, content string, mode os.FileMode) {
@@ -192,12 +194,12 @@ echo '{"decision": "block", "reason": "run the tests before you stop"}'
 	if final.Role != "user" || final.Content[0].Text != "run the tests before you stop" {
 		t.Errorf("after the blocked stop the model got %+v", final)
 	}
-	if end := out.end(t); end.Outcome != agent.Completed || end.Text != "verified" {
+	if end := out.end(t); end.Outcome != transcript.OutcomeCompleted || end.Text != "verified" {
 		t.Errorf("session_end = %+v", end)
 	}
 	var hookEvents int
 	for _, ev := range out.events {
-		if ev.Type == agent.EventHook {
+		if ev.Type == events.Hook {
 			hookEvents++
 		}
 	}
@@ -402,7 +404,7 @@ esac
 		t.Fatalf("the slow hook did not run: %v", err)
 	}
 	requireGone(t, strings.Fields(string(pids)))
-	if end := out.end(t); end.Outcome != agent.Completed || end.Text != "done" {
+	if end := out.end(t); end.Outcome != transcript.OutcomeCompleted || end.Text != "done" {
 		t.Errorf("session_end = %+v", end)
 	}
 }
@@ -444,7 +446,7 @@ esac
 	if out.code != 0 {
 		t.Fatalf("exit %d\n%s", out.code, out.stderr)
 	}
-	if end := out.end(t); end.Outcome != agent.Completed || end.Reason != "a PreToolUse hook ended the turn: budget spent" {
+	if end := out.end(t); end.Outcome != transcript.OutcomeCompleted || end.Reason != "a PreToolUse hook ended the turn: budget spent" {
 		t.Errorf("session_end = %+v", end)
 	}
 	if n := len(e.model.Requests()); n != 1 {
@@ -457,7 +459,7 @@ esac
 	}
 	var messages []string
 	for _, ev := range out.events {
-		if ev.Type == agent.EventHook {
+		if ev.Type == events.Hook {
 			messages = append(messages, ev.Messages...)
 		}
 	}
@@ -487,7 +489,7 @@ esac
 	if out.code != 0 {
 		t.Fatalf("exit %d\n%s", out.code, out.stderr)
 	}
-	if end := out.end(t); end.Outcome != agent.Completed || end.Reason != "a UserPromptSubmit hook ended the turn: maintenance window" {
+	if end := out.end(t); end.Outcome != transcript.OutcomeCompleted || end.Reason != "a UserPromptSubmit hook ended the turn: maintenance window" {
 		t.Errorf("session_end = %+v", end)
 	}
 	if n := len(e.model.Requests()); n != 1 {
@@ -525,7 +527,7 @@ func TestRunHookApproval(t *testing.T) {
 	}
 	var approval string
 	for _, ev := range out.events {
-		if ev.Type == agent.EventHook && ev.Status == "PreToolUse:allow" {
+		if ev.Type == events.Hook && ev.Status == "PreToolUse:allow" {
 			approval = ev.Reason
 		}
 	}

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/events"
+
 	"github.com/aerie-run/aerie/runner/layer"
 )
 
@@ -101,9 +102,9 @@ func TestRunExtensionManage(t *testing.T) {
 	}
 
 	// The reload is an event, which says why the tool is inactive.
-	var reload *agent.Event
+	var reload *events.Event
 	for i, ev := range out.events {
-		if ev.Type == agent.EventReload {
+		if ev.Type == events.Reload {
 			reload = &out.events[i]
 		}
 	}

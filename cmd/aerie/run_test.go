@@ -15,10 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/runner/events"
+
 	"github.com/google/uuid"
 
 	"github.com/aerie-run/aerie/hack/testenv"
-	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/store/sqlite"
 	"github.com/aerie-run/aerie/runner/transcript"
@@ -74,7 +75,7 @@ func (e *e2e) command(args ...string) *exec.Cmd {
 type runOutput struct {
 	stdout, stderr string
 	code           int
-	events         []agent.Event
+	events         []events.Event
 }
 
 // run runs aerie to its end.
@@ -105,7 +106,7 @@ func (e *e2e) output(cmd *exec.Cmd, err error, stdout, stderr string, plain ...s
 	sc := bufio.NewScanner(strings.NewReader(stdout))
 	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
-		var ev agent.Event
+		var ev events.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			e.t.Fatalf("stdout line is not a JSON event: %v\n%s", err, sc.Text())
 		}
@@ -115,15 +116,15 @@ func (e *e2e) output(cmd *exec.Cmd, err error, stdout, stderr string, plain ...s
 }
 
 // end returns the session_end event.
-func (o runOutput) end(t *testing.T) agent.Event {
+func (o runOutput) end(t *testing.T) events.Event {
 	t.Helper()
 	for _, ev := range o.events {
-		if ev.Type == agent.EventSessionEnd {
+		if ev.Type == events.SessionEnd {
 			return ev
 		}
 	}
 	t.Fatalf("no session_end event; stderr:\n%s", o.stderr)
-	return agent.Event{}
+	return events.Event{}
 }
 
 // store opens the session database the runs used.
@@ -273,7 +274,7 @@ func TestRunEveryBuiltinTool(t *testing.T) {
 		t.Fatalf("exit %d; stderr:\n%s", out.code, out.stderr)
 	}
 	end := out.end(t)
-	if end.Outcome != agent.Completed || end.Text != "All tools worked." || end.Turn != 8 {
+	if end.Outcome != transcript.OutcomeCompleted || end.Text != "All tools worked." || end.Turn != 8 {
 		t.Errorf("session_end = %+v, want completed after 8 turns with the final answer", end)
 	}
 
@@ -439,7 +440,7 @@ sleep 300`
 	requireGone(t, pids)
 
 	end := out.end(t)
-	if end.Outcome != agent.Cancelled {
+	if end.Outcome != transcript.OutcomeCancelled {
 		t.Errorf("outcome %q, want cancelled", end.Outcome)
 	}
 	var completion *transcript.ToolCompletion
@@ -546,7 +547,7 @@ func TestRunExitCodes(t *testing.T) {
 		turns   []testenv.Turn
 		args    []string
 		code    int
-		outcome agent.Outcome
+		outcome transcript.Outcome
 		stderr  string
 	}{
 		{
@@ -554,7 +555,7 @@ func TestRunExitCodes(t *testing.T) {
 			turns:   []testenv.Turn{forever(), forever(), forever()},
 			args:    []string{"run", "--max-turns", "2", "loop"},
 			code:    4,
-			outcome: agent.BudgetExceeded,
+			outcome: transcript.OutcomeBudgetExceeded,
 			stderr:  "turn budget of 2",
 		},
 		{
@@ -562,7 +563,7 @@ func TestRunExitCodes(t *testing.T) {
 			turns:   []testenv.Turn{forever(), forever(), forever()},
 			args:    []string{"run", "--max-tokens", "200", "loop"},
 			code:    4,
-			outcome: agent.BudgetExceeded,
+			outcome: transcript.OutcomeBudgetExceeded,
 			stderr:  "token budget of 200",
 		},
 		{
@@ -570,21 +571,21 @@ func TestRunExitCodes(t *testing.T) {
 			turns:   []testenv.Turn{toolTurn(call("", "bash", map[string]any{"command": "sleep 60"}))},
 			args:    []string{"run", "--max-duration", "1s", "wait"},
 			code:    4,
-			outcome: agent.DeadlineExceeded,
+			outcome: transcript.OutcomeDeadlineExceeded,
 		},
 		{
 			name:    "rate limited, then an answer",
 			turns:   []testenv.Turn{{Text: "fine", Faults: []testenv.Fault{{Status: 429, Header: map[string][]string{"Retry-After": {"0"}}}}}},
 			args:    []string{"run", "hello"},
 			code:    0,
-			outcome: agent.Completed,
+			outcome: transcript.OutcomeCompleted,
 		},
 		{
 			name:    "API error",
 			turns:   []testenv.Turn{{Text: "unreachable", Faults: []testenv.Fault{{Status: 400, Message: "bad request from the test"}}}},
 			args:    []string{"run", "hello"},
 			code:    3,
-			outcome: agent.ModelError,
+			outcome: transcript.OutcomeModelError,
 			stderr:  "bad request from the test",
 		},
 		{
@@ -592,7 +593,7 @@ func TestRunExitCodes(t *testing.T) {
 			turns:   []testenv.Turn{{Text: "no", StopReason: "refusal"}},
 			args:    []string{"run", "hello"},
 			code:    3,
-			outcome: agent.ModelError,
+			outcome: transcript.OutcomeModelError,
 			stderr:  "refused",
 		},
 	}
@@ -712,7 +713,7 @@ func TestRunStoreUnavailable(t *testing.T) {
 			}
 			// A new session had started: its end says how.
 			if args[1] != "--resume" {
-				if end := out.end(t); end.Outcome != agent.Failed || end.ExitCode == nil || *end.ExitCode != 1 || !strings.Contains(end.Reason, "open session database") {
+				if end := out.end(t); end.Outcome != transcript.OutcomeFailed || end.ExitCode == nil || *end.ExitCode != 1 || !strings.Contains(end.Reason, "open session database") {
 					t.Errorf("session_end = %+v, want failed, exit code 1 and the database's error", end)
 				}
 			}

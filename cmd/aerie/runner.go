@@ -155,8 +155,8 @@ func (a *app) runAttempt(ctx context.Context, cmd *cobra.Command, f runnerFlags,
 		logger.Warn("count the session's earlier tool calls; the report counts this attempt's only", "err", err)
 	}
 	jsonl := events.NewJSONL(cmd.OutOrStdout(), false)
-	opts.Observe = func(e agent.Event) {
-		if e.Type == agent.EventToolCall {
+	opts.Observe = func(e events.Event) {
+		if e.Type == events.ToolCall {
 			toolCalls++
 		}
 		jsonl.Observe(e)

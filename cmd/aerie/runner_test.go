@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/runner/events"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
 	"github.com/aerie-run/aerie/hack/testenv"
-	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/headless"
@@ -91,7 +92,7 @@ func (p *pod) config(change ...func(*runconfig.Config)) *runconfig.Config {
 type runnerResult struct {
 	code   int
 	report runconfig.Report
-	events []agent.Event
+	events []events.Event
 	stderr string
 }
 
@@ -141,7 +142,7 @@ func (p *pod) runFile(ctx context.Context, cfgPath string, extra ...string) runn
 	sc := bufio.NewScanner(&stdout)
 	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
-		var ev agent.Event
+		var ev events.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			p.t.Fatalf("stdout line is not a JSON event: %v\n%s", err, sc.Text())
 		}
@@ -218,7 +219,7 @@ func testRunnerCompletes(t *testing.T, dsn string) {
 			}
 		}
 	}
-	if got := res.events; len(got) == 0 || got[0].Type != agent.EventSessionStart || got[len(got)-1].Type != agent.EventSessionEnd {
+	if got := res.events; len(got) == 0 || got[0].Type != events.SessionStart || got[len(got)-1].Type != events.SessionEnd {
 		t.Errorf("events on stdout: %+v", got)
 	}
 	if !strings.Contains(res.stderr, `"msg":"session ended"`) {

@@ -19,7 +19,6 @@ import (
 
 	aeriev1 "github.com/aerie-run/aerie/api/v1alpha1"
 	"github.com/aerie-run/aerie/cmd/internal/cli"
-	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/runconfig"
 )
@@ -82,7 +81,7 @@ type submitted struct {
 	SessionID string                    `json:"session_id,omitempty"`
 	Result    *aeriev1.Result           `json:"result,omitempty"`
 	Usage     *aeriev1.Usage            `json:"usage,omitempty"`
-	Event     *agent.Event              `json:"event,omitempty"`
+	Event     *events.Event             `json:"event,omitempty"`
 }
 
 func (a *app) submit(cmd *cobra.Command, f submitFlags) error {
@@ -227,7 +226,7 @@ func (c *kubeClient) follow(ctx context.Context, name string, out *submitOutput)
 				sc := bufio.NewScanner(rc)
 				sc.Buffer(nil, 16<<20)
 				for sc.Scan() {
-					var ev agent.Event
+					var ev events.Event
 					if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Type != "" {
 						out.event(s, ev)
 					}
@@ -294,7 +293,7 @@ func (o *submitOutput) status(typ string, s *aeriev1.AgentSession) {
 	}
 }
 
-func (o *submitOutput) event(s *aeriev1.AgentSession, ev agent.Event) {
+func (o *submitOutput) event(s *aeriev1.AgentSession, ev events.Event) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.jsonl != nil {

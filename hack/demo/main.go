@@ -33,6 +33,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aerie-run/aerie/runner/events"
+
 	"github.com/go-logr/logr"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,7 +50,6 @@ import (
 	aeriev1 "github.com/aerie-run/aerie/api/v1alpha1"
 	"github.com/aerie-run/aerie/controllers"
 	"github.com/aerie-run/aerie/hack/testenv"
-	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/store/dburl"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
@@ -583,7 +584,7 @@ func streamAgentLog(ctx context.Context, cp *testenv.ControlPlane, pod *corev1.P
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
 	for sc.Scan() {
-		var e agent.Event
+		var e events.Event
 		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Type == "" {
 			continue // the runner's own log lines go to standard error
 		}
@@ -596,25 +597,25 @@ func streamAgentLog(ctx context.Context, cp *testenv.ControlPlane, pod *corev1.P
 
 // describeEvent is one line for an agent event, or "" for the events not
 // worth a line.
-func describeEvent(e agent.Event) string {
+func describeEvent(e events.Event) string {
 	switch e.Type {
-	case agent.EventSessionStart:
+	case events.SessionStart:
 		return fmt.Sprintf("session %s started · %s/%s", e.Session, e.Provider, e.Model)
-	case agent.EventAssistantMessage:
+	case events.AssistantMessage:
 		return "assistant: " + preview(e.Text, 200)
-	case agent.EventToolCall:
+	case events.ToolCall:
 		return fmt.Sprintf("▸ %s %s", e.Tool, preview(e.Arguments, 120))
-	case agent.EventToolResult:
+	case events.ToolResult:
 		mark := "✓"
 		if e.IsError {
 			mark = "✗"
 		}
 		return fmt.Sprintf("  %s %s (%s) %s", mark, e.Tool, e.Duration.Round(time.Millisecond), preview(e.Text, 120))
-	case agent.EventHook:
+	case events.Hook:
 		return strings.TrimSpace(fmt.Sprintf("  hook %s %s", e.Status, preview(e.Reason, 120)))
-	case agent.EventWarning:
+	case events.Warning:
 		return "! " + e.Reason
-	case agent.EventSessionEnd:
+	case events.SessionEnd:
 		return fmt.Sprintf("session ended: %s after %d turns", e.Outcome, e.Turn)
 	}
 	return ""

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/aerie-run/aerie/runner/compaction"
+	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
@@ -94,7 +95,7 @@ type Config struct {
 	Stop []StopCondition
 	// MaxDuration bounds the wall time of Run; zero means no bound. When it
 	// passes, the current model call or tool is cancelled and the run ends
-	// DeadlineExceeded.
+	// OutcomeDeadlineExceeded.
 	MaxDuration time.Duration
 	// MaxOutputTokens caps each response; zero is the provider's default.
 	MaxOutputTokens int64
@@ -114,7 +115,7 @@ type Config struct {
 	OnStop StopHook
 	// Observe receives the events of the run, synchronously, on the loop's
 	// goroutine; it must not block for long. Nil discards them.
-	Observe func(Event)
+	Observe func(events.Event)
 	// Logger receives what goes wrong without stopping the run (a failed
 	// journal barrier). Nil discards.
 	Logger *slog.Logger
@@ -169,8 +170,8 @@ func (l *Loop) Messages() []provider.Message { return append([]provider.Message(
 
 // Result is how a run ended.
 type Result struct {
-	Outcome Outcome
-	// Reason says why, in words, for outcomes other than Completed.
+	Outcome transcript.Outcome
+	// Reason says why, in words, for outcomes other than OutcomeCompleted.
 	Reason string
 	// Answer is the text of the model's last message.
 	Answer string
@@ -178,7 +179,7 @@ type Result struct {
 	Turns int
 	// Usage is the session's cumulative usage at the end of the run.
 	Usage transcript.Usage
-	// Err is the error behind a ModelError or Failed outcome.
+	// Err is the error behind an OutcomeModelError or OutcomeFailed.
 	Err error
 	// JournalErr is the journal's failure, if it failed during the run:
 	// the outcome stands, but the stored transcript lacks later entries.
@@ -218,7 +219,7 @@ func (l *Loop) Run(ctx context.Context, prompt string) Result {
 				if ctx.Err() != nil {
 					return l.end(ctx, stopped(ctx))
 				}
-				return l.end(ctx, Result{Outcome: Failed, Reason: err.Error(), Err: err})
+				return l.end(ctx, Result{Outcome: transcript.OutcomeFailed, Reason: err.Error(), Err: err})
 			}
 		}
 		l.compactBefore(ctx)
@@ -227,7 +228,7 @@ func (l *Loop) Run(ctx context.Context, prompt string) Result {
 			if ctx.Err() != nil {
 				return l.end(ctx, stopped(ctx))
 			}
-			return l.end(ctx, Result{Outcome: ModelError, Reason: err.Error(), Err: err})
+			return l.end(ctx, Result{Outcome: transcript.OutcomeModelError, Reason: err.Error(), Err: err})
 		}
 		calls := resp.Message.ToolCalls()
 		if len(calls) > 0 {
@@ -236,12 +237,12 @@ func (l *Loop) Run(ctx context.Context, prompt string) Result {
 			if endTurn != "" && ctx.Err() == nil {
 				// A hook ended the turn: the run is over, as the model's
 				// own end of turn would have it, and says why.
-				return l.end(ctx, Result{Outcome: Completed, Reason: endTurn})
+				return l.end(ctx, Result{Outcome: transcript.OutcomeCompleted, Reason: endTurn})
 			}
 			continue
 		}
 		r := answered(resp)
-		if r.Outcome == Completed && l.cfg.OnStop != nil && continues < MaxStopContinues {
+		if r.Outcome == transcript.OutcomeCompleted && l.cfg.OnStop != nil && continues < MaxStopContinues {
 			if reason, block := l.cfg.OnStop(ctx, r.Answer); block {
 				continues++
 				l.addUser(reason)
@@ -258,20 +259,20 @@ func answered(resp provider.Response) Result {
 	r := Result{Answer: resp.Message.Text()}
 	switch resp.StopReason {
 	case provider.StopEndTurn, provider.StopSequence, "":
-		r.Outcome = Completed
+		r.Outcome = transcript.OutcomeCompleted
 	case provider.StopMaxTokens:
-		r.Outcome, r.Reason = ModelError, "the answer was cut off at the output token limit"
+		r.Outcome, r.Reason = transcript.OutcomeModelError, "the answer was cut off at the output token limit"
 	case provider.StopRefusal:
-		r.Outcome, r.Reason = ModelError, "the model refused to answer"
+		r.Outcome, r.Reason = transcript.OutcomeModelError, "the model refused to answer"
 	case provider.StopContextWindow:
-		r.Outcome, r.Reason = ModelError, "the conversation filled the model's context window"
+		r.Outcome, r.Reason = transcript.OutcomeModelError, "the conversation filled the model's context window"
 	case provider.StopToolUse:
 		// A tool_use stop without a complete tool call: nothing to run.
-		r.Outcome, r.Reason = ModelError, "the model stopped for a tool call but sent none"
+		r.Outcome, r.Reason = transcript.OutcomeModelError, "the model stopped for a tool call but sent none"
 	default:
-		r.Outcome, r.Reason = ModelError, fmt.Sprintf("the model stopped for an unknown reason %q", resp.StopReason)
+		r.Outcome, r.Reason = transcript.OutcomeModelError, fmt.Sprintf("the model stopped for an unknown reason %q", resp.StopReason)
 	}
-	if r.Outcome == ModelError {
+	if r.Outcome == transcript.OutcomeModelError {
 		r.Err = errors.New(r.Reason)
 	}
 	return r
@@ -281,9 +282,9 @@ func answered(resp provider.Response) Result {
 func stopped(ctx context.Context) Result {
 	cause := context.Cause(ctx)
 	if errors.Is(cause, ErrDeadline) {
-		return Result{Outcome: DeadlineExceeded, Reason: cause.Error()}
+		return Result{Outcome: transcript.OutcomeDeadlineExceeded, Reason: cause.Error()}
 	}
-	return Result{Outcome: Cancelled, Reason: cause.Error(), Err: cause}
+	return Result{Outcome: transcript.OutcomeCancelled, Reason: cause.Error(), Err: cause}
 }
 
 func (l *Loop) checkStop() (Result, bool) {
@@ -303,10 +304,10 @@ func (l *Loop) end(ctx context.Context, r Result) Result {
 	if r.Answer == "" {
 		r.Answer = l.lastAnswer()
 	}
-	seq := l.append(transcript.Checkpoint{Turn: int64(l.turns), Outcome: string(r.Outcome), Result: r.Answer})
+	seq := l.append(transcript.Checkpoint{Turn: int64(l.turns), Outcome: r.Outcome, Result: r.Answer})
 	l.barrier(context.WithoutCancel(ctx))
 	r.JournalErr = l.journalErr
-	l.emit(Event{Type: EventEnd, Seq: seq, Turn: l.turns, Outcome: r.Outcome, Text: r.Answer, Reason: r.Reason, Usage: &r.Usage})
+	l.emit(events.Event{Type: events.End, Seq: seq, Turn: l.turns, Outcome: r.Outcome, Text: r.Answer, Reason: r.Reason, Usage: &r.Usage})
 	return r
 }
 
@@ -323,7 +324,7 @@ func (l *Loop) addUser(text string) {
 	msg := provider.UserMessage(text)
 	seq := l.append(transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: text}}})
 	l.addMessage(msg, seq)
-	l.emit(Event{Type: EventUserMessage, Seq: seq, Turn: l.turns + 1, Text: text})
+	l.emit(events.Event{Type: events.UserMessage, Seq: seq, Turn: l.turns + 1, Text: text})
 }
 
 // request sends the conversation and streams the answer, forwarding its text
@@ -331,7 +332,7 @@ func (l *Loop) addUser(text string) {
 func (l *Loop) request(ctx context.Context) (provider.Response, error) {
 	l.turns++
 	turn := l.turns
-	l.emit(Event{Type: EventTurnStart, Turn: turn})
+	l.emit(events.Event{Type: events.TurnStart, Turn: turn})
 	req := provider.Request{Messages: l.conversation(), MaxOutputTokens: l.cfg.MaxOutputTokens}
 	if l.cfg.Tools != nil {
 		req.Tools = l.cfg.Tools.Definitions()
@@ -347,9 +348,9 @@ func (l *Loop) request(ctx context.Context) (provider.Response, error) {
 		}
 		switch part.Type {
 		case provider.PartTextDelta:
-			l.emit(Event{Type: EventTextDelta, Turn: turn, Text: part.Text})
+			l.emit(events.Event{Type: events.TextDelta, Turn: turn, Text: part.Text})
 		case provider.PartReasoningDelta:
-			l.emit(Event{Type: EventReasoningDelta, Turn: turn, Text: part.Text})
+			l.emit(events.Event{Type: events.ReasoningDelta, Turn: turn, Text: part.Text})
 		}
 	}
 	resp, err := acc.Response()
@@ -358,12 +359,12 @@ func (l *Loop) request(ctx context.Context) (provider.Response, error) {
 	}
 	seq := l.append(assistantEntry(resp))
 	l.addMessage(resp.Message, seq)
-	l.emit(Event{Type: EventAssistantMessage, Seq: seq, Turn: turn, Text: resp.Message.Text(), StopReason: string(resp.StopReason), Duration: time.Since(start)})
+	l.emit(events.Event{Type: events.AssistantMessage, Seq: seq, Turn: turn, Text: resp.Message.Text(), StopReason: string(resp.StopReason), Duration: time.Since(start)})
 
 	l.usage = addUsage(l.usage, resp.Usage)
 	useq := l.append(l.usage)
 	u := l.usage
-	l.emit(Event{Type: EventUsage, Seq: useq, Turn: turn, Usage: &u})
+	l.emit(events.Event{Type: events.Usage, Seq: useq, Turn: turn, Usage: &u})
 	return resp, nil
 }
 
@@ -398,7 +399,7 @@ func (l *Loop) runTools(ctx context.Context, calls []provider.Content) (endTurn 
 		if first == 0 {
 			first = callSeq
 		}
-		l.emit(Event{Type: EventToolCall, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Arguments: c.Arguments})
+		l.emit(events.Event{Type: events.ToolCall, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Arguments: c.Arguments})
 		start := time.Now()
 		var res tools.Result
 		var status transcript.ToolStatus
@@ -436,7 +437,7 @@ func (l *Loop) runTools(ctx context.Context, calls []provider.Content) (endTurn 
 			comp.Error = firstLine(res.Content)
 		}
 		l.append(comp)
-		l.emit(Event{Type: EventToolResult, Seq: seq, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Text: res.Content, IsError: res.IsError, Status: string(status), Duration: d, Process: res.Process})
+		l.emit(events.Event{Type: events.ToolResult, Seq: seq, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Text: res.Content, IsError: res.IsError, Status: string(status), Duration: d, Process: res.Process})
 	}
 	l.addMessage(provider.Message{Role: provider.RoleTool, Content: results}, first)
 	return endTurn
@@ -514,10 +515,10 @@ func (l *Loop) journalFailed(ctx context.Context, err error) {
 	}
 	l.journalErr = err
 	l.cfg.Logger.Error("the journal failed: later entries of this session are not stored", "turn", l.turns, "err", err)
-	l.emit(Event{Type: EventWarning, Turn: l.turns, Reason: "journal: " + err.Error()})
+	l.emit(events.Event{Type: events.Warning, Turn: l.turns, Reason: "journal: " + err.Error()})
 }
 
-func (l *Loop) emit(e Event) {
+func (l *Loop) emit(e events.Event) {
 	if l.cfg.Observe == nil {
 		return
 	}

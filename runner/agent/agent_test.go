@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/runner/events"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aerie-run/aerie/runner/provider"
@@ -112,21 +114,21 @@ func textTurn(s string) provider.Response {
 func TestLoopJournalsEveryStep(t *testing.T) {
 	t.Parallel()
 	j := &recorder{}
-	var evs []EventType
+	var evs []events.Type
 	l := New(Config{
 		Model:   provider.NewScripted("s", []provider.Response{echoTurn("one", "two"), textTurn("done")}),
 		Tools:   registry(t, echo{}),
 		Journal: j,
 		System:  "be brief",
-		Observe: func(e Event) {
+		Observe: func(e events.Event) {
 			evs = append(evs, e.Type)
-			if e.Type == EventToolResult && e.Process != echoProcess {
+			if e.Type == events.ToolResult && e.Process != echoProcess {
 				t.Errorf("tool_result reports a process time of %v, want the tool's %v", e.Process, echoProcess)
 			}
 		},
 	}, nil, transcript.Usage{})
 	r := l.Run(t.Context(), "go")
-	if r.Outcome != Completed || r.Answer != "done" || r.Turns != 2 {
+	if r.Outcome != transcript.OutcomeCompleted || r.Answer != "done" || r.Turns != 2 {
 		t.Fatalf("result = %+v", r)
 	}
 	if want := (transcript.Usage{InputTokens: 30, OutputTokens: 5, Requests: 2, ContextTokens: 23}); r.Usage != want {
@@ -141,7 +143,7 @@ func TestLoopJournalsEveryStep(t *testing.T) {
 	if diff := cmp.Diff(want, j.kinds()); diff != "" {
 		t.Errorf("journal (-want +got):\n%s", diff)
 	}
-	if !slices.Contains(evs, EventToolResult) || evs[len(evs)-1] != EventEnd {
+	if !slices.Contains(evs, events.ToolResult) || evs[len(evs)-1] != events.End {
 		t.Errorf("events = %v", evs)
 	}
 	msgs := l.Messages()
@@ -157,17 +159,17 @@ func TestLoopStopConditions(t *testing.T) {
 		name    string
 		stop    []StopCondition
 		prior   transcript.Usage
-		outcome Outcome
+		outcome transcript.Outcome
 		turns   int
 	}{
-		{"no budget", nil, transcript.Usage{}, Completed, 4},
-		{"session turns", []StopCondition{MaxSessionTurns(3)}, transcript.Usage{}, BudgetExceeded, 3},
+		{"no budget", nil, transcript.Usage{}, transcript.OutcomeCompleted, 4},
+		{"session turns", []StopCondition{MaxSessionTurns(3)}, transcript.Usage{}, transcript.OutcomeBudgetExceeded, 3},
 		// A resumed session with two requests behind it has one left.
-		{"session turns after a resume", []StopCondition{MaxSessionTurns(3)}, transcript.Usage{Requests: 2}, BudgetExceeded, 1},
-		{"session turns spent before", []StopCondition{MaxSessionTurns(3)}, transcript.Usage{Requests: 3}, BudgetExceeded, 0},
-		{"turns", []StopCondition{MaxTurns(2)}, transcript.Usage{}, BudgetExceeded, 2},
-		{"tokens", []StopCondition{MaxTokens(24)}, transcript.Usage{}, BudgetExceeded, 2},
-		{"the first that fires", []StopCondition{MaxTurns(3), MaxTokens(1)}, transcript.Usage{}, BudgetExceeded, 1},
+		{"session turns after a resume", []StopCondition{MaxSessionTurns(3)}, transcript.Usage{Requests: 2}, transcript.OutcomeBudgetExceeded, 1},
+		{"session turns spent before", []StopCondition{MaxSessionTurns(3)}, transcript.Usage{Requests: 3}, transcript.OutcomeBudgetExceeded, 0},
+		{"turns", []StopCondition{MaxTurns(2)}, transcript.Usage{}, transcript.OutcomeBudgetExceeded, 2},
+		{"tokens", []StopCondition{MaxTokens(24)}, transcript.Usage{}, transcript.OutcomeBudgetExceeded, 2},
+		{"the first that fires", []StopCondition{MaxTurns(3), MaxTokens(1)}, transcript.Usage{}, transcript.OutcomeBudgetExceeded, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,14 +197,14 @@ func TestLoopCancelDuringTools(t *testing.T) {
 		Journal: j,
 	}, nil, transcript.Usage{})
 	r := l.Run(ctx, "go")
-	if r.Outcome != Cancelled || !errors.Is(r.Err, stop) || ran != 1 {
+	if r.Outcome != transcript.OutcomeCancelled || !errors.Is(r.Err, stop) || ran != 1 {
 		t.Fatalf("result %+v after %d tool runs, want cancelled by the cause after 1", r, ran)
 	}
 	statuses := j.statuses()
 	if diff := cmp.Diff([]transcript.ToolStatus{transcript.ToolCancelled, transcript.ToolCancelled, transcript.ToolCancelled}, statuses); diff != "" {
 		t.Errorf("completions (-want +got):\n%s", diff)
 	}
-	if cp, ok := j.entries[len(j.entries)-1].(transcript.Checkpoint); !ok || cp.Outcome != string(Cancelled) {
+	if cp, ok := j.entries[len(j.entries)-1].(transcript.Checkpoint); !ok || cp.Outcome != transcript.OutcomeCancelled {
 		t.Errorf("last entry %#v, want a cancelled checkpoint", j.entries[len(j.entries)-1])
 	}
 }
@@ -227,7 +229,7 @@ func TestLoopToolCallDurableBeforeItRuns(t *testing.T) {
 		}}),
 		Journal: j,
 	}, nil, transcript.Usage{})
-	if r := l.Run(t.Context(), "go"); r.Outcome != Completed || ran != 2 {
+	if r := l.Run(t.Context(), "go"); r.Outcome != transcript.OutcomeCompleted || ran != 2 {
 		t.Fatalf("result %+v after %d tool runs", r, ran)
 	}
 }
@@ -249,7 +251,7 @@ func TestLoopCancelDuringWriteAhead(t *testing.T) {
 		Journal: j,
 	}, nil, transcript.Usage{})
 	r := l.Run(ctx, "go")
-	if r.Outcome != Cancelled || ran != 0 || r.JournalErr != nil {
+	if r.Outcome != transcript.OutcomeCancelled || ran != 0 || r.JournalErr != nil {
 		t.Fatalf("result %+v after %d tool runs, want cancelled before the call ran, no journal error", r, ran)
 	}
 	if diff := cmp.Diff([]transcript.ToolStatus{transcript.ToolCancelled}, j.statuses()); diff != "" {
@@ -285,7 +287,7 @@ func TestLoopToolEndsTurn(t *testing.T) {
 		Journal: j,
 	}, nil, transcript.Usage{})
 	r := l.Run(t.Context(), "go")
-	if r.Outcome != Completed || r.Reason != "a PostToolUse hook ended the turn: enough" || r.Turns != 1 || ran != 2 {
+	if r.Outcome != transcript.OutcomeCompleted || r.Reason != "a PostToolUse hook ended the turn: enough" || r.Turns != 1 || ran != 2 {
 		t.Fatalf("result %+v after %d tool runs, want completed after 1 turn and 2 runs", r, ran)
 	}
 	if n := len(model.got); n != 1 {
@@ -299,7 +301,7 @@ func TestLoopToolEndsTurn(t *testing.T) {
 	if got := last.Content[2].Text; !strings.Contains(got, "not run: a PostToolUse hook ended the turn: enough") {
 		t.Errorf("the call after the end of the turn got %q", got)
 	}
-	if cp, ok := j.entries[len(j.entries)-1].(transcript.Checkpoint); !ok || cp.Outcome != string(Completed) {
+	if cp, ok := j.entries[len(j.entries)-1].(transcript.Checkpoint); !ok || cp.Outcome != transcript.OutcomeCompleted {
 		t.Errorf("last entry %#v, want a completed checkpoint", j.entries[len(j.entries)-1])
 	}
 }
@@ -315,7 +317,7 @@ func TestLoopStopHook(t *testing.T) {
 		},
 	}, nil, transcript.Usage{})
 	r := l.Run(t.Context(), "go")
-	if r.Outcome != Completed || r.Answer != "second" || asked != 2 {
+	if r.Outcome != transcript.OutcomeCompleted || r.Answer != "second" || asked != 2 {
 		t.Fatalf("result %+v after %d stop hooks", r, asked)
 	}
 	msgs := l.Messages()
@@ -327,7 +329,7 @@ func TestLoopStopHook(t *testing.T) {
 		Model:  provider.NewScripted("s", slices.Repeat([]provider.Response{textTurn("again")}, MaxStopContinues+1)),
 		OnStop: func(context.Context, string) (string, bool) { return "no", true },
 	}, nil, transcript.Usage{})
-	if r := always.Run(t.Context(), "go"); r.Outcome != Completed || r.Turns != MaxStopContinues+1 {
+	if r := always.Run(t.Context(), "go"); r.Outcome != transcript.OutcomeCompleted || r.Turns != MaxStopContinues+1 {
 		t.Errorf("a stop hook that always blocks: %+v, want completed after %d turns", r, MaxStopContinues+1)
 	}
 }
@@ -345,14 +347,14 @@ func TestLoopModelErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			r := New(Config{Model: provider.NewScripted("s", []provider.Response{tt.resp})}, nil, transcript.Usage{}).Run(t.Context(), "go")
-			if r.Outcome != ModelError || r.Err == nil || r.Reason == "" || !strings.Contains(r.Reason, tt.want) {
+			if r.Outcome != transcript.OutcomeModelError || r.Err == nil || r.Reason == "" || !strings.Contains(r.Reason, tt.want) {
 				t.Errorf("result %+v, want a model error about %q", r, tt.want)
 			}
 		})
 	}
 	// A script with no turn left is an error of the model.
 	r := New(Config{Model: provider.NewScripted("s", nil)}, nil, transcript.Usage{}).Run(t.Context(), "go")
-	if r.Outcome != ModelError || !errors.Is(r.Err, provider.ErrScriptExhausted) {
+	if r.Outcome != transcript.OutcomeModelError || !errors.Is(r.Err, provider.ErrScriptExhausted) {
 		t.Errorf("exhausted script: %+v", r)
 	}
 }
@@ -373,7 +375,7 @@ func TestLoopBeforeRequest(t *testing.T) {
 		},
 	}, nil, transcript.Usage{})
 	r := l.Run(t.Context(), "go")
-	if r.Outcome != Failed || !errors.Is(r.Err, lost) || r.Turns != 1 {
+	if r.Outcome != transcript.OutcomeFailed || !errors.Is(r.Err, lost) || r.Turns != 1 {
 		t.Errorf("result %+v, want failed after 1 turn with the check's error", r)
 	}
 }
@@ -413,7 +415,7 @@ func TestLoopSwapAtTurnBoundary(t *testing.T) {
 			return nil
 		},
 	}, nil, transcript.Usage{})
-	if r := l.Run(t.Context(), "go"); r.Outcome != Completed {
+	if r := l.Run(t.Context(), "go"); r.Outcome != transcript.OutcomeCompleted {
 		t.Fatalf("result %+v", r)
 	}
 	var got []string
@@ -459,7 +461,7 @@ func TestLoopTurnBarrierWaitsForThePreviousTurn(t *testing.T) {
 		Tools:   registry(t, echo{}),
 		Journal: j,
 	}, nil, transcript.Usage{})
-	if r := l.Run(t.Context(), "go"); r.Outcome != Completed {
+	if r := l.Run(t.Context(), "go"); r.Outcome != transcript.OutcomeCompleted {
 		t.Fatalf("result = %+v", r)
 	}
 	// 1 is the prompt; each tool turn appends the assistant's message, the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/aerie-run/aerie/runner/compaction"
+	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
@@ -33,7 +34,7 @@ func (l *Loop) compactionFailed(ctx context.Context, err error) {
 		l.cfg.Logger.Info("compaction skipped", "turn", l.turns, "reason", err.Error())
 	default:
 		l.cfg.Logger.Warn("compaction failed: the conversation is kept as it is", "turn", l.turns, "err", err)
-		l.emit(Event{Type: EventWarning, Turn: l.turns, Reason: "compaction: " + err.Error()})
+		l.emit(events.Event{Type: events.Warning, Turn: l.turns, Reason: "compaction: " + err.Error()})
 	}
 }
 

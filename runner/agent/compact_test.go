@@ -11,6 +11,7 @@ import (
 
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/compaction"
+	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/provider/anthropic"
 	"github.com/aerie-run/aerie/runner/provider/openai"
@@ -123,7 +124,7 @@ func TestLoopCompactsLongTask(t *testing.T) {
 	policy := compaction.New(compaction.Config{Window: compaction.UsableWindow(window, 4_000), Summarizer: model, Provider: "anthropic", Model: "claude-test"})
 	rec := &recorder{}
 	r := New(Config{Model: model, Tools: reg, Journal: rec, System: "You build.", Compactor: policy}, nil, transcript.Usage{}).Run(t.Context(), "Build every step.")
-	if r.Outcome != Completed || r.Answer != "All steps built." {
+	if r.Outcome != transcript.OutcomeCompleted || r.Answer != "All steps built." {
 		t.Fatalf("outcome %s: %s (%v)", r.Outcome, r.Reason, r.Err)
 	}
 	checkEveryStepOnce(t, b, steps)
@@ -163,7 +164,7 @@ func TestLoopRecoversFromOverflow(t *testing.T) {
 	policy := compaction.New(compaction.Config{Summarizer: model}) // the window unknown
 	rec := &recorder{}
 	r := New(Config{Model: model, Tools: reg, Journal: rec, Compactor: policy}, nil, transcript.Usage{}).Run(t.Context(), "Build every step.")
-	if r.Outcome != Completed {
+	if r.Outcome != transcript.OutcomeCompleted {
 		t.Fatalf("outcome %s: %s (%v)", r.Outcome, r.Reason, r.Err)
 	}
 	checkEveryStepOnce(t, b, steps)
@@ -202,7 +203,7 @@ func TestLoopOverflowTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := New(Config{Model: model, Tools: reg, Journal: &recorder{}, Compactor: compaction.New(compaction.Config{Summarizer: model})}, nil, transcript.Usage{}).Run(t.Context(), "Build every step.")
-	if r.Outcome != ModelError || !strings.Contains(r.Reason, "still exceeds the model's context window after the conversation was compacted") {
+	if r.Outcome != transcript.OutcomeModelError || !strings.Contains(r.Reason, "still exceeds the model's context window after the conversation was compacted") {
 		t.Errorf("outcome %s: %s", r.Outcome, r.Reason)
 	}
 }
@@ -222,14 +223,14 @@ func TestLoopCompactionFailureKeepsContext(t *testing.T) {
 	l := New(Config{
 		Model: model, Tools: registry(t, echo{}), Journal: rec,
 		Compactor: compaction.New(compaction.Config{Window: 1_000, Summarizer: failing, SummaryTimeout: time.Second}),
-		Observe: func(e Event) {
-			if e.Type == EventWarning {
+		Observe: func(e events.Event) {
+			if e.Type == events.Warning {
 				warnings = append(warnings, e.Reason)
 			}
 		},
 	}, nil, transcript.Usage{})
 	r := l.Run(t.Context(), "go")
-	if r.Outcome != Completed {
+	if r.Outcome != transcript.OutcomeCompleted {
 		t.Fatalf("outcome %s: %s", r.Outcome, r.Reason)
 	}
 	if len(warnings) == 0 || !strings.Contains(warnings[0], "compaction: ") {
@@ -285,7 +286,7 @@ func TestLoopCompactsResumedHistory(t *testing.T) {
 
 	rec := &recorder{}
 	l := New(Config{Model: provider.NewScripted("s", []provider.Response{textTurn("done")}), Journal: rec, Compactor: &cutAt{index: 4}, HistorySeqs: seqs}, history, transcript.Usage{})
-	if r := l.Run(t.Context(), ""); r.Outcome != Completed {
+	if r := l.Run(t.Context(), ""); r.Outcome != transcript.OutcomeCompleted {
 		t.Fatalf("outcome %s: %s", r.Outcome, r.Reason)
 	}
 	cs := []transcript.Compaction{}
@@ -304,12 +305,12 @@ func TestLoopCompactsResumedHistory(t *testing.T) {
 	// Without the sequence numbers, the compaction is not made.
 	var warnings []string
 	l = New(Config{Model: provider.NewScripted("s", []provider.Response{textTurn("done")}), Journal: &recorder{}, Compactor: &cutAt{index: 4},
-		Observe: func(e Event) {
-			if e.Type == EventWarning {
+		Observe: func(e events.Event) {
+			if e.Type == events.Warning {
 				warnings = append(warnings, e.Reason)
 			}
 		}}, history, transcript.Usage{})
-	if r := l.Run(t.Context(), ""); r.Outcome != Completed || len(l.Messages()) != 7 || len(warnings) != 1 {
+	if r := l.Run(t.Context(), ""); r.Outcome != transcript.OutcomeCompleted || len(l.Messages()) != 7 || len(warnings) != 1 {
 		t.Errorf("outcome %s, %d messages, warnings %q", r.Outcome, len(l.Messages()), warnings)
 	}
 }

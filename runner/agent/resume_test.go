@@ -69,7 +69,7 @@ func TestLoopResumesAfterCompaction(t *testing.T) {
 	}
 
 	// The first run stops halfway through, after compacting.
-	if r := run(transcript.Snapshot{}, "Build every step.", []StopCondition{MaxTurns(30)}); r.Outcome != BudgetExceeded {
+	if r := run(transcript.Snapshot{}, "Build every step.", []StopCondition{MaxTurns(30)}); r.Outcome != transcript.OutcomeBudgetExceeded {
 		t.Fatalf("first run: %s: %s", r.Outcome, r.Reason)
 	}
 	snap := load()
@@ -82,7 +82,7 @@ func TestLoopResumesAfterCompaction(t *testing.T) {
 	firstCompaction := snap.CompactionSeq
 
 	// The second continues from the replacement and the tail, to the end.
-	if r := run(snap, "", nil); r.Outcome != Completed {
+	if r := run(snap, "", nil); r.Outcome != transcript.OutcomeCompleted {
 		t.Fatalf("resumed run: %s: %s", r.Outcome, r.Reason)
 	}
 	checkEveryStepOnce(t, b, 60)

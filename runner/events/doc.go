@@ -1,34 +1,9 @@
-// Package events renders a session for people and programs: JSON Lines
-// events on standard output and the ATIF trajectory file.
+// Package events is what a run reports as it happens, for people and
+// programs watching it: the Event values the agent loop and the session
+// emit, and their two renderings, JSON Lines (JSONL, `aerie run`'s
+// standard output) and lines for a person at a terminal (Human).
 //
-// # ATIF trajectory
-//
-// `aerie run --atif-output PATH` writes the session as an Agent Trajectory
-// Interchange Format document, version 1.7 (Harbor's RFC 0001,
-// "trajectory-format"). BuildTrajectory turns the session's journaled
-// entries, exactly as the store returns them, into a Trajectory; it is a
-// pure function, so the same session always gives the same document, and a
-// session that was compacted, resumed or forked gives its whole history.
-// WriteTrajectory then replaces the file at PATH atomically.
-//
-//	t, err := events.BuildTrajectory(events.TrajectoryInput{
-//		Session:             sess,
-//		Entries:             entries, // st.Entries(ctx, tenant, sess.ID)
-//		SystemPrompt:        prompt,
-//		IncludeSystemPrompt: plaintext, // --atif-system-prompt-plaintext
-//		Agent:               events.AgentInfo{Name: "aerie", Version: version},
-//		Tools:               tools,
-//		Outcome:             outcome,
-//	})
-//	if err == nil {
-//		err = events.WriteTrajectory(path, t)
-//	}
-//	if err != nil {
-//		// A warning: the trajectory never changes the run's outcome.
-//	}
-//
-// The system prompt is recorded as its SHA-256 digest; its text is included
-// only when asked for, because it may hold what a project keeps private. The
-// mapping of each kind of entry to ATIF steps is described on
-// BuildTrajectory.
+// It is a leaf beside package transcript: what only watches a run (the
+// kubectl plugin following a session's events) links neither the loop nor
+// its tools. A session's stored transcript as a file is package atif's.
 package events

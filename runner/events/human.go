@@ -6,8 +6,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/aerie-run/aerie/runner/agent"
 )
 
 // Human writes a run for a person at a terminal: the model's text as it
@@ -26,34 +24,34 @@ func NewHuman(w io.Writer) *Human { return &Human{w: w} }
 const maxPreview = 160
 
 // Observe writes e.
-func (h *Human) Observe(e agent.Event) {
+func (h *Human) Observe(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch e.Type {
-	case agent.EventSessionStart:
+	case SessionStart:
 		h.linef("● session %s · %s/%s", short(e.Session), e.Provider, e.Model)
-	case agent.EventTextDelta:
+	case TextDelta:
 		if e.Text != "" {
 			fmt.Fprint(h.w, e.Text)
 			h.midLine = !strings.HasSuffix(e.Text, "\n")
 		}
-	case agent.EventToolCall:
+	case ToolCall:
 		h.linef("▸ %s %s", e.Tool, preview(e.Arguments))
-	case agent.EventToolResult:
+	case ToolResult:
 		mark := "✓"
 		if e.IsError {
 			mark = "✗"
 		}
 		h.linef("  %s %s (%s) %s", mark, e.Tool, e.Duration.Round(time.Millisecond), preview(e.Text))
-	case agent.EventWarning:
+	case Warning:
 		h.linef("! %s", e.Reason)
-	case agent.EventHook:
+	case Hook:
 		// What hooks say to the user; their decisions show in the tool
 		// results and the session's end.
 		for _, m := range e.Messages {
 			h.linef("◆ %s hook: %s", strings.SplitN(e.Status, ":", 2)[0], m)
 		}
-	case agent.EventReload:
+	case Reload:
 		line := "↻ extensions " + e.Status
 		if e.Reason != "" {
 			line += ": " + e.Reason
@@ -62,7 +60,7 @@ func (h *Human) Observe(e agent.Event) {
 		for l := range strings.Lines(e.Text) {
 			h.linef("  %s", strings.TrimRight(l, "\n"))
 		}
-	case agent.EventSessionEnd:
+	case SessionEnd:
 		line := fmt.Sprintf("● %s after %d turns", e.Outcome, e.Turn)
 		if e.Usage != nil {
 			line += fmt.Sprintf(" · %d tokens in, %d out", e.Usage.InputTokens, e.Usage.OutputTokens)

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"sync"
-
-	"github.com/aerie-run/aerie/runner/agent"
 )
 
 // JSONL writes events as JSON Lines: one object per event, in order. Text
@@ -29,8 +27,8 @@ func NewJSONL(w io.Writer, deltas bool) *JSONL {
 
 // Observe writes e. A write error is kept (see Err) and later events are
 // dropped: a closed pipe must not stop the agent.
-func (j *JSONL) Observe(e agent.Event) {
-	if !j.deltas && (e.Type == agent.EventTextDelta || e.Type == agent.EventReasoningDelta) {
+func (j *JSONL) Observe(e Event) {
+	if !j.deltas && (e.Type == TextDelta || e.Type == ReasoningDelta) {
 		return
 	}
 	j.mu.Lock()

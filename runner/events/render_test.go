@@ -8,21 +8,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
 
-func run() []agent.Event {
+func run() []Event {
 	code := 0
-	return []agent.Event{
-		{Type: agent.EventSessionStart, Session: "0123456789abcdef", Provider: "anthropic", Model: "claude-sonnet-4-5"},
-		{Type: agent.EventTurnStart, Turn: 1},
-		{Type: agent.EventTextDelta, Turn: 1, Text: "Let me "},
-		{Type: agent.EventTextDelta, Turn: 1, Text: "look."},
-		{Type: agent.EventAssistantMessage, Turn: 1, Text: "Let me look."},
-		{Type: agent.EventToolCall, Turn: 1, Tool: "bash", CallID: "c1", Arguments: `{"command":"ls\n-la"}`},
-		{Type: agent.EventToolResult, Turn: 1, Tool: "bash", CallID: "c1", Text: strings.Repeat("x", 500), IsError: true, Duration: 1500 * time.Microsecond},
-		{Type: agent.EventSessionEnd, Session: "0123456789abcdef", Outcome: agent.Completed, Turn: 2, Usage: &transcript.Usage{InputTokens: 10, OutputTokens: 2}, ExitCode: &code},
+	return []Event{
+		{Type: SessionStart, Session: "0123456789abcdef", Provider: "anthropic", Model: "claude-sonnet-4-5"},
+		{Type: TurnStart, Turn: 1},
+		{Type: TextDelta, Turn: 1, Text: "Let me "},
+		{Type: TextDelta, Turn: 1, Text: "look."},
+		{Type: AssistantMessage, Turn: 1, Text: "Let me look."},
+		{Type: ToolCall, Turn: 1, Tool: "bash", CallID: "c1", Arguments: `{"command":"ls\n-la"}`},
+		{Type: ToolResult, Turn: 1, Tool: "bash", CallID: "c1", Text: strings.Repeat("x", 500), IsError: true, Duration: 1500 * time.Microsecond},
+		{Type: SessionEnd, Session: "0123456789abcdef", Outcome: transcript.OutcomeCompleted, Turn: 2, Usage: &transcript.Usage{InputTokens: 10, OutputTokens: 2}, ExitCode: &code},
 	}
 }
 
@@ -45,11 +44,11 @@ func TestJSONL(t *testing.T) {
 		if len(lines) != want {
 			t.Fatalf("deltas %v: %d lines, want %d:\n%s", deltas, len(lines), want, buf.String())
 		}
-		var end agent.Event
+		var end Event
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &end); err != nil {
 			t.Fatal(err)
 		}
-		if end.Type != agent.EventSessionEnd || end.ExitCode == nil || *end.ExitCode != 0 || end.Usage.InputTokens != 10 {
+		if end.Type != SessionEnd || end.ExitCode == nil || *end.ExitCode != 0 || end.Usage.InputTokens != 10 {
 			t.Errorf("last line = %+v", end)
 		}
 		if strings.Contains(buf.String(), `\u003e`) {
@@ -98,8 +97,8 @@ func TestHumanReload(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	h := NewHuman(&buf)
-	h.Observe(agent.Event{Type: agent.EventReload, Status: "reloaded", Text: "/h/SYSTEM.md: active\n/h/tools/x.toml: inactive (untrusted): no pin"})
-	h.Observe(agent.Event{Type: agent.EventReload, Status: "failed", Reason: "hooks: bad", Text: "/h/hooks.toml"})
+	h.Observe(Event{Type: Reload, Status: "reloaded", Text: "/h/SYSTEM.md: active\n/h/tools/x.toml: inactive (untrusted): no pin"})
+	h.Observe(Event{Type: Reload, Status: "failed", Reason: "hooks: bad", Text: "/h/hooks.toml"})
 	want := "↻ extensions reloaded\n  /h/SYSTEM.md: active\n  /h/tools/x.toml: inactive (untrusted): no pin\n" +
 		"↻ extensions failed: hooks: bad\n  /h/hooks.toml\n"
 	if buf.String() != want {
@@ -113,9 +112,9 @@ func TestHumanHooks(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	h := NewHuman(&buf)
-	h.Observe(agent.Event{Type: agent.EventHook, Tool: "bash", Status: "PreToolUse:none"})
-	h.Observe(agent.Event{Type: agent.EventHook, Tool: "bash", Status: "PreToolUse:none", Messages: []string{"the cost guard stopped the agent"}})
-	h.Observe(agent.Event{Type: agent.EventSessionEnd, Outcome: agent.Completed, Turn: 1, Reason: "a PreToolUse hook ended the turn: budget spent"})
+	h.Observe(Event{Type: Hook, Tool: "bash", Status: "PreToolUse:none"})
+	h.Observe(Event{Type: Hook, Tool: "bash", Status: "PreToolUse:none", Messages: []string{"the cost guard stopped the agent"}})
+	h.Observe(Event{Type: SessionEnd, Outcome: transcript.OutcomeCompleted, Turn: 1, Reason: "a PreToolUse hook ended the turn: budget spent"})
 	want := "◆ PreToolUse hook: the cost guard stopped the agent\n" +
 		"● completed after 1 turns · a PreToolUse hook ended the turn: budget spent\n"
 	if buf.String() != want {

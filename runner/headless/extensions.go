@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/aerie-run/aerie/runner/events"
+	"github.com/aerie-run/aerie/runner/transcript"
+
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/extensions/userlayer"
@@ -286,7 +289,7 @@ func (k *kit) closeMCP(opts Options) {
 
 // emitHook reports a hook verdict as an event: what the hooks decided and
 // why, including an approval decided for a hook that asked.
-func emitHook(observe func(agent.Event), v hooks.Verdict) {
+func emitHook(observe func(events.Event), v hooks.Verdict) {
 	reason := v.Reason
 	if v.Approval != nil {
 		reason = strings.TrimSpace(fmt.Sprintf("%s (approval: %+v)", reason, *v.Approval))
@@ -294,7 +297,7 @@ func emitHook(observe func(agent.Event), v hooks.Verdict) {
 	if v.Stop {
 		reason = strings.TrimSpace(reason + " (ended the turn: " + v.StopReason + ")")
 	}
-	emit(observe, agent.Event{Type: agent.EventHook, Tool: v.Tool, Status: string(v.Event) + ":" + decisionName(v), Reason: reason, Text: v.Context, Messages: v.SystemMessages})
+	emit(observe, events.Event{Type: events.Hook, Tool: v.Tool, Status: string(v.Event) + ":" + decisionName(v), Reason: reason, Text: v.Context, Messages: v.SystemMessages})
 }
 
 func decisionName(v hooks.Verdict) string {
@@ -368,7 +371,7 @@ func (k *kit) onStop(opts Options) agent.StopHook {
 	}
 }
 
-func (k *kit) sessionEnd(ctx context.Context, outcome agent.Outcome, opts Options) {
+func (k *kit) sessionEnd(ctx context.Context, outcome transcript.Outcome, opts Options) {
 	if _, err := k.engine.SessionEnd(ctx, string(outcome)); err != nil {
 		opts.Logger.Warn("SessionEnd hooks", "err", err)
 	}

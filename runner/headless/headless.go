@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aerie-run/aerie/runner/events"
+
 	"github.com/google/uuid"
 
 	"github.com/aerie-run/aerie/runner/agent"
@@ -62,13 +64,13 @@ func signalName(s syscall.Signal) string {
 // ExitCode is the exit status of a run that ended with r.
 func ExitCode(r agent.Result) int {
 	switch r.Outcome {
-	case agent.Completed:
+	case transcript.OutcomeCompleted:
 		return runconfig.ExitCompleted
-	case agent.ModelError:
+	case transcript.OutcomeModelError:
 		return runconfig.ExitModel
-	case agent.BudgetExceeded, agent.DeadlineExceeded:
+	case transcript.OutcomeBudgetExceeded, transcript.OutcomeDeadlineExceeded:
 		return runconfig.ExitBudget
-	case agent.Cancelled:
+	case transcript.OutcomeCancelled:
 		var sig *SignalError
 		if errors.As(r.Err, &sig) && sig.Signal == syscall.SIGINT {
 			return runconfig.ExitInterrupted
@@ -189,7 +191,7 @@ type Options struct {
 	// Nil tears every group down (in a pod, nothing outlives the pod).
 	Preserve *process.Registry
 	// Observe receives the run's events. Nil discards them.
-	Observe func(agent.Event)
+	Observe func(events.Event)
 	// Journal tunes the journal writer.
 	Journal journal.Options
 	// Logger receives warnings. Nil discards.
@@ -310,7 +312,7 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 		_ = w.Close(context.WithoutCancel(ctx))
 		return Report{}, err
 	}
-	emit(opts.Observe, agent.Event{Type: agent.EventSessionStart, Session: sess.ID.String(), Provider: settings.Provider, Model: settings.Model})
+	emit(opts.Observe, events.Event{Type: events.SessionStart, Session: sess.ID.String(), Provider: settings.Provider, Model: settings.Model})
 
 	source := "startup"
 	if opts.Resume != "" || opts.ForkFrom != "" {
@@ -335,7 +337,7 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 		cancel()
 		_ = w.Close(cleanup)
 		code := runconfig.ExitFailure
-		emit(opts.Observe, agent.Event{Type: agent.EventSessionEnd, Session: sess.ID.String(), Outcome: agent.Failed, Reason: err.Error(), ExitCode: &code})
+		emit(opts.Observe, events.Event{Type: events.SessionEnd, Session: sess.ID.String(), Outcome: transcript.OutcomeFailed, Reason: err.Error(), ExitCode: &code})
 		return Report{}, err
 	}
 	sess = stored
@@ -366,7 +368,7 @@ func Run(ctx context.Context, st Store, opts Options) (Report, error) {
 		opts.Logger.Warn("record the session's final state", "session", sess.ID.String(), "err", err)
 	}
 	code := rep.ExitCode
-	emit(opts.Observe, agent.Event{Type: agent.EventSessionEnd, Session: sess.ID.String(), Outcome: res.Outcome, Reason: res.Reason, Text: res.Answer, Turn: res.Turns, Usage: &rep.Result.Usage, ExitCode: &code})
+	emit(opts.Observe, events.Event{Type: events.SessionEnd, Session: sess.ID.String(), Outcome: res.Outcome, Reason: res.Reason, Text: res.Answer, Turn: res.Turns, Usage: &rep.Result.Usage, ExitCode: &code})
 	return rep, nil
 }
 
@@ -378,10 +380,10 @@ func (k *kit) converse(ctx context.Context, source string, model agent.Model, w 
 	ctx = hooks.WithTurn(ctx, uuid.NewString())
 	prompt, endTurn, err := k.userPrompt(ctx, k.prompt, opts)
 	if err != nil {
-		return agent.Result{Outcome: agent.Failed, Reason: err.Error(), Err: err}
+		return agent.Result{Outcome: transcript.OutcomeFailed, Reason: err.Error(), Err: err}
 	}
 	if endTurn != "" {
-		return agent.Result{Outcome: agent.Completed, Reason: endTurn}
+		return agent.Result{Outcome: transcript.OutcomeCompleted, Reason: endTurn}
 	}
 	var usage transcript.Usage
 	if snap.Usage != nil {
@@ -519,7 +521,7 @@ func registry(opts Options, all []tools.Tool) (*tools.Registry, error) {
 // unless the run's budget ran out: the spec's rule is that budget expiration
 // ends them too.
 func preserve(ctx context.Context, opts Options, bg *tools.Background, res agent.Result, owner uuid.UUID) []process.Record {
-	if opts.Preserve == nil || res.Outcome == agent.BudgetExceeded || res.Outcome == agent.DeadlineExceeded {
+	if opts.Preserve == nil || res.Outcome == transcript.OutcomeBudgetExceeded || res.Outcome == transcript.OutcomeDeadlineExceeded {
 		return nil
 	}
 	d, ok := opts.Executor.(Detacher)
@@ -547,17 +549,17 @@ func preserve(ctx context.Context, opts Options, bg *tools.Background, res agent
 	return recs
 }
 
-func finalState(o agent.Outcome) store.State {
+func finalState(o transcript.Outcome) store.State {
 	switch o {
-	case agent.Completed:
+	case transcript.OutcomeCompleted:
 		return store.StateCompleted
-	case agent.Cancelled:
+	case transcript.OutcomeCancelled:
 		return store.StateCancelled
 	}
 	return store.StateFailed
 }
 
-func emit(observe func(agent.Event), e agent.Event) {
+func emit(observe func(events.Event), e events.Event) {
 	if observe != nil {
 		e.Time = time.Now()
 		observe(e)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/runner/events"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aerie-run/aerie/hack/testenv"
@@ -60,17 +62,17 @@ func TestRunOnPostgres(t *testing.T) {
 		System:   "be brief",
 		Executor: exe,
 	}
-	var events []agent.Event
-	opts.Observe = func(e agent.Event) { events = append(events, e) }
+	var evs []events.Event
+	opts.Observe = func(e events.Event) { evs = append(evs, e) }
 	rep, err := Run(t.Context(), st, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.ExitCode != 0 || rep.Result.Outcome != agent.Completed || rep.Journal.Entries != 10 {
+	if rep.ExitCode != 0 || rep.Result.Outcome != transcript.OutcomeCompleted || rep.Journal.Entries != 10 {
 		t.Fatalf("exit %d, outcome %s, %d entries journaled", rep.ExitCode, rep.Result.Outcome, rep.Journal.Entries)
 	}
-	if events[0].Type != agent.EventSessionStart || events[len(events)-1].Type != agent.EventSessionEnd {
-		t.Errorf("events run from %s to %s", events[0].Type, events[len(events)-1].Type)
+	if evs[0].Type != events.SessionStart || evs[len(evs)-1].Type != events.SessionEnd {
+		t.Errorf("events run from %s to %s", evs[0].Type, evs[len(evs)-1].Type)
 	}
 
 	opts.Resume, opts.Prompt, opts.Settings = rep.Session.ID.String(), "is it there?", transcript.Settings{}

@@ -8,11 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/runner/atif"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/agent"
-	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
@@ -72,7 +73,7 @@ func TestHookVerdictsJournaled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Result.Outcome != agent.Completed {
+	if rep.Result.Outcome != transcript.OutcomeCompleted {
 		t.Fatalf("outcome %s: %s", rep.Result.Outcome, rep.Result.Reason)
 	}
 	entries, err := st.Entries(t.Context(), ws, rep.Session.ID)
@@ -111,14 +112,14 @@ func TestHookVerdictsJournaled(t *testing.T) {
 	}
 
 	// The trajectory puts the denial on the call.
-	tr, err := events.BuildTrajectory(events.TrajectoryInput{Session: events.SessionRecord{ID: rep.Session.ID}, Entries: entries, Agent: events.AgentInfo{Name: "aerie", Version: "test"}})
+	tr, err := atif.BuildTrajectory(atif.TrajectoryInput{Session: atif.SessionRecord{ID: rep.Session.ID}, Entries: entries, Agent: atif.AgentInfo{Name: "aerie", Version: "test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tr.Extra["skipped_entries"] != nil {
 		t.Errorf("trajectory skipped %v", tr.Extra["skipped_entries"])
 	}
-	if hs, _ := tr.Steps[2].ToolCalls[0].Extra["hooks"].([]events.ATIFHook); len(hs) != 1 || hs[0].Seq != 7 || hs[0].Decision != "block" {
+	if hs, _ := tr.Steps[2].ToolCalls[0].Extra["hooks"].([]atif.Hook); len(hs) != 1 || hs[0].Seq != 7 || hs[0].Decision != "block" {
 		t.Errorf("trajectory hooks of the call: %+v", tr.Steps[2].ToolCalls[0].Extra)
 	}
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/runner/events"
+
 	"github.com/google/uuid"
 
 	"github.com/aerie-run/aerie/hack/testenv"
@@ -96,8 +98,8 @@ func TestNewSessionStoredAlongside(t *testing.T) {
 	// Once the loop is about to call the tool, the session is released a
 	// moment later: a tool that did not wait would have written by then.
 	wroteEarly := make(chan bool, 1)
-	r.opts.Observe = func(e agent.Event) {
-		if e.Type == agent.EventToolCall {
+	r.opts.Observe = func(e events.Event) {
+		if e.Type == events.ToolCall {
 			go func() {
 				time.Sleep(50 * time.Millisecond)
 				_, err := os.Stat(filepath.Join(r.ws, "a.txt"))
@@ -116,7 +118,7 @@ func TestNewSessionStoredAlongside(t *testing.T) {
 	if <-wroteEarly {
 		t.Error("the tool ran before the session was stored")
 	}
-	if rep.Result.Outcome != agent.Completed || rep.Result.Answer != "wrote it" {
+	if rep.Result.Outcome != transcript.OutcomeCompleted || rep.Result.Answer != "wrote it" {
 		t.Fatalf("outcome %s (%s), answer %q", rep.Result.Outcome, rep.Result.Reason, rep.Result.Answer)
 	}
 	if b, err := os.ReadFile(filepath.Join(r.ws, "a.txt")); err != nil || string(b) != "x" {
@@ -209,7 +211,7 @@ func TestNewSessionCancelledWhileStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Result.Outcome != agent.Cancelled || rep.ExitCode != runconfig.ExitTerminated {
+	if rep.Result.Outcome != transcript.OutcomeCancelled || rep.ExitCode != runconfig.ExitTerminated {
 		t.Errorf("outcome %s, exit %d; want cancelled and %d", rep.Result.Outcome, rep.ExitCode, runconfig.ExitTerminated)
 	}
 	if _, err := os.Stat(filepath.Join(r.ws, "a.txt")); err == nil {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/aerie-run/aerie/runner/events"
+
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/extensions/userlayer"
 	"github.com/aerie-run/aerie/runner/layer"
@@ -45,7 +47,7 @@ func (k *kit) reload(opts Options, loop *agent.Loop) {
 	if err != nil {
 		k.manager.Reloaded(k.ext.Report(), changed)
 		opts.Logger.Warn("reload extensions; keeping those loaded before", "session", k.session, "err", err)
-		emit(opts.Observe, agent.Event{Type: agent.EventReload, Session: k.session, Status: "failed",
+		emit(opts.Observe, events.Event{Type: events.Reload, Session: k.session, Status: "failed",
 			Reason: err.Error() + "; the extensions loaded before stay in use", Text: strings.Join(changed, "\n")})
 		return
 	}
@@ -54,7 +56,7 @@ func (k *kit) reload(opts Options, loop *agent.Loop) {
 	loop.SetTools(k.loopTools())
 	report := l.ext.Report()
 	k.manager.Reloaded(report, changed)
-	emit(opts.Observe, agent.Event{Type: agent.EventReload, Session: k.session, Status: "reloaded", Text: describeChanges(report, changed)})
+	emit(opts.Observe, events.Event{Type: events.Reload, Session: k.session, Status: "reloaded", Text: describeChanges(report, changed)})
 }
 
 func (k *kit) rebuild(opts Options) (loadout, error) {

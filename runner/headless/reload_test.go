@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/runner/events"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
@@ -26,14 +28,14 @@ import (
 // reloadRun runs a session in a fresh workspace and user layer with the
 // model's turns, and returns the run's report, its events and the
 // requests the model received.
-func reloadRun(t *testing.T, extra []tools.Tool, home string, turns ...testenv.Turn) (Report, []agent.Event, []testenv.ModelRequest) {
+func reloadRun(t *testing.T, extra []tools.Tool, home string, turns ...testenv.Turn) (Report, []events.Event, []testenv.ModelRequest) {
 	t.Helper()
-	rep, events, reqs, _ := runIn(t, extra, home, turns...)
-	return rep, events, reqs
+	rep, evs, reqs, _ := runIn(t, extra, home, turns...)
+	return rep, evs, reqs
 }
 
 // runIn is reloadRun, also returning the run's options.
-func runIn(t *testing.T, extra []tools.Tool, home string, turns ...testenv.Turn) (Report, []agent.Event, []testenv.ModelRequest, Options) {
+func runIn(t *testing.T, extra []tools.Tool, home string, turns ...testenv.Turn) (Report, []events.Event, []testenv.ModelRequest, Options) {
 	t.Helper()
 	ws := t.TempDir()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sessions.db"))
@@ -51,7 +53,7 @@ func runIn(t *testing.T, extra []tools.Tool, home string, turns ...testenv.Turn)
 		t.Fatal(err)
 	}
 	model := testenv.StartModelServer(t, turns...)
-	var events []agent.Event
+	var evs []events.Event
 	opts := Options{
 		Tenant:   ws,
 		Dir:      ws,
@@ -64,16 +66,16 @@ func runIn(t *testing.T, extra []tools.Tool, home string, turns ...testenv.Turn)
 		Layers:   layers,
 		Executor: exe,
 		Tools:    extra,
-		Observe:  func(e agent.Event) { events = append(events, e) },
+		Observe:  func(e events.Event) { evs = append(evs, e) },
 	}
 	rep, err := Run(t.Context(), st, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Result.Outcome != agent.Completed {
+	if rep.Result.Outcome != transcript.OutcomeCompleted {
 		t.Fatalf("outcome %s: %s", rep.Result.Outcome, rep.Result.Reason)
 	}
-	return rep, events, model.Requests(), opts
+	return rep, evs, model.Requests(), opts
 }
 
 func manageCall(id string, args map[string]any) testenv.ToolCall {
@@ -126,7 +128,7 @@ func TestReloadAtTurnBoundary(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
 	skill := "---\nname: deploy\ndescription: Use when deploying.\n---\nRun make deploy.\n"
-	rep, events, reqs := reloadRun(t, nil, home,
+	rep, evs, reqs := reloadRun(t, nil, home,
 		testenv.Turn{ToolCalls: []testenv.ToolCall{
 			manageCall("create", map[string]any{"operation": "create", "kind": "skill", "name": "deploy", "content": skill}),
 			{ID: "early", Name: "skill", Arguments: `{"name":"deploy"}`},
@@ -149,9 +151,9 @@ func TestReloadAtTurnBoundary(t *testing.T) {
 	if !strings.Contains(res2["late"], "Run make deploy.") {
 		t.Errorf("the skill after the reload: %s", res2["late"])
 	}
-	var reloads []agent.Event
-	for _, e := range events {
-		if e.Type == agent.EventReload {
+	var reloads []events.Event
+	for _, e := range evs {
+		if e.Type == events.Reload {
 			reloads = append(reloads, e)
 		}
 	}
@@ -185,7 +187,7 @@ func (b breaker) Run(context.Context, json.RawMessage) tools.Result {
 func TestReloadFailureKeepsLoaded(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	_, events, reqs := reloadRun(t, []tools.Tool{breaker{home: home}}, home,
+	_, evs, reqs := reloadRun(t, []tools.Tool{breaker{home: home}}, home,
 		testenv.Turn{ToolCalls: []testenv.ToolCall{
 			manageCall("create", map[string]any{"operation": "create", "kind": "append_system", "content": "Cite files.\n"}),
 			{ID: "break", Name: "breaker", Arguments: `{}`},
@@ -197,9 +199,9 @@ func TestReloadFailureKeepsLoaded(t *testing.T) {
 	if strings.Contains(sys1, "Cite files.") || !strings.Contains(strings.Join(tools1, ","), "extension_manage") {
 		t.Errorf("after a failed reload the second request changed: %v\n%s", tools1, sys1)
 	}
-	var failed []agent.Event
-	for _, e := range events {
-		if e.Type == agent.EventReload {
+	var failed []events.Event
+	for _, e := range evs {
+		if e.Type == events.Reload {
 			failed = append(failed, e)
 		}
 	}

@@ -100,7 +100,7 @@ func TestToolCallDurableBeforeItRuns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.Result.Outcome != agent.Completed {
+			if rep.Result.Outcome != transcript.OutcomeCompleted {
 				t.Fatalf("outcome %s: %s", rep.Result.Outcome, rep.Result.Reason)
 			}
 			if diff := cmp.Diff([]int{1, 2, 3}, p.stored); diff != "" {
@@ -162,7 +162,7 @@ func TestResumeAnswersInterruptedCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Result.Outcome != agent.Completed {
+	if rep.Result.Outcome != transcript.OutcomeCompleted {
 		t.Fatalf("outcome %s: %s", rep.Result.Outcome, rep.Result.Reason)
 	}
 	_, _, results := decodeReq(t, model.Requests()[0])

@@ -13,8 +13,9 @@ import (
 // truncated JSON document could not be read back at all.
 const MaxReportBytes = 4096
 
-// Outcomes a Report carries: the runner's own (agent.Outcome's values,
-// which are stored and never renamed).
+// Outcomes a Report carries: the runner's own (transcript.Outcome's
+// values, which are stored and never renamed). They are spelled again here
+// because the controller links no runner package but this one.
 const (
 	OutcomeCompleted        = "completed"
 	OutcomeBudgetExceeded   = "budget_exceeded"

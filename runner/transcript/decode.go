@@ -121,7 +121,7 @@ func fastDecode(kind EntryKind, s string) (p Payload, ok bool) {
 			case 0:
 				return d.int(&c.Turn)
 			case 1:
-				return d.str(&c.Outcome)
+				return d.str((*string)(&c.Outcome))
 			default:
 				return d.str(&c.Result)
 			}

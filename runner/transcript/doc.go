@@ -13,7 +13,8 @@
 // snapshots, completion Checkpoints, Compaction checkpoints, Fork metadata,
 // SubagentOutcomes, the Layers record of the extension layers each run used
 // and the HookVerdicts of lifecycle hooks. The set is closed: every kind a
-// store holds has its decoder here.
+// store holds has its decoder here. How a run ended is an Outcome, as
+// checkpoints store it.
 //
 // Payloads are stored as JSON beside their EntryKind. EncodePayload makes
 // that JSON and refuses a payload that could not be read back; DecodeEntry

@@ -227,11 +227,34 @@ type Usage struct {
 	ContextTokens int64 `json:"context_tokens,omitempty"`
 }
 
+// Outcome is how a run ended. The values are stored in completion
+// checkpoints and subagent outcomes, and reported to the controller: never
+// rename one.
+type Outcome string
+
+// The outcomes of a run.
+const (
+	// OutcomeCompleted: the model finished its answer.
+	OutcomeCompleted Outcome = "completed"
+	// OutcomeBudgetExceeded: a turn or token budget ran out.
+	OutcomeBudgetExceeded Outcome = "budget_exceeded"
+	// OutcomeDeadlineExceeded: the wall-time budget ran out.
+	OutcomeDeadlineExceeded Outcome = "deadline_exceeded"
+	// OutcomeCancelled: the run was stopped from outside (a signal,
+	// spec.cancel).
+	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeModelError: the model API failed after its retries, or the
+	// model ended without a usable answer (refusal, cut off, context full).
+	OutcomeModelError Outcome = "model_error"
+	// OutcomeFailed: aerie itself failed (configuration, storage at launch).
+	OutcomeFailed Outcome = "failed"
+)
+
 // Checkpoint records that a turn completed, and how. The latest one is the
 // session's completion state on resume.
 type Checkpoint struct {
-	Turn    int64  `json:"turn"`
-	Outcome string `json:"outcome"`
+	Turn    int64   `json:"turn"`
+	Outcome Outcome `json:"outcome"`
 	// Result is the final answer of a completed run, if any.
 	Result string `json:"result,omitempty"`
 }
@@ -297,7 +320,7 @@ type Layer struct {
 // parent's stream.
 type SubagentOutcome struct {
 	Session uuid.UUID `json:"session"`
-	Outcome string    `json:"outcome"`
+	Outcome Outcome   `json:"outcome"`
 	Summary string    `json:"summary,omitempty"`
 	Usage   *Usage    `json:"usage,omitempty"`
 }

@@ -1,4 +1,4 @@
-package events
+package atif
 
 import (
 	"bytes"
@@ -21,8 +21,8 @@ import (
 	"github.com/aerie-run/aerie/runner/transcript"
 )
 
-// ATIFVersion is the schema_version of every trajectory this package writes.
-const ATIFVersion = "ATIF-v1.7"
+// Version is the schema_version of every trajectory this package writes.
+const Version = "ATIF-v1.7"
 
 // Step sources, as ATIF spells them.
 const (
@@ -48,47 +48,47 @@ const trajectoryNotes = "Written by aerie from the session's journaled entries. 
 type Trajectory struct {
 	SchemaVersion string `json:"schema_version"`
 	// SessionID is the aerie session id.
-	SessionID string    `json:"session_id,omitempty"`
-	Agent     ATIFAgent `json:"agent"`
+	SessionID string `json:"session_id,omitempty"`
+	Agent     Agent  `json:"agent"`
 	// Steps has at least one element: the system prompt step comes first.
-	Steps        []ATIFStep        `json:"steps"`
-	Notes        string            `json:"notes,omitempty"`
-	FinalMetrics *ATIFFinalMetrics `json:"final_metrics,omitempty"`
+	Steps        []Step        `json:"steps"`
+	Notes        string        `json:"notes,omitempty"`
+	FinalMetrics *FinalMetrics `json:"final_metrics,omitempty"`
 	// Extra holds the session's outcome, kind, fork origin and any entries
 	// that could not be rendered.
 	Extra map[string]any `json:"extra,omitempty"`
 }
 
-// ATIFAgent is the agent block of a trajectory.
-type ATIFAgent struct {
+// Agent is the agent block of a trajectory.
+type Agent struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
 	// ModelName is the default model of the trajectory; a step names its
 	// model only when it differs.
 	ModelName string `json:"model_name,omitempty"`
 	// ToolDefinitions follow OpenAI's function-calling shape, as ATIF asks.
-	ToolDefinitions []ATIFToolDefinition `json:"tool_definitions,omitempty"`
-	Extra           map[string]any       `json:"extra,omitempty"`
+	ToolDefinitions []ToolDefinition `json:"tool_definitions,omitempty"`
+	Extra           map[string]any   `json:"extra,omitempty"`
 }
 
-// ATIFToolDefinition is one tool offered to the model, in OpenAI's
+// ToolDefinition is one tool offered to the model, in OpenAI's
 // function-calling shape.
-type ATIFToolDefinition struct {
-	Type     string       `json:"type"`
-	Function ATIFFunction `json:"function"`
+type ToolDefinition struct {
+	Type     string   `json:"type"`
+	Function Function `json:"function"`
 }
 
-// ATIFFunction is the function of a tool definition.
-type ATIFFunction struct {
+// Function is the function of a tool definition.
+type Function struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 }
 
-// ATIFStep is one step of a trajectory: a system event, a user message or an
+// Step is one step of a trajectory: a system event, a user message or an
 // agent turn (the model's response, the tool calls it made and their
 // results).
-type ATIFStep struct {
+type Step struct {
 	StepID    int    `json:"step_id"`
 	Timestamp string `json:"timestamp,omitempty"`
 	Source    string `json:"source"`
@@ -97,11 +97,11 @@ type ATIFStep struct {
 	ModelName       string `json:"model_name,omitempty"`
 	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 	// Message is required by ATIF, even when empty.
-	Message          string           `json:"message"`
-	ReasoningContent string           `json:"reasoning_content,omitempty"`
-	ToolCalls        []ATIFToolCall   `json:"tool_calls,omitempty"`
-	Observation      *ATIFObservation `json:"observation,omitempty"`
-	Metrics          *ATIFMetrics     `json:"metrics,omitempty"`
+	Message          string       `json:"message"`
+	ReasoningContent string       `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCall   `json:"tool_calls,omitempty"`
+	Observation      *Observation `json:"observation,omitempty"`
+	Metrics          *Metrics     `json:"metrics,omitempty"`
 	// IsCopiedContext marks the steps a fork copied from its source session.
 	IsCopiedContext bool `json:"is_copied_context,omitempty"`
 	// LLMCallCount is 0 on an agent step the harness dispatched without a
@@ -110,8 +110,8 @@ type ATIFStep struct {
 	Extra        map[string]any `json:"extra,omitempty"`
 }
 
-// ATIFToolCall is a tool call of an agent step.
-type ATIFToolCall struct {
+// ToolCall is a tool call of an agent step.
+type ToolCall struct {
 	ToolCallID   string `json:"tool_call_id"`
 	FunctionName string `json:"function_name"`
 	// Arguments is always a JSON object; arguments the model sent that are
@@ -120,13 +120,13 @@ type ATIFToolCall struct {
 	Extra     map[string]any  `json:"extra,omitempty"`
 }
 
-// ATIFObservation holds the results of an agent step's tool calls.
-type ATIFObservation struct {
-	Results []ATIFResult `json:"results"`
+// Observation holds the results of an agent step's tool calls.
+type Observation struct {
+	Results []Result `json:"results"`
 }
 
-// ATIFResult is the result of one tool call.
-type ATIFResult struct {
+// Result is the result of one tool call.
+type Result struct {
 	// SourceCallID names a tool call of the same step; it is empty for a
 	// result whose call the trajectory does not have.
 	SourceCallID string `json:"source_call_id,omitempty"`
@@ -136,9 +136,9 @@ type ATIFResult struct {
 	Extra map[string]any `json:"extra,omitempty"`
 }
 
-// ATIFMetrics are the token counts and cost of one agent step. PromptTokens
+// Metrics are the token counts and cost of one agent step. PromptTokens
 // include cached tokens; CompletionTokens include reasoning tokens.
-type ATIFMetrics struct {
+type Metrics struct {
 	PromptTokens     *int64         `json:"prompt_tokens,omitempty"`
 	CompletionTokens *int64         `json:"completion_tokens,omitempty"`
 	CachedTokens     *int64         `json:"cached_tokens,omitempty"`
@@ -146,8 +146,8 @@ type ATIFMetrics struct {
 	Extra            map[string]any `json:"extra,omitempty"`
 }
 
-// ATIFFinalMetrics are the totals of a trajectory.
-type ATIFFinalMetrics struct {
+// FinalMetrics are the totals of a trajectory.
+type FinalMetrics struct {
 	TotalPromptTokens     *int64         `json:"total_prompt_tokens,omitempty"`
 	TotalCompletionTokens *int64         `json:"total_completion_tokens,omitempty"`
 	TotalCachedTokens     *int64         `json:"total_cached_tokens,omitempty"`
@@ -308,7 +308,7 @@ func newBuilder(in TrajectoryInput) *builder {
 	}
 
 	b.t = &Trajectory{
-		SchemaVersion: ATIFVersion,
+		SchemaVersion: Version,
 		Agent:         b.agent(),
 		Notes:         trajectoryNotes,
 	}
@@ -319,14 +319,14 @@ func newBuilder(in TrajectoryInput) *builder {
 	return b
 }
 
-func (b *builder) agent() ATIFAgent {
-	a := ATIFAgent{
+func (b *builder) agent() Agent {
+	a := Agent{
 		Name:      firstNonEmpty(b.in.Agent.Name, "aerie"),
 		Version:   b.in.Agent.Version,
 		ModelName: b.rootModel,
 	}
 	for _, tool := range b.in.Tools {
-		fn := ATIFFunction{Name: tool.Name, Description: tool.Description}
+		fn := Function{Name: tool.Name, Description: tool.Description}
 		// A schema that is not valid JSON cannot be embedded; the tool is
 		// still listed by name.
 		if s := bytes.TrimSpace(tool.InputSchema); len(s) > 0 && json.Valid(s) {
@@ -334,7 +334,7 @@ func (b *builder) agent() ATIFAgent {
 		} else {
 			fn.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
 		}
-		a.ToolDefinitions = append(a.ToolDefinitions, ATIFToolDefinition{Type: "function", Function: fn})
+		a.ToolDefinitions = append(a.ToolDefinitions, ToolDefinition{Type: "function", Function: fn})
 	}
 	extra := map[string]any{}
 	if b.rootProvider != "" {
@@ -362,7 +362,7 @@ func (b *builder) systemPrompt() {
 	if b.in.IncludeSystemPrompt {
 		msg = b.in.SystemPrompt
 	}
-	b.add(0, ATIFStep{
+	b.add(0, Step{
 		Timestamp: timestamp(b.in.Session.CreatedAt),
 		Source:    sourceSystem,
 		Message:   msg,
@@ -376,7 +376,7 @@ func (b *builder) systemPrompt() {
 
 // add appends a step made from the entry with sequence number seq and
 // returns its index.
-func (b *builder) add(seq int64, s ATIFStep) int {
+func (b *builder) add(seq int64, s Step) int {
 	s.StepID = len(b.t.Steps) + 1
 	if seq > 0 && seq <= b.copiedThrough {
 		s.IsCopiedContext = true
@@ -391,7 +391,7 @@ func (b *builder) entry(e transcript.Entry) {
 	switch p := e.Payload.(type) {
 	case transcript.UserMessage:
 		text, _, _ := renderBlocks(p.Content)
-		b.add(e.Seq, ATIFStep{Timestamp: timestamp(e.CreatedAt), Source: sourceUser, Message: text})
+		b.add(e.Seq, Step{Timestamp: timestamp(e.CreatedAt), Source: sourceUser, Message: text})
 	case transcript.AssistantMessage:
 		b.assistant(e, p)
 	case transcript.ToolCall:
@@ -411,7 +411,7 @@ func (b *builder) entry(e transcript.Entry) {
 	case transcript.Usage:
 		b.usage(p)
 	case transcript.Checkpoint:
-		b.lastOutcome = p.Outcome
+		b.lastOutcome = string(p.Outcome)
 		last := &b.t.Steps[len(b.t.Steps)-1]
 		setExtra(&last.Extra, "checkpoint", map[string]any{"turn": p.Turn, "outcome": p.Outcome})
 	case transcript.Compaction:
@@ -439,8 +439,8 @@ func (b *builder) entry(e transcript.Entry) {
 // agentStep returns an agent step with the settings in force. The model's
 // settings are left off a step the harness dispatched (llm false): no model
 // made it.
-func (b *builder) agentStep(e transcript.Entry, llm bool) ATIFStep {
-	s := ATIFStep{Timestamp: timestamp(e.CreatedAt), Source: sourceAgent}
+func (b *builder) agentStep(e transcript.Entry, llm bool) Step {
+	s := Step{Timestamp: timestamp(e.CreatedAt), Source: sourceAgent}
 	if llm {
 		s.ReasoningEffort = b.effort
 		if b.model != b.rootModel {
@@ -523,9 +523,9 @@ func (b *builder) toolCompletion(c transcript.ToolCompletion) {
 	}
 }
 
-// ATIFHook is a hook verdict in a trajectory: what lifecycle hooks decided,
+// Hook is a hook verdict in a trajectory: what lifecycle hooks decided,
 // with the sequence number of its entry.
-type ATIFHook struct {
+type Hook struct {
 	Seq int64 `json:"seq"`
 	transcript.HookVerdict
 }
@@ -535,7 +535,7 @@ type ATIFHook struct {
 // the answer a Stop hook saw, or the system step for the hooks that ran
 // before the first message (SessionStart, UserPromptSubmit).
 func (b *builder) hookVerdict(e transcript.Entry, v transcript.HookVerdict) {
-	h := ATIFHook{Seq: e.Seq, HookVerdict: v}
+	h := Hook{Seq: e.Seq, HookVerdict: v}
 	if ref, ok := b.calls[v.CallID]; ok && v.CallID != "" {
 		calls := b.t.Steps[ref.step].ToolCalls
 		for i := range calls {
@@ -552,19 +552,19 @@ func (b *builder) hookVerdict(e transcript.Entry, v transcript.HookVerdict) {
 // call's step. The result of a call the trajectory does not have goes to
 // the latest step, without a source_call_id (ATIF's reference must name a
 // call of the same step) and with extra.call_id.
-func (b *builder) result(callID string) *ATIFResult {
+func (b *builder) result(callID string) *Result {
 	ref, ok := b.calls[callID]
 	if ok && ref.result >= 0 {
 		return &b.t.Steps[ref.step].Observation.Results[ref.result]
 	}
-	res := ATIFResult{SourceCallID: callID}
+	res := Result{SourceCallID: callID}
 	if !ok {
 		ref.step = len(b.t.Steps) - 1
-		res = ATIFResult{Extra: map[string]any{"call_id": callID}}
+		res = Result{Extra: map[string]any{"call_id": callID}}
 	}
 	step := &b.t.Steps[ref.step]
 	if step.Observation == nil {
-		step.Observation = &ATIFObservation{}
+		step.Observation = &Observation{}
 	}
 	step.Observation.Results = append(step.Observation.Results, res)
 	ref.result = len(step.Observation.Results) - 1
@@ -585,7 +585,7 @@ func (b *builder) usage(u transcript.Usage) {
 	}
 	step := &b.t.Steps[b.pendingLLM]
 	b.pendingLLM = -1
-	m := &ATIFMetrics{
+	m := &Metrics{
 		PromptTokens:     ptr(delta(u.InputTokens, prev.InputTokens)),
 		CompletionTokens: ptr(delta(u.OutputTokens, prev.OutputTokens)),
 		CachedTokens:     ptr(delta(u.CacheReadTokens, prev.CacheReadTokens)),
@@ -638,7 +638,7 @@ func (b *builder) compaction(e transcript.Entry, c transcript.Compaction) {
 	if len(c.Provenance.PendingChildren) > 0 {
 		detail["pending_children"] = uuidStrings(c.Provenance.PendingChildren)
 	}
-	b.add(e.Seq, ATIFStep{
+	b.add(e.Seq, Step{
 		Timestamp: timestamp(e.CreatedAt),
 		Source:    sourceSystem,
 		Message:   text,
@@ -655,7 +655,7 @@ func (b *builder) subagent(e transcript.Entry, o transcript.SubagentOutcome) {
 	if o.Usage != nil {
 		detail["usage"] = usageMap(*o.Usage)
 	}
-	b.add(e.Seq, ATIFStep{
+	b.add(e.Seq, Step{
 		Timestamp: timestamp(e.CreatedAt),
 		Source:    sourceSystem,
 		Message:   msg,
@@ -665,7 +665,7 @@ func (b *builder) subagent(e transcript.Entry, o transcript.SubagentOutcome) {
 
 func (b *builder) finish() *Trajectory {
 	t := b.t
-	fm := &ATIFFinalMetrics{TotalSteps: len(t.Steps)}
+	fm := &FinalMetrics{TotalSteps: len(t.Steps)}
 	if u := b.lastUsage; u != nil {
 		fm.TotalPromptTokens = ptr(u.InputTokens)
 		fm.TotalCompletionTokens = ptr(u.OutputTokens)
@@ -755,8 +755,8 @@ func renderBlocks(blocks []transcript.Block) (text, reasoning string, uses []tra
 // OpenAI APIs give it) are unwrapped; anything that is still not an object
 // (malformed or truncated JSON, an array) is kept as text in
 // extra.raw_arguments, so that nothing the model did is lost.
-func toolCall(id, name string, input json.RawMessage) ATIFToolCall {
-	c := ATIFToolCall{ToolCallID: id, FunctionName: name, Arguments: json.RawMessage(`{}`)}
+func toolCall(id, name string, input json.RawMessage) ToolCall {
+	c := ToolCall{ToolCallID: id, FunctionName: name, Arguments: json.RawMessage(`{}`)}
 	in := bytes.TrimSpace(input)
 	raw := string(input)
 	var s string
@@ -828,8 +828,8 @@ func timestamp(t time.Time) string {
 }
 
 // appendExtra appends h to the list under key.
-func appendExtra(m *map[string]any, key string, h ATIFHook) {
-	list, _ := (*m)[key].([]ATIFHook)
+func appendExtra(m *map[string]any, key string, h Hook) {
+	list, _ := (*m)[key].([]Hook)
 	setExtra(m, key, append(list, h))
 }
 

@@ -1,4 +1,4 @@
-package events
+package atif
 
 import (
 	"bytes"
@@ -293,7 +293,7 @@ func TestTrajectoryGolden(t *testing.T) {
 
 	// The golden file is checked by eye once; these pin what matters so a
 	// careless -update cannot hide a regression.
-	step := func(id int) ATIFStep { return tr.Steps[id-1] }
+	step := func(id int) Step { return tr.Steps[id-1] }
 	if got := step(3).ToolCalls; len(got) != 2 || got[1].ToolCallID != "toolu_02" || string(got[0].Arguments) != `{"command":"go test ./pkg/parse/..."}` {
 		t.Errorf("step 3 tool calls = %+v", got)
 	}
@@ -497,7 +497,7 @@ func TestOddEntries(t *testing.T) {
 				s.add(user("hi"), result("ghost", "boo", true), transcript.ToolCompletion{CallID: "ghost", Status: transcript.ToolError})
 			},
 			check: func(t *testing.T, tr *Trajectory) {
-				want := []ATIFResult{{Content: "boo", Extra: map[string]any{"call_id": "ghost", "is_error": true, "status": "error"}}}
+				want := []Result{{Content: "boo", Extra: map[string]any{"call_id": "ghost", "is_error": true, "status": "error"}}}
 				if diff := cmp.Diff(want, tr.Steps[1].Observation.Results); diff != "" {
 					t.Errorf("results (-want +got):\n%s", diff)
 				}
@@ -790,7 +790,7 @@ func writeAsNobody(t *testing.T, base, path string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(base, "events.test")
+	bin := filepath.Join(base, "atif.test")
 	copyFile(t, exe, bin)
 	// t.TempDir's directories are private to root; nobody must reach the
 	// binary and the locked directory.
@@ -1001,13 +1001,13 @@ func TestHookVerdicts(t *testing.T) {
 	in := realisticInput()
 	in.Entries = s.entries
 	tr, _ := build(t, in)
-	if diff := cmp.Diff([]ATIFHook{{Seq: 1, HookVerdict: start}, {Seq: 2, HookVerdict: prompt}}, tr.Steps[0].Extra["hooks"]); diff != "" {
+	if diff := cmp.Diff([]Hook{{Seq: 1, HookVerdict: start}, {Seq: 2, HookVerdict: prompt}}, tr.Steps[0].Extra["hooks"]); diff != "" {
 		t.Errorf("system step hooks (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]ATIFHook{{Seq: 6, HookVerdict: deny}, {Seq: 7, HookVerdict: post}}, tr.Steps[2].ToolCalls[0].Extra["hooks"]); diff != "" {
+	if diff := cmp.Diff([]Hook{{Seq: 6, HookVerdict: deny}, {Seq: 7, HookVerdict: post}}, tr.Steps[2].ToolCalls[0].Extra["hooks"]); diff != "" {
 		t.Errorf("tool call hooks (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]ATIFHook{{Seq: 11, HookVerdict: stop}}, tr.Steps[3].Extra["hooks"]); diff != "" {
+	if diff := cmp.Diff([]Hook{{Seq: 11, HookVerdict: stop}}, tr.Steps[3].Extra["hooks"]); diff != "" {
 		t.Errorf("last step hooks (-want +got):\n%s", diff)
 	}
 	if tr.Extra["skipped_entries"] != nil {

@@ -1,0 +1,70 @@
+package events
+
+import (
+	"time"
+
+	"github.com/aerie-run/aerie/runner/transcript"
+)
+
+// Type says what an Event reports.
+type Type string
+
+// The events of a run, in the order they can happen.
+const (
+	SessionStart     Type = "session_start"
+	UserMessage      Type = "user_message"
+	TurnStart        Type = "turn_start"
+	TextDelta        Type = "text_delta"
+	ReasoningDelta   Type = "reasoning_delta"
+	AssistantMessage Type = "assistant_message"
+	Usage            Type = "usage"
+	ToolCall         Type = "tool_call"
+	ToolResult       Type = "tool_result"
+	Warning          Type = "warning"
+	// Hook reports what lifecycle hooks decided: Status is
+	// "<event>:<decision>", Reason their reason, Text the context they added.
+	Hook Type = "hook"
+	// Reload reports the session's extensions re-discovered at a turn
+	// boundary after extension_manage changed them: Status is "reloaded"
+	// or "failed", Text a line per changed artifact with its state, Reason
+	// the failure.
+	Reload     Type = "extensions_reload"
+	End        Type = "end"
+	SessionEnd Type = "session_end"
+)
+
+// Event is one thing that happened in a run, for people and programs
+// watching it. Which fields are set depends on Type.
+type Event struct {
+	Type Type      `json:"type"`
+	Time time.Time `json:"time"`
+	// Session is set on session events.
+	Session string `json:"session,omitempty"`
+	// Seq is the journal sequence number of the entry the event recorded.
+	Seq  int64 `json:"seq,omitempty"`
+	Turn int   `json:"turn,omitempty"`
+	// Text is the message text, the delta, or the tool result.
+	Text       string `json:"text,omitempty"`
+	StopReason string `json:"stop_reason,omitempty"`
+	CallID     string `json:"call_id,omitempty"`
+	Tool       string `json:"tool,omitempty"`
+	// Arguments is the tool call's arguments as the model wrote them.
+	Arguments string        `json:"arguments,omitempty"`
+	IsError   bool          `json:"is_error,omitempty"`
+	Status    string        `json:"status,omitempty"`
+	Duration  time.Duration `json:"duration_ns,omitempty"`
+	// Process is set on tool_result when the tool ran a command: how long
+	// the command lived, from its start to its exit, within Duration.
+	Process time.Duration      `json:"process_ns,omitempty"`
+	Usage   *transcript.Usage  `json:"usage,omitempty"`
+	Outcome transcript.Outcome `json:"outcome,omitempty"`
+	Reason  string             `json:"reason,omitempty"`
+	// Provider and Model are set on session_start.
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	// Messages are a hook event's system messages: for the people
+	// watching the run, not for the model.
+	Messages []string `json:"messages,omitempty"`
+	// ExitCode is set on session_end.
+	ExitCode *int `json:"exit_code,omitempty"`
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/aerie-run/aerie/runner/provider"
 )
@@ -55,31 +56,10 @@ func (o *Chat) Stream(ctx context.Context, req provider.Request) iter.Seq2[provi
 			yield(provider.Part{}, fmt.Errorf("%s: %w", o.name, err))
 			return
 		}
-		callCtx, cancel := context.WithTimeout(ctx, o.timeout)
-		defer cancel()
-		stream := o.client.NewStreaming(callCtx, params)
-		defer stream.Close()
-
-		dec := chatDecoder{calls: map[int64]*chatCall{}}
-		for stream.Next() {
-			if !dec.chunk(stream.Current(), yield) {
-				return
-			}
+		open := func(ctx context.Context) *ssestream.Stream[openai.ChatCompletionChunk] {
+			return o.client.NewStreaming(ctx, params)
 		}
-		if err := stream.Err(); err != nil {
-			yield(provider.Part{}, provider.CallError(callCtx, ctx, o.timeout, o.name+": stream chat completion", apiError(err)))
-			return
-		}
-		// [DONE] and a dropped connection both end the stream without an
-		// error; only a finish reason says the answer is complete.
-		if dec.finish == "" {
-			yield(provider.Part{}, fmt.Errorf("%s: stream chat completion: %w", o.name, provider.ErrIncomplete))
-			return
-		}
-		if !dec.endCalls(yield) {
-			return
-		}
-		yield(provider.Part{Type: provider.PartFinish, Usage: dec.usage, StopReason: chatStop(dec.finish, len(dec.order) > 0)}, nil)
+		stream(ctx, streamCall{name: o.name, op: "stream chat completion", timeout: o.timeout}, open, &chatDecoder{calls: map[int64]*chatCall{}}, yield)
 	}
 }
 
@@ -171,7 +151,7 @@ type chatCall struct {
 	ended bool
 }
 
-func (d *chatDecoder) chunk(ch openai.ChatCompletionChunk, yield func(provider.Part, error) bool) bool {
+func (d *chatDecoder) decode(ch openai.ChatCompletionChunk, yield func(provider.Part, error) bool) (bool, error) {
 	if ch.JSON.Usage.Valid() && ch.Usage.JSON.PromptTokens.Valid() {
 		u := ch.Usage
 		d.usage = provider.Usage{
@@ -182,7 +162,7 @@ func (d *chatDecoder) chunk(ch openai.ChatCompletionChunk, yield func(provider.P
 		}
 	}
 	if len(ch.Choices) == 0 {
-		return true
+		return true, nil
 	}
 	c := ch.Choices[0]
 	// Servers that reason in the open (vLLM, DeepSeek, Ollama, OpenRouter)
@@ -192,14 +172,14 @@ func (d *chatDecoder) chunk(ch openai.ChatCompletionChunk, yield func(provider.P
 			var text string
 			if json.Unmarshal([]byte(f.Raw()), &text) == nil && text != "" {
 				if !yield(provider.Part{Type: provider.PartReasoningDelta, Text: text}, nil) {
-					return false
+					return false, nil
 				}
 			}
 		}
 	}
 	if c.Delta.Content != "" {
 		if !yield(provider.Part{Type: provider.PartTextDelta, Text: c.Delta.Content}, nil) {
-			return false
+			return false, nil
 		}
 	}
 	for _, tc := range c.Delta.ToolCalls {
@@ -214,19 +194,32 @@ func (d *chatDecoder) chunk(ch openai.ChatCompletionChunk, yield func(provider.P
 			d.calls[tc.Index] = call
 			d.order = append(d.order, tc.Index)
 			if !yield(provider.Part{Type: provider.PartToolCallStart, ToolCallID: call.id, ToolName: tc.Function.Name}, nil) {
-				return false
+				return false, nil
 			}
 		}
 		if tc.Function.Arguments != "" {
 			if !yield(provider.Part{Type: provider.PartToolCallDelta, ToolCallID: call.id, Text: tc.Function.Arguments}, nil) {
-				return false
+				return false, nil
 			}
 		}
 	}
 	if c.FinishReason != "" {
 		d.finish = c.FinishReason
 	}
-	return true
+	return true, nil
+}
+
+// complete ends every tool call and the answer. [DONE] and a dropped
+// connection both end the stream without an error; only a finish reason
+// says the answer is complete.
+func (d *chatDecoder) complete(yield func(provider.Part, error) bool) error {
+	if d.finish == "" {
+		return provider.ErrIncomplete
+	}
+	if d.endCalls(yield) {
+		yield(provider.Part{Type: provider.PartFinish, Usage: d.usage, StopReason: chatStop(d.finish, len(d.order) > 0)}, nil)
+	}
+	return nil
 }
 
 // endCalls ends every tool call, in the order they started.

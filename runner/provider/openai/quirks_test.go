@@ -63,7 +63,7 @@ data: [DONE]
 			name:    "chat stream cut off",
 			cfg:     provider.Config{Provider: "openai-compatible", Model: "m"},
 			stream:  "data: {\"id\":\"1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"half\"},\"finish_reason\":null}]}\n\n",
-			wantErr: "stream ended before the response was complete",
+			wantErr: "openai-compatible: stream chat completion: stream ended before the response was complete",
 		},
 		{
 			// Items announced only when done, with no deltas.
@@ -95,6 +95,24 @@ data: {"type":"response.failed","response":{"id":"r","status":"failed","output":
 
 `,
 			wantErr: "server_error: the model crashed",
+		},
+		{
+			name: "responses stream cut off",
+			cfg:  provider.Config{Provider: "openai-compatible", API: "responses", Model: "m"},
+			stream: `event: response.output_text.delta
+data: {"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"half"}
+
+`,
+			wantErr: "openai-compatible: stream response: stream ended before the response was complete",
+		},
+		{
+			name: "responses arguments without their call",
+			cfg:  provider.Config{Provider: "openai-compatible", API: "responses", Model: "m"},
+			stream: `event: response.function_call_arguments.delta
+data: {"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":0,"delta":"{}"}
+
+`,
+			wantErr: `openai-compatible: stream response: arguments for function call item "fc_1" that never started`,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/aerie-run/aerie/runner/provider"
@@ -58,28 +59,10 @@ func (o *Responses) Stream(ctx context.Context, req provider.Request) iter.Seq2[
 			yield(provider.Part{}, fmt.Errorf("%s: %w", o.name, err))
 			return
 		}
-		callCtx, cancel := context.WithTimeout(ctx, o.timeout)
-		defer cancel()
-		stream := o.client.NewStreaming(callCtx, params)
-		defer stream.Close()
-
-		dec := responsesDecoder{items: map[string]*responsesItem{}}
-		for stream.Next() {
-			if !dec.event(stream.Current(), yield) {
-				return
-			}
-			if dec.err != nil {
-				yield(provider.Part{}, fmt.Errorf("%s: stream response: %w", o.name, dec.err))
-				return
-			}
+		open := func(ctx context.Context) *ssestream.Stream[responses.ResponseStreamEventUnion] {
+			return o.client.NewStreaming(ctx, params)
 		}
-		if err := stream.Err(); err != nil {
-			yield(provider.Part{}, provider.CallError(callCtx, ctx, o.timeout, o.name+": stream response", apiError(err)))
-			return
-		}
-		if !dec.done {
-			yield(provider.Part{}, fmt.Errorf("%s: stream response: %w", o.name, provider.ErrIncomplete))
-		}
+		stream(ctx, streamCall{name: o.name, op: "stream response", timeout: o.timeout}, open, &responsesDecoder{items: map[string]*responsesItem{}}, yield)
 	}
 }
 
@@ -167,7 +150,6 @@ type responsesDecoder struct {
 	items map[string]*responsesItem
 	calls bool
 	done  bool
-	err   error
 }
 
 type responsesItem struct {
@@ -177,42 +159,50 @@ type responsesItem struct {
 	ended  bool
 }
 
-func (d *responsesDecoder) event(ev responses.ResponseStreamEventUnion, yield func(provider.Part, error) bool) bool {
+func (d *responsesDecoder) decode(ev responses.ResponseStreamEventUnion, yield func(provider.Part, error) bool) (bool, error) {
 	switch ev.Type {
 	case "response.output_item.added":
-		return d.start(ev.Item, yield)
+		return d.start(ev.Item, yield), nil
 	case "response.output_text.delta":
 		if it, ok := d.items[ev.ItemID]; ok {
 			it.deltas = true
 		}
-		return yield(provider.Part{Type: provider.PartTextDelta, Text: ev.Delta}, nil)
+		return yield(provider.Part{Type: provider.PartTextDelta, Text: ev.Delta}, nil), nil
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
 		if it, ok := d.items[ev.ItemID]; ok {
 			it.deltas = true
 		}
-		return yield(provider.Part{Type: provider.PartReasoningDelta, Text: ev.Delta}, nil)
+		return yield(provider.Part{Type: provider.PartReasoningDelta, Text: ev.Delta}, nil), nil
 	case "response.function_call_arguments.delta":
 		it, ok := d.items[ev.ItemID]
 		if !ok || it.kind != "function_call" {
-			d.err = fmt.Errorf("arguments for function call item %q that never started", ev.ItemID)
-			return true
+			return false, fmt.Errorf("arguments for function call item %q that never started", ev.ItemID)
 		}
 		if ev.Delta == "" {
-			return true
+			return true, nil
 		}
 		it.deltas = true
-		return yield(provider.Part{Type: provider.PartToolCallDelta, ToolCallID: it.callID, Text: ev.Delta}, nil)
+		return yield(provider.Part{Type: provider.PartToolCallDelta, ToolCallID: it.callID, Text: ev.Delta}, nil), nil
 	case "response.output_item.done":
-		return d.end(ev.Item, yield)
+		return d.end(ev.Item, yield), nil
 	case "response.completed", "response.incomplete":
-		return d.finish(ev.Response, yield)
+		return d.finish(ev.Response, yield), nil
 	case "response.failed":
 		e := ev.Response.Error
-		d.err = &provider.APIError{StatusCode: http.StatusOK, Type: "response.failed", Code: string(e.Code), Message: e.Message}
+		return false, &provider.APIError{StatusCode: http.StatusOK, Type: "response.failed", Code: string(e.Code), Message: e.Message}
 	case "error":
-		d.err = &provider.APIError{StatusCode: http.StatusOK, Type: "error", Code: ev.Code, Message: ev.Message}
+		return false, &provider.APIError{StatusCode: http.StatusOK, Type: "error", Code: ev.Code, Message: ev.Message}
 	}
-	return true
+	return true, nil
+}
+
+// complete: the finish part came with response.completed or
+// response.incomplete; a stream that ended without one is incomplete.
+func (d *responsesDecoder) complete(func(provider.Part, error) bool) error {
+	if !d.done {
+		return provider.ErrIncomplete
+	}
+	return nil
 }
 
 func (d *responsesDecoder) start(item responses.ResponseOutputItemUnion, yield func(provider.Part, error) bool) bool {

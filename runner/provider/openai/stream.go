@@ -1,0 +1,58 @@
+package openai
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/aerie-run/aerie/runner/provider"
+)
+
+// decoder turns the events of one API's stream, of type E, into parts.
+type decoder[E any] interface {
+	// decode yields the parts of one event. It returns an error the event
+	// reported, which ends the stream, or false when yield asked to stop.
+	decode(ev E, yield func(provider.Part, error) bool) (bool, error)
+	// complete yields what is left once the stream has ended without an
+	// error, the finish part included, or returns provider.ErrIncomplete
+	// when the stream ended before the answer did.
+	complete(yield func(provider.Part, error) bool) error
+}
+
+// streamCall is one streamed request: the provider's name, the operation
+// its errors are named after, and the request's own deadline.
+type streamCall struct {
+	name    string
+	op      string
+	timeout time.Duration
+}
+
+// stream is the loop both APIs share: it opens the stream under the call's
+// deadline, hands every event to dec, and yields the error that ends the
+// stream, if one does, named after the call.
+func stream[E any](ctx context.Context, c streamCall, open func(context.Context) *ssestream.Stream[E], dec decoder[E], yield func(provider.Part, error) bool) {
+	callCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	s := open(callCtx)
+	defer s.Close()
+
+	for s.Next() {
+		more, err := dec.decode(s.Current(), yield)
+		if err != nil {
+			yield(provider.Part{}, fmt.Errorf("%s: %s: %w", c.name, c.op, err))
+			return
+		}
+		if !more {
+			return
+		}
+	}
+	if err := s.Err(); err != nil {
+		yield(provider.Part{}, provider.CallError(callCtx, ctx, c.timeout, c.name+": "+c.op, apiError(err)))
+		return
+	}
+	if err := dec.complete(yield); err != nil {
+		yield(provider.Part{}, fmt.Errorf("%s: %s: %w", c.name, c.op, err))
+	}
+}

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
-	"github.com/aerie-run/aerie/runner/config"
+	"github.com/aerie-run/aerie/runner/store"
 )
 
 // dbCheckFunc opens the database a database_url names and proves that it
@@ -23,17 +23,17 @@ type dbCheckFunc func(ctx context.Context, databaseURL string) error
 // the database the way the store will, so that what passes here also opens
 // there.
 func checkDatabase(ctx context.Context, databaseURL string) error {
-	db, err := config.ParseDatabaseURL(databaseURL)
+	db, err := store.ParseURL(databaseURL)
 	if err != nil {
 		return err
 	}
-	switch db.Backend {
-	case config.Postgres:
-		return checkPostgres(ctx, db.URL)
-	case config.SQLite:
+	switch db.Database {
+	case store.Postgres:
+		return checkPostgres(ctx, db.Raw)
+	case store.SQLite:
 		return checkSQLite(ctx, db.Path)
 	default:
-		return fmt.Errorf("unsupported database backend %q", db.Backend)
+		return fmt.Errorf("unsupported database backend %q", db.Database)
 	}
 }
 
@@ -52,7 +52,7 @@ func checkPostgres(ctx context.Context, url string) error {
 // checkSQLite opens the file as the store does at startup: it creates the
 // parent directory (0700) and the file (0600), and switches the journal to
 // WAL. Setting WAL writes to the file, so a read-only location fails here
-// rather than at the first session. (ParseDatabaseURL has refused a '?' in
+// rather than at the first session. (store.ParseURL has refused a '?' in
 // path, which the driver would cut off as options.)
 func checkSQLite(ctx context.Context, path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {

@@ -361,9 +361,9 @@ func openStore(ctx context.Context, url string) (store.Store, error) {
 	if err != nil {
 		// Drivers do not print passwords, but the URL may end up quoted.
 		if msg := redactIn(err.Error(), url); msg != err.Error() {
-			return nil, fmt.Errorf("open session database %s: %s", config.RedactDatabaseURL(url), msg)
+			return nil, fmt.Errorf("open session database %s: %s", store.RedactURL(url), msg)
 		}
-		return nil, fmt.Errorf("open session database %s: %w", config.RedactDatabaseURL(url), err)
+		return nil, fmt.Errorf("open session database %s: %w", store.RedactURL(url), err)
 	}
 	return st, nil
 }

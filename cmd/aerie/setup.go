@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aerie-run/aerie/runner/store"
+
 	"github.com/spf13/cobra"
 
 	"github.com/aerie-run/aerie/runner/config"
@@ -125,15 +127,15 @@ func setup(ctx context.Context, a *app, cmd *cobra.Command, f setupFlags) (setup
 	if err != nil {
 		return setupReport{}, err
 	}
-	db, err := config.ParseDatabaseURL(dbURL)
+	db, err := store.ParseURL(dbURL)
 	if err != nil {
 		return setupReport{}, fmt.Errorf("setup: %w", err) // unreachable: chooseDatabase validated it
 	}
 	rep := setupReport{
 		Home:        home,
 		ConfigFile:  loaded.GlobalFile,
-		Backend:     string(db.Backend),
-		DatabaseURL: config.RedactDatabaseURL(dbURL),
+		Backend:     string(db.Database),
+		DatabaseURL: store.RedactURL(dbURL),
 	}
 
 	fmt.Fprintf(say, "Testing %s ... ", rep.DatabaseURL)
@@ -197,32 +199,32 @@ func chooseDatabase(ctx context.Context, a *app, p *prompter, f setupFlags, home
 	case f.postgres != "":
 		return postgresURL(f.postgres)
 	case f.databaseURL != "":
-		db, err := config.ParseDatabaseURL(f.databaseURL)
+		db, err := store.ParseURL(f.databaseURL)
 		if err != nil {
-			return "", fmt.Errorf("setup: --database-url %s: %w", config.RedactDatabaseURL(f.databaseURL), err)
+			return "", fmt.Errorf("setup: --database-url %s: %w", store.RedactURL(f.databaseURL), err)
 		}
-		if db.Backend == config.SQLite {
+		if db.Database == store.SQLite {
 			return sqliteURL(a, db.Path)
 		}
-		return db.URL, nil
+		return db.Raw, nil
 	}
 
-	cur, err := config.ParseDatabaseURL(current)
+	cur, err := store.ParseURL(current)
 	if err != nil {
-		cur = config.Database{Backend: config.SQLite, Path: filepath.Join(home, "sessions.db")}
+		cur = store.URL{Database: store.SQLite, Path: filepath.Join(home, "sessions.db")}
 	}
-	backend := cur.Backend
+	backend := cur.Database
 	for {
-		ans, err := p.ask(ctx, "Database (sqlite or postgres)", string(cur.Backend))
+		ans, err := p.ask(ctx, "Database (sqlite or postgres)", string(cur.Database))
 		if err != nil {
 			return "", err
 		}
 		switch strings.ToLower(ans) {
 		case "":
 		case "sqlite", "sqlite3", "s":
-			backend = config.SQLite
+			backend = store.SQLite
 		case "postgres", "postgresql", "pg", "p":
-			backend = config.Postgres
+			backend = store.Postgres
 		default:
 			fmt.Fprintln(p.out, "Please answer sqlite or postgres.")
 			continue
@@ -230,9 +232,9 @@ func chooseDatabase(ctx context.Context, a *app, p *prompter, f setupFlags, home
 		break
 	}
 
-	if backend == config.SQLite {
+	if backend == store.SQLite {
 		def := filepath.Join(home, "sessions.db")
-		if cur.Backend == config.SQLite {
+		if cur.Database == store.SQLite {
 			def = cur.Path
 		}
 		for {
@@ -252,8 +254,8 @@ func chooseDatabase(ctx context.Context, a *app, p *prompter, f setupFlags, home
 	}
 
 	var def, shown string
-	if cur.Backend == config.Postgres {
-		def, shown = cur.URL, config.RedactDatabaseURL(cur.URL)
+	if cur.Database == store.Postgres {
+		def, shown = cur.Raw, store.RedactURL(cur.Raw)
 	}
 	for {
 		ans, err := p.ask(ctx, "PostgreSQL URL (postgres://USER:PASSWORD@HOST:5432/DB)", shown)
@@ -287,23 +289,23 @@ func sqliteURL(a *app, path string) (string, error) {
 	}
 	abs, err := filepath.Abs(path)
 	if err == nil {
-		_, err = config.ParseDatabaseURL(config.SQLiteURL(abs))
+		_, err = store.ParseURL(store.SQLiteURL(abs))
 	}
 	if err != nil {
 		return "", fmt.Errorf("setup: sqlite path %s: %w", path, err)
 	}
-	return config.SQLiteURL(abs), nil
+	return store.SQLiteURL(abs), nil
 }
 
 func postgresURL(s string) (string, error) {
-	db, err := config.ParseDatabaseURL(s)
-	if err == nil && db.Backend != config.Postgres {
+	db, err := store.ParseURL(s)
+	if err == nil && db.Database != store.Postgres {
 		err = errors.New("not a PostgreSQL URL")
 	}
 	if err != nil {
-		return "", fmt.Errorf("setup: postgres URL %s: want postgres://USER:PASSWORD@HOST:PORT/DB: %w", config.RedactDatabaseURL(s), err)
+		return "", fmt.Errorf("setup: postgres URL %s: want postgres://USER:PASSWORD@HOST:PORT/DB: %w", store.RedactURL(s), err)
 	}
-	return db.URL, nil
+	return db.Raw, nil
 }
 
 // redactIn removes the URL's password from a message (a driver error), in
@@ -311,7 +313,7 @@ func postgresURL(s string) (string, error) {
 // left alone: scrubbing every "a" from a message would garble it, and the
 // drivers used here do not print passwords anyway.
 func redactIn(msg, databaseURL string) string {
-	msg = strings.ReplaceAll(msg, databaseURL, config.RedactDatabaseURL(databaseURL))
+	msg = strings.ReplaceAll(msg, databaseURL, store.RedactURL(databaseURL))
 	u, err := url.Parse(databaseURL)
 	if err != nil {
 		return msg

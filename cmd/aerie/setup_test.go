@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/runner/store"
+
 	"github.com/aerie-run/aerie/runner/config"
 )
 
@@ -119,7 +121,7 @@ func TestSetupSQLite(t *testing.T) {
 			if fi, err := os.Stat(db); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
 				t.Errorf("database file %s not created private: %v, %v", db, fi, err)
 			}
-			if diff := cmpLines(withSavedURL(config.SQLiteURL(db)), readFile(t, config.GlobalFile(home))); diff != "" {
+			if diff := cmpLines(withSavedURL(store.SQLiteURL(db)), readFile(t, config.GlobalFile(home))); diff != "" {
 				t.Errorf("config.toml (-want +got):\n%s", diff)
 			}
 			if !strings.Contains(r.stdout, " ... ok\n") || !strings.Contains(r.stdout, "Saved database_url to "+config.GlobalFile(home)) {
@@ -150,7 +152,7 @@ func TestSetupNewHome(t *testing.T) {
 	}
 	want := setupReport{
 		Home: home, ConfigFile: config.GlobalFile(home), Backend: "sqlite",
-		DatabaseURL: config.SQLiteURL(filepath.Join(dir, "s.db")), Test: testReport{OK: true}, Saved: true,
+		DatabaseURL: store.SQLiteURL(filepath.Join(dir, "s.db")), Test: testReport{OK: true}, Saved: true,
 	}
 	if rep != want {
 		t.Errorf("report = %+v, want %+v", rep, want)
@@ -159,7 +161,7 @@ func TestSetupNewHome(t *testing.T) {
 
 func TestSetupUnreachablePostgres(t *testing.T) {
 	t.Parallel()
-	redacted := config.RedactDatabaseURL(unreachableURL)
+	redacted := store.RedactURL(unreachableURL)
 	tests := []struct {
 		name      string
 		args      []string
@@ -254,7 +256,7 @@ func TestSetupJSONFailure(t *testing.T) {
 		t.Fatalf("stdout is not one JSON document: %v\n%s", err, r.stdout)
 	}
 	if rep.Test.OK || rep.Test.Error == "" || !rep.Saved || rep.Backend != "postgres" ||
-		rep.DatabaseURL != config.RedactDatabaseURL(unreachableURL) {
+		rep.DatabaseURL != store.RedactURL(unreachableURL) {
 		t.Errorf("report = %+v", rep)
 	}
 	if !strings.Contains(r.stderr, "failed") {
@@ -344,7 +346,7 @@ func TestSetupShowsCurrentSettingRedacted(t *testing.T) {
 		t.Errorf("exit %d (%v), want 130", r.code, r.err)
 	}
 	assertNoPassword(t, r, unreachablePassword)
-	for _, s := range []string{"[postgres]: ", "[" + config.RedactDatabaseURL(unreachableURL) + "]: ", "failed"} {
+	for _, s := range []string{"[postgres]: ", "[" + store.RedactURL(unreachableURL) + "]: ", "failed"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("stdout lacks %q:\n%s", s, r.stdout)
 		}

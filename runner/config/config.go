@@ -17,13 +17,15 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+
+	"github.com/aerie-run/aerie/runner/store"
 )
 
 // Config is the merged configuration a session runs with. Start from Defaults;
 // Load applies the files on top.
 type Config struct {
 	// DatabaseURL is the session store: a postgres:// URL or a SQLite file
-	// (see ParseDatabaseURL). Only the global file may set it.
+	// (see store.ParseURL). Only the global file may set it.
 	DatabaseURL string
 
 	// ToolResults controls how large tool outputs reach the model.
@@ -75,7 +77,7 @@ const (
 // at home/sessions.db and the spec's tool-result limits.
 func Defaults(home string) Config {
 	return Config{
-		DatabaseURL: SQLiteURL(filepath.Join(home, "sessions.db")),
+		DatabaseURL: store.SQLiteURL(filepath.Join(home, "sessions.db")),
 		ToolResults: ToolResults{
 			MaxBytes:  DefaultToolResultMaxBytes,
 			HeadBytes: DefaultToolResultHeadBytes,
@@ -87,7 +89,7 @@ func Defaults(home string) Config {
 // Validate reports the first value that cannot be used. The error names the
 // key in file syntax (tool_results.max_bytes) so it can be placed in a file.
 func (c Config) Validate() error {
-	if _, err := ParseDatabaseURL(c.DatabaseURL); err != nil {
+	if _, err := store.ParseURL(c.DatabaseURL); err != nil {
 		return &keyError{key: "database_url", err: err}
 	}
 	return c.ToolResults.validate()

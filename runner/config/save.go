@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/aerie-run/aerie/runner/store"
+
 	"github.com/aerie-run/aerie/runner/atomicfile"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
@@ -30,7 +32,7 @@ import (
 // could not be done safely, and overwriting it would lose the user's text.
 func SaveDatabaseURL(home, databaseURL string) (string, error) {
 	file := GlobalFile(home)
-	if _, err := ParseDatabaseURL(databaseURL); err != nil {
+	if _, err := store.ParseURL(databaseURL); err != nil {
 		return file, fmt.Errorf("save database_url: %w", err)
 	}
 	if err := os.MkdirAll(home, 0o700); err != nil {

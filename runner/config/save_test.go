@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/runner/store"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/pelletier/go-toml/v2"
 )
@@ -263,7 +265,7 @@ func TestSaveDatabaseURL(t *testing.T) {
 func TestSaveThenLoad(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	url := SQLiteURL(filepath.Join(home, "odd \"name\" #1.db"))
+	url := store.SQLiteURL(filepath.Join(home, "odd \"name\" #1.db"))
 	if _, err := SaveDatabaseURL(home, url); err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@
 // package store/sqlite are the two backends; their Open connects, runs the
 // backend's embedded schema migrations before returning, so a session can be
 // created as soon as Open succeeds, and returns the DB. Package store/dburl
-// picks the backend from a database URL (postgres:// or postgresql:// for
-// PostgreSQL; sqlite:PATH, sqlite://PATH, file:PATH or a plain path for
-// SQLite). A connection or migration failure is an error. Close releases the
+// picks the backend from a database URL, whose forms ParseURL reads
+// (postgres:// or postgresql:// for PostgreSQL; sqlite:PATH, sqlite://PATH,
+// file:PATH or an absolute path for SQLite). A connection or migration failure is an error. Close releases the
 // store; for SQLite it also checkpoints and truncates the write-ahead log.
 //
 //	st, err := dburl.Open(ctx, cfg.DatabaseURL)

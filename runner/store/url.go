@@ -1,4 +1,4 @@
-package config
+package store
 
 import (
 	"errors"
@@ -9,32 +9,33 @@ import (
 	"sync"
 )
 
-// Backend is a kind of session store.
-type Backend string
+// Database is a kind of session database, as a database URL names it.
+type Database string
 
-// The backends database_url can select.
+// The databases a URL can name.
 const (
-	SQLite   Backend = "sqlite"
-	Postgres Backend = "postgres"
+	SQLite   Database = "sqlite"
+	Postgres Database = "postgres"
 )
 
-// Database is a database_url taken apart.
-type Database struct {
-	// Backend is the kind of store.
-	Backend Backend
+// URL is a database URL taken apart.
+type URL struct {
+	// Database is the kind of database.
+	Database Database
 	// Path is the SQLite database file; empty for PostgreSQL.
 	Path string
-	// URL is database_url as written. For PostgreSQL it is handed to the
-	// driver unchanged.
-	URL string
+	// Raw is the URL as written. For PostgreSQL it is handed to the driver
+	// unchanged.
+	Raw string
 }
 
 const sqliteScheme = "sqlite://"
 
-// ErrDatabaseURL is wrapped by every error from ParseDatabaseURL.
-var ErrDatabaseURL = errors.New("want postgres://..., postgresql://..., sqlite://PATH or an absolute SQLite file path")
+// ErrURL is wrapped by every error from ParseURL.
+var ErrURL = errors.New("want postgres://..., postgresql://..., sqlite://PATH or an absolute SQLite file path")
 
-// ParseDatabaseURL says which store a database_url names. Accepted forms:
+// ParseURL says which database a URL (database_url, --database-url)
+// names. Accepted forms:
 //
 //	postgres://user:password@host:5432/db?sslmode=disable   (or postgresql://)
 //	sqlite:///absolute/path/sessions.db                     (sqlite:// + path)
@@ -47,44 +48,42 @@ var ErrDatabaseURL = errors.New("want postgres://..., postgresql://..., sqlite:/
 // would read as driver options. A relative SQLite path is relative to the
 // working directory; setup always writes absolute ones. A bare relative path
 // is refused because it cannot be told apart from a mistyped URL or a
-// key=value PostgreSQL DSN. These forms are a subset of what
-// runner/store/dburl's Open accepts, so a value that passes here also opens
-// there.
-func ParseDatabaseURL(s string) (Database, error) {
+// key=value PostgreSQL DSN. Package store/dburl opens what it names.
+func ParseURL(s string) (URL, error) {
 	switch {
 	case s == "":
-		return Database{}, errors.Join(errors.New("database_url is empty"), ErrDatabaseURL)
+		return URL{}, errors.Join(errors.New("the database URL is empty"), ErrURL)
 	case hasPrefixFold(s, "postgres://"), hasPrefixFold(s, "postgresql://"):
 		if _, err := url.Parse(s); err != nil {
 			// url.Error quotes the whole input, password included.
-			return Database{}, errors.Join(errors.New("malformed PostgreSQL URL"), ErrDatabaseURL)
+			return URL{}, errors.Join(errors.New("malformed PostgreSQL URL"), ErrURL)
 		}
-		return Database{Backend: Postgres, URL: s}, nil
+		return URL{Database: Postgres, Raw: s}, nil
 	case hasPrefixFold(s, sqliteScheme):
-		return sqliteDatabase(s, s[len(sqliteScheme):])
+		return sqliteURL(s, s[len(sqliteScheme):])
 	case hasPrefixFold(s, "sqlite:"):
-		return sqliteDatabase(s, s[len("sqlite:"):])
+		return sqliteURL(s, s[len("sqlite:"):])
 	case hasPrefixFold(s, "file:"):
 		path := s[len("file:"):]
 		if rest, ok := strings.CutPrefix(path, "//"); ok {
 			path = rest // file:///abs: an empty host
 		}
-		return sqliteDatabase(s, path)
+		return sqliteURL(s, path)
 	case filepath.IsAbs(s):
-		return sqliteDatabase(s, s)
+		return sqliteURL(s, s)
 	default:
-		return Database{}, ErrDatabaseURL
+		return URL{}, ErrURL
 	}
 }
 
-func sqliteDatabase(raw, path string) (Database, error) {
+func sqliteURL(raw, path string) (URL, error) {
 	if path == "" {
-		return Database{}, errors.Join(errors.New("sqlite URL has no file path"), ErrDatabaseURL)
+		return URL{}, errors.Join(errors.New("sqlite URL has no file path"), ErrURL)
 	}
 	if strings.ContainsAny(path, "?\x00") {
-		return Database{}, errors.Join(errors.New("sqlite path contains '?' or a NUL byte"), ErrDatabaseURL)
+		return URL{}, errors.Join(errors.New("sqlite path contains '?' or a NUL byte"), ErrURL)
 	}
-	return Database{Backend: SQLite, Path: path, URL: raw}, nil
+	return URL{Database: SQLite, Path: path, Raw: raw}, nil
 }
 
 func hasPrefixFold(s, prefix string) bool {
@@ -100,11 +99,11 @@ func SQLiteURL(path string) string {
 // quoted or not.
 var kvPassword = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)`) })
 
-// RedactDatabaseURL returns s with any password replaced by "xxxxx", for
+// RedactURL returns s with any password replaced by "xxxxx", for
 // output and logs. It handles the URL's user info, a password query
 // parameter, and key=value DSNs, and never fails: text it cannot parse is
 // still scrubbed of password=... pairs.
-func RedactDatabaseURL(s string) string {
+func RedactURL(s string) string {
 	if u, err := url.Parse(s); err == nil && u.Scheme != "" && !hasPrefixFold(s, "sqlite:") && !hasPrefixFold(s, "file:") {
 		if _, has := u.User.Password(); has {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")

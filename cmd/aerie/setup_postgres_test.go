@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/config"
+	"github.com/aerie-run/aerie/runner/store"
 )
 
 func TestSetupPostgres(t *testing.T) {
@@ -89,6 +93,36 @@ func TestSetupPostgres(t *testing.T) {
 		})
 	}
 
+	t.Run("a role that may connect but not create aerie's tables fails the test", func(t *testing.T) {
+		t.Parallel()
+		dsn := pg.NewDatabase(t)
+		conn, err := pgx.Connect(t.Context(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.WithoutCancel(t.Context()))
+		// PUBLIC may connect to a database, but since PostgreSQL 15 not
+		// create tables in its public schema.
+		const role = "setup_cannot_create"
+		if _, err := conn.Exec(t.Context(), "CREATE ROLE "+role+" LOGIN"); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if _, err := conn.Exec(context.WithoutCancel(t.Context()), "DROP ROLE "+role); err != nil {
+				t.Errorf("drop role: %v", err)
+			}
+		}()
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.User(role)
+		r := harness{home: t.TempDir()}.aerie(t, "setup", "--postgres", u.String(), "--no-save")
+		if r.code != 1 || !strings.Contains(r.stdout, "... failed\n") || !strings.Contains(r.stdout, "permission denied") {
+			t.Errorf("exit %d; want 1 and the failed migration\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+	})
+
 	t.Run("json", func(t *testing.T) {
 		t.Parallel()
 		dsn := withPassword(t, pg.NewDatabase(t))
@@ -104,7 +138,7 @@ func TestSetupPostgres(t *testing.T) {
 		}
 		want := setupReport{
 			Home: home, ConfigFile: config.GlobalFile(home), Backend: "postgres",
-			DatabaseURL: config.RedactDatabaseURL(dsn), Test: testReport{OK: true}, Saved: true,
+			DatabaseURL: store.RedactURL(dsn), Test: testReport{OK: true}, Saved: true,
 		}
 		if rep != want {
 			t.Errorf("report = %+v, want %+v", rep, want)

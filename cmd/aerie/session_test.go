@@ -221,16 +221,16 @@ func testSessionCommands(t *testing.T, newHome func(t *testing.T) string) {
 		}
 
 		// Human output: the new id alone on stdout, usable as SESSION.
-		r = mustRun(t, f.harness(), "session", "fork", "try", "--label", "b3")
+		r = mustRun(t, f.harness(), "session", "fork", "try", "--label", "retry")
 		id, err := uuid.Parse(strings.TrimSpace(r.stdout))
 		if err != nil || !strings.Contains(r.stderr, "through entry 6") {
 			t.Fatalf("fork printed %q (stderr %q), want the new id", r.stdout, r.stderr)
 		}
-		r = mustRun(t, f.harness(), "session", "switch", "b3", "--json")
+		r = mustRun(t, f.harness(), "session", "switch", "retry", "--json")
 		var sw sessionSwitchJSON
 		decodeJSON(t, r.stdout, &sw)
 		if sw.Session.ID != id || *sw.Session.ParentID != f.try.ID {
-			t.Errorf("b3 is %s with parent %v, want %s with parent %s", sw.Session.ID, sw.Session.ParentID, id, f.try.ID)
+			t.Errorf("retry is %s with parent %v, want %s with parent %s", sw.Session.ID, sw.Session.ParentID, id, f.try.ID)
 		}
 	})
 

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/aerie-run/aerie/runner/store"
-
-	"github.com/aerie-run/aerie/runner/atomicfile"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
+
+	"github.com/aerie-run/aerie/runner/atomicfile"
+	"github.com/aerie-run/aerie/runner/store"
 )
 
 // SaveDatabaseURL sets database_url in the global config under home and

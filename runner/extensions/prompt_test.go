@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // promptLayers discovers the layers of a tree with ws/ and home/ under

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 const specToolsets = `[toolsets.readonly]

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // ParseTOML reads a hooks.toml file:

@@ -7,9 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // checkServer checks what a parser returned: no panic got through,

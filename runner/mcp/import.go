@@ -13,9 +13,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/pelletier/go-toml/v2"
 	"gopkg.in/yaml.v3"
+
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // Other agents declare MCP servers in formats of their own: Claude

@@ -14,8 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aerie-run/aerie/runner/atomicfile"
 	"gopkg.in/yaml.v3"
+
+	"github.com/aerie-run/aerie/runner/atomicfile"
 )
 
 // InstallFile is the provenance record aerie plugin install writes into the

@@ -39,8 +39,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/aerie-run/aerie/runner/layer"
 	"gopkg.in/yaml.v3"
+
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // Format is the kind of manifest a plugin was read from.

@@ -157,7 +157,9 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		// dropped (children have fixed names, so nothing was created
 		// twice) and the reconcile runs again on the newer version.
 		if err = r.writeStatus(ctx, sc); apierrors.IsConflict(err) {
-			res, err = ctrl.Result{Requeue: true}, nil
+			// A conflict is a retry on error, what the rate limiter is
+			// for, but not an error worth logging as one.
+			res, err = ctrl.Result{Requeue: true}, nil //nolint:staticcheck // see above
 		}
 	}()
 

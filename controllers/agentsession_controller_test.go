@@ -543,7 +543,7 @@ func testCancel(t *testing.T) {
 func testRetry(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := e.session("retry")
+	e.session("retry")
 	pod := e.pod("retry", 1)
 	e.setPod(pod, corev1.PodRunning, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
 	e.waitPhase("retry", aeriev1alpha1.PhaseRunning)
@@ -551,7 +551,7 @@ func testRetry(t *testing.T) {
 		st.Reason, st.Message = "Evicted", "The node was low on resource: memory."
 	})
 
-	s = e.waitStatus("retry", "attempt 2", func(st aeriev1alpha1.AgentSessionStatus) bool { return st.Attempts == 2 })
+	s := e.waitStatus("retry", "attempt 2", func(st aeriev1alpha1.AgentSessionStatus) bool { return st.Attempts == 2 })
 	pod2 := e.pod("retry", 2)
 	rc := e.runnerConfig("retry", 2)
 	if rc.Session.Attempt != 2 || rc.Session.ID != string(s.UID) || rc.Session.ID != s.Status.SessionID {

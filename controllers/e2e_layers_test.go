@@ -80,7 +80,7 @@ func testPlatformLayer(t *testing.T, e *e2e) {
 		testenv.Turn{Text: "Done.", Usage: testenv.TokenUsage{InputTokens: 100, OutputTokens: 5}})
 	e.session(t, "platform-layer", model)
 	pod := e.pod(t, "platform-layer")
-	s := e.waitSession(t, "platform-layer", "finished", func(s *aeriev1alpha1.AgentSession) bool { return s.Status.Phase.Finished() })
+	s := e.waitFinished(t, "platform-layer")
 	if s.Status.Phase != aeriev1alpha1.PhaseSucceeded {
 		b, _ := json.MarshalIndent(s.Status, "", "  ")
 		t.Fatalf("phase %s, want Succeeded; status:\n%s", s.Status.Phase, b)

@@ -82,7 +82,7 @@ func testControllerRestart(t *testing.T, e *e2e) {
 	unblock()
 
 	for _, name := range names {
-		s := e.waitSession(t, name, "finished", func(s *aeriev1alpha1.AgentSession) bool { return s.Status.Phase.Finished() })
+		s := e.waitFinished(t, name)
 		if s.Status.Phase != aeriev1alpha1.PhaseSucceeded || s.Status.Attempts != 1 || s.Status.PodName != childName(name, 1) {
 			b, _ := json.MarshalIndent(s.Status, "", "  ")
 			t.Errorf("session %s: want Succeeded in attempt 1 (pod %s); status:\n%s", name, childName(name, 1), b)

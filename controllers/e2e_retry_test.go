@@ -61,7 +61,7 @@ func testPodDeletedResumes(t *testing.T, e *e2e, name string, midTool bool) {
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(unblock)
 
-	s := e.session(t, name, model)
+	e.session(t, name, model)
 	pod := e.pod(t, name)
 	select {
 	case <-held:
@@ -86,7 +86,7 @@ func testPodDeletedResumes(t *testing.T, e *e2e, name string, midTool bool) {
 	waitProcessesGone(t, procs)
 	unblock()
 
-	s = e.waitSession(t, name, "finished", func(s *aeriev1alpha1.AgentSession) bool { return s.Status.Phase.Finished() })
+	s := e.waitFinished(t, name)
 	if s.Status.Phase != aeriev1alpha1.PhaseSucceeded || s.Status.Attempts != 2 || s.Status.PodName != childName(name, 2) || s.Status.SessionID != string(s.UID) {
 		b, _ := json.MarshalIndent(s.Status, "", "  ")
 		t.Fatalf("want Succeeded in attempt 2 (pod %s) with session id %s; status:\n%s", childName(name, 2), s.UID, b)

@@ -159,7 +159,7 @@ func (e *e2e) in(ns string) *e2e {
 }
 
 // session creates an AgentSession that talks to model.
-func (e *e2e) session(t *testing.T, name string, model *testenv.ModelServer) *aeriev1alpha1.AgentSession {
+func (e *e2e) session(t *testing.T, name string, model *testenv.ModelServer) {
 	t.Helper()
 	s := &aeriev1alpha1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
@@ -174,11 +174,10 @@ func (e *e2e) session(t *testing.T, name string, model *testenv.ModelServer) *ae
 	if err := e.cp.Client.Create(t.Context(), s); err != nil {
 		t.Fatalf("create session %s: %v", name, err)
 	}
-	return s
 }
 
-// waitSession polls the session until done holds, for at most two minutes.
-func (e *e2e) waitSession(t *testing.T, name, what string, done func(*aeriev1alpha1.AgentSession) bool) *aeriev1alpha1.AgentSession {
+// waitFinished polls the session until it has finished, for at most two minutes.
+func (e *e2e) waitFinished(t *testing.T, name string) *aeriev1alpha1.AgentSession {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -186,12 +185,12 @@ func (e *e2e) waitSession(t *testing.T, name, what string, done func(*aeriev1alp
 		if err := e.cp.Client.Get(t.Context(), types.NamespacedName{Namespace: e.ns, Name: name}, &s); err != nil {
 			t.Fatalf("get session %s: %v", name, err)
 		}
-		if done(&s) {
+		if s.Status.Phase.Finished() {
 			return &s
 		}
 		if time.Now().After(deadline) {
 			b, _ := json.MarshalIndent(s.Status, "", "  ")
-			t.Fatalf("session %s not %s after 2m; status:\n%s", name, what, b)
+			t.Fatalf("session %s not finished after 2m; status:\n%s", name, b)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -264,7 +263,7 @@ func TestEndToEnd(t *testing.T) {
 		start := time.Now()
 		e.session(t, "succeeds", model)
 		pod := e.pod(t, "succeeds")
-		s := e.waitSession(t, "succeeds", "finished", func(s *aeriev1alpha1.AgentSession) bool { return s.Status.Phase.Finished() })
+		s := e.waitFinished(t, "succeeds")
 		t.Logf("session ran end to end in %s", time.Since(start).Round(time.Millisecond))
 		if s.Status.Phase != aeriev1alpha1.PhaseSucceeded {
 			b, _ := json.MarshalIndent(s.Status, "", "  ")
@@ -425,7 +424,7 @@ spec:
 		if err := e.cp.Client.Patch(t.Context(), s, patch); err != nil {
 			t.Fatal(err)
 		}
-		s = e.waitSession(t, "cancelled", "finished", func(s *aeriev1alpha1.AgentSession) bool { return s.Status.Phase.Finished() })
+		s = e.waitFinished(t, "cancelled")
 		t.Logf("cancelled in %s", time.Since(start).Round(time.Millisecond))
 		if s.Status.Phase != aeriev1alpha1.PhaseCancelled {
 			t.Errorf("phase %s, want Cancelled", s.Status.Phase)

@@ -100,7 +100,7 @@ func TestEndToEndWorkspace(t *testing.T) {
 		},
 	}
 	create(s)
-	s = e.waitSession(t, "workspace", "finished", func(s *aeriev1alpha1.AgentSession) bool { return s.Status.Phase.Finished() })
+	s = e.waitFinished(t, "workspace")
 	if s.Status.Phase != aeriev1alpha1.PhaseSucceeded {
 		b, _ := json.MarshalIndent(s.Status, "", "  ")
 		t.Fatalf("phase %s, want Succeeded; status:\n%s", s.Status.Phase, b)

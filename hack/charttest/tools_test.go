@@ -193,12 +193,12 @@ func convert[T any](t *testing.T, u *unstructured.Unstructured) *T {
 
 // apply applies every object with server-side apply, in order, so that the API server
 // validates each one completely: schema, defaulting, CEL rules, admission.
-func apply(t *testing.T, cp *testenv.ControlPlane, objs []*unstructured.Unstructured, opts ...client.ApplyOption) {
+func apply(t *testing.T, cp *testenv.ControlPlane, objs []*unstructured.Unstructured) {
 	t.Helper()
 	ctx := t.Context()
-	opts = append([]client.ApplyOption{client.FieldOwner(fieldOwner)}, opts...)
 	for _, u := range objs {
-		if err := cp.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u.DeepCopy()), opts...); err != nil {
+		ac := client.ApplyConfigurationFromUnstructured(u.DeepCopy())
+		if err := cp.Client.Apply(ctx, ac, client.FieldOwner(fieldOwner)); err != nil {
 			t.Errorf("server-side apply %s: %v", describe(u), err)
 		}
 	}

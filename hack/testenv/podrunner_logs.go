@@ -308,8 +308,11 @@ func tailOffset(f *os.File, n int) (int64, error) {
 			offsets = append(offsets, off)
 		}
 		off += int64(len(line))
-		if err != nil {
+		if errors.Is(err, io.EOF) {
 			break
+		}
+		if err != nil {
+			return 0, fmt.Errorf("read container log: %w", err)
 		}
 	}
 	if n >= len(offsets) {

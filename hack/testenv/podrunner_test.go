@@ -512,7 +512,7 @@ func testDeletionGrace(t *testing.T, e *podRunnerEnv) {
 	var graceEnd *metav1.Time
 	var last *corev1.Pod
 	timeout := time.After(90 * time.Second)
-watch:
+events:
 	for {
 		select {
 		case ev, ok := <-wt.ResultChan():
@@ -521,7 +521,7 @@ watch:
 			}
 			p, _ := ev.Object.(*corev1.Pod)
 			if ev.Type == watch.Deleted {
-				break watch
+				break events
 			}
 			if p == nil {
 				continue

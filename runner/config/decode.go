@@ -57,7 +57,7 @@ func set[T any](dst *T, v *T) {
 func parse(path string, doc []byte) (settings, error) {
 	var root map[string]any
 	if err := toml.Unmarshal(doc, &root); err != nil {
-		return settings{}, syntaxError(path, doc, err)
+		return settings{}, syntaxError(path, err)
 	}
 	var l settings
 	var err error
@@ -163,7 +163,7 @@ func kindOf(v any) string {
 }
 
 // syntaxError turns go-toml's error into a *FileError with its position.
-func syntaxError(path string, doc []byte, err error) *FileError {
+func syntaxError(path string, err error) *FileError {
 	fe := &FileError{Path: path, Err: err}
 	var de *toml.DecodeError
 	if errors.As(err, &de) {

@@ -82,7 +82,7 @@ func setTopLevelString(path string, doc []byte, key, value string) ([]byte, erro
 	}
 	var before map[string]any
 	if err := toml.Unmarshal(doc, &before); err != nil {
-		fe := syntaxError(path, doc, err)
+		fe := syntaxError(path, err)
 		fe.Fix = "fix it (or move it aside) and save again; the file was not changed"
 		return nil, fe
 	}

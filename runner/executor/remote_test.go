@@ -315,7 +315,7 @@ func dialRaw(t *testing.T, sock string, version int) (*rawClient, hello) {
 }
 
 // read reads the next frame, which must be of type typ, into v.
-func (c *rawClient) read(t *testing.T, typ frameType, v any) frame {
+func (c *rawClient) read(t *testing.T, typ frameType, v any) {
 	t.Helper()
 	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	f, err := readFrame(c.r)
@@ -330,7 +330,6 @@ func (c *rawClient) read(t *testing.T, typ frameType, v any) frame {
 			t.Fatal(err)
 		}
 	}
-	return f
 }
 
 // TestServerEnforcesBoundary: the workspace boundary is the server's,

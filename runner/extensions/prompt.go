@@ -370,6 +370,3 @@ func cutUTF8(b []byte) []byte {
 func text(b []byte) string {
 	return strings.TrimRight(strings.ToValidUTF8(string(b), "\uFFFD"), " \t\r\n")
 }
-
-// joinRel joins a workspace root and a path relative to it.
-func joinRel(ws, rel string) string { return filepath.Join(ws, rel) }

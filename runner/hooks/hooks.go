@@ -83,9 +83,6 @@ func eventNames() string {
 	return strings.Join(names, ", ")
 }
 
-// toolEvent reports whether the event is about one tool call.
-func (e Event) toolEvent() bool { return e == PreToolUse || e == PostToolUse }
-
 // matched reports whether the event's hooks are selected by their
 // matchers: tool events match the tool name, SessionStart the source, the
 // subagent events the agent type. Other events run every hook.

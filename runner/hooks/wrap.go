@@ -84,13 +84,13 @@ func (h *hooked) Run(ctx context.Context, call json.RawMessage) tools.Result {
 }
 
 // withContext appends hook context to a result for the model.
-func withContext(r tools.Result, context string) tools.Result {
-	if context == "" {
+func withContext(r tools.Result, hookContext string) tools.Result {
+	if hookContext == "" {
 		return r
 	}
 	if r.Content != "" {
 		r.Content += "\n\n"
 	}
-	r.Content += context
+	r.Content += hookContext
 	return r
 }

@@ -458,7 +458,7 @@ func (y *yamlParser) script(p string) (string, string) {
 		}
 		return abs, reason
 	}
-	abs := p
+	var abs string
 	switch {
 	case strings.HasPrefix(p, "~/"):
 		home := homeOf(src)

@@ -74,7 +74,7 @@ func helperLock(path, hold string) int {
 // lockSQLite holds the write lock of the database at path from another
 // process for hold; the process is killed at the end of the test at the
 // latest.
-func lockSQLite(t *testing.T, path string, hold time.Duration) *exec.Cmd {
+func lockSQLite(t *testing.T, path string, hold time.Duration) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$", path, hold.String())
 	cmd.Env = append(os.Environ(), helperEnv+"=lock")
@@ -93,7 +93,6 @@ func lockSQLite(t *testing.T, path string, hold time.Duration) *exec.Cmd {
 	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "locked\n" {
 		t.Fatalf("lock holder: %q, %v", line, err)
 	}
-	return cmd
 }
 
 const tenant = "tenant"
@@ -136,10 +135,11 @@ func stored(t *testing.T, st store.Store, id uuid.UUID) []transcript.Entry {
 	return es
 }
 
-// checkStream asserts that the session holds exactly entries first..last,
+// checkStream asserts that the session holds exactly entries 1..last,
 // each once, in order, with the payloads message(seq) made.
-func checkStream(t *testing.T, st store.Store, id uuid.UUID, first, last int64) {
+func checkStream(t *testing.T, st store.Store, id uuid.UUID, last int64) {
 	t.Helper()
+	const first = 1
 	es := stored(t, st, id)
 	if int64(len(es)) != last-first+1 {
 		t.Errorf("session has %d entries, want %d (%d..%d)", len(es), last-first+1, first, last)
@@ -238,7 +238,7 @@ func testOrder(t *testing.T, st store.Store) {
 	if err := w.Barrier(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	checkStream(t, st, id, 1, 500)
+	checkStream(t, st, id, 500)
 	closeWriter(t, w)
 	if s := w.Stats(); s.Entries != 500 || s.Skipped != 0 || s.Batches < 1 {
 		t.Errorf("stats %+v", s)
@@ -290,7 +290,7 @@ func testBatching(t *testing.T, st store.Store) {
 	if diff := cmp.Diff([]int{1, 150, 150, 99}, sizes); diff != "" {
 		t.Errorf("batch sizes (-want +got):\n%s", diff)
 	}
-	checkStream(t, st, id, 1, 400)
+	checkStream(t, st, id, 400)
 }
 
 func testConcurrentSessions(t *testing.T, st store.Store) {
@@ -318,7 +318,7 @@ func testConcurrentSessions(t *testing.T, st store.Store) {
 	}
 	wg.Wait()
 	for _, id := range ids {
-		checkStream(t, st, id, 1, entries)
+		checkStream(t, st, id, entries)
 	}
 }
 
@@ -369,7 +369,7 @@ func testBarrier(t *testing.T, st store.Store) {
 			t.Fatal(err)
 		}
 		// Read by another connection, right after the barrier.
-		checkStream(t, st, id, 1, int64(turn*20))
+		checkStream(t, st, id, int64(turn*20))
 	}
 	// A barrier with nothing pending returns at once.
 	if err := w.Barrier(t.Context()); err != nil {
@@ -404,7 +404,7 @@ func testSync(t *testing.T, st store.Store) {
 	if err := w.Sync(ctx, prev); err != nil {
 		t.Fatal(err)
 	}
-	checkStream(t, st, id, 1, prev)
+	checkStream(t, st, id, prev)
 	// Beyond the last entry means the last entry.
 	if err := w.Sync(ctx, prev+100); err != nil {
 		t.Fatal(err)
@@ -416,14 +416,14 @@ func testCloseDrains(t *testing.T, st store.Store) {
 	w := journal.New(t.Context(), st, tenant, id, 1, withLog(t, journal.Options{MaxBatch: 64}))
 	appendMessages(w, 1, 1000)
 	closeWriter(t, w)
-	checkStream(t, st, id, 1, 1000)
+	checkStream(t, st, id, 1000)
 	// Closing again is harmless; appending after Close is not written.
 	closeWriter(t, w)
 	w.Append(message(1001))
 	if s := w.Stats(); s.Skipped != 1 {
 		t.Errorf("skipped %d entries after close, want 1", s.Skipped)
 	}
-	checkStream(t, st, id, 1, 1000)
+	checkStream(t, st, id, 1000)
 }
 
 // testSwitch is a session switch: the old session's queue is drained before
@@ -433,12 +433,12 @@ func testSwitch(t *testing.T, st store.Store) {
 	w := journal.New(t.Context(), st, tenant, a, 1, withLog(t, journal.Options{}))
 	appendMessages(w, 1, 300)
 	closeWriter(t, w)
-	checkStream(t, st, a, 1, 300)
+	checkStream(t, st, a, 300)
 	w = journal.New(t.Context(), st, tenant, b, 1, withLog(t, journal.Options{}))
 	appendMessages(w, 1, 10)
 	closeWriter(t, w)
-	checkStream(t, st, b, 1, 10)
-	checkStream(t, st, a, 1, 300)
+	checkStream(t, st, b, 10)
+	checkStream(t, st, a, 300)
 }
 
 func testResume(t *testing.T, st store.Store) {
@@ -455,7 +455,7 @@ func testResume(t *testing.T, st store.Store) {
 		t.Errorf("first resumed entry got sequence number %d, want 26", seq)
 	}
 	closeWriter(t, w)
-	checkStream(t, st, id, 1, 26)
+	checkStream(t, st, id, 26)
 }
 
 func testCompaction(t *testing.T, st store.Store) {
@@ -587,7 +587,7 @@ func testLostAck(t *testing.T, st store.Store) {
 		if s := w.Stats(); s.Retries != 1 {
 			t.Errorf("batch of %d: %d retries, want 1", n, s.Retries)
 		}
-		checkStream(t, st, id, 1, int64(n))
+		checkStream(t, st, id, int64(n))
 	}
 }
 
@@ -677,7 +677,7 @@ func TestJournalSQLiteLockedByAnotherProcess(t *testing.T) {
 		if s := w.Stats(); s.Retries == 0 {
 			t.Errorf("no retries recorded: %+v", s)
 		}
-		checkStream(t, st, id, 1, 20)
+		checkStream(t, st, id, 20)
 	})
 	t.Run("HeldPastTheLimit", func(t *testing.T) {
 		t.Parallel()
@@ -751,5 +751,5 @@ func TestJournalPostgresRestart(t *testing.T) {
 	if s.Retries == 0 {
 		t.Errorf("no retries: the restart did not hit a write")
 	}
-	checkStream(t, st, id, 1, total)
+	checkStream(t, st, id, total)
 }

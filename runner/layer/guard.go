@@ -132,6 +132,7 @@ func unchanged(ids []fileID) bool {
 		if id.ctime < 0 || ignoringEINTR0(func() error { return unix.Stat(id.path, &st) }) != nil {
 			return false
 		}
+		//nolint:unconvert // Stat_t's Dev and Ino are narrower on some architectures.
 		if uint64(st.Dev) != id.dev || uint64(st.Ino) != id.ino || st.Size != id.size ||
 			st.Mtim.Nano() != id.mtime || st.Ctim.Nano() != id.ctime {
 			return false

@@ -565,8 +565,10 @@ func identify(path string, fi fs.FileInfo) fileID {
 	id := fileID{path: path, size: fi.Size()}
 	switch st := fi.Sys().(type) {
 	case *unix.Stat_t:
+		//nolint:unconvert // Stat_t's Dev and Ino are narrower on some architectures.
 		id.dev, id.ino, id.mtime, id.ctime = uint64(st.Dev), uint64(st.Ino), st.Mtim.Nano(), st.Ctim.Nano()
 	case *syscall.Stat_t:
+		//nolint:unconvert // Stat_t's Dev and Ino are narrower on some architectures.
 		id.dev, id.ino, id.mtime, id.ctime = uint64(st.Dev), uint64(st.Ino), st.Mtim.Nano(), st.Ctim.Nano()
 	default:
 		// Nothing to compare with: never taken as unchanged.

@@ -35,7 +35,6 @@ import (
 	"fmt"
 	"path"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 
@@ -453,14 +452,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// sortedKeys returns m's keys in order, for deterministic output.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

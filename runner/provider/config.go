@@ -85,7 +85,7 @@ type Config struct {
 	Timeout time.Duration
 	// HTTPClient sends the requests; nil means a client with a response-header
 	// timeout. Tests and proxies set it.
-	HTTPClient *http.Client
+	HTTPClient *http.Client `json:"-"`
 	// Logger receives one record per failed attempt (status, attempt, the
 	// server's retry-after), so rate limiting shows in the logs. Nil discards.
 	Logger *slog.Logger

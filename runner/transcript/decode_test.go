@@ -13,12 +13,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// fastKinds are the kinds fastDecode decodes itself.
-var fastKinds = []EntryKind{
-	KindUserMessage, KindAssistantMessage, KindToolResult, KindToolCall, KindToolCompletion,
-	KindProviderChange, KindModelChange, KindPersonaChange, KindReasoningChange, KindUsage, KindCheckpoint,
-}
-
 // checkFastDecode fails t if fastDecode accepts payload but encoding/json
 // rejects it or decodes something else.
 func checkFastDecode(t *testing.T, kind EntryKind, payload []byte) (accepted bool) {

@@ -120,7 +120,7 @@ func run(ctx context.Context, o options) (code int, err error) {
 			return 1, err
 		}
 		if !o.keep {
-			defer os.RemoveAll(dir)
+			defer os.RemoveAll(dir) //nolint:errcheck // best-effort removal of the demo's directory
 		}
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 1, err
@@ -134,7 +134,11 @@ func run(ctx context.Context, o options) (code int, err error) {
 	if err != nil {
 		return 1, err
 	}
-	defer logFile.Close()
+	defer func() {
+		if cerr := logFile.Close(); cerr != nil && err == nil {
+			code, err = 1, fmt.Errorf("close the demo's log: %w", cerr)
+		}
+	}()
 	logger := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctrl.SetLogger(logr.FromSlogHandler(logger.Handler()))
 
@@ -669,7 +673,7 @@ func printTranscript(ctx context.Context, dsn string, s *aeriev1.AgentSession) e
 	if err != nil {
 		return fmt.Errorf("open the session store: %w", err)
 	}
-	defer st.Close()
+	defer st.Close() //nolint:errcheck // read-only
 	entries, err := st.Entries(ctx, s.Namespace, id)
 	if err != nil {
 		return fmt.Errorf("read the session's entries: %w", err)

@@ -184,13 +184,13 @@ func start(ctl controller, kubeconfig, logPath, pprofAddr string) (*process, err
 	cmd.Env = append(os.Environ(), ctl.env(kubeconfig)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
-		log.Close()
+		_ = log.Close()
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	p := &process{cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
-		log.Close()
+		log.Close() //nolint:errcheck // the controller wrote the log, through its own descriptor
 		close(p.done)
 	}()
 	return p, nil

@@ -100,16 +100,20 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	failed := true
 	defer func() {
 		if failed || o.keep {
-			fmt.Fprintf(stderr, "loadbench: the work directory (controllers' logs) is %s\n", work)
+			fmt.Fprintf(stderr, "loadbench: the work directory (controllers' logs) is %s\n", work) //nolint:errcheck // the run is over
 			return
 		}
-		os.RemoveAll(work)
+		_ = os.RemoveAll(work)
 	}()
 
-	fmt.Fprintf(stdout, "goos: %s\ngoarch: %s\npkg: github.com/aerie-run/aerie/hack/loadbench\n", runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(stdout, "kubernetes: %s\nobjects: %d\nclients: %d\n", testenv.KubernetesVersion, o.load.objects, o.load.clients)
+	header := fmt.Sprintf("goos: %s\ngoarch: %s\npkg: github.com/aerie-run/aerie/hack/loadbench\n", runtime.GOOS, runtime.GOARCH)
+	header += fmt.Sprintf("kubernetes: %s\nobjects: %d\nclients: %d\n",
+		testenv.KubernetesVersion, o.load.objects, o.load.clients)
 	for _, ctl := range ctls {
-		fmt.Fprintf(stdout, "# %s: %s\n", ctl.name, ctl.about)
+		header += fmt.Sprintf("# %s: %s\n", ctl.name, ctl.about)
+	}
+	if _, err := io.WriteString(stdout, header); err != nil {
+		return fmt.Errorf("write results: %w", err)
 	}
 	results := map[string][]summary{}
 	var order []string
@@ -119,19 +123,26 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 				order = append(order, ctl.name)
 			}
 			dir := filepath.Join(work, fmt.Sprintf("%d-%s", round, shortName(ctl.name)))
-			fmt.Fprintf(stderr, "loadbench: round %d of %d: %s\n", round, o.runs, ctl.name)
+			if _, err := fmt.Fprintf(stderr, "loadbench: round %d of %d: %s\n", round, o.runs, ctl.name); err != nil {
+				return fmt.Errorf("write progress: %w", err)
+			}
 			s, load, err := runOnce(ctx, ctl, o.load, dir, o.profile)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", round, ctl.name, err)
 			}
 			results[ctl.name] = append(results[ctl.name], s)
-			fmt.Fprintf(stdout, "# round %d: load average before %s, after %s; creates took %s, the last pod came after %s; API requests until then: %s\n",
-				round, load[0], load[1], s.Creating.Round(time.Millisecond), s.Span.Round(time.Millisecond), s.Requests)
-			fmt.Fprintln(stdout, s.benchLine("Benchmark"+ctl.name))
+			_, err = fmt.Fprintf(stdout, "# round %d: load average before %s, after %s; creates took %s, "+
+				"the last pod came after %s; API requests until then: %s\n%s\n",
+				round, load[0], load[1], s.Creating.Round(time.Millisecond), s.Span.Round(time.Millisecond), s.Requests,
+				s.benchLine("Benchmark"+ctl.name))
+			if err != nil {
+				return fmt.Errorf("write results: %w", err)
+			}
 		}
 	}
-	fmt.Fprintln(stdout)
-	fmt.Fprint(stdout, table(order, results))
+	if _, err := io.WriteString(stdout, "\n"+table(order, results)); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
 	failed = false
 	return nil
 }
@@ -326,7 +337,7 @@ func profileURL(ctx context.Context, url string, d time.Duration, path string) e
 	if err != nil {
 		return fmt.Errorf("profile the controller: %w", err)
 	}
-	defer resp.Body.Close()
+	defer resp.Body.Close() //nolint:errcheck // read-only
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("profile the controller: %s: %v", resp.Status, err)
@@ -340,6 +351,6 @@ func freeAddress() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find a free port: %w", err)
 	}
-	defer l.Close()
+	defer l.Close() //nolint:errcheck // a listener closed unused
 	return l.Addr().String(), nil
 }

@@ -331,13 +331,13 @@ func copyFile(src, dst string) error {
 	if err != nil {
 		return fmt.Errorf("copy %s: %w", src, err)
 	}
-	defer in.Close()
+	defer in.Close() //nolint:errcheck // read-only
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
 	if err != nil {
 		return fmt.Errorf("copy %s: %w", src, err)
 	}
 	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
+		_ = out.Close()
 		return fmt.Errorf("copy %s: %w", src, err)
 	}
 	if err := out.Close(); err != nil {
@@ -423,6 +423,7 @@ func (r *PodRunner) Run(ctx context.Context) error {
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
 	defer func() {
 		_ = srv.Close() // followers of a log end with it
+		//nolint:errcheck // after Close, ServeTLS returns http.ErrServerClosed
 		<-served
 	}()
 

@@ -394,7 +394,7 @@ func (w *podWorker) launch(spec launchSpec, name string, attempt int32) (*contai
 	pipes := make([]*os.File, 0, 5)
 	closeAll := func() {
 		for _, f := range pipes {
-			f.Close()
+			_ = f.Close()
 		}
 	}
 	outR, outW, err := os.Pipe()
@@ -434,12 +434,12 @@ func (w *podWorker) launch(spec launchSpec, name string, attempt int32) (*contai
 	started := make(chan error, 1)
 	go w.follow(run, spec, outR, errR, started)
 	err = <-started
-	outW.Close()
-	errW.Close()
-	devNull.Close()
+	_ = outW.Close()
+	_ = errW.Close()
+	_ = devNull.Close()
 	if err != nil {
-		outR.Close()
-		errR.Close()
+		_ = outR.Close()
+		_ = errR.Close()
 		l.finish()
 		return nil, err
 	}
@@ -522,8 +522,8 @@ func (w *podWorker) follow(run *containerRun, spec launchSpec, outR, errR *os.Fi
 		_ = errR.SetReadDeadline(time.Now())
 		<-output
 	}
-	outR.Close()
-	errR.Close()
+	_ = outR.Close()
+	_ = errR.Close()
 	run.log.finish()
 
 	run.finishedAt = metav1.Now().Rfc3339Copy()
@@ -576,7 +576,7 @@ func readTail(path string, n int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err

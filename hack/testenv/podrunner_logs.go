@@ -230,7 +230,7 @@ func streamLog(ctx context.Context, w io.Writer, flush func(), path string, done
 	if err != nil {
 		return fmt.Errorf("open container log: %w", err)
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	if o.Tail >= 0 {
 		off, err := tailOffset(f, o.Tail)
 		if err != nil {

@@ -149,12 +149,12 @@ func probeMountNamespace(scratch string) error {
 	if err != nil {
 		return fmt.Errorf("probe mount namespace: %w", err)
 	}
-	defer os.Remove(src)
+	defer os.Remove(src) //nolint:errcheck // best-effort removal of an empty probe directory
 	dst, err := os.MkdirTemp(scratch, "probe-dst-")
 	if err != nil {
 		return fmt.Errorf("probe mount namespace: %w", err)
 	}
-	defer os.Remove(dst)
+	defer os.Remove(dst) //nolint:errcheck // best-effort removal of an empty probe directory
 	errc := make(chan error, 1)
 	go func() {
 		// The thread's namespace is changed for good: the goroutine ends

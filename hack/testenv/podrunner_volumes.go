@@ -142,7 +142,9 @@ func hostPathVolume(hp *corev1.HostPathVolumeSource) (podVolume, error) {
 		if err != nil {
 			return podVolume{}, fmt.Errorf("hostPath: %w", err)
 		}
-		f.Close()
+		if err := f.Close(); err != nil {
+			return podVolume{}, fmt.Errorf("hostPath: %w", err)
+		}
 	}
 	fi, err := os.Stat(hp.Path)
 	if err != nil {

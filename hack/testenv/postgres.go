@@ -262,7 +262,7 @@ func (p *Postgres) exec(ctx context.Context, sql string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer conn.Close(context.Background()) //nolint:errcheck // the connection ran one statement, whose error is returned
 	_, err = conn.Exec(ctx, sql)
 	return err
 }
@@ -272,7 +272,7 @@ func ping(ctx context.Context, dsn string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer conn.Close(context.Background()) //nolint:errcheck // the connection only pinged
 	return conn.Ping(ctx)
 }
 
@@ -320,7 +320,7 @@ func (p *Postgres) startLocked() error {
 		return fmt.Errorf("open server log: %w", err)
 	}
 	// The child gets its own descriptor; ours is not needed after Start.
-	defer logFile.Close()
+	defer logFile.Close() //nolint:errcheck // the server writes its log through its own descriptor
 	st, err := logFile.Stat()
 	if err != nil {
 		return fmt.Errorf("stat server log: %w", err)
@@ -585,7 +585,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
-	defer l.Close()
+	defer l.Close() //nolint:errcheck // a listener closed unused
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 

@@ -48,7 +48,7 @@ func WriteIn(root *os.Root, name string, data []byte, perm fs.FileMode) (err err
 	}
 	defer func() {
 		if err != nil {
-			f.Close()
+			_ = f.Close()
 			_ = root.Remove(tmp)
 		}
 	}()
@@ -81,7 +81,7 @@ func syncDir(root *os.Root, dir string) error {
 	if err != nil {
 		return fmt.Errorf("sync directory: %w", err)
 	}
-	defer d.Close()
+	defer d.Close() //nolint:errcheck // a directory opened to sync it
 	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
 		return fmt.Errorf("sync directory: %w", err)
 	}

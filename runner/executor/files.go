@@ -108,7 +108,7 @@ func (l *Local) ReadDir(ctx context.Context, name string) ([]FileInfo, error) {
 	if err != nil {
 		return nil, pathErr("readdir", name, err)
 	}
-	defer d.Close()
+	defer d.Close() //nolint:errcheck // read-only
 	des, err := d.ReadDir(-1)
 	if err != nil {
 		return nil, pathErr("readdir", name, err)

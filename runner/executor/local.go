@@ -321,14 +321,14 @@ func openStdio(cmd *exec.Cmd, c Command) (_ *stdio, err error) {
 
 func (ps *stdio) closeChild() {
 	for _, f := range ps.child {
-		f.Close()
+		_ = f.Close()
 	}
 }
 
 func (ps *stdio) closeOurs() {
 	for _, f := range []*os.File{ps.outR, ps.errR, ps.inW} {
 		if f != nil {
-			f.Close()
+			_ = f.Close()
 		}
 	}
 }
@@ -420,7 +420,7 @@ func (l *Local) finish(p *localProcess) {
 			_ = p.cmd.Wait()
 		}
 		if p.stdin != nil {
-			p.stdin.Close()
+			_ = p.stdin.Close()
 		}
 		l.mu.Lock()
 		delete(l.procs, p.id)

@@ -113,7 +113,7 @@ func copyOutput(dst *output, src *os.File) {
 		}
 	}
 	dst.end()
-	src.Close()
+	_ = src.Close()
 }
 
 // maxDrain bounds what drain reads: more than a pipe holds by default,

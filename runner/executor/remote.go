@@ -79,7 +79,7 @@ func Dial(ctx context.Context, socket string) (*Remote, error) {
 
 // handshake exchanges hellos on conn and starts the Remote's reader.
 func handshake(ctx context.Context, conn net.Conn) (*Remote, error) {
-	expired := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	expired := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	w := newWire(conn)
 	br := bufio.NewReaderSize(conn, 64<<10)
 	err := w.sendJSON(0, frameHello, hello{Protocol: protocolVersion})
@@ -336,8 +336,8 @@ func (r *Remote) call(ctx context.Context, req request, o callOpts) (*remoteStre
 	select {
 	case b = <-s.resp:
 	case <-done:
-		s.out.Close()
-		s.errOut.Close()
+		_ = s.out.Close()
+		_ = s.errOut.Close()
 		return nil, response{}, ctx.Err()
 	case <-r.done:
 		// The response may have arrived just before the end.
@@ -530,7 +530,7 @@ func (r *Remote) Walk(ctx context.Context, name string, opts WalkOptions) iter.S
 		// Breaking out of the loop, or the end of the walk, ends the
 		// stream: the server stops walking.
 		defer func() {
-			s.out.Close()
+			_ = s.out.Close()
 			r.cancel(s)
 		}()
 		for it, err := range items(s.out) {

@@ -490,13 +490,13 @@ func (c *serverConn) start(s *serverStream, cmd Command) {
 // pumpOut copies a command's output to its channel, and discards the rest
 // of it if the client stops reading.
 func pumpOut(src io.ReadCloser, dst *outbound) {
-	dst.whenStopped(func() { src.Close() })
+	dst.whenStopped(func() { _ = src.Close() })
 	buf := make([]byte, maxData)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
-				src.Close()
+				_ = src.Close()
 				return
 			}
 		}
@@ -511,9 +511,9 @@ func pumpOut(src io.ReadCloser, dst *outbound) {
 // the command no longer reads it, the client is told to stop writing.
 func pumpIn(src *inbound, dst io.WriteCloser) {
 	if _, err := io.Copy(dst, src); err != nil {
-		src.Close()
+		_ = src.Close()
 	}
-	dst.Close()
+	_ = dst.Close()
 }
 
 // closeGroups tears down every group started over the connection and

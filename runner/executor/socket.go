@@ -66,7 +66,7 @@ func Listen(path string) (net.Listener, error) {
 	ln.SetUnlinkOnClose(false)
 	fail := func(err error) (net.Listener, error) {
 		ln.Close()
-		os.Remove(tmp)
+		_ = os.Remove(tmp)
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	if err := os.Chmod(tmp, SocketMode); err != nil {

@@ -326,7 +326,7 @@ func readOSFile(path string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	return readBounded(f, max)
 }
 

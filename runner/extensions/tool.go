@@ -289,7 +289,7 @@ func (t *Tool) Call(ctx context.Context, call json.RawMessage) Outcome {
 		// EPIPE once it exits; that is its business.
 		in := p.Stdin()
 		_, _ = in.Write(input)
-		in.Close()
+		_ = in.Close()
 	}()
 	stdout, stderr := newHeadTail(StreamKeep), newHeadTail(StreamKeep)
 	var wg sync.WaitGroup

@@ -475,7 +475,7 @@ func (y *yamlParser) script(p string) (string, string) {
 	if err != nil {
 		return "", scriptOpenReason(p, err)
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	return abs, checkScript(p, f)
 }
 

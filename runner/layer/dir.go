@@ -340,7 +340,7 @@ func (d *Dir) ReadDir(name string, max int) (entries []fs.DirEntry, more bool, e
 	if err != nil {
 		return nil, false, err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	if max <= 0 {
 		entries, err = f.ReadDir(-1)
 		slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
@@ -489,7 +489,7 @@ func (d *Dir) openDir(name string) (*os.File, error) {
 		return nil, fromRoot(err)
 	}
 	// The same directory, through a descriptor of its own.
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	fd, err := ignoringEINTR(func() (int, error) {
 		return unix.Openat(int(f.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	})

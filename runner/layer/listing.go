@@ -224,7 +224,7 @@ func (d *Dir) namesOS(name string, max int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	names, err := f.Readdirnames(max + 1)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, err

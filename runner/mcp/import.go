@@ -384,6 +384,8 @@ func (srv Server) Declaration() []byte {
 	if err := enc.Encode(n); err != nil {
 		panic(fmt.Sprintf("encode the declaration: %v", err))
 	}
-	enc.Close()
+	if err := enc.Close(); err != nil {
+		panic(fmt.Sprintf("encode the declaration: %v", err))
+	}
 	return b.Bytes()
 }

@@ -293,7 +293,7 @@ func (c *conn) connect(ctx context.Context) {
 	c.session, c.end, c.state = nil, nil, StateConnecting
 	c.mu.Unlock()
 	if old != nil {
-		old.Close()
+		_ = old.Close()
 		oldEnd()
 	}
 	start := time.Now()
@@ -305,7 +305,7 @@ func (c *conn) connect(ctx context.Context) {
 	defer c.mu.Unlock()
 	if session != nil && (err != nil || c.state == StateClosed) {
 		go func() {
-			session.Close()
+			_ = session.Close()
 			end()
 		}()
 	}
@@ -341,7 +341,7 @@ func (c *conn) dial(ctx context.Context) (_ *sdk.ClientSession, end context.Canc
 	stop := context.AfterFunc(ctx, end)
 	session, err := c.m.client.Connect(ctx, boundTransport{Transport: tr, ctx: life}, nil)
 	if err == nil && !stop() {
-		session.Close()
+		_ = session.Close()
 		err = ctx.Err()
 	}
 	if err != nil {

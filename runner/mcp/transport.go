@@ -54,7 +54,7 @@ func (t *processTransport) Connect(ctx context.Context) (sdk.Connection, error) 
 	go func() {
 		// The server's log: it must be read, or the server blocks on
 		// writing it.
-		io.Copy(stderr, p.Stderr())
+		_, _ = io.Copy(stderr, p.Stderr())
 		close(stderr.done)
 	}()
 	in := &stdin{t: t, p: p}
@@ -71,7 +71,7 @@ func (t *processTransport) close() {
 	in := t.in
 	t.mu.Unlock()
 	if in != nil {
-		in.Close()
+		_ = in.Close()
 	}
 }
 
@@ -124,9 +124,9 @@ func (w *stdin) Write(b []byte) (int, error) { return w.p.Stdin().Write(b) }
 // exit, waits a moment for it to, and tears its process group down.
 func (w *stdin) Close() error {
 	w.once.Do(func() {
-		w.p.Stdin().Close()
+		_ = w.p.Stdin().Close()
 		ctx, cancel := context.WithTimeout(context.Background(), w.t.exitWait)
-		w.p.Wait(ctx)
+		_, _ = w.p.Wait(ctx)
 		cancel()
 		// Whatever the server started goes with its group, and so does
 		// the server if it did not exit.

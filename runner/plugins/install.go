@@ -123,7 +123,7 @@ func (m *Manager) Install(ctx context.Context, o InstallOptions) (string, error)
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(stage)
+	defer os.RemoveAll(stage) //nolint:errcheck // best-effort removal of the staging directory
 	mf, err := manifestOf(stage)
 	if err != nil {
 		return "", fmt.Errorf("install plugin: %w", err)
@@ -140,7 +140,7 @@ func (m *Manager) Install(ctx context.Context, o InstallOptions) (string, error)
 		return "", fmt.Errorf("install plugin: %w", err)
 	}
 	if err := m.check(); err != nil {
-		os.RemoveAll(dest)
+		_ = os.RemoveAll(dest)
 		return "", fmt.Errorf("install plugin %s: the configuration does not load with it, so it was removed: %w", mf.Name, err)
 	}
 	return mf.Name, nil
@@ -186,7 +186,7 @@ func (m *Manager) Uninstall(name string) error {
 	if err != nil {
 		return fmt.Errorf("uninstall plugin: %w", err)
 	}
-	defer os.RemoveAll(trash)
+	defer os.RemoveAll(trash) //nolint:errcheck // best-effort removal of the uninstalled copy
 	moved := filepath.Join(trash, name)
 	if err := os.Rename(dir, moved); err != nil {
 		return fmt.Errorf("uninstall plugin: %w", err)
@@ -212,7 +212,7 @@ func (m *Manager) Update(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("update plugin %s: %w", name, err)
 	}
-	defer os.RemoveAll(stage)
+	defer os.RemoveAll(stage) //nolint:errcheck // best-effort removal of the staging directory
 	mf, err := manifestOf(stage)
 	if err != nil {
 		return fmt.Errorf("update plugin %s: %w", name, err)
@@ -228,7 +228,7 @@ func (m *Manager) Update(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("update plugin %s: %w", name, err)
 	}
-	defer os.RemoveAll(trash)
+	defer os.RemoveAll(trash) //nolint:errcheck // best-effort removal of the replaced copy
 	old := filepath.Join(trash, name)
 	if err := os.Rename(dir, old); err != nil {
 		return fmt.Errorf("update plugin %s: %w", name, err)
@@ -329,7 +329,7 @@ func (m *Manager) fetch(ctx context.Context, source, sub, ref string) (string, *
 	}
 	dest := filepath.Join(stage, "plugin")
 	fail := func(err error) (string, *Install, error) {
-		os.RemoveAll(stage)
+		_ = os.RemoveAll(stage)
 		return "", nil, err
 	}
 	if st, err := os.Stat(source); err == nil && st.IsDir() && ref == "" {
@@ -366,11 +366,11 @@ func (m *Manager) fetch(ctx context.Context, source, sub, ref string) (string, *
 	if err != nil {
 		return fail(fmt.Errorf("install plugin: %w", err))
 	}
-	os.Remove(final)
+	_ = os.Remove(final)
 	if err := os.Rename(dest, final); err != nil {
 		return fail(fmt.Errorf("install plugin: %w", err))
 	}
-	os.RemoveAll(stage)
+	_ = os.RemoveAll(stage)
 	return final, rec, nil
 }
 
@@ -439,7 +439,7 @@ func copyFile(src, dst string, perm fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	defer in.Close() //nolint:errcheck // read-only
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return err

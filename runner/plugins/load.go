@@ -320,7 +320,7 @@ func readLimited(fsys fs.FS, name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err

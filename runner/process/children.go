@@ -30,7 +30,7 @@ func ownChildren() ([]int, error) {
 		return nil, fmt.Errorf("list threads: %w", err)
 	}
 	tids, err := d.Readdirnames(-1)
-	d.Close()
+	d.Close() //nolint:errcheck // read-only
 	if err != nil {
 		return nil, fmt.Errorf("list threads: %w", err)
 	}

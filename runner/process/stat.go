@@ -193,7 +193,7 @@ func takeSnapshot() (*snapshot, error) {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}
 	names, err := d.Readdirnames(-1)
-	d.Close()
+	d.Close() //nolint:errcheck // read-only
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}

@@ -399,7 +399,7 @@ func (d *discovery) readDir(dir string) (entries []fs.DirEntry, more bool, err e
 	if err != nil {
 		return nil, false, err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	rd, ok := f.(fs.ReadDirFile)
 	if !ok {
 		return nil, false, &fs.PathError{Op: "readdir", Path: dir, Err: errors.ErrUnsupported}

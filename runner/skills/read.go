@@ -80,7 +80,7 @@ func (r fileReader) read(name string) readResult {
 	if err != nil {
 		return readResult{err: openError(err)}
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	return readFile(f, r.head)
 }
 

@@ -102,7 +102,7 @@ func listDir(root *os.Root, dir string) ([]string, bool, error) {
 	if err != nil {
 		return nil, false, storage(fmt.Errorf("open %s: %w", dir, err))
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	names, err := f.Readdirnames(maxListed + 1)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, false, storage(fmt.Errorf("read %s: %w", dir, err))

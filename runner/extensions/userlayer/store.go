@@ -122,13 +122,13 @@ func (m *Manager) lock(ctx context.Context) (*os.Root, func(), error) {
 		break
 	}
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		root.Close()
 		return nil, nil, storage(fmt.Errorf("lock the user layer: %w", err))
 	}
 	return root, func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
+		_ = f.Close()
 		root.Close()
 	}, nil
 }
@@ -203,7 +203,7 @@ func digestFile(root *os.Root, rel string) (string, int64, error) {
 	if err != nil {
 		return "", 0, err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	fi, err := f.Stat()
 	if err != nil {
 		return "", 0, err
@@ -371,7 +371,7 @@ func (t *txn) sync(files []fileChange) {
 		seen[d] = true
 		if dir, err := t.root.Open(d); err == nil {
 			_ = dir.Sync()
-			dir.Close()
+			dir.Close() //nolint:errcheck // read-only
 		}
 	}
 }

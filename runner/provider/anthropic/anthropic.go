@@ -133,7 +133,7 @@ func (a *Messages) Stream(ctx context.Context, req provider.Request) iter.Seq2[p
 		stream := a.client.Messages.NewStreaming(callCtx,
 			anthropic.MessageNewParams{Model: a.model, MaxTokens: a.outputTokens(req)},
 			option.WithRequestBody("application/json", body))
-		defer stream.Close()
+		defer stream.Close() //nolint:errcheck // read-only
 
 		var dec decoder
 		for stream.Next() {

@@ -106,7 +106,7 @@ func (b *backend) appendStatements(ctx context.Context) (*appendStmts, error) {
 	} {
 		stmt, err := b.write.PrepareContext(ctx, q.query)
 		if err != nil {
-			st.close()
+			_ = st.close()
 			return nil, err
 		}
 		*q.stmt = stmt

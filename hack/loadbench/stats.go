@@ -93,7 +93,8 @@ func table(order []string, runs map[string][]summary) string {
 		if len(ss) == 0 {
 			continue
 		}
-		var p50, p99, mx, rate []float64
+		n := len(ss)
+		p50, p99, mx, rate := make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n)
 		for i, s := range ss {
 			row(name, fmt.Sprint(i+1), ms(s.P50), ms(s.P99), ms(s.Max), s.Rate())
 			p50, p99, mx, rate = append(p50, ms(s.P50)), append(p99, ms(s.P99)), append(mx, ms(s.Max)), append(rate, s.Rate())

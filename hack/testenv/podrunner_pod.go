@@ -553,8 +553,9 @@ func (w *podWorker) status() corev1.PodStatus {
 	}
 	set(corev1.PodScheduled, true, "", "")
 	set(corev1.PodReadyToStartContainers, w.volumes != nil && !w.terminal, "", "")
-	var incomplete []string
-	for _, c := range w.init[min(w.nextInit, len(w.init)):] {
+	pending := w.init[min(w.nextInit, len(w.init)):]
+	incomplete := make([]string, 0, len(pending))
+	for _, c := range pending {
 		incomplete = append(incomplete, c.spec.Name)
 	}
 	set(corev1.PodInitialized, len(incomplete) == 0, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incomplete, " ")))

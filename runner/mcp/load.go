@@ -98,7 +98,7 @@ type Config struct {
 // container connect where the repository says.
 func Load(layers []layer.Layer, trust Trust, opts LoadOptions) (Config, error) {
 	c := Config{claimed: make(map[string]File)}
-	var errs []error
+	errs := make([]error, 0, len(layers))
 	for _, l := range layers {
 		errs = append(errs, c.loadLayer(l, trust, opts)...)
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/config"
-	"github.com/aerie-run/aerie/runner/headless"
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/session"
 )
 
 func newExtensionsCmd(a *app) *cobra.Command {
@@ -82,7 +82,7 @@ skipped (the report is printed first). Skipped project files do not fail it.`,
 			// Each layer with the digest of what it holds, as a session
 			// records it; one that cannot be digested is shown without.
 			src.Layers, _, _ = layer.WithDigests(ws, src.Layers)
-			x, err := headless.LoadExtensions(src)
+			x, err := session.LoadExtensions(src)
 			if err != nil {
 				return err
 			}

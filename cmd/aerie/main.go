@@ -12,7 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/aerie-run/aerie/runner/config"
-	"github.com/aerie-run/aerie/runner/headless"
+	"github.com/aerie-run/aerie/runner/session"
 )
 
 // Set at build time with
@@ -36,7 +36,7 @@ func main() {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		sig := <-sigs
-		cancel(&headless.SignalError{Signal: sig.(syscall.Signal)})
+		cancel(&session.SignalError{Signal: sig.(syscall.Signal)})
 		// A second signal means now: stop waiting for the cleanup.
 		sig = <-sigs
 		os.Exit(128 + int(sig.(syscall.Signal)))

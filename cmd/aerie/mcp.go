@@ -11,10 +11,10 @@ import (
 
 	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/executor"
-	"github.com/aerie-run/aerie/runner/headless"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/mcp"
 	"github.com/aerie-run/aerie/runner/process"
+	"github.com/aerie-run/aerie/runner/session"
 )
 
 func newMCPCmd(a *app) *cobra.Command {
@@ -68,7 +68,7 @@ Exit status: 0 when every required server connected; 1 otherwise.`,
 			if err != nil {
 				return err
 			}
-			x, err := headless.LoadExtensions(src)
+			x, err := session.LoadExtensions(src)
 			if err != nil {
 				return err
 			}

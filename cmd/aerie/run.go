@@ -20,12 +20,12 @@ import (
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/executor"
-	"github.com/aerie-run/aerie/runner/headless"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/runconfig"
+	"github.com/aerie-run/aerie/runner/session"
 	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
@@ -190,7 +190,7 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	}()
 
 	observe, flush := a.observer(cmd, f)
-	opts := headless.Options{
+	opts := session.Options{
 		Tenant:          dir,
 		Dir:             dir,
 		Prompt:          prompt,
@@ -229,13 +229,13 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	if f.maxTokens > 0 {
 		opts.Stop = append(opts.Stop, agent.MaxTokens(f.maxTokens))
 	}
-	rep, err := headless.Run(ctx, st, opts)
+	rep, err := session.Run(ctx, st, opts)
 	flush()
 	if _, oerr := st.get(context.WithoutCancel(ctx)); oerr != nil {
 		return oerr
 	}
 	if err != nil {
-		var ce *headless.ConfigError
+		var ce *session.ConfigError
 		if errors.As(err, &ce) {
 			return configErr(err)
 		}
@@ -263,7 +263,7 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 
 // writeTrajectory writes the session's ATIF trajectory from its stored
 // stream.
-func writeTrajectory(ctx context.Context, o *openingStore, tenant string, rep headless.Report, system string, f runFlags, version string) error {
+func writeTrajectory(ctx context.Context, o *openingStore, tenant string, rep session.Report, system string, f runFlags, version string) error {
 	st, err := o.get(context.WithoutCancel(ctx))
 	if err != nil {
 		return err
@@ -352,14 +352,14 @@ func (a *app) prompt(cmd *cobra.Command, args []string, f runFlags) (string, err
 // extensionSource is where a session started in dir takes its extensions
 // from: aerie run and aerie extensions both load from it, so that the
 // report never disagrees with a run.
-func (a *app) extensionSource(dir, workspace string, disabledPlugins []string) (headless.LoadOptions, error) {
+func (a *app) extensionSource(dir, workspace string, disabledPlugins []string) (session.LoadOptions, error) {
 	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: dir, Workspace: workspace, Home: config.Home(a.env)})
 	if err != nil {
-		return headless.LoadOptions{}, err
+		return session.LoadOptions{}, err
 	}
-	return headless.LoadOptions{
+	return session.LoadOptions{
 		Layers: layers, Workspace: workspace, Dir: dir, Getenv: a.env.Getenv, UserHome: userHome(a.env),
-		DisabledPlugins: disabledPlugins, Persona: headless.DefaultSystemPrompt(dir),
+		DisabledPlugins: disabledPlugins, Persona: session.DefaultSystemPrompt(dir),
 	}, nil
 }
 

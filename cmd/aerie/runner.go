@@ -19,11 +19,11 @@ import (
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/executor"
-	"github.com/aerie-run/aerie/runner/headless"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/runconfig"
+	"github.com/aerie-run/aerie/runner/session"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
@@ -162,12 +162,12 @@ func (a *app) runAttempt(ctx context.Context, cmd *cobra.Command, f runnerFlags,
 		jsonl.Observe(e)
 	}
 	logger.Info("session starting", "resume", opts.Resume, "forkFrom", opts.ForkFrom, "provider", opts.Settings.Provider, "model", opts.Settings.Model)
-	res, err := headless.Run(ctx, st, opts)
+	res, err := session.Run(ctx, st, opts)
 	if werr := jsonl.Err(); werr != nil {
 		logger.Warn("write events", "err", werr)
 	}
 	if err != nil {
-		var ce *headless.ConfigError
+		var ce *session.ConfigError
 		if errors.As(err, &ce) {
 			return rep, configErr(err)
 		}
@@ -262,7 +262,7 @@ func projectLayers(workspace, dir string, logger *slog.Logger) []layer.Layer {
 // priorToolCalls counts the tool calls stored in what the session
 // continues from: the session itself when it is resumed (a retry, or
 // spec.resumeFrom), the copied part of the source of a fork.
-func priorToolCalls(ctx context.Context, st store.Store, tenant string, opts headless.Options) (int64, error) {
+func priorToolCalls(ctx context.Context, st store.Store, tenant string, opts session.Options) (int64, error) {
 	ref, through := opts.Resume, int64(0)
 	if ref == "" {
 		ref, through = opts.ForkFrom, opts.ForkAt
@@ -324,16 +324,16 @@ func dialExecutor(ctx context.Context, socket string, wait time.Duration) (*exec
 // runnerOptions are the headless options of the attempt. An attempt after
 // the first resumes the session when the store has it (its pod was lost);
 // otherwise it starts the session as the first attempt would have.
-func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, dir string, exe headless.Executor, getenv func(string) string, logger *slog.Logger) (headless.Options, error) {
+func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, dir string, exe session.Executor, getenv func(string) string, logger *slog.Logger) (session.Options, error) {
 	id, err := uuid.Parse(cfg.Session.ID)
 	if err != nil {
-		return headless.Options{}, &cli.ExitError{Code: runconfig.ExitConfig, Err: fmt.Errorf("session.id: %w", err)}
+		return session.Options{}, &cli.ExitError{Code: runconfig.ExitConfig, Err: fmt.Errorf("session.id: %w", err)}
 	}
 	pins, err := sessionPins(cfg)
 	if err != nil {
-		return headless.Options{}, &cli.ExitError{Code: runconfig.ExitConfig, Err: err}
+		return session.Options{}, &cli.ExitError{Code: runconfig.ExitConfig, Err: err}
 	}
-	opts := headless.Options{
+	opts := session.Options{
 		Tenant:    cfg.Namespace,
 		Dir:       dir,
 		Prompt:    cfg.Prompt,
@@ -341,7 +341,7 @@ func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, d
 		NewModel:  podModel(cfg, getenv, logger),
 		SessionID: id,
 		Label:     cfg.AgentSession,
-		System:    headless.DefaultSystemPrompt(dir),
+		System:    session.DefaultSystemPrompt(dir),
 		// The workspace's project layers (the workspace is mounted
 		// read-only here), then the mounted ones.
 		Layers:        append(projectLayers(cfg.Executor.Workspace, dir, logger), podLayers(cfg)...),

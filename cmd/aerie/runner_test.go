@@ -21,8 +21,8 @@ import (
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/executor"
-	"github.com/aerie-run/aerie/runner/headless"
 	"github.com/aerie-run/aerie/runner/runconfig"
+	"github.com/aerie-run/aerie/runner/session"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/store/dburl"
 	"github.com/aerie-run/aerie/runner/transcript"
@@ -345,7 +345,7 @@ func TestRunnerSIGTERM(t *testing.T) {
 		pidFile := filepath.Join(p.ws, "pid")
 		for {
 			if b, err := os.ReadFile(pidFile); err == nil && len(b) > 0 {
-				cancel(&headless.SignalError{Signal: syscall.SIGTERM})
+				cancel(&session.SignalError{Signal: syscall.SIGTERM})
 				return
 			}
 			select {

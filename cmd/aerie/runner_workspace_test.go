@@ -11,10 +11,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aerie-run/aerie/runner/extensions"
-	"github.com/aerie-run/aerie/runner/headless"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/runconfig"
+	"github.com/aerie-run/aerie/runner/session"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
 
@@ -50,7 +50,7 @@ func pinsOf(t *testing.T, ws string) map[string]layer.Pin {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := extensions.Load(layer.Source{Layers: layers, Workspace: ws}, extensions.Options{Builtins: headless.BuiltinToolNames()})
+	set, err := extensions.Load(layer.Source{Layers: layers, Workspace: ws}, extensions.Options{Builtins: session.BuiltinToolNames()})
 	if err != nil {
 		t.Fatal(err)
 	}

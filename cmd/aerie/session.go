@@ -590,7 +590,7 @@ func stateOf(s store.Session) string {
 // openingStore is the session database while it opens. aerie run starts
 // opening it as soon as its configuration names it, and goes on with its
 // extensions, executor and MCP servers, and a new session with its first
-// model request (headless.Run stores the session in the background); each
+// model request (session.Run stores the session in the background); each
 // method waits for the open to finish.
 type openingStore struct {
 	done chan struct{}

@@ -1,4 +1,4 @@
-package headless
+package session
 
 import (
 	"github.com/aerie-run/aerie/runner/hooks"

@@ -1,10 +1,10 @@
-// Package headless runs one agent session to its end without a person at a
+// Package session runs one agent session to its end without a person at a
 // terminal: it creates, resumes or forks the stored session, journals it,
-// gives the model the built-in tools over an executor, runs the loop, and
-// then tears down the session's processes and records the outcome. It is what
-// `aerie run` on a laptop and the runner in a pod share; they differ only in
-// the Options they pass.
-package headless
+// gives the model the built-in tools over an executor and what the
+// extension layers add, runs the loop, and then tears down the session's
+// processes and records the outcome. It is what `aerie run` on a laptop and
+// the runner in a pod share; they differ only in the Options they pass.
+package session
 
 import (
 	"context"

@@ -191,43 +191,33 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 
 	observe, flush := a.observer(cmd, f)
 	opts := session.Options{
-		Tenant:          dir,
-		Dir:             dir,
-		Prompt:          prompt,
-		Settings:        transcript.Settings{Provider: f.provider, Model: f.model},
-		NewModel:        a.modelFactory(f, layers, logger),
-		Label:           f.label,
-		Resume:          f.resume,
-		ForkFrom:        f.forkFrom,
-		System:          src.Persona,
-		Layers:          src.Layers,
-		Workspace:       src.Workspace,
-		Toolset:         f.toolset,
-		Approve:         hooks.ApprovalPolicies[f.hookApproval],
-		Getenv:          src.Getenv,
-		UserHome:        src.UserHome,
-		DisabledPlugins: src.DisabledPlugins,
-		MaxDuration:     f.maxDuration,
-		Executor:        exe,
-		Capper:          capper,
-		Preserve:        process.NewRegistry(home),
-		Observe:         observe,
-		Logger:          logger,
+		Session:    session.Spec{Tenant: dir, Label: f.label, Resume: f.resume, ForkFrom: f.forkFrom},
+		Prompt:     prompt,
+		Model:      session.Model{Settings: transcript.Settings{Provider: f.provider, Model: f.model}, New: a.modelFactory(f, layers, logger)},
+		Extensions: src,
+		Toolset:    f.toolset,
+		Approve:    hooks.ApprovalPolicies[f.hookApproval],
+		Budget:     session.Budget{MaxDuration: f.maxDuration},
+		Executor:   exe,
+		Capper:     capper,
+		Preserve:   process.NewRegistry(home),
+		Observe:    observe,
+		Logger:     logger,
 	}
-	if opts.Resume == "" && opts.ForkFrom == "" {
-		opts.Settings = a.defaultSettings(opts.Settings)
+	if opts.Session.Resume == "" && opts.Session.ForkFrom == "" {
+		opts.Model.Settings = a.defaultSettings(opts.Model.Settings)
 		switch {
-		case opts.Settings.Provider == "":
+		case opts.Model.Settings.Provider == "":
 			return configErr(errors.New("no provider: set --provider, or ANTHROPIC_API_KEY or OPENAI_API_KEY"))
-		case opts.Settings.Model == "":
-			return configErr(fmt.Errorf("no model: set --model for provider %s", opts.Settings.Provider))
+		case opts.Model.Settings.Model == "":
+			return configErr(fmt.Errorf("no model: set --model for provider %s", opts.Model.Settings.Provider))
 		}
 	}
 	if f.maxTurns > 0 {
-		opts.Stop = append(opts.Stop, agent.MaxTurns(f.maxTurns))
+		opts.Budget.Stop = append(opts.Budget.Stop, agent.MaxTurns(f.maxTurns))
 	}
 	if f.maxTokens > 0 {
-		opts.Stop = append(opts.Stop, agent.MaxTokens(f.maxTokens))
+		opts.Budget.Stop = append(opts.Budget.Stop, agent.MaxTokens(f.maxTokens))
 	}
 	rep, err := session.Run(ctx, st, opts)
 	flush()
@@ -244,7 +234,7 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	if f.atifOutput != "" {
 		// The trajectory is a by-product: failing to write it is a warning
 		// and never changes the session's outcome.
-		if err := writeTrajectory(ctx, st, dir, rep, opts.System, f, a.version); err != nil {
+		if err := writeTrajectory(ctx, st, dir, rep, opts.Extensions.System, f, a.version); err != nil {
 			logger.Warn("write the ATIF trajectory", "path", f.atifOutput, "err", err)
 		}
 	}
@@ -359,7 +349,7 @@ func (a *app) extensionSource(dir, workspace string, disabledPlugins []string) (
 	}
 	return session.LoadOptions{
 		Layers: layers, Workspace: workspace, Dir: dir, Getenv: a.env.Getenv, UserHome: userHome(a.env),
-		DisabledPlugins: disabledPlugins, Persona: session.DefaultSystemPrompt(dir),
+		DisabledPlugins: disabledPlugins, System: session.DefaultSystemPrompt(dir),
 	}, nil
 }
 

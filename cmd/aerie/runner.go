@@ -144,13 +144,13 @@ func (a *app) runAttempt(ctx context.Context, cmd *cobra.Command, f runnerFlags,
 	if err != nil {
 		return rep, err
 	}
-	for _, l := range opts.Layers {
+	for _, l := range opts.Extensions.Layers {
 		logger.Info("layer", "name", l.Name, "kind", l.Kind, "dir", l.Dir, "source", l.Source, "digest", l.Digest, "ignorePins", l.IgnorePins)
 	}
 	// The report's usage is the session's, all attempts: the tokens come
 	// from the usage snapshot the loop resumes with, the tool calls are
 	// counted in what the session continues from.
-	toolCalls, err := priorToolCalls(ctx, st, cfg.Namespace, opts)
+	toolCalls, err := priorToolCalls(ctx, st, cfg.Namespace, opts.Session)
 	if err != nil {
 		logger.Warn("count the session's earlier tool calls; the report counts this attempt's only", "err", err)
 	}
@@ -161,7 +161,7 @@ func (a *app) runAttempt(ctx context.Context, cmd *cobra.Command, f runnerFlags,
 		}
 		jsonl.Observe(e)
 	}
-	logger.Info("session starting", "resume", opts.Resume, "forkFrom", opts.ForkFrom, "provider", opts.Settings.Provider, "model", opts.Settings.Model)
+	logger.Info("session starting", "resume", opts.Session.Resume, "forkFrom", opts.Session.ForkFrom, "provider", opts.Model.Settings.Provider, "model", opts.Model.Settings.Model)
 	res, err := session.Run(ctx, st, opts)
 	if werr := jsonl.Err(); werr != nil {
 		logger.Warn("write events", "err", werr)
@@ -262,10 +262,10 @@ func projectLayers(workspace, dir string, logger *slog.Logger) []layer.Layer {
 // priorToolCalls counts the tool calls stored in what the session
 // continues from: the session itself when it is resumed (a retry, or
 // spec.resumeFrom), the copied part of the source of a fork.
-func priorToolCalls(ctx context.Context, st store.Store, tenant string, opts session.Options) (int64, error) {
-	ref, through := opts.Resume, int64(0)
+func priorToolCalls(ctx context.Context, st store.Store, tenant string, s session.Spec) (int64, error) {
+	ref, through := s.Resume, int64(0)
 	if ref == "" {
-		ref, through = opts.ForkFrom, opts.ForkAt
+		ref, through = s.ForkFrom, s.ForkAt
 	}
 	if ref == "" {
 		return 0, nil
@@ -321,7 +321,7 @@ func dialExecutor(ctx context.Context, socket string, wait time.Duration) (*exec
 	return exe, nil
 }
 
-// runnerOptions are the headless options of the attempt. An attempt after
+// runnerOptions are the session options of the attempt. An attempt after
 // the first resumes the session when the store has it (its pod was lost);
 // otherwise it starts the session as the first attempt would have.
 func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, dir string, exe session.Executor, getenv func(string) string, logger *slog.Logger) (session.Options, error) {
@@ -334,25 +334,27 @@ func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, d
 		return session.Options{}, &cli.ExitError{Code: runconfig.ExitConfig, Err: err}
 	}
 	opts := session.Options{
-		Tenant:    cfg.Namespace,
-		Dir:       dir,
-		Prompt:    cfg.Prompt,
-		Settings:  transcript.Settings{Provider: cfg.Model.Provider, Model: cfg.Model.Name},
-		NewModel:  podModel(cfg, getenv, logger),
-		SessionID: id,
-		Label:     cfg.AgentSession,
-		System:    session.DefaultSystemPrompt(dir),
-		// The workspace's project layers (the workspace is mounted
-		// read-only here), then the mounted ones.
-		Layers:        append(projectLayers(cfg.Executor.Workspace, dir, logger), podLayers(cfg)...),
-		Workspace:     cfg.Executor.Workspace,
-		Pins:          pins,
-		Toolset:       cfg.Toolset,
-		Approve:       hooks.ApprovalPolicies[cfg.HookApproval],
-		Persona:       cfg.Persona,
-		ContextWindow: cfg.Model.ContextWindow,
-		MaxDuration:   time.Duration(cfg.Budget.MaxDuration),
-		Executor:      exe,
+		Session: session.Spec{Tenant: cfg.Namespace, ID: id, Label: cfg.AgentSession},
+		Prompt:  cfg.Prompt,
+		Model: session.Model{
+			Settings:      transcript.Settings{Provider: cfg.Model.Provider, Model: cfg.Model.Name},
+			New:           podModel(cfg, getenv, logger),
+			ContextWindow: cfg.Model.ContextWindow,
+		},
+		Extensions: session.LoadOptions{
+			// The workspace's project layers (the workspace is mounted
+			// read-only here), then the mounted ones.
+			Layers:    append(projectLayers(cfg.Executor.Workspace, dir, logger), podLayers(cfg)...),
+			Workspace: cfg.Executor.Workspace,
+			Dir:       dir,
+			Pins:      pins,
+			System:    session.DefaultSystemPrompt(dir),
+		},
+		Toolset:  cfg.Toolset,
+		Approve:  hooks.ApprovalPolicies[cfg.HookApproval],
+		Persona:  cfg.Persona,
+		Budget:   session.Budget{MaxDuration: time.Duration(cfg.Budget.MaxDuration)},
+		Executor: exe,
 		// Preserve stays nil: nothing outlives the pod, so every process
 		// group is torn down at the end.
 		Logger: logger,
@@ -360,16 +362,16 @@ func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, d
 	if cfg.Budget.MaxTurns > 0 {
 		// The budget is the session's, like its token budget: an
 		// attempt that resumes a lost one has only the turns left.
-		opts.Stop = append(opts.Stop, agent.MaxSessionTurns(int(cfg.Budget.MaxTurns)))
+		opts.Budget.Stop = append(opts.Budget.Stop, agent.MaxSessionTurns(int(cfg.Budget.MaxTurns)))
 	}
 	if cfg.Budget.MaxTokens > 0 {
-		opts.Stop = append(opts.Stop, agent.MaxTokens(cfg.Budget.MaxTokens))
+		opts.Budget.Stop = append(opts.Budget.Stop, agent.MaxTokens(cfg.Budget.MaxTokens))
 	}
 	if cfg.Session.Attempt > 1 {
 		_, snap, err := st.Load(ctx, cfg.Namespace, id)
 		switch {
 		case err == nil:
-			opts.Resume = id.String()
+			opts.Session.Resume = id.String()
 			if hasPrompt(snap, cfg.Prompt) {
 				// The lost attempt journaled the task: continue the
 				// conversation as it stands.
@@ -383,9 +385,9 @@ func runnerOptions(ctx context.Context, st store.Store, cfg *runconfig.Config, d
 	}
 	switch {
 	case cfg.Session.ResumeFrom != "":
-		opts.Resume = cfg.Session.ResumeFrom
+		opts.Session.Resume = cfg.Session.ResumeFrom
 	case cfg.Session.ForkFrom != "":
-		opts.ForkFrom, opts.ForkAt = cfg.Session.ForkFrom, cfg.Session.ForkAtSequence
+		opts.Session.ForkFrom, opts.Session.ForkAt = cfg.Session.ForkFrom, cfg.Session.ForkAtSequence
 	}
 	return opts, nil
 }

@@ -18,7 +18,7 @@ import (
 
 // BenchmarkLoadExtensions measures what a session does with its layers
 // before the first model request, through the calls a run makes: layer
-// discovery, then newKit — trust pins, custom tools (trust hashing
+// discovery, then newEquipment — trust pins, custom tools (trust hashing
 // included), prompt composition, tool descriptions, toolsets, hooks,
 // plugins, skills and their catalog, MCP declarations.
 //
@@ -29,7 +29,7 @@ import (
 // in every directory. Every project tool and hook file is pinned, so the
 // trust of each is computed.
 //
-//	go test -run '^$' -bench LoadExtensions -benchtime 20x -count 5 ./runner/headless/
+//	go test -run '^$' -bench LoadExtensions -benchtime 20x -count 5 ./runner/session/
 func BenchmarkLoadExtensions(b *testing.B) {
 	tr := benchTree(b)
 	exe, err := executor.NewLocal(tr.workDir, executor.Options{Reaper: reaper})
@@ -39,7 +39,7 @@ func BenchmarkLoadExtensions(b *testing.B) {
 	b.Cleanup(func() { exe.Close(context.Background()) })
 	builtin := tools.Builtin(exe, exe, tools.NewBackground(exe))
 	opts := Options{
-		Dir: tr.workDir, Workspace: tr.workspace, System: "persona", Prompt: "hello",
+		Extensions: LoadOptions{Dir: tr.workDir, Workspace: tr.workspace, System: "persona"}, Prompt: "hello",
 		Executor: exe, Logger: slog.New(slog.DiscardHandler),
 	}
 	b.ReportAllocs()
@@ -49,8 +49,8 @@ func BenchmarkLoadExtensions(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		opts.Layers = layers
-		k, err := newKit(opts, builtin)
+		opts.Extensions.Layers = layers
+		k, err := newEquipment(opts, builtin)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -207,7 +207,7 @@ func BenchmarkReload(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	o := LoadOptions{Layers: layers, Dir: ws, Persona: "p"}
+	o := LoadOptions{Layers: layers, Dir: ws, System: "p"}
 	for b.Loop() {
 		x, err := LoadExtensions(o)
 		if err != nil || x.Err() != nil || len(x.Set.Tools) != 50 || x.Skills.Len() != 50 {

@@ -61,13 +61,15 @@ func TestHookVerdictsJournaled(t *testing.T) {
 		testenv.Turn{Text: "Still not."},
 	)
 	opts := Options{
-		Tenant: ws, Dir: ws, Prompt: "delete build",
-		Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
-		NewModel: func(s transcript.Settings) (agent.Model, error) {
-			return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+		Session: Spec{Tenant: ws}, Prompt: "delete build",
+		Model: Model{
+			Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
+			New: func(s transcript.Settings) (agent.Model, error) {
+				return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+			},
 		},
-		Layers:   []layer.Layer{{Name: "home", Dir: home, Kind: layer.KindHome}},
-		Executor: exe,
+		Extensions: LoadOptions{Dir: ws, Layers: []layer.Layer{{Name: "home", Dir: home, Kind: layer.KindHome}}},
+		Executor:   exe,
 	}
 	rep, err := Run(t.Context(), st, opts)
 	if err != nil {
@@ -125,7 +127,7 @@ func TestHookVerdictsJournaled(t *testing.T) {
 
 	// A resume reads past the verdicts: the conversation it sends is the
 	// messages alone.
-	opts.Resume, opts.Prompt = rep.Session.ID.String(), "try again"
+	opts.Session.Resume, opts.Prompt = rep.Session.ID.String(), "try again"
 	if rep2, err := Run(t.Context(), st, opts); err != nil || rep2.Result.Answer != "Still not." {
 		t.Fatalf("resume: %+v, %v", rep2.Result, err)
 	}

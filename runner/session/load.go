@@ -31,8 +31,10 @@ type LoadOptions struct {
 	UserHome string
 	// DisabledPlugins names plugins not to use (plugins.disabled).
 	DisabledPlugins []string
-	// Persona is the persona's base prompt, which a SYSTEM.md replaces.
-	Persona string
+	// System is the base system prompt, the persona's: a SYSTEM.md or
+	// AERIE_SYSTEM_PROMPT_FILE replaces it, APPEND_SYSTEM.md files and
+	// project instructions (AGENTS.md) extend it.
+	System string
 	// Commands runs custom tools; nil loads them for the report only.
 	Commands extensions.Commands
 	// Pins are trust pins the session's submitter gives besides the
@@ -99,7 +101,7 @@ func LoadExtensions(o LoadOptions) (*Extensions, error) {
 	}()
 	set, err := extensions.Load(layer.Source{
 		Layers: o.Layers, Workspace: o.Workspace, WorkDir: o.Dir, Getenv: o.Getenv, Listing: listing,
-	}, extensions.Options{Builtins: BuiltinToolNames(), Persona: o.Persona, Commands: o.Commands, Pins: o.Pins})
+	}, extensions.Options{Builtins: BuiltinToolNames(), Persona: o.System, Commands: o.Commands, Pins: o.Pins})
 	if err != nil {
 		<-pluginsRan
 		return nil, fmt.Errorf("extensions: %w", err)

@@ -16,7 +16,7 @@ import (
 // while the run starts, so that opening the database and writing the
 // session's row are off the path to the first model request. Nothing acts
 // on the workspace before the session exists: hooks and tools wait for it
-// (see gatedTools and Run), and so does the journal's first write (see
+// (see gatedTools and run.converse), and so does the journal's first write (see
 // afterCreate). If it cannot be stored, the run stops and fails as if it
 // had not started.
 type pendingSession struct {
@@ -98,7 +98,7 @@ func (a afterCreate) Append(ctx context.Context, tenant string, session uuid.UUI
 }
 
 // gatedTools are the tools of a session that may not exist yet: a call
-// waits until it does. A session that cannot be stored ends the run (Run
+// waits until it does. A session that cannot be stored ends the run (converse
 // cancels the loop), so the call is not made.
 type gatedTools struct {
 	agent.Tools
@@ -114,9 +114,9 @@ func (g gatedTools) Run(ctx context.Context, id, name string, args json.RawMessa
 
 // loopTools are the tools the loop calls: they wait for the session while
 // it is being stored.
-func (k *kit) loopTools() agent.Tools {
-	if k.pending == nil || k.pending.stored() {
-		return k.reg
+func (eq *equipment) loopTools() agent.Tools {
+	if eq.pending == nil || eq.pending.stored() {
+		return eq.reg
 	}
-	return gatedTools{k.reg, k.pending}
+	return gatedTools{eq.reg, eq.pending}
 }

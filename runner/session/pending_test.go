@@ -72,10 +72,12 @@ func newPendingRun(t *testing.T, first testenv.Turn) *pendingRun {
 	return &pendingRun{
 		st: &heldCreate{Store: sqlite, release: make(chan struct{})}, ws: ws, model: model,
 		opts: Options{
-			Tenant: ws, Dir: ws, Prompt: "write a.txt",
-			Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
-			NewModel: func(s transcript.Settings) (agent.Model, error) {
-				return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+			Session: Spec{Tenant: ws}, Extensions: LoadOptions{Dir: ws}, Prompt: "write a.txt",
+			Model: Model{
+				Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
+				New: func(s transcript.Settings) (agent.Model, error) {
+					return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+				},
 			},
 			Executor: exe,
 		},
@@ -182,7 +184,7 @@ func TestNewSessionNotStored(t *testing.T) {
 	// Refused a moment after the run starts: a hook that did not wait
 	// would have run by then.
 	time.AfterFunc(100*time.Millisecond, func() { close(r2.st.release) })
-	r2.opts.Layers = []layer.Layer{{Name: "home", Dir: home, Kind: layer.KindHome}}
+	r2.opts.Extensions.Layers = []layer.Layer{{Name: "home", Dir: home, Kind: layer.KindHome}}
 	if _, err := Run(t.Context(), r2.st, r2.opts); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("Run with a SessionStart hook: %v, want the store's refusal", err)
 	}

@@ -16,7 +16,8 @@ import (
 // was asked for, its name the session's persona setting. It returns the
 // persona and its files for the report.
 func applyPersona(opts *Options) (extensions.Persona, []layer.Artifact, error) {
-	p, arts, err := extensions.LoadPersona(layer.Source{Layers: opts.Layers, Workspace: opts.Workspace, WorkDir: opts.Dir}, opts.Persona)
+	x := &opts.Extensions
+	p, arts, err := extensions.LoadPersona(layer.Source{Layers: x.Layers, Workspace: x.Workspace, WorkDir: x.Dir}, opts.Persona)
 	if err != nil {
 		if errors.Is(err, extensions.ErrUnknownPersona) {
 			err = fmt.Errorf("%w; define it in %s/<name>.toml in a layer, or leave the persona empty for the default", err, extensions.PersonasDir)
@@ -24,15 +25,15 @@ func applyPersona(opts *Options) (extensions.Persona, []layer.Artifact, error) {
 		return p, arts, &ConfigError{Err: err}
 	}
 	if p.Prompt != "" {
-		opts.System = p.Prompt
+		x.System = p.Prompt
 	}
 	if opts.Toolset == "" {
 		opts.Toolset = p.Toolset
 	}
-	opts.Settings.Persona = p.Name
+	opts.Model.Settings.Persona = p.Name
 	if p.Name == extensions.DefaultPersona {
 		// Stored as the spec says it: empty is the default persona.
-		opts.Settings.Persona = ""
+		opts.Model.Settings.Persona = ""
 	}
 	return p, arts, nil
 }
@@ -42,11 +43,7 @@ func applyPersona(opts *Options) (extensions.Persona, []layer.Artifact, error) {
 // listed it took its digest (a ConfigMap edited after the controller read
 // it) is logged: the recorded digest is of what this run reads.
 func recordedLayers(opts Options) []layer.Layer {
-	ws := opts.Workspace
-	if ws == "" {
-		ws = opts.Dir
-	}
-	layers, changed, errs := layer.WithDigests(ws, opts.Layers)
+	layers, changed, errs := layer.WithDigests(opts.Extensions.workspace(), opts.Extensions.Layers)
 	for _, l := range changed {
 		opts.Logger.Warn("an extension layer changed after its digest was taken; recording what is there now",
 			"layer", l.Name, "kind", l.Kind, "source", l.Source, "digest", l.Digest)

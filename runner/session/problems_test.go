@@ -44,10 +44,10 @@ func TestProblemsLogged(t *testing.T) {
 	t.Cleanup(func() { exe.Close(context.Background()) })
 	var log bytes.Buffer
 	opts := Options{
-		Dir: ws, Workspace: ws, Layers: layers, System: "persona", Prompt: "hello",
+		Extensions: LoadOptions{Dir: ws, Workspace: ws, Layers: layers, System: "persona"}, Prompt: "hello",
 		Executor: exe, Logger: slog.New(slog.NewTextHandler(&log, nil)),
 	}
-	if _, err := newKit(opts, tools.Builtin(exe, exe, tools.NewBackground(exe))); err != nil {
+	if _, err := newEquipment(opts, tools.Builtin(exe, exe, tools.NewBackground(exe))); err != nil {
 		t.Fatal(err)
 	}
 	got := log.String()

@@ -6,9 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/aerie-run/aerie/runner/events"
-
 	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/extensions/userlayer"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/skills"
@@ -17,12 +16,12 @@ import (
 // turnBoundary is the loop's BeforeRequest: at each turn boundary, lost
 // MCP servers are reconnected, and changes extension_manage made during
 // the last turn take effect.
-func (k *kit) turnBoundary(opts Options, loop func() *agent.Loop) func(ctx context.Context) error {
+func (eq *equipment) turnBoundary(loop func() *agent.Loop) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		if err := k.ensureMCP(ctx); err != nil {
+		if err := eq.ensureMCP(ctx); err != nil {
 			return err
 		}
-		k.reload(opts, loop())
+		eq.reload(loop())
 		return nil
 	}
 }
@@ -35,40 +34,41 @@ func (k *kit) turnBoundary(opts Options, loop func() *agent.Loop) func(ctx conte
 // never sees half of a change. A reload that fails (a file that no longer
 // parses, a toolset gone) keeps what was loaded before; both outcomes are
 // reported as an extensions_reload event.
-func (k *kit) reload(opts Options, loop *agent.Loop) {
-	if k.manager == nil {
+func (eq *equipment) reload(loop *agent.Loop) {
+	opts := eq.opts
+	if eq.manager == nil {
 		return
 	}
-	changed := k.manager.Pending()
+	changed := eq.manager.Pending()
 	if len(changed) == 0 {
 		return
 	}
-	l, err := k.rebuild(opts)
+	l, err := eq.rebuild()
 	if err != nil {
-		k.manager.Reloaded(k.ext.Report(), changed)
-		opts.Logger.Warn("reload extensions; keeping those loaded before", "session", k.session, "err", err)
-		emit(opts.Observe, events.Event{Type: events.Reload, Session: k.session, Status: "failed",
+		eq.manager.Reloaded(eq.ext.Report(), changed)
+		opts.Logger.Warn("reload extensions; keeping those loaded before", "session", eq.session, "err", err)
+		emit(opts.Observe, events.Event{Type: events.Reload, Session: eq.session, Status: "failed",
 			Reason: err.Error() + "; the extensions loaded before stay in use", Text: strings.Join(changed, "\n")})
 		return
 	}
-	k.use(l)
-	loop.SetSystem(k.systemPrompt())
-	loop.SetTools(k.loopTools())
+	eq.loadout = l
+	loop.SetSystem(eq.systemPrompt())
+	loop.SetTools(eq.loopTools())
 	report := l.ext.Report()
-	k.manager.Reloaded(report, changed)
-	emit(opts.Observe, events.Event{Type: events.Reload, Session: k.session, Status: "reloaded", Text: describeChanges(report, changed)})
+	eq.manager.Reloaded(report, changed)
+	emit(opts.Observe, events.Event{Type: events.Reload, Session: eq.session, Status: "reloaded", Text: describeChanges(report, changed)})
 }
 
-func (k *kit) rebuild(opts Options) (loadout, error) {
-	x, err := LoadExtensions(k.load)
+func (eq *equipment) rebuild() (loadout, error) {
+	x, err := LoadExtensions(eq.load)
 	if err != nil {
 		return loadout{}, err
 	}
 	if err := x.Err(); err != nil {
 		return loadout{}, err
 	}
-	warnProblems(opts.Logger, x)
-	return k.build(x, opts)
+	warnProblems(eq.opts.Logger, x)
+	return eq.build(x)
 }
 
 // describeChanges says, a line per changed artifact, what the reload made
@@ -108,12 +108,12 @@ func findArtifact(r layer.Report, p string) (layer.Artifact, bool) {
 
 // report is the extensions report of the run: the artifacts of the last
 // load, and those extension_manage changed since, pending_reload.
-func (k *kit) report() layer.Report {
-	r := k.ext.Report()
-	if k.manager == nil {
+func (eq *equipment) report() layer.Report {
+	r := eq.ext.Report()
+	if eq.manager == nil {
 		return r
 	}
-	for _, p := range k.manager.Pending() {
+	for _, p := range eq.manager.Pending() {
 		for i := range r.Artifacts {
 			a := &r.Artifacts[i]
 			if isArtifact(*a, p) {

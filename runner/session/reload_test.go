@@ -55,15 +55,15 @@ func runIn(t *testing.T, extra []tools.Tool, home string, turns ...testenv.Turn)
 	model := testenv.StartModelServer(t, turns...)
 	var evs []events.Event
 	opts := Options{
-		Tenant:   ws,
-		Dir:      ws,
-		Prompt:   "go",
-		Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
-		NewModel: func(s transcript.Settings) (agent.Model, error) {
-			return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+		Session:    Spec{Tenant: ws},
+		Extensions: LoadOptions{Dir: ws, System: "PERSONA", Layers: layers},
+		Prompt:     "go",
+		Model: Model{
+			Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
+			New: func(s transcript.Settings) (agent.Model, error) {
+				return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+			},
 		},
-		System:   "PERSONA",
-		Layers:   layers,
 		Executor: exe,
 		Tools:    extra,
 		Observe:  func(e events.Event) { evs = append(evs, e) },
@@ -250,7 +250,7 @@ func TestRunReportIsTheLoaders(t *testing.T) {
 		}
 	}
 	rep, _, _, opts := runIn(t, nil, home, testenv.Turn{Text: "done"})
-	x, err := LoadExtensions(LoadOptions{Layers: opts.Layers, Workspace: opts.Workspace, Dir: opts.Dir, Persona: opts.System})
+	x, err := LoadExtensions(opts.Extensions)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,13 +86,14 @@ func TestToolCallDurableBeforeItRuns(t *testing.T) {
 				testenv.Turn{Text: "done"},
 			)
 			rep, err := Run(t.Context(), st, Options{
-				Tenant:    ws,
-				Dir:       ws,
-				Prompt:    "probe",
-				SessionID: p.session,
-				Settings:  transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
-				NewModel: func(s transcript.Settings) (agent.Model, error) {
-					return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+				Session:    Spec{Tenant: ws, ID: p.session},
+				Extensions: LoadOptions{Dir: ws},
+				Prompt:     "probe",
+				Model: Model{
+					Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
+					New: func(s transcript.Settings) (agent.Model, error) {
+						return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+					},
 				},
 				Executor: exe,
 				Tools:    []tools.Tool{p},
@@ -151,12 +152,11 @@ func TestResumeAnswersInterruptedCall(t *testing.T) {
 
 	model := testenv.StartModelServer(t, testenv.Turn{Text: "I will check a.log first"})
 	rep, err := Run(t.Context(), st, Options{
-		Tenant: ws,
-		Dir:    ws,
-		Resume: sess.ID.String(),
-		NewModel: func(s transcript.Settings) (agent.Model, error) {
+		Session:    Spec{Tenant: ws, Resume: sess.ID.String()},
+		Extensions: LoadOptions{Dir: ws},
+		Model: Model{New: func(s transcript.Settings) (agent.Model, error) {
 			return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
-		},
+		}},
 		Executor: exe,
 	})
 	if err != nil {

@@ -52,14 +52,15 @@ func TestRunOnPostgres(t *testing.T) {
 		testenv.Turn{Text: "still there"},
 	)
 	opts := Options{
-		Tenant:   "team-a",
-		Dir:      ws,
-		Prompt:   "write a.txt",
-		Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
-		NewModel: func(s transcript.Settings) (agent.Model, error) {
-			return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+		Session:    Spec{Tenant: "team-a"},
+		Extensions: LoadOptions{Dir: ws, System: "be brief"},
+		Prompt:     "write a.txt",
+		Model: Model{
+			Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
+			New: func(s transcript.Settings) (agent.Model, error) {
+				return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+			},
 		},
-		System:   "be brief",
 		Executor: exe,
 	}
 	var evs []events.Event
@@ -75,7 +76,7 @@ func TestRunOnPostgres(t *testing.T) {
 		t.Errorf("events run from %s to %s", evs[0].Type, evs[len(evs)-1].Type)
 	}
 
-	opts.Resume, opts.Prompt, opts.Settings = rep.Session.ID.String(), "is it there?", transcript.Settings{}
+	opts.Session.Resume, opts.Prompt, opts.Model.Settings = rep.Session.ID.String(), "is it there?", transcript.Settings{}
 	rep2, err := Run(t.Context(), st, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +97,7 @@ func TestRunOnPostgres(t *testing.T) {
 		t.Errorf("state %q, %v", sess.State, err)
 	}
 	// Another tenant cannot resume it.
-	opts.Tenant = "team-b"
+	opts.Session.Tenant = "team-b"
 	if _, err := Run(t.Context(), st, opts); err == nil {
 		t.Error("another tenant resumed the session")
 	}
@@ -141,12 +142,16 @@ func TestRunLayersPersonaWindow(t *testing.T) {
 		layer.Bundled(),
 	}
 	opts := Options{
-		Tenant: "team-a", Dir: ws, Workspace: ws, Prompt: "review it",
-		Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
-		NewModel: func(s transcript.Settings) (agent.Model, error) {
-			return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+		Session: Spec{Tenant: "team-a"}, Prompt: "review it",
+		Model: Model{
+			Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"},
+			New: func(s transcript.Settings) (agent.Model, error) {
+				return anthropic.New(provider.Config{Provider: s.Provider, Model: s.Model, APIKey: "k", BaseURL: model.URL()})
+			},
+			ContextWindow: 50_000,
 		},
-		System: "default persona", Layers: layers, Persona: "reviewer", ContextWindow: 50_000, Executor: exe,
+		Extensions: LoadOptions{Dir: ws, Workspace: ws, System: "default persona", Layers: layers},
+		Persona:    "reviewer", Executor: exe,
 	}
 	rep, err := Run(t.Context(), st, opts)
 	if err != nil {
@@ -201,8 +206,8 @@ func TestRunLayersPersonaWindow(t *testing.T) {
 
 	// Resumed with the default persona: the switch is recorded, the
 	// model's own window applies.
-	opts.Resume, opts.Prompt, opts.Persona, opts.ContextWindow = rep.Session.ID.String(), "again", "", 0
-	opts.Settings = transcript.Settings{}
+	opts.Session.Resume, opts.Prompt, opts.Persona, opts.Model.ContextWindow = rep.Session.ID.String(), "again", "", 0
+	opts.Model.Settings = transcript.Settings{}
 	rep2, err := Run(t.Context(), st, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -217,8 +222,8 @@ func TestRunLayersPersonaWindow(t *testing.T) {
 	if snap.Settings.Persona != "" {
 		t.Errorf("stored persona after the resume %q, want the default", snap.Settings.Persona)
 	}
-	if _, err := Run(t.Context(), st, Options{Tenant: "team-a", Dir: ws, Prompt: "x", Persona: "nobody", Layers: layers, Executor: exe, NewModel: opts.NewModel,
-		Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "m"}}); err == nil || !strings.Contains(err.Error(), `persona "nobody": unknown persona`) {
+	if _, err := Run(t.Context(), st, Options{Session: Spec{Tenant: "team-a"}, Extensions: LoadOptions{Dir: ws, Layers: layers}, Prompt: "x", Persona: "nobody", Executor: exe,
+		Model: Model{New: opts.Model.New, Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "m"}}}); err == nil || !strings.Contains(err.Error(), `persona "nobody": unknown persona`) {
 		t.Errorf("unknown persona: %v", err)
 	}
 }

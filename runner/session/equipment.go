@@ -8,10 +8,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/aerie-run/aerie/runner/events"
-	"github.com/aerie-run/aerie/runner/transcript"
+	"github.com/google/uuid"
 
 	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/extensions/userlayer"
 	"github.com/aerie-run/aerie/runner/hooks"
@@ -20,13 +20,19 @@ import (
 	"github.com/aerie-run/aerie/runner/mcp"
 	"github.com/aerie-run/aerie/runner/skills"
 	"github.com/aerie-run/aerie/runner/tools"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
-// kit is what the extensions contribute to a run: the system prompt, the
-// tools the model is offered (hooks wrapped around them), and the hook
-// engine for the lifecycle events. Its reload swaps them all at a turn
-// boundary after extension_manage changed the user layer.
-type kit struct {
+// equipment is what the extensions equip a session with for its whole run:
+// the loaders' options, the built-in tools, the MCP connections, and the
+// loadout in use — the system prompt, the tools the model is offered
+// (hooks wrapped around them) and the hook engine for the lifecycle
+// events. A reload swaps the loadout at a turn boundary after
+// extension_manage changed the user layer; the rest stays.
+type equipment struct {
+	// opts are the run's, the persona applied; load are the loaders'
+	// options they make, which a reload uses again.
+	opts Options
 	load LoadOptions
 	// builtin are the built-in tools, extension_manage among them when
 	// the session has a user layer (then manager is set).
@@ -41,27 +47,22 @@ type kit struct {
 	// journal records what the hooks decide.
 	journal *journal.Writer
 
-	// What the model sees, swapped whole by a reload.
-	ext    *Extensions
-	engine *hooks.Engine
-	reg    *tools.Registry
-	// system is the composed prompt with the skills catalog; startContext
-	// is what SessionStart hooks added to it, kept across reloads.
-	system, startContext string
+	// loadout is what the model sees, swapped whole by a reload.
+	loadout
+	// startContext is what SessionStart hooks added to the system
+	// prompt, kept across reloads.
+	startContext string
 
 	// prompt is the user's prompt with the skills it names attached.
 	prompt string
 }
 
-// newKit loads the layers' artifacts. A malformed artifact in a layer
-// whoever runs the session controls stops the launch; one in the workspace
-// is skipped with its reason in the report.
-func newKit(opts Options, builtin []tools.Tool) (*kit, error) {
-	lo := LoadOptions{
-		Layers: opts.Layers, Workspace: opts.Workspace, Dir: opts.Dir, Getenv: opts.Getenv,
-		UserHome: opts.UserHome, DisabledPlugins: opts.DisabledPlugins, Persona: opts.System, Commands: opts.Executor,
-		Pins: opts.Pins,
-	}
+// newEquipment loads the layers' artifacts. A malformed artifact in a
+// layer whoever runs the session controls stops the launch; one in the
+// workspace is skipped with its reason in the report.
+func newEquipment(opts Options, builtin []tools.Tool) (*equipment, error) {
+	lo := opts.Extensions
+	lo.Commands = opts.Executor
 	x, err := LoadExtensions(lo)
 	if err == nil {
 		err = x.Err()
@@ -70,18 +71,18 @@ func newKit(opts Options, builtin []tools.Tool) (*kit, error) {
 		return nil, &ConfigError{Err: err}
 	}
 	warnProblems(opts.Logger, x)
-	k := &kit{load: lo, ext: x, builtin: slices.Clip(builtin), prompt: opts.Prompt}
-	m, err := userlayer.New(userlayer.Options{Layers: opts.Layers, Workspace: lo.workspace(), WorkDir: opts.Dir, Builtins: BuiltinToolNames()})
+	eq := &equipment{opts: opts, load: lo, loadout: loadout{ext: x}, builtin: slices.Clip(builtin), prompt: opts.Prompt}
+	m, err := userlayer.New(userlayer.Options{Layers: lo.Layers, Workspace: lo.workspace(), WorkDir: lo.Dir, Builtins: BuiltinToolNames()})
 	switch {
 	case err == nil:
-		k.manager = m
-		k.builtin = append(k.builtin, userlayer.NewTool(m))
+		eq.manager = m
+		eq.builtin = append(eq.builtin, userlayer.NewTool(m))
 		m.Reloaded(x.report(false), nil)
 	case !errors.Is(err, userlayer.ErrNoUserLayer):
 		opts.Logger.Warn("extension_manage is not offered", "err", err)
 	}
 	// An unknown toolset stops the launch before anything starts.
-	if _, err := k.offered(x, opts); err != nil {
+	if _, err := eq.offered(x); err != nil {
 		return nil, err
 	}
 	if opts.Prompt != "" {
@@ -89,9 +90,9 @@ func newKit(opts Options, builtin []tools.Tool) (*kit, error) {
 		if err != nil {
 			return nil, &ConfigError{Err: fmt.Errorf("prompt: %w", err)}
 		}
-		k.prompt = skills.Message(opts.Prompt, atts)
+		eq.prompt = skills.Message(opts.Prompt, atts)
 	}
-	return k, nil
+	return eq, nil
 }
 
 // warnProblems logs what the loaders skipped in the layers, and what they
@@ -137,8 +138,9 @@ func warnProblems(log *slog.Logger, x *Extensions) {
 // offered returns the tools x offers besides the MCP servers': the
 // built-ins, the custom tools, the skill tool and the caller's, with
 // their descriptions overridden and the toolset applied.
-func (k *kit) offered(x *Extensions, opts Options) ([]tools.Tool, error) {
-	all := append([]tools.Tool(nil), k.builtin...)
+func (eq *equipment) offered(x *Extensions) ([]tools.Tool, error) {
+	opts := eq.opts
+	all := append([]tools.Tool(nil), eq.builtin...)
 	for _, t := range x.Set.Tools {
 		all = append(all, t)
 	}
@@ -151,14 +153,16 @@ func (k *kit) offered(x *Extensions, opts Options) ([]tools.Tool, error) {
 	}
 	if opts.Toolset != "" {
 		var err error
-		if all, err = applyToolset(x.Set.Toolsets, opts.Toolset, all, opts); err != nil {
+		if all, err = applyToolset(x.Set.Toolsets, opts.Toolset, all, opts.Logger); err != nil {
 			return nil, err
 		}
 	}
 	return all, nil
 }
 
-// loadout is what one load of the extensions gives the model.
+// loadout is what one load of the extensions gives the model: the
+// extensions loaded, the hook engine, the tools wrapped in it, and the
+// system prompt with the skills catalog.
 type loadout struct {
 	ext    *Extensions
 	engine *hooks.Engine
@@ -168,24 +172,25 @@ type loadout struct {
 
 // build makes the loadout of x: the hook engine, the tools wrapped in it
 // (the MCP servers' after the toolset's), and the system prompt with the
-// skills catalog. It changes nothing in k.
-func (k *kit) build(x *Extensions, opts Options) (loadout, error) {
-	all, err := k.offered(x, opts)
+// skills catalog. It changes nothing in eq.
+func (eq *equipment) build(x *Extensions) (loadout, error) {
+	opts := eq.opts
+	all, err := eq.offered(x)
 	if err != nil {
 		return loadout{}, err
 	}
-	if k.servers != nil {
-		for _, t := range k.servers.Tools() {
+	if eq.servers != nil {
+		for _, t := range eq.servers.Tools() {
 			all = append(all, t)
 		}
 	}
 	engine := hooks.New(opts.Executor, x.Hooks.Hooks, hooks.Options{
-		SessionID: k.session,
-		Dir:       opts.Dir,
+		SessionID: eq.session,
+		Dir:       opts.Extensions.Dir,
 		Observe: func(_ context.Context, v hooks.Verdict) {
 			emitHook(opts.Observe, v)
-			if e, ok := hookEntry(v); ok && k.journal != nil {
-				k.journal.Append(e)
+			if e, ok := hookEntry(v); ok && eq.journal != nil {
+				eq.journal.Append(e)
 			}
 		},
 		Approve: opts.Approve,
@@ -202,31 +207,27 @@ func (k *kit) build(x *Extensions, opts Options) (loadout, error) {
 	return loadout{ext: x, engine: engine, reg: reg, system: system}, nil
 }
 
-func (k *kit) use(l loadout) {
-	k.ext, k.engine, k.reg, k.system = l.ext, l.engine, l.reg, l.system
-}
-
 // start makes the session's hook engine and tools.
-func (k *kit) start(opts Options, session string, w *journal.Writer) error {
-	k.session, k.journal = session, w
-	l, err := k.build(k.ext, opts)
+func (eq *equipment) start(session string, w *journal.Writer) error {
+	eq.session, eq.journal = session, w
+	l, err := eq.build(eq.ext)
 	if err != nil {
 		return err
 	}
-	k.use(l)
+	eq.loadout = l
 	return nil
 }
 
 // systemPrompt is the prompt the model is given now.
-func (k *kit) systemPrompt() string {
-	if k.startContext == "" {
-		return k.system
+func (eq *equipment) systemPrompt() string {
+	if eq.startContext == "" {
+		return eq.system
 	}
-	return k.system + "\n\n" + k.startContext
+	return eq.system + "\n\n" + eq.startContext
 }
 
 // applyToolset keeps the tools of the named toolset.
-func applyToolset(ts *extensions.Toolsets, name string, all []tools.Tool, opts Options) ([]tools.Tool, error) {
+func applyToolset(ts *extensions.Toolsets, name string, all []tools.Tool, log *slog.Logger) ([]tools.Tool, error) {
 	names := make([]string, len(all))
 	for i, t := range all {
 		names[i] = t.Name()
@@ -236,7 +237,7 @@ func applyToolset(ts *extensions.Toolsets, name string, all []tools.Tool, opts O
 		return nil, &ConfigError{Err: fmt.Errorf("toolset %q: %w", name, err)}
 	}
 	if len(missing) > 0 {
-		opts.Logger.Warn("toolset names tools that are not available", "toolset", name, "tools", strings.Join(missing, ", "))
+		log.Warn("toolset names tools that are not available", "toolset", name, "tools", strings.Join(missing, ", "))
 	}
 	keep := map[string]bool{}
 	for _, n := range selected {
@@ -251,40 +252,96 @@ func applyToolset(ts *extensions.Toolsets, name string, all []tools.Tool, opts O
 	return out, nil
 }
 
+// converse runs the SessionStart and UserPromptSubmit hooks and the loop.
+func (eq *equipment) converse(ctx context.Context, source string, model agent.Model, w *journal.Writer, snap transcript.Snapshot) agent.Result {
+	opts := eq.opts
+	eq.sessionStart(ctx, source)
+	// The hooks of this prompt's turn — UserPromptSubmit, the tool hooks,
+	// Stop — share its id (turn_id).
+	ctx = hooks.WithTurn(ctx, uuid.NewString())
+	prompt, endTurn, err := eq.userPrompt(ctx, eq.prompt)
+	if err != nil {
+		return agent.Result{Outcome: transcript.OutcomeFailed, Reason: err.Error(), Err: err}
+	}
+	if endTurn != "" {
+		return agent.Result{Outcome: transcript.OutcomeCompleted, Reason: endTurn}
+	}
+	var usage transcript.Usage
+	if snap.Usage != nil {
+		usage = *snap.Usage
+	}
+	var loop *agent.Loop
+	loop = agent.New(agent.Config{
+		Model:       model,
+		Tools:       eq.loopTools(),
+		Journal:     w,
+		System:      eq.systemPrompt(),
+		Stop:        opts.Budget.Stop,
+		MaxDuration: opts.Budget.MaxDuration,
+		OnStop:      eq.onStop(),
+		// At each turn boundary a required MCP server lost mid-session
+		// is reconnected (or the turn fails), and what extension_manage
+		// changed takes effect.
+		BeforeRequest: eq.turnBoundary(func() *agent.Loop { return loop }),
+		Observe:       opts.Observe,
+		Logger:        opts.Logger.With("session", eq.session),
+	}, agent.History(snap), usage)
+	return loop.Run(ctx, prompt)
+}
+
+// registry makes the registry of the tools offered: each wrapped by
+// opts.Wrap, their results capped.
+func registry(opts Options, all []tools.Tool) (*tools.Registry, error) {
+	if opts.Wrap != nil {
+		for i, t := range all {
+			all[i] = opts.Wrap(t)
+		}
+	}
+	capper := opts.Capper
+	if capper == nil {
+		capper = tools.NewCapper("")
+	}
+	reg, err := tools.NewRegistry(capper, all...)
+	if err != nil {
+		return nil, fmt.Errorf("tools: %w", err)
+	}
+	return reg, nil
+}
+
 // startMCP connects the session's MCP servers, whose tools build adds. A
 // required server that cannot connect stops the launch; others are
 // skipped with a warning.
-func (k *kit) startMCP(ctx context.Context, opts Options) error {
-	if len(k.ext.MCP.Servers) == 0 {
+func (eq *equipment) startMCP(ctx context.Context) error {
+	if len(eq.ext.MCP.Servers) == 0 {
 		return nil
 	}
-	k.servers = mcp.New(k.ext.MCP.Servers, mcp.Options{Commands: opts.Executor, Dir: opts.Dir, Logger: opts.Logger})
-	if err := k.servers.Start(ctx); err != nil {
-		_ = k.servers.Close()
-		k.servers = nil
+	eq.servers = mcp.New(eq.ext.MCP.Servers, mcp.Options{Commands: eq.opts.Executor, Dir: eq.opts.Extensions.Dir, Logger: eq.opts.Logger})
+	if err := eq.servers.Start(ctx); err != nil {
+		_ = eq.servers.Close()
+		eq.servers = nil
 		return &ConfigError{Err: fmt.Errorf("MCP servers: %w", err)}
 	}
 	return nil
 }
 
 // ensureMCP reconnects the servers that were lost, before a turn.
-func (k *kit) ensureMCP(ctx context.Context) error {
-	if k.servers == nil {
+func (eq *equipment) ensureMCP(ctx context.Context) error {
+	if eq.servers == nil {
 		return nil
 	}
-	return k.servers.Ensure(ctx)
+	return eq.servers.Ensure(ctx)
 }
 
 // closeMCP ends the MCP connections (stdio servers exit, or are torn down
 // with the session's other process groups).
-func (k *kit) closeMCP(opts Options) {
-	if k.servers == nil {
+func (eq *equipment) closeMCP() {
+	if eq.servers == nil {
 		return
 	}
-	if err := k.servers.Close(); err != nil {
-		opts.Logger.Warn("close MCP servers", "err", err)
+	if err := eq.servers.Close(); err != nil {
+		eq.opts.Logger.Warn("close MCP servers", "err", err)
 	}
-	k.servers = nil
+	eq.servers = nil
 }
 
 // emitHook reports a hook verdict as an event: what the hooks decided and
@@ -309,31 +366,31 @@ func decisionName(v hooks.Verdict) string {
 
 // sessionStart runs the SessionStart hooks; the context they add extends
 // the system prompt.
-func (k *kit) sessionStart(ctx context.Context, source string, opts Options) {
-	v, err := k.engine.SessionStart(ctx, source)
+func (eq *equipment) sessionStart(ctx context.Context, source string) {
+	v, err := eq.engine.SessionStart(ctx, source)
 	if err != nil {
-		opts.Logger.Warn("SessionStart hooks", "err", err)
+		eq.opts.Logger.Warn("SessionStart hooks", "err", err)
 		return
 	}
-	k.startContext = v.Context
+	eq.startContext = v.Context
 }
 
 // hasStartHooks reports whether hooks run before the first model request.
-func (k *kit) hasStartHooks() bool {
-	return k.engine.Has(hooks.SessionStart) || k.engine.Has(hooks.UserPromptSubmit)
+func (eq *equipment) hasStartHooks() bool {
+	return eq.engine.Has(hooks.SessionStart) || eq.engine.Has(hooks.UserPromptSubmit)
 }
 
 // userPrompt runs the UserPromptSubmit hooks: a block stops the run with the
 // reason; added context follows the prompt. endTurn is set when a hook
 // ended the turn (continue: false) before it began: the run then ends
 // without a model request.
-func (k *kit) userPrompt(ctx context.Context, prompt string, opts Options) (_ string, endTurn string, _ error) {
+func (eq *equipment) userPrompt(ctx context.Context, prompt string) (_ string, endTurn string, _ error) {
 	if prompt == "" {
 		return prompt, "", nil
 	}
-	v, err := k.engine.UserPromptSubmit(ctx, prompt)
+	v, err := eq.engine.UserPromptSubmit(ctx, prompt)
 	if err != nil {
-		opts.Logger.Warn("UserPromptSubmit hooks", "err", err)
+		eq.opts.Logger.Warn("UserPromptSubmit hooks", "err", err)
 		return prompt, "", nil
 	}
 	if v.Blocked() {
@@ -351,13 +408,13 @@ func (k *kit) userPrompt(ctx context.Context, prompt string, opts Options) (_ st
 // onStop runs the Stop hooks when the model ends its turn: a block keeps
 // the loop going with the hooks' reason, unless a hook also answered
 // continue: false, which ends the turn as the model meant to.
-func (k *kit) onStop(opts Options) agent.StopHook {
+func (eq *equipment) onStop() agent.StopHook {
 	count := 0
 	return func(ctx context.Context, answer string) (string, bool) {
-		v, err := k.engine.Stop(ctx, hooks.StopInput{Count: count, Active: count > 0, LastAssistantMessage: answer})
+		v, err := eq.engine.Stop(ctx, hooks.StopInput{Count: count, Active: count > 0, LastAssistantMessage: answer})
 		count++
 		if err != nil {
-			opts.Logger.Warn("Stop hooks", "err", err)
+			eq.opts.Logger.Warn("Stop hooks", "err", err)
 			return "", false
 		}
 		if !v.Blocked() || v.Stop {
@@ -371,8 +428,8 @@ func (k *kit) onStop(opts Options) agent.StopHook {
 	}
 }
 
-func (k *kit) sessionEnd(ctx context.Context, outcome transcript.Outcome, opts Options) {
-	if _, err := k.engine.SessionEnd(ctx, string(outcome)); err != nil {
-		opts.Logger.Warn("SessionEnd hooks", "err", err)
+func (eq *equipment) sessionEnd(ctx context.Context, outcome transcript.Outcome) {
+	if _, err := eq.engine.SessionEnd(ctx, string(outcome)); err != nil {
+		eq.opts.Logger.Warn("SessionEnd hooks", "err", err)
 	}
 }

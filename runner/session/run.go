@@ -1,0 +1,394 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/events"
+	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/journal"
+	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/process"
+	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/runconfig"
+	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/tools"
+	"github.com/aerie-run/aerie/runner/transcript"
+)
+
+// teardownTimeout bounds the teardown of every process group at the end of a
+// run; the executor's grace period (2 s) fits in it several times.
+const teardownTimeout = 10 * time.Second
+
+// run is one session from open to finish. Each phase fills in what the
+// next one uses; finish reads what they got to, to end exactly that.
+type run struct {
+	st   Store
+	opts Options
+
+	// Set by open.
+	persona     extensions.Persona
+	personaArts []layer.Artifact
+	// layers are the layers with the digests of what they hold, taken
+	// while the run opens (see open).
+	layers   func() []layer.Layer
+	bg       *tools.Background
+	eq       *equipment
+	sess     store.Session
+	snap     transcript.Snapshot
+	pending  *pendingSession
+	settings transcript.Settings
+	changes  []transcript.Payload
+	model    agent.Model
+	window   int64
+
+	// Set by start: the journal, and whether the session_start event went
+	// out (then a session_end event follows it).
+	w       *journal.Writer
+	started bool
+
+	// Set by converse.
+	conversed bool
+	res       agent.Result
+}
+
+// newRun checks opts before anything is opened.
+func newRun(st Store, opts Options) (*run, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := opts.Session
+	if s.Resume != "" && s.ForkFrom != "" {
+		return nil, configErrorf("resume and fork-from are exclusive: give one session to continue")
+	}
+	if opts.Prompt == "" && s.Resume == "" && s.ForkFrom == "" {
+		return nil, configErrorf("no prompt: give the task as an argument or on standard input")
+	}
+	return &run{st: st, opts: opts}, nil
+}
+
+// open readies the session: the persona, the extensions and their MCP
+// servers, the stored session (a new one is stored meanwhile, see
+// pendingSession), the settings in force and the model.
+func (r *run) open(ctx context.Context) error {
+	var err error
+	if r.persona, r.personaArts, err = applyPersona(&r.opts); err != nil {
+		return err
+	}
+	opts := r.opts
+	// The layers' digests read every file again: they are taken while
+	// the extensions load, MCP servers start and the session opens, and
+	// waited for before the journal's first entry records them. finish
+	// waits for them too, so Run never returns before they are done.
+	digests := make(chan []layer.Layer, 1)
+	go func() { digests <- recordedLayers(opts) }()
+	r.layers = sync.OnceValue(func() []layer.Layer { return <-digests })
+
+	r.bg = tools.NewBackground(opts.Executor)
+	if r.eq, err = newEquipment(opts, tools.Builtin(opts.Executor, opts.Executor, r.bg)); err != nil {
+		return err
+	}
+	if err := r.eq.startMCP(ctx); err != nil {
+		return err
+	}
+	if r.sess, r.snap, r.pending, err = openSession(ctx, r.st, opts); err != nil {
+		return err
+	}
+	r.eq.pending = r.pending
+	r.settings, r.changes = settle(r.sess, r.snap, opts.Model.Settings)
+	if r.model, err = opts.Model.New(r.settings); err != nil {
+		return &ConfigError{Err: fmt.Errorf("session %s: provider %s: %w", r.sess.ID, r.settings.Provider, err)}
+	}
+	if opts.Session.Resume != "" {
+		if err := r.st.SetState(ctx, opts.Session.Tenant, r.sess.ID, store.StateActive); err != nil {
+			return fmt.Errorf("resume session %s: %w", r.sess.ID, err)
+		}
+	}
+	r.window = provider.ContextWindow(r.settings.Model, opts.Model.ContextWindow)
+	opts.Logger.Info("session settings", "session", r.sess.ID.String(), "provider", r.settings.Provider, "model", r.settings.Model,
+		"persona", r.persona.Name, "toolset", opts.Toolset, "contextWindow", r.window)
+	return nil
+}
+
+// start opens the journal, with the layers used and the settings changed,
+// answers the tool calls the session's last run left open, and makes the
+// session's hook engine and tools.
+func (r *run) start(ctx context.Context) error {
+	opts := r.opts
+	jopts := opts.Journal
+	if jopts.Logger == nil {
+		jopts.Logger = opts.Logger
+	}
+	r.w = journal.New(ctx, afterCreate{r.st, r.pending}, opts.Session.Tenant, r.sess.ID, r.snap.LastSeq+1, jopts)
+	r.w.Append(layersEntry(r.layers()))
+	for _, c := range r.changes {
+		r.w.Append(c)
+	}
+	r.snap.Entries = answerUnanswered(r.w, r.sess.ID, r.snap, opts.Logger)
+	if err := r.eq.start(r.sess.ID.String(), r.w); err != nil {
+		return err
+	}
+	emit(opts.Observe, events.Event{Type: events.SessionStart, Session: r.sess.ID.String(), Provider: r.settings.Provider, Model: r.settings.Model})
+	r.started = true
+	return nil
+}
+
+// converse runs the SessionStart and UserPromptSubmit hooks and the loop.
+// A new session that cannot be stored stops the loop (see pendingSession).
+func (r *run) converse(ctx context.Context) {
+	r.conversed = true
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go func() {
+		if _, err := r.pending.wait(ctx); err != nil {
+			stop(err)
+		}
+	}()
+	source := "startup"
+	if r.opts.Session.Resume != "" || r.opts.Session.ForkFrom != "" {
+		source = "resume"
+	}
+	if r.eq.hasStartHooks() {
+		// Hooks act on the workspace: the session exists first.
+		_, _ = r.pending.wait(ctx)
+	}
+	if !r.pending.failed() {
+		r.res = r.eq.converse(ctx, source, r.model, r.w, r.snap)
+	}
+}
+
+// finish ends the session, whatever phase the run reached, and makes its
+// report: it is Run's one cleanup path. err is what stopped an earlier
+// phase. Everything here runs after a cancel too: the processes must end
+// and the journal must drain whatever stopped the loop.
+func (r *run) finish(ctx context.Context, err error) (Report, error) {
+	ctx = context.WithoutCancel(ctx)
+	defer r.settled()
+	if r.conversed {
+		// A new session that could not be stored fails the run as one
+		// that did not start: nothing was stored and nothing ran in the
+		// workspace.
+		var stored store.Session
+		if stored, err = r.pending.wait(ctx); err == nil {
+			r.sess = stored
+			r.eq.sessionEnd(ctx, r.res.Outcome)
+		}
+	}
+	if r.eq != nil {
+		r.eq.closeMCP()
+	}
+	var rep Report
+	if r.conversed && err == nil {
+		rep = r.report()
+		rep.Preserved = preserve(ctx, r.opts, r.bg, r.res, r.sess.ID)
+	}
+	if r.w == nil {
+		// Nothing started in the workspace but the MCP servers.
+		return rep, err
+	}
+	rep.Teardown = r.teardown(ctx)
+	jerr := r.w.Close(ctx)
+	if err != nil {
+		if r.started {
+			code := runconfig.ExitFailure
+			emit(r.opts.Observe, events.Event{Type: events.SessionEnd, Session: r.sess.ID.String(), Outcome: transcript.OutcomeFailed, Reason: err.Error(), ExitCode: &code})
+		}
+		return Report{}, err
+	}
+	if jerr != nil && r.res.JournalErr == nil {
+		rep.Result.JournalErr = jerr
+		r.opts.Logger.Error("the journal failed: the stored transcript is incomplete", "session", r.sess.ID.String(), "err", jerr)
+	}
+	rep.Journal = r.w.Stats()
+	if err := r.st.SetState(ctx, r.opts.Session.Tenant, r.sess.ID, finalState(r.res.Outcome)); err != nil {
+		r.opts.Logger.Warn("record the session's final state", "session", r.sess.ID.String(), "err", err)
+	}
+	code := rep.ExitCode
+	emit(r.opts.Observe, events.Event{Type: events.SessionEnd, Session: r.sess.ID.String(), Outcome: r.res.Outcome, Reason: r.res.Reason, Text: r.res.Answer, Turn: r.res.Turns, Usage: &rep.Result.Usage, ExitCode: &code})
+	return rep, nil
+}
+
+// report is what the session did, as the loop ended it.
+func (r *run) report() Report {
+	rep := Report{
+		Session: r.sess, Settings: r.settings, System: r.eq.systemPrompt(), Persona: r.persona, Layers: r.layers(),
+		ContextWindow: r.window, Tools: r.eq.reg.Definitions(), Extensions: r.eq.report(), Result: r.res, ExitCode: ExitCode(r.res),
+	}
+	rep.Extensions.Artifacts = append(rep.Extensions.Artifacts, r.personaArts...)
+	return rep
+}
+
+// teardown ends every process group the session's executor still runs.
+func (r *run) teardown(ctx context.Context) []process.Report {
+	ctx, cancel := context.WithTimeout(ctx, teardownTimeout)
+	defer cancel()
+	reps, err := r.opts.Executor.TeardownAll(ctx)
+	if err != nil {
+		r.opts.Logger.Warn("tear down process groups", "session", r.sess.ID.String(), "err", err)
+	}
+	return reps
+}
+
+// settled waits for what the run started in the background: the storing
+// of a new session and the layers' digests. Run never returns before they
+// are done.
+func (r *run) settled() {
+	if r.pending != nil {
+		<-r.pending.done
+	}
+	if r.layers != nil {
+		r.layers()
+	}
+}
+
+// openSession creates, resumes or forks the session and loads what the
+// loop continues from.
+func openSession(ctx context.Context, st Store, opts Options) (store.Session, transcript.Snapshot, *pendingSession, error) {
+	s := opts.Session
+	var ref, verb string
+	switch {
+	case s.Resume != "":
+		ref, verb = s.Resume, "resume"
+	case s.ForkFrom != "":
+		ref, verb = s.ForkFrom, "fork"
+	default:
+		settings := opts.Model.Settings
+		if settings.Provider == "" || settings.Model == "" {
+			return store.Session{}, transcript.Snapshot{}, nil, configErrorf("no provider or model: set --provider and --model")
+		}
+		ns := store.NewSession{
+			ID: s.ID, Dir: opts.Extensions.Dir, Settings: settings, Kind: store.SessionHeadless, Label: s.Label,
+		}
+		if ns.ID == uuid.Nil {
+			ns.ID = uuid.New()
+		}
+		// What the store will hold; the run goes on while it is written.
+		sess := store.Session{ID: ns.ID, Tenant: s.Tenant, Dir: ns.Dir, Settings: ns.Settings, Kind: ns.Kind, Label: ns.Label, RootID: ns.ID, State: store.StateActive}
+		return sess, transcript.Snapshot{Settings: sess.Settings}, createSession(ctx, st, s.Tenant, ns), nil
+	}
+	src, err := st.Resolve(ctx, s.Tenant, ref)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAmbiguous) {
+			return store.Session{}, transcript.Snapshot{}, nil, &ConfigError{Err: fmt.Errorf("%s %q: %w (sessions are looked up in the current directory; see aerie session list)", verb, ref, err)}
+		}
+		return store.Session{}, transcript.Snapshot{}, nil, fmt.Errorf("%s %q: %w", verb, ref, err)
+	}
+	id := src.ID
+	if s.ForkFrom != "" {
+		child, err := st.Fork(ctx, s.Tenant, src.ID, store.ForkOptions{At: s.ForkAt, ID: s.ID, Label: s.Label, State: store.StateActive})
+		if err != nil {
+			if errors.Is(err, store.ErrInvalidCut) {
+				return store.Session{}, transcript.Snapshot{}, nil, &ConfigError{Err: fmt.Errorf("fork %q: %w", ref, err)}
+			}
+			return store.Session{}, transcript.Snapshot{}, nil, fmt.Errorf("fork %q: %w", ref, err)
+		}
+		id = child.ID
+	}
+	sess, snap, err := st.Load(ctx, s.Tenant, id)
+	if err != nil {
+		return store.Session{}, transcript.Snapshot{}, nil, fmt.Errorf("%s %q: load session %s: %w", verb, ref, id, err)
+	}
+	return sess, snap, storedSession(sess), nil
+}
+
+// answerUnanswered journals the answers to the tool calls the session's last
+// run left open when it stopped (a crash, a lost pod), and returns the
+// session's entries with them, for the loop to continue from: a call that
+// may have partly run is answered as interrupted, never made again without
+// the model being told.
+func answerUnanswered(w *journal.Writer, session uuid.UUID, snap transcript.Snapshot, log *slog.Logger) []transcript.Entry {
+	es := slices.Clip(snap.Entries) // the snapshot's array is not this run's to write
+	for _, p := range agent.Unanswered(snap) {
+		seq := w.Append(p)
+		es = append(es, transcript.Entry{Seq: seq, Payload: p, CreatedAt: time.Now()})
+		if c, ok := p.(transcript.ToolCompletion); ok && c.Status == transcript.ToolInterrupted {
+			log.Warn("a tool call was interrupted when the session last stopped; the model is told it may have partly run",
+				"session", session.String(), "call", c.CallID)
+		}
+	}
+	return es
+}
+
+// settle returns the settings the run uses: the stored ones of a resumed or
+// forked session, overridden by those asked for (the persona always), each
+// override recorded as a change entry.
+func settle(sess store.Session, snap transcript.Snapshot, want transcript.Settings) (transcript.Settings, []transcript.Payload) {
+	have := snap.Settings
+	if have.Provider == "" && have.Model == "" {
+		have = sess.Settings
+	}
+	var changes []transcript.Payload
+	if want.Provider != "" && want.Provider != have.Provider {
+		have.Provider = want.Provider
+		changes = append(changes, transcript.ProviderChange{Provider: want.Provider})
+	}
+	if want.Model != "" && want.Model != have.Model {
+		have.Model = want.Model
+		changes = append(changes, transcript.ModelChange{Model: want.Model})
+	}
+	// The persona is always the caller's: empty is the default persona,
+	// a choice like any other, not "keep the stored one".
+	if want.Persona != have.Persona {
+		have.Persona = want.Persona
+		changes = append(changes, transcript.PersonaChange{Persona: want.Persona})
+	}
+	return have, changes
+}
+
+// preserve detaches the background groups still running and records them,
+// unless the run's budget ran out: the spec's rule is that budget expiration
+// ends them too.
+func preserve(ctx context.Context, opts Options, bg *tools.Background, res agent.Result, owner uuid.UUID) []process.Record {
+	if opts.Preserve == nil || res.Outcome == transcript.OutcomeBudgetExceeded || res.Outcome == transcript.OutcomeDeadlineExceeded {
+		return nil
+	}
+	d, ok := opts.Executor.(Detacher)
+	if !ok {
+		return nil
+	}
+	var recs []process.Record
+	for _, id := range bg.Running() {
+		info, err := d.Detach(ctx, id)
+		if err != nil {
+			opts.Logger.Warn("preserve background process", "id", id, "err", err)
+			continue
+		}
+		rec := process.Record{Group: info.Group, Command: strings.Join(info.Argv, " "), Dir: info.Dir, Owner: owner.String(), StartedAt: info.StartedAt}
+		if err := opts.Preserve.Register(rec); err != nil {
+			// A group nobody can find again must not be left running.
+			opts.Logger.Warn("record preserved background process; ending it", "id", id, "err", err)
+			if _, err := process.Teardown(ctx, info.Group, process.DefaultGrace); err != nil {
+				opts.Logger.Warn("end unrecorded background process", "id", id, "err", err)
+			}
+			continue
+		}
+		recs = append(recs, rec)
+	}
+	return recs
+}
+
+func finalState(o transcript.Outcome) store.State {
+	switch o {
+	case transcript.OutcomeCompleted:
+		return store.StateCompleted
+	case transcript.OutcomeCancelled:
+		return store.StateCancelled
+	}
+	return store.StateFailed
+}
+
+func emit(observe func(events.Event), e events.Event) {
+	if observe != nil {
+		e.Time = time.Now()
+		observe(e)
+	}
+}

@@ -1,0 +1,358 @@
+// Package attempt runs one attempt of an AgentSession in its runner pod: it
+// turns the runner configuration the controller rendered into a session —
+// the workspace's project layers and the mounted ones with their trust,
+// the submitter's pins, the budgets, the model and its credentials — runs
+// it over the workspace container's executor, and makes the report the
+// controller reads back from the termination log.
+package attempt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/events"
+	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/runconfig"
+	"github.com/aerie-run/aerie/runner/session"
+	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/transcript"
+)
+
+// Store is what an attempt needs of the session store: what a session
+// needs, and the entries of the session it continues, whose tool calls
+// the report counts.
+type Store interface {
+	session.Store
+	Entries(ctx context.Context, tenant string, session uuid.UUID) ([]transcript.Entry, error)
+}
+
+// Executor is the workspace container's executor.
+type Executor interface {
+	session.Executor
+	// Workspace is the workspace root where the executor sees it.
+	Workspace() string
+}
+
+// Env is what an attempt takes from the program that runs it.
+type Env struct {
+	// Executor runs the tools in the workspace container.
+	Executor Executor
+	// Getenv reads the model's API key (runconfig.APIKeyEnv).
+	Getenv func(string) string
+	// NewProvider makes the provider a configuration names: the program
+	// picks the model APIs' adapters, so that only it links their SDKs.
+	NewProvider func(provider.Config) (provider.Provider, error)
+	// Events receives the session's events as JSON Lines.
+	Events io.Writer
+	// Logger receives the attempt's logs.
+	Logger *slog.Logger
+}
+
+// Run runs the attempt cfg describes. An error means the attempt did not
+// start (a *session.ConfigError when the configuration is at fault); once
+// it has, how it ended is in the report, its exit code included.
+func Run(ctx context.Context, st Store, cfg *runconfig.Config, env Env) (runconfig.Report, error) {
+	if env.Logger == nil {
+		env.Logger = slog.New(slog.DiscardHandler)
+	}
+	if env.Getenv == nil {
+		env.Getenv = func(string) string { return "" }
+	}
+	logger := env.Logger
+	dir := path.Join(env.Executor.Workspace(), cfg.Executor.WorkingDir)
+	if fi, err := env.Executor.Stat(ctx, dir); err != nil || !fi.IsDir() {
+		return runconfig.Report{}, &session.ConfigError{Err: fmt.Errorf("workspace.workingDir %q: not a directory of the workspace: %v", cfg.Executor.WorkingDir, err)}
+	}
+	opts, err := options(ctx, st, cfg, dir, env)
+	if err != nil {
+		return runconfig.Report{}, err
+	}
+	for _, l := range opts.Extensions.Layers {
+		logger.Info("layer", "name", l.Name, "kind", l.Kind, "dir", l.Dir, "source", l.Source, "digest", l.Digest, "ignorePins", l.IgnorePins)
+	}
+	// The report's usage is the session's, all attempts: the tokens come
+	// from the usage snapshot the loop resumes with, the tool calls are
+	// counted in what the session continues from.
+	toolCalls, err := priorToolCalls(ctx, st, cfg.Namespace, opts.Session)
+	if err != nil {
+		logger.Warn("count the session's earlier tool calls; the report counts this attempt's only", "err", err)
+	}
+	jsonl := events.NewJSONL(env.Events, false)
+	opts.Observe = func(e events.Event) {
+		if e.Type == events.ToolCall {
+			toolCalls++
+		}
+		jsonl.Observe(e)
+	}
+	logger.Info("session starting", "resume", opts.Session.Resume, "forkFrom", opts.Session.ForkFrom,
+		"provider", opts.Model.Settings.Provider, "model", opts.Model.Settings.Model)
+	res, err := session.Run(ctx, st, opts)
+	if werr := jsonl.Err(); werr != nil {
+		logger.Warn("write events", "err", werr)
+	}
+	if err != nil {
+		return runconfig.Report{}, err
+	}
+	r := res.Result
+	if r.JournalErr != nil {
+		logger.Error("the journal failed: the stored transcript is incomplete", "err", r.JournalErr)
+	}
+	logger.Info("session ended", "outcome", r.Outcome, "exitCode", res.ExitCode, "reason", r.Reason)
+	return report(res, toolCalls), nil
+}
+
+// report is the termination log's report of a session that ran.
+func report(res session.Report, toolCalls int64) runconfig.Report {
+	r := res.Result
+	return runconfig.Report{
+		Outcome:   string(r.Outcome),
+		ExitCode:  res.ExitCode,
+		SessionID: res.Session.ID.String(),
+		Reason:    r.Reason,
+		Summary:   r.Answer,
+		Usage: runconfig.Usage{
+			InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, CacheReadTokens: r.Usage.CacheReadTokens,
+			Requests: r.Usage.Requests, ToolCalls: toolCalls,
+		},
+	}
+}
+
+// options are the session options of the attempt. An attempt after the
+// first resumes the session when the store has it (its pod was lost);
+// otherwise it starts the session as the first attempt would have.
+func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, env Env) (session.Options, error) {
+	logger := env.Logger
+	id, err := uuid.Parse(cfg.Session.ID)
+	if err != nil {
+		return session.Options{}, &session.ConfigError{Err: fmt.Errorf("session.id: %w", err)}
+	}
+	pins, err := sessionPins(cfg)
+	if err != nil {
+		return session.Options{}, &session.ConfigError{Err: err}
+	}
+	opts := session.Options{
+		Session: session.Spec{Tenant: cfg.Namespace, ID: id, Label: cfg.AgentSession},
+		Prompt:  cfg.Prompt,
+		Model: session.Model{
+			Settings:      transcript.Settings{Provider: cfg.Model.Provider, Model: cfg.Model.Name},
+			New:           modelFactory(cfg, env),
+			ContextWindow: cfg.Model.ContextWindow,
+		},
+		Extensions: session.LoadOptions{
+			// The workspace's project layers (the workspace is mounted
+			// read-only here), then the mounted ones.
+			Layers:    append(projectLayers(cfg.Executor.Workspace, dir, logger), mountedLayers(cfg)...),
+			Workspace: cfg.Executor.Workspace,
+			Dir:       dir,
+			Pins:      pins,
+			System:    session.DefaultSystemPrompt(dir),
+		},
+		Toolset:  cfg.Toolset,
+		Approve:  hooks.ApprovalPolicies[cfg.HookApproval],
+		Persona:  cfg.Persona,
+		Budget:   budget(cfg.Budget),
+		Executor: env.Executor,
+		// Preserve stays nil: nothing outlives the pod, so every process
+		// group is torn down at the end.
+		Logger: logger,
+	}
+	if cfg.Session.Attempt > 1 {
+		_, snap, err := st.Load(ctx, cfg.Namespace, id)
+		switch {
+		case err == nil:
+			opts.Session.Resume = id.String()
+			if hasPrompt(snap, cfg.Prompt) {
+				// The lost attempt journaled the task: continue the
+				// conversation as it stands.
+				opts.Prompt = ""
+			}
+			return opts, nil
+		case !errors.Is(err, store.ErrNotFound):
+			return opts, fmt.Errorf("load session %s: %w", id, err)
+		}
+		logger.Info("the previous attempt did not store the session; starting it anew")
+	}
+	switch {
+	case cfg.Session.ResumeFrom != "":
+		opts.Session.Resume = cfg.Session.ResumeFrom
+	case cfg.Session.ForkFrom != "":
+		opts.Session.ForkFrom, opts.Session.ForkAt = cfg.Session.ForkFrom, cfg.Session.ForkAtSequence
+	}
+	return opts, nil
+}
+
+// budget is the session's budget. The turn budget is the session's, like
+// its token budget: an attempt that resumes a lost one has only the turns
+// left.
+func budget(b runconfig.Budget) session.Budget {
+	out := session.Budget{MaxDuration: time.Duration(b.MaxDuration)}
+	if b.MaxTurns > 0 {
+		out.Stop = append(out.Stop, agent.MaxSessionTurns(int(b.MaxTurns)))
+	}
+	if b.MaxTokens > 0 {
+		out.Stop = append(out.Stop, agent.MaxTokens(b.MaxTokens))
+	}
+	return out
+}
+
+// trustSources maps the layer kinds of a pod to the names
+// spec.trust.sources gives them.
+var trustSources = map[string]string{
+	runconfig.LayerSpec:      "Extensions",
+	runconfig.LayerNamespace: "Namespace",
+	runconfig.LayerPlatform:  "Platform",
+}
+
+// mountedLayers are the configuration's layers as the extension loaders take
+// them, nearest first. The trust.toml of a layer whose kind the trust
+// sources leave out is not honoured.
+func mountedLayers(cfg *runconfig.Config) []layer.Layer {
+	out := make([]layer.Layer, 0, len(cfg.Layers))
+	for _, l := range cfg.Layers {
+		out = append(out, layer.Layer{
+			Name: l.Name, Dir: l.Dir, Kind: layer.Kind(l.Kind), Digest: l.Digest, Source: l.Source,
+			IgnorePins: !slices.Contains(cfg.Trust.Sources, trustSources[l.Kind]),
+		})
+	}
+	return out
+}
+
+// sessionPins parses the trust.toml documents the controller resolved from
+// spec.trust.pinsFrom. A malformed one stops the attempt: it is the
+// submitter's, and a pin silently dropped would leave a tool they meant
+// to trust unrunnable with no reason given.
+func sessionPins(cfg *runconfig.Config) ([]layer.Pin, error) {
+	var pins []layer.Pin
+	for i, doc := range cfg.Trust.Pins {
+		ps, err := layer.ParseTrust(doc.Source, []byte(doc.TOML))
+		if err != nil {
+			return nil, fmt.Errorf("trust.pins[%d] (spec.trust.pinsFrom): %w", i, err)
+		}
+		pins = append(pins, ps...)
+	}
+	return pins, nil
+}
+
+// projectLayers are the workspace's .aerie/ (and .osprey/) directories
+// from the working directory up to the workspace root, nearest first. The
+// agent container mounts the workspace read-only and reads it only
+// through an os.Root, so a link planted in the repository cannot lead it
+// to its own secrets. A workspace it cannot read (a pod from a controller
+// that does not mount it) has none, with a warning.
+func projectLayers(workspace, dir string, logger *slog.Logger) []layer.Layer {
+	layers, err := layer.ProjectLayers(workspace, dir)
+	if err != nil {
+		logger.Warn("the workspace cannot be read here: its project layers are not used", "workspace", workspace, "err", err)
+		return nil
+	}
+	return layers
+}
+
+// priorToolCalls counts the tool calls stored in what the session
+// continues from: the session itself when it is resumed (a retry, or
+// spec.resumeFrom), the copied part of the source of a fork.
+func priorToolCalls(ctx context.Context, st Store, tenant string, s session.Spec) (int64, error) {
+	ref, through := s.Resume, int64(0)
+	if ref == "" {
+		ref, through = s.ForkFrom, s.ForkAt
+	}
+	if ref == "" {
+		return 0, nil
+	}
+	id, err := uuid.Parse(ref)
+	if err != nil {
+		return 0, fmt.Errorf("session %q: %w", ref, err)
+	}
+	es, err := st.Entries(ctx, tenant, id)
+	if err != nil {
+		return 0, fmt.Errorf("read session %s: %w", id, err)
+	}
+	var n int64
+	for _, e := range es {
+		if through > 0 && e.Seq > through {
+			break
+		}
+		if _, ok := e.Payload.(transcript.ToolCall); ok {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// hasPrompt reports whether the session's live entries hold prompt as a
+// user message.
+func hasPrompt(snap transcript.Snapshot, prompt string) bool {
+	if prompt == "" {
+		return true
+	}
+	for _, e := range snap.Entries {
+		m, ok := e.Payload.(transcript.UserMessage)
+		if !ok {
+			continue
+		}
+		for _, b := range m.Content {
+			if b.Type == transcript.BlockText && b.Text == prompt {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// modelFactory makes the provider from the configuration and the API key
+// in the environment; the scripted provider's script is found in the
+// layers.
+func modelFactory(cfg *runconfig.Config, env Env) func(transcript.Settings) (agent.Model, error) {
+	return func(s transcript.Settings) (agent.Model, error) {
+		pc := provider.Config{
+			Provider: s.Provider, Model: s.Model, BaseURL: cfg.Model.BaseURL, API: cfg.Model.API,
+			MaxOutputTokens: cfg.Model.MaxOutputTokens, Logger: env.Logger,
+		}
+		if key := runconfig.APIKeyEnv(s.Provider); key != "" {
+			pc.APIKey = provider.Secret(env.Getenv(key))
+			if pc.APIKey == "" && s.Provider != provider.NameOpenAICompatible {
+				return nil, fmt.Errorf("no credentials: $%s is empty (spec.model.apiKeySecretRef)", key)
+			}
+		}
+		if s.Provider == provider.NameScripted {
+			p, err := layerScript(cfg.Layers, s.Model)
+			if err != nil {
+				return nil, err
+			}
+			pc.ScriptPath = p
+		}
+		return env.NewProvider(pc)
+	}
+}
+
+// layerScript finds scripted/MODEL.yaml (or .json) in the nearest layer
+// that has it.
+func layerScript(layers []runconfig.Layer, model string) (string, error) {
+	if model == "" || model == "." || model == ".." || filepath.Base(model) != model {
+		return "", fmt.Errorf("scripted model %q: want a plain name; the script is scripted/<model>.yaml in a layer", model)
+	}
+	var tried []string
+	for _, l := range layers {
+		for _, ext := range []string{".yaml", ".json"} {
+			p := filepath.Join(l.Dir, "scripted", model+ext)
+			tried = append(tried, p)
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no script for scripted model %q in the layers: tried %v", model, tried)
+}

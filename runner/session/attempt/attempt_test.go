@@ -1,0 +1,217 @@
+package attempt
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+
+	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/runconfig"
+	"github.com/aerie-run/aerie/runner/session"
+	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/sqlite"
+	"github.com/aerie-run/aerie/runner/transcript"
+)
+
+// TestMountedLayers: a mounted layer's trust.toml counts only when
+// spec.trust.sources names its kind.
+func TestMountedLayers(t *testing.T) {
+	t.Parallel()
+	cfg := &runconfig.Config{
+		Layers: []runconfig.Layer{
+			{Name: "go", Kind: runconfig.LayerSpec, Dir: "/layers/0", Source: "configmap/go", Digest: "sha256:0"},
+			{Name: "team", Kind: runconfig.LayerNamespace, Dir: "/layers/1"},
+			{Name: "base", Kind: runconfig.LayerPlatform, Dir: "/layers/2"},
+		},
+		Trust: runconfig.Trust{Sources: []string{"Extensions", "Platform"}},
+	}
+	want := []layer.Layer{
+		{Name: "go", Kind: layer.Kind(runconfig.LayerSpec), Dir: "/layers/0", Source: "configmap/go", Digest: "sha256:0"},
+		{Name: "team", Kind: layer.Kind(runconfig.LayerNamespace), Dir: "/layers/1", IgnorePins: true},
+		{Name: "base", Kind: layer.Kind(runconfig.LayerPlatform), Dir: "/layers/2"},
+	}
+	if diff := cmp.Diff(want, mountedLayers(cfg)); diff != "" {
+		t.Errorf("layers (-want +got):\n%s", diff)
+	}
+}
+
+// TestSessionPins: the pinsFrom documents are parsed in order; a bad one
+// is named by its index and source.
+func TestSessionPins(t *testing.T) {
+	t.Parallel()
+	sum := strings.Repeat("a", 64)
+	good := runconfig.TrustPins{Source: "configmap/pins/trust.toml", TOML: "[[pin]]\npath = \".aerie/tools/t.toml\"\nsha256 = \"" + sum + "\"\n"}
+	pins, err := sessionPins(&runconfig.Config{Trust: runconfig.Trust{Pins: []runconfig.TrustPins{good, good}}})
+	if err != nil || len(pins) != 2 || pins[0].Path != ".aerie/tools/t.toml" || pins[0].SHA256 != sum {
+		t.Fatalf("pins %+v, %v", pins, err)
+	}
+	bad := runconfig.TrustPins{Source: "configmap/bad/trust.toml", TOML: "[[pin]]\npath = \"/etc/passwd\"\nsha256 = \"00\"\n"}
+	_, err = sessionPins(&runconfig.Config{Trust: runconfig.Trust{Pins: []runconfig.TrustPins{good, bad}}})
+	if err == nil || !strings.Contains(err.Error(), "trust.pins[1] (spec.trust.pinsFrom): configmap/bad/trust.toml") {
+		t.Errorf("bad pins: %v", err)
+	}
+}
+
+func TestHasPrompt(t *testing.T) {
+	t.Parallel()
+	user := func(blocks ...transcript.Block) transcript.Entry {
+		return transcript.Entry{Payload: transcript.UserMessage{Content: blocks}}
+	}
+	text := func(s string) transcript.Block { return transcript.Block{Type: transcript.BlockText, Text: s} }
+	entries := []transcript.Entry{
+		user(text("Fix the failing tests.")),
+		{Payload: transcript.AssistantMessage{Content: []transcript.Block{text("Go on.")}}},
+		user(transcript.Block{Type: transcript.BlockThinking, Text: "Later."}, text("Also this.")),
+	}
+	for _, tt := range []struct {
+		prompt string
+		want   bool
+	}{
+		{"", true},
+		{"Fix the failing tests.", true},
+		{"Also this.", true},
+		{"Go on.", false}, // the model's, not the user's
+		{"Later.", false}, // not a text block
+		{"Fix the failing tests", false},
+	} {
+		if got := hasPrompt(transcript.Snapshot{Entries: entries}, tt.prompt); got != tt.want {
+			t.Errorf("hasPrompt(%q) = %v, want %v", tt.prompt, got, tt.want)
+		}
+	}
+}
+
+// TestLayerScript: the scripted provider's script comes from the nearest
+// layer that has one, YAML before JSON, and the model names a file, not a
+// path.
+func TestLayerScript(t *testing.T) {
+	t.Parallel()
+	near, far := t.TempDir(), t.TempDir()
+	for _, f := range []string{filepath.Join(near, "scripted", "b.json"), filepath.Join(far, "scripted", "a.yaml"), filepath.Join(far, "scripted", "b.yaml")} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("turns: []\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	layers := []runconfig.Layer{{Dir: near}, {Dir: far}}
+	for model, want := range map[string]string{"a": filepath.Join(far, "scripted", "a.yaml"), "b": filepath.Join(near, "scripted", "b.json")} {
+		if got, err := layerScript(layers, model); err != nil || got != want {
+			t.Errorf("layerScript(%q) = %q, %v; want %q", model, got, err, want)
+		}
+	}
+	for _, model := range []string{"", ".", "..", "../a", "x/a"} {
+		if _, err := layerScript(layers, model); err == nil || !strings.Contains(err.Error(), "want a plain name") {
+			t.Errorf("layerScript(%q): %v", model, err)
+		}
+	}
+	if _, err := layerScript(layers, "c"); err == nil || !strings.Contains(err.Error(), `no script for scripted model "c"`) {
+		t.Errorf("layerScript(c): %v", err)
+	}
+}
+
+func TestBudget(t *testing.T) {
+	t.Parallel()
+	if b := budget(runconfig.Budget{}); b.MaxDuration != 0 || len(b.Stop) != 0 {
+		t.Errorf("no budget: %+v", b)
+	}
+	b := budget(runconfig.Budget{MaxDuration: runconfig.Duration(time.Minute), MaxTurns: 3, MaxTokens: 1000})
+	if b.MaxDuration != time.Minute || len(b.Stop) != 2 {
+		t.Errorf("budget %+v, want a minute and two stop conditions", b)
+	}
+}
+
+// TestOptionsAttempts: the first attempt starts, resumes or forks the
+// session as spec says; a later one resumes the session when the lost
+// attempt stored it, without asking the task again once it is journaled,
+// and otherwise starts it as the first would have.
+func TestOptionsAttempts(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sessions.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ws := t.TempDir()
+	env := Env{Getenv: func(string) string { return "" }, Logger: slog.New(slog.DiscardHandler)}
+	cfg := func(ch func(*runconfig.Config)) *runconfig.Config {
+		c := &runconfig.Config{
+			Namespace: "team-a", AgentSession: "fix-tests", Prompt: "Fix the failing tests.",
+			Session:  runconfig.Session{ID: uuid.NewString(), Attempt: 1},
+			Model:    runconfig.Model{Provider: runconfig.ProviderAnthropic, Name: "claude-sonnet-4-5", ContextWindow: 4096},
+			Executor: runconfig.Executor{Workspace: ws},
+		}
+		if ch != nil {
+			ch(c)
+		}
+		return c
+	}
+	type want struct {
+		spec   session.Spec
+		prompt string
+	}
+	stored := cfg(func(c *runconfig.Config) { c.Session.Attempt = 2 })
+	id := uuid.MustParse(stored.Session.ID)
+	if _, err := st.Create(t.Context(), "team-a", store.NewSession{ID: id, Dir: ws, Kind: store.SessionHeadless}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Append(t.Context(), "team-a", id, []transcript.Entry{{Seq: 1, Payload: transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: "Fix the failing tests."}}}, CreatedAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	source := uuid.NewString()
+	for name, tt := range map[string]struct {
+		cfg  *runconfig.Config
+		want want
+	}{
+		"first": {cfg(nil), want{prompt: "Fix the failing tests."}},
+		"resumeFrom": {cfg(func(c *runconfig.Config) { c.Session.ResumeFrom = source }),
+			want{spec: session.Spec{Resume: source}, prompt: "Fix the failing tests."}},
+		"forkFrom": {cfg(func(c *runconfig.Config) { c.Session.ForkFrom, c.Session.ForkAtSequence = source, 7 }),
+			want{spec: session.Spec{ForkFrom: source, ForkAt: 7}, prompt: "Fix the failing tests."}},
+		"retry, not stored": {cfg(func(c *runconfig.Config) { c.Session.Attempt, c.Session.ForkFrom = 2, source }),
+			want{spec: session.Spec{ForkFrom: source}, prompt: "Fix the failing tests."}},
+		"retry, stored":       {stored, want{spec: session.Spec{Resume: stored.Session.ID}}},
+		"retry, asked again":  {cfg(func(c *runconfig.Config) { *c = *stored; c.Prompt = "Go on." }), want{spec: session.Spec{Resume: stored.Session.ID}, prompt: "Go on."}},
+		"retry, stored, fork": {cfg(func(c *runconfig.Config) { *c = *stored; c.Session.ForkFrom = source }), want{spec: session.Spec{Resume: stored.Session.ID}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			opts, err := options(t.Context(), st, tt.cfg, ws, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := tt.want
+			w.spec.Tenant, w.spec.ID, w.spec.Label = "team-a", uuid.MustParse(tt.cfg.Session.ID), "fix-tests"
+			if diff := cmp.Diff(w, want{opts.Session, opts.Prompt}, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if opts.Model.Settings != (transcript.Settings{Provider: runconfig.ProviderAnthropic, Model: "claude-sonnet-4-5"}) || opts.Model.ContextWindow != 4096 {
+				t.Errorf("model %+v", opts.Model)
+			}
+			if opts.Extensions.Dir != ws || opts.Extensions.System != session.DefaultSystemPrompt(ws) {
+				t.Errorf("extensions %+v", opts.Extensions)
+			}
+		})
+	}
+
+	if _, err := options(t.Context(), st, cfg(func(c *runconfig.Config) { c.Session.ID = "lost" }), ws, env); err == nil || !strings.Contains(err.Error(), "session.id") {
+		t.Errorf("bad session id: %v", err)
+	}
+}
+
+// TestModelCredentials: a model API without its key in the environment
+// stops the launch, naming the variable and where it comes from.
+func TestModelCredentials(t *testing.T) {
+	t.Parallel()
+	cfg := &runconfig.Config{Model: runconfig.Model{Provider: runconfig.ProviderAnthropic}}
+	newModel := modelFactory(cfg, Env{Getenv: func(string) string { return "" }})
+	_, err := newModel(transcript.Settings{Provider: runconfig.ProviderAnthropic, Model: "claude-sonnet-4-5"})
+	if err == nil || !strings.Contains(err.Error(), "spec.model.apiKeySecretRef") {
+		t.Errorf("no key: %v", err)
+	}
+}

@@ -116,7 +116,6 @@ cancelled by SIGINT or SIGTERM.`,
 // or 1; once it has run, the exit status is its outcome's.
 func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	ctx := cmd.Context()
-	configErr := func(err error) error { return &cli.ExitError{Code: runconfig.ExitConfig, Err: err} }
 	if err := f.validate(); err != nil {
 		return configErr(err)
 	}
@@ -127,97 +126,41 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	if err != nil {
 		return configErr(err)
 	}
-	dir, err := a.workDir()
+	p, err := a.runPlace(cmd, f.workspace)
 	if err != nil {
-		return fmt.Errorf("find the current directory: %w", err)
+		return err
 	}
-	workspace, err := workspaceRoot(dir, f.workspace)
-	if err != nil {
-		return configErr(err)
-	}
-	home := config.Home(a.env)
-	// The user layer, where extension_manage writes, is there from the
-	// first run on.
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return configErr(fmt.Errorf("make $AERIE_HOME: %w", err))
-	}
-	loaded, err := a.loadConfig(cmd, dir, workspace)
-	if err != nil {
-		return configErr(err)
-	}
-	st := openStoreAsync(ctx, loaded.Config.DatabaseURL)
+	st := openStoreAsync(ctx, p.config.DatabaseURL)
 	defer closeStore(cmd, st)
-	src, err := a.extensionSource(dir, workspace, loaded.Config.Plugins.Disabled)
+	src, err := a.extensionSource(p.dir, p.workspace, p.config.Plugins.Disabled)
 	if err != nil {
 		return configErr(err)
 	}
-	layers := src.Layers
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-
-	if f.rawDir == "" && f.atifOutput != "" {
-		f.rawDir = filepath.Join(filepath.Dir(f.atifOutput), "raw")
-	}
-	capper := &tools.Capper{
-		Max:      loaded.Config.ToolResults.MaxBytes,
-		MaxLines: loaded.Config.ToolResults.MaxLines,
-		Head:     loaded.Config.ToolResults.HeadBytes,
-		Tail:     loaded.Config.ToolResults.TailBytes,
-		Dir:      f.rawDir,
-		Logger:   logger,
-	}
-	if capper.Dir != "" {
-		if _, err := tools.Sweep(capper.Dir, tools.DefaultRetention); err != nil {
-			logger.Warn("sweep old tool outputs", "dir", capper.Dir, "err", err)
-		}
-	}
-
-	reaper, stopReaper, err := process.Subreap()
+	capper := resultCapper(p.config.ToolResults, f, logger)
+	exe, closeExecutor, err := localExecutor(ctx, p.workspace, logger)
 	if err != nil {
-		// Escaped descendants are still found and ended by teardown; they
-		// are just reaped by init instead of by aerie.
-		logger.Warn("become a child subreaper", "err", err)
-	} else {
-		defer stopReaper()
+		return configErr(err)
 	}
-	exe, err := executor.NewLocal(workspace, executor.Options{Reaper: reaper, Logger: logger})
-	if err != nil {
-		return configErr(fmt.Errorf("workspace %s: %w", workspace, err))
-	}
-	defer func() {
-		if err := exe.Close(context.WithoutCancel(ctx)); err != nil {
-			logger.Warn("close the executor", "err", err)
-		}
-	}()
+	defer closeExecutor()
 
 	observe, flush := a.observer(cmd, f)
 	opts := session.Options{
-		Session:    session.Spec{Tenant: dir, Label: f.label, Resume: f.resume, ForkFrom: f.forkFrom},
+		Session:    session.Spec{Tenant: p.dir, Label: f.label, Resume: f.resume, ForkFrom: f.forkFrom},
 		Prompt:     prompt,
-		Model:      session.Model{Settings: transcript.Settings{Provider: f.provider, Model: f.model}, New: a.modelFactory(f, layers, logger)},
+		Model:      session.Model{Settings: transcript.Settings{Provider: f.provider, Model: f.model}, New: a.modelFactory(f, src.Layers, logger)},
 		Extensions: src,
 		Toolset:    f.toolset,
 		Approve:    hooks.ApprovalPolicies[f.hookApproval],
-		Budget:     session.Budget{MaxDuration: f.maxDuration},
+		Budget:     f.budget(),
 		Executor:   exe,
 		Capper:     capper,
-		Preserve:   process.NewRegistry(home),
+		Preserve:   process.NewRegistry(p.home),
 		Observe:    observe,
 		Logger:     logger,
 	}
-	if opts.Session.Resume == "" && opts.Session.ForkFrom == "" {
-		opts.Model.Settings = a.defaultSettings(opts.Model.Settings)
-		switch {
-		case opts.Model.Settings.Provider == "":
-			return configErr(errors.New("no provider: set --provider, or ANTHROPIC_API_KEY or OPENAI_API_KEY"))
-		case opts.Model.Settings.Model == "":
-			return configErr(fmt.Errorf("no model: set --model for provider %s", opts.Model.Settings.Provider))
-		}
-	}
-	if f.maxTurns > 0 {
-		opts.Budget.Stop = append(opts.Budget.Stop, agent.MaxTurns(f.maxTurns))
-	}
-	if f.maxTokens > 0 {
-		opts.Budget.Stop = append(opts.Budget.Stop, agent.MaxTokens(f.maxTokens))
+	if err := a.newSessionSettings(&opts); err != nil {
+		return configErr(err)
 	}
 	rep, err := session.Run(ctx, st, opts)
 	flush()
@@ -231,10 +174,119 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 		}
 		return err
 	}
+	return a.ran(ctx, st, p.dir, rep, opts.Extensions.System, f, logger)
+}
+
+// configErr is an error of the caller's making: it exits 2.
+func configErr(err error) error { return &cli.ExitError{Code: runconfig.ExitConfig, Err: err} }
+
+// place is where aerie run works: the current directory, the workspace
+// it belongs to, $AERIE_HOME and the configuration they make.
+type place struct {
+	dir, workspace, home string
+	config               config.Config
+}
+
+// runPlace finds where aerie run works, and makes $AERIE_HOME.
+func (a *app) runPlace(cmd *cobra.Command, workspaceFlag string) (place, error) {
+	dir, err := a.workDir()
+	if err != nil {
+		return place{}, fmt.Errorf("find the current directory: %w", err)
+	}
+	workspace, err := workspaceRoot(dir, workspaceFlag)
+	if err != nil {
+		return place{}, configErr(err)
+	}
+	home := config.Home(a.env)
+	// The user layer, where extension_manage writes, is there from the
+	// first run on.
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return place{}, configErr(fmt.Errorf("make $AERIE_HOME: %w", err))
+	}
+	loaded, err := a.loadConfig(cmd, dir, workspace)
+	if err != nil {
+		return place{}, configErr(err)
+	}
+	return place{dir: dir, workspace: workspace, home: home, config: loaded.Config}, nil
+}
+
+// resultCapper caps the tool results as [tool_results] says, spilling the
+// full output to --tool-result-raw-dir (by default raw/ beside
+// --atif-output), where outputs past their retention are swept first.
+func resultCapper(c config.ToolResults, f runFlags, logger *slog.Logger) *tools.Capper {
+	dir := f.rawDir
+	if dir == "" && f.atifOutput != "" {
+		dir = filepath.Join(filepath.Dir(f.atifOutput), "raw")
+	}
+	capper := &tools.Capper{Max: c.MaxBytes, MaxLines: c.MaxLines, Head: c.HeadBytes, Tail: c.TailBytes, Dir: dir, Logger: logger}
+	if capper.Dir != "" {
+		if _, err := tools.Sweep(capper.Dir, tools.DefaultRetention); err != nil {
+			logger.Warn("sweep old tool outputs", "dir", capper.Dir, "err", err)
+		}
+	}
+	return capper
+}
+
+// localExecutor runs the tools in workspace on this machine, aerie a child
+// subreaper of the processes they start. closeExecutor ends both.
+func localExecutor(ctx context.Context, workspace string, logger *slog.Logger) (_ *executor.Local, closeExecutor func(), _ error) {
+	reaper, stopReaper, err := process.Subreap()
+	if err != nil {
+		// Escaped descendants are still found and ended by teardown; they
+		// are just reaped by init instead of by aerie.
+		logger.Warn("become a child subreaper", "err", err)
+		stopReaper = func() {}
+	}
+	exe, err := executor.NewLocal(workspace, executor.Options{Reaper: reaper, Logger: logger})
+	if err != nil {
+		stopReaper()
+		return nil, nil, fmt.Errorf("workspace %s: %w", workspace, err)
+	}
+	return exe, func() {
+		if err := exe.Close(context.WithoutCancel(ctx)); err != nil {
+			logger.Warn("close the executor", "err", err)
+		}
+		stopReaper()
+	}, nil
+}
+
+// budget is the run's budget from the flags.
+func (f runFlags) budget() session.Budget {
+	b := session.Budget{MaxDuration: f.maxDuration}
+	if f.maxTurns > 0 {
+		b.Stop = append(b.Stop, agent.MaxTurns(f.maxTurns))
+	}
+	if f.maxTokens > 0 {
+		b.Stop = append(b.Stop, agent.MaxTokens(f.maxTokens))
+	}
+	return b
+}
+
+// newSessionSettings fills in the provider and model of a new session,
+// which it must have; a resumed or forked one has its own.
+func (a *app) newSessionSettings(opts *session.Options) error {
+	if opts.Session.Resume != "" || opts.Session.ForkFrom != "" {
+		return nil
+	}
+	s := a.defaultSettings(opts.Model.Settings)
+	switch {
+	case s.Provider == "":
+		return errors.New("no provider: set --provider, or ANTHROPIC_API_KEY or OPENAI_API_KEY")
+	case s.Model == "":
+		return fmt.Errorf("no model: set --model for provider %s", s.Provider)
+	}
+	opts.Model.Settings = s
+	return nil
+}
+
+// ran writes what a session that ran leaves besides its stored stream —
+// the trajectory, the warnings about background processes left running —
+// and returns its exit status.
+func (a *app) ran(ctx context.Context, st *openingStore, dir string, rep session.Report, system string, f runFlags, logger *slog.Logger) error {
 	if f.atifOutput != "" {
 		// The trajectory is a by-product: failing to write it is a warning
 		// and never changes the session's outcome.
-		if err := writeTrajectory(ctx, st, dir, rep, opts.Extensions.System, f, a.version); err != nil {
+		if err := writeTrajectory(ctx, st, dir, rep, system, f, a.version); err != nil {
 			logger.Warn("write the ATIF trajectory", "path", f.atifOutput, "err", err)
 		}
 	}

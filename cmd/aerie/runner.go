@@ -92,7 +92,6 @@ func (a *app) runner(cmd *cobra.Command, f runnerFlags) error {
 // runAttempt runs the attempt and returns its report; an error that is
 // not an *cli.ExitError exits 1.
 func (a *app) runAttempt(ctx context.Context, cmd *cobra.Command, f runnerFlags, logger *slog.Logger) (runconfig.Report, error) {
-	configErr := func(err error) error { return &cli.ExitError{Code: runconfig.ExitConfig, Err: err} }
 	cfg, err := runconfig.Load(f.config)
 	if err != nil {
 		return runconfig.Report{}, configErr(err)

@@ -52,24 +52,7 @@ func TestEndToEndWorkspace(t *testing.T) {
 		"sub/AGENTS.md":              "->/proc/self/environ",
 		"sub/.aerie/tools/leak.toml": "->/proc/self/environ",
 	}
-	for name, content := range files {
-		p := filepath.Join(ws, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		switch {
-		case strings.HasPrefix(content, "->"):
-			err = os.Symlink(strings.TrimPrefix(content, "->"), p)
-		case strings.HasSuffix(name, ".sh"):
-			err = os.WriteFile(p, []byte(content), 0o755)
-		default:
-			err = os.WriteFile(p, []byte(content), 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.WriteTree(t, ws, files)
 	pin, err := layer.ComputePin(ws, layer.Layer{Name: ".aerie", Kind: layer.KindProject, Dir: filepath.Join(ws, ".aerie")},
 		filepath.Join(ws, ".aerie/tools/stamp.toml"), []string{"./stamp.sh"})
 	if err != nil {

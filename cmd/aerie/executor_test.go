@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/executor"
 )
 
@@ -118,17 +119,6 @@ func gone(ps map[string][2]uint64) bool {
 	return true
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // leaky starts a grandchild that holds the command's output open, and a
 // child that leaves the group with setsid, ignores SIGTERM and keeps
 // forking.
@@ -172,7 +162,7 @@ func TestExecutorServe(t *testing.T) {
 	})
 
 	var r *executor.Remote
-	waitFor(t, "the executor listens", func() bool {
+	testenv.Eventually(t, 15*time.Second, "the executor listens", func() bool {
 		r, err = executor.Dial(t.Context(), sock)
 		return err == nil
 	})
@@ -197,8 +187,8 @@ func TestExecutorServe(t *testing.T) {
 	if err != nil || !exit.TornDown {
 		t.Errorf("Wait = %+v, %v; want torn down", exit, err)
 	}
-	waitFor(t, "every process of the cancelled command is gone", func() bool { return gone(ps) })
-	waitFor(t, "the executor has no child left, not even a zombie", func() bool { return len(children(srv.Process.Pid)) == 0 })
+	testenv.Eventually(t, 15*time.Second, "every process of the cancelled command is gone", func() bool { return gone(ps) })
+	testenv.Eventually(t, 15*time.Second, "the executor has no child left, not even a zombie", func() bool { return len(children(srv.Process.Pid)) == 0 })
 
 	// Tools run without the executor's secrets, as another program.
 	_, out, _ := runRemote(t, r, executor.Command{Argv: []string{"env"}})

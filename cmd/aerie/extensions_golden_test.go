@@ -70,23 +70,14 @@ func TestExtensionsJSONGolden(t *testing.T) {
 		"ws/.aerie/mcp_servers/local.yaml":           "id: local\ntype: stdio\ncommand: local-server\n",
 	}
 	e := newE2E(t)
-	for name, content := range fixture {
-		dir, rel, _ := strings.Cut(name, "/")
-		p := filepath.Join(map[string]string{"ws": e.ws, "home": e.home}[dir], filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
+	for prefix, dir := range map[string]string{"ws/": e.ws, "home/": e.home} {
+		files := map[string]string{}
+		for name, content := range fixture {
+			if rel, ok := strings.CutPrefix(name, prefix); ok {
+				files[rel] = content
+			}
 		}
-		perm := os.FileMode(0o644)
-		if strings.HasSuffix(name, ".sh") {
-			perm = 0o755
-		}
-		if err := os.WriteFile(p, []byte(content), perm); err != nil {
-			t.Fatal(err)
-		}
-		// The mode the file has whatever the umask, for the layer digests.
-		if err := os.Chmod(p, perm); err != nil {
-			t.Fatal(err)
-		}
+		testenv.WriteTree(t, dir, files)
 	}
 	sub := filepath.Join(e.ws, "sub")
 	extensionsJSON := func() (string, layer.Report) {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aerie-run/aerie/hack/testenv"
 )
 
 // TestKubeCommands runs the real aerie and kubectl-aerie binaries: aerie
@@ -27,7 +29,7 @@ func TestKubeCommands(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	src := t.TempDir()
-	writeFile(t, filepath.Join(src, "skills/review/SKILL.md"), "---\nname: review\ndescription: Review code.\n---\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(src, "skills/review/SKILL.md"), "---\nname: review\ndescription: Review code.\n---\n", 0o644)
 	alone := t.TempDir() // aerie without kubectl-aerie
 	copyFile(t, filepath.Join(bin, "aerie"), filepath.Join(alone, "aerie"))
 	linked := t.TempDir()

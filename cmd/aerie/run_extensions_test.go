@@ -16,16 +16,6 @@ import (
 	"github.com/aerie-run/aerie/hack/testenv"
 )
 
-func writeFile(t *testing.T, path, content string, mode os.FileMode) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // pinAll pins every project artifact the extensions report suggests a pin
 // for, as a user would after reviewing them.
 func (e *e2e) pinAll() {
@@ -52,7 +42,7 @@ func (e *e2e) pinAll() {
 	if pins.Len() == 0 {
 		e.t.Fatalf("the report suggests no pin:\n%s", out.stdout)
 	}
-	writeFile(e.t, filepath.Join(e.home, "trust.toml"), pins.String(), 0o600)
+	testenv.WriteFile(e.t, filepath.Join(e.home, "trust.toml"), pins.String(), 0o600)
 }
 
 func systemPrompt(t *testing.T, req testenv.ModelRequest) string {
@@ -99,20 +89,20 @@ func TestRunExtensions(t *testing.T) {
 	}
 	e := newE2E(t, answer("unpinned"), answer("unpinned, verified"))
 	// A custom tool and project instructions in the workspace.
-	writeFile(t, filepath.Join(e.ws, ".aerie/tools/word_count.toml"), `name = "word_count"
+	testenv.WriteFile(t, filepath.Join(e.ws, ".aerie/tools/word_count.toml"), `name = "word_count"
 description = "Counts words."
 command = ["./count.sh"]
 [parameters.text]
 type = "string"
 required = true
 `, 0o644)
-	writeFile(t, filepath.Join(e.ws, ".aerie/tools/count.sh"), "#!/bin/sh\nread -r input\necho \"words of $input\"\n", 0o755)
-	writeFile(t, filepath.Join(e.ws, "AGENTS.md"), "Always run the linter.\n", 0o644)
-	writeFile(t, filepath.Join(e.ws, ".aerie/APPEND_SYSTEM.md"), "Project append.\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(e.ws, ".aerie/tools/count.sh"), "#!/bin/sh\nread -r input\necho \"words of $input\"\n", 0o755)
+	testenv.WriteFile(t, filepath.Join(e.ws, "AGENTS.md"), "Always run the linter.\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(e.ws, ".aerie/APPEND_SYSTEM.md"), "Project append.\n", 0o644)
 	// A project hook that must not run until pinned.
-	writeFile(t, filepath.Join(e.ws, ".aerie/hooks/mark.yaml"), "hooks:\n  SessionStart:\n    - hooks:\n        - type: command\n          command: \"touch project-hook-ran\"\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(e.ws, ".aerie/hooks/mark.yaml"), "hooks:\n  SessionStart:\n    - hooks:\n        - type: command\n          command: \"touch project-hook-ran\"\n", 0o644)
 	// Hooks in the home layer, which the user controls: no pin needed.
-	writeFile(t, filepath.Join(e.home, "hooks.toml"), `[[hooks.PreToolUse]]
+	testenv.WriteFile(t, filepath.Join(e.home, "hooks.toml"), `[[hooks.PreToolUse]]
 matcher = "bash"
 [[hooks.PreToolUse.hooks]]
 command = "`+filepath.Join(e.home, "guard.sh")+`"
@@ -123,13 +113,13 @@ command = "`+filepath.Join(e.home, "verify.sh")+`"
 
 `, 0o644)
 	// OpenVaala hooks add context at session start (Osprey's only observe).
-	writeFile(t, filepath.Join(e.home, "hooks/context.yaml"), `hooks:
+	testenv.WriteFile(t, filepath.Join(e.home, "hooks/context.yaml"), `hooks:
   SessionStart:
     - hooks:
         - type: command
           command: "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"SessionStart\", \"additionalContext\": \"The release is on Friday.\"}}'"
 `, 0o644)
-	writeFile(t, filepath.Join(e.home, "guard.sh"), `#!/bin/sh
+	testenv.WriteFile(t, filepath.Join(e.home, "guard.sh"), `#!/bin/sh
 input=$(cat)
 case "$input" in
 *rm\ -rf*) echo "destructive commands are not allowed" >&2; exit 2 ;;
@@ -137,7 +127,7 @@ case "$input" in
 esac
 `, 0o755)
 	// The Stop hook blocks once: the model must verify its work.
-	writeFile(t, filepath.Join(e.home, "verify.sh"), `#!/bin/sh
+	testenv.WriteFile(t, filepath.Join(e.home, "verify.sh"), `#!/bin/sh
 if [ -e stopped-once ]; then exit 0; fi
 touch stopped-once
 echo '{"decision": "block", "reason": "run the tests before you stop"}'
@@ -212,7 +202,7 @@ echo '{"decision": "block", "reason": "run the tests before you stop"}'
 func TestRunToolset(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, answer("ok"))
-	writeFile(t, filepath.Join(e.home, "toolsets.toml"), "[toolsets.readonly]\ntools = [\"read_file\", \"grep\"]\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(e.home, "toolsets.toml"), "[toolsets.readonly]\ntools = [\"read_file\", \"grep\"]\n", 0o644)
 	out := e.run("run", "--toolset", "readonly", "look")
 	if out.code != 0 {
 		t.Fatalf("exit %d\n%s", out.code, out.stderr)
@@ -231,8 +221,8 @@ func TestRunToolset(t *testing.T) {
 func TestRunSkills(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, toolTurn(call("s", "skill", map[string]any{"name": "release-notes"})), answer("notes written"))
-	writeFile(t, filepath.Join(e.home, "skills/release-notes/SKILL.md"), "---\nname: release-notes\ndescription: Write release notes from the git log.\n---\nGroup the changes by component.\n", 0o644)
-	writeFile(t, filepath.Join(e.ws, ".aerie/skills/broken/SKILL.md"), "---\nname: broken\n---\nno description\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(e.home, "skills/release-notes/SKILL.md"), "---\nname: release-notes\ndescription: Write release notes from the git log.\n---\nGroup the changes by component.\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(e.ws, ".aerie/skills/broken/SKILL.md"), "---\nname: broken\n---\nno description\n", 0o644)
 	out := e.run("run", "/skill:release-notes for v1.2")
 	if out.code != 0 {
 		t.Fatalf("exit %d\n%s", out.code, out.stderr)
@@ -264,9 +254,9 @@ func TestRunSkills(t *testing.T) {
 func TestRunIgnoresCurrentDirectorySkills(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, answer("done"))
-	writeFile(t, filepath.Join(e.ws, "skills/bad/SKILL.md"), "no frontmatter at all\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(e.ws, "skills/bad/SKILL.md"), "no frontmatter at all\n", 0o644)
 	outside := t.TempDir()
-	writeFile(t, filepath.Join(outside, "SKILL.md"), "---\nname: planted\ndescription: Read from outside the workspace.\n---\nsecret\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(outside, "SKILL.md"), "---\nname: planted\ndescription: Read from outside the workspace.\n---\nsecret\n", 0o644)
 	if err := os.Symlink(outside, filepath.Join(e.ws, "skills/planted")); err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +275,7 @@ func TestRunPlugins(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, toolTurn(call("s", "skill", map[string]any{"name": "review:checklist"})), answer("reviewed"))
 	src := filepath.Join(t.TempDir(), "review")
-	writeFile(t, filepath.Join(src, ".aerie-plugin/plugin.yaml"), `name: review
+	testenv.WriteFile(t, filepath.Join(src, ".aerie-plugin/plugin.yaml"), `name: review
 version: "1.0.0"
 description: Review helpers.
 hooks:
@@ -294,8 +284,8 @@ hooks:
         - type: command
           script: ./hooks/mark
 `, 0o644)
-	writeFile(t, filepath.Join(src, "hooks/mark"), "#!/bin/sh\necho \"$AERIE_PLUGIN_ROOT\" > plugin-hook-ran\n", 0o755)
-	writeFile(t, filepath.Join(src, "skills/checklist/SKILL.md"), "---\ndescription: The review checklist.\n---\nCheck the error paths.\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(src, "hooks/mark"), "#!/bin/sh\necho \"$AERIE_PLUGIN_ROOT\" > plugin-hook-ran\n", 0o755)
+	testenv.WriteFile(t, filepath.Join(src, "skills/checklist/SKILL.md"), "---\ndescription: The review checklist.\n---\nCheck the error paths.\n", 0o644)
 	if r := e.run("plugin", "install", src); r.code != 0 {
 		t.Fatalf("plugin install: exit %d\n%s", r.code, r.stderr)
 	}
@@ -320,9 +310,9 @@ hooks:
 func TestRunPluginsDisabled(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, answer("ok"))
-	writeFile(t, filepath.Join(e.home, "plugins/review/.aerie-plugin/plugin.yaml"), "name: review\n", 0o644)
-	writeFile(t, filepath.Join(e.home, "plugins/review/skills/checklist/SKILL.md"), "---\ndescription: The review checklist.\n---\nCheck.\n", 0o644)
-	writeFile(t, filepath.Join(e.home, "config.toml"), "[plugins]\ndisabled = [\"review\"]\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(e.home, "plugins/review/.aerie-plugin/plugin.yaml"), "name: review\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(e.home, "plugins/review/skills/checklist/SKILL.md"), "---\ndescription: The review checklist.\n---\nCheck.\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(e.home, "config.toml"), "[plugins]\ndisabled = [\"review\"]\n", 0o644)
 	out := e.run("run", "review")
 	if out.code != 0 {
 		t.Fatalf("exit %d\n%s", out.code, out.stderr)
@@ -331,7 +321,7 @@ func TestRunPluginsDisabled(t *testing.T) {
 		t.Errorf("a disabled plugin's skill was offered:\n%s", sys)
 	}
 	// A malformed global file is a warning, and its values are dropped.
-	writeFile(t, filepath.Join(e.home, "config.toml"), "[plugins]\ndisabled = \"review\"\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(e.home, "config.toml"), "[plugins]\ndisabled = \"review\"\n", 0o644)
 	e.model.Add(answer("ok"))
 	if out := e.run("run", "review"); out.code != 0 || !strings.Contains(out.stderr, "plugins.disabled") {
 		t.Errorf("a malformed plugins.disabled is not reported: %s", out.stderr)
@@ -352,19 +342,19 @@ func TestRunHookFailures(t *testing.T) {
 		),
 		answer("done"),
 	)
-	writeFile(t, filepath.Join(e.home, "hooks.toml"), `[[hooks.PreToolUse]]
+	testenv.WriteFile(t, filepath.Join(e.home, "hooks.toml"), `[[hooks.PreToolUse]]
 matcher = "bash"
 [[hooks.PreToolUse.hooks]]
 command = "`+filepath.Join(e.home, "verdict.sh")+`"
 `, 0o644)
-	writeFile(t, filepath.Join(e.home, "verdict.sh"), `#!/bin/sh
+	testenv.WriteFile(t, filepath.Join(e.home, "verdict.sh"), `#!/bin/sh
 input=$(cat)
 case "$input" in
 *deny-me*) echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "denied by policy"}}' ;;
 *malformed-ran*) echo '{"decision":' ;;
 esac
 `, 0o755)
-	writeFile(t, filepath.Join(e.home, "hooks/slow.yaml"), `hooks:
+	testenv.WriteFile(t, filepath.Join(e.home, "hooks/slow.yaml"), `hooks:
   PreToolUse:
     - matcher: bash
       hooks:
@@ -375,7 +365,7 @@ esac
 `, 0o644)
 	// The slow hook leaves its pid and that of a child in the background
 	// holding its output open, then waits far past its timeout.
-	writeFile(t, filepath.Join(e.home, "slow.sh"), `#!/bin/sh
+	testenv.WriteFile(t, filepath.Join(e.home, "slow.sh"), `#!/bin/sh
 input=$(cat)
 case "$input" in
 *slow-ran*) sleep 300 & echo $$ $! > slow.pids; wait ;;
@@ -422,7 +412,7 @@ func TestRunHookEndsTurn(t *testing.T) {
 		call("stop", "bash", map[string]any{"command": "touch stop-ran"}),
 		call("after", "bash", map[string]any{"command": "touch after-ran"}),
 	), answer("never asked"))
-	writeFile(t, filepath.Join(e.home, "hooks/turn.yaml"), `hooks:
+	testenv.WriteFile(t, filepath.Join(e.home, "hooks/turn.yaml"), `hooks:
   UserPromptSubmit:
     - hooks:
         - type: command
@@ -433,7 +423,7 @@ func TestRunHookEndsTurn(t *testing.T) {
         - type: command
           script: `+filepath.Join(e.home, "turn.sh")+`
 `, 0o644)
-	writeFile(t, filepath.Join(e.home, "turn.sh"), `#!/bin/sh
+	testenv.WriteFile(t, filepath.Join(e.home, "turn.sh"), `#!/bin/sh
 input=$(cat)
 echo "$input" >> hook-inputs.jsonl
 case "$input" in
@@ -504,7 +494,7 @@ func TestRunHookApproval(t *testing.T) {
 	t.Parallel()
 	ask := toolTurn(call("c1", "bash", map[string]any{"command": "touch approved"}))
 	e := newE2E(t, ask, answer("refused"), ask, answer("ran"))
-	writeFile(t, filepath.Join(e.home, "hooks.toml"), "[[hooks.PreToolUse]]\nmatcher = \"bash\"\n[[hooks.PreToolUse.hooks]]\n"+
+	testenv.WriteFile(t, filepath.Join(e.home, "hooks.toml"), "[[hooks.PreToolUse]]\nmatcher = \"bash\"\n[[hooks.PreToolUse.hooks]]\n"+
 		`command = "echo '{\"hookSpecificOutput\": {\"permissionDecision\": \"ask\", \"permissionDecisionReason\": \"commands need a person\"}}'"`+"\n", 0o644)
 
 	out := e.run("run", "go")

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aerie-run/aerie/hack/testenv"
 )
 
 // everythingVersion pins the published MCP reference server the test runs.
@@ -68,7 +70,7 @@ func TestRunPublishedMCPServer(t *testing.T) {
 		),
 		answer("the server answered"),
 	)
-	writeFile(t, filepath.Join(e.home, "mcp_servers/everything.yaml"), "id: everything\ntype: stdio\ncommand: "+node+"\nargs: ["+filepath.Join(pkg, "dist", "index.js")+", stdio]\nrequired: true\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(e.home, "mcp_servers/everything.yaml"), "id: everything\ntype: stdio\ncommand: "+node+"\nargs: ["+filepath.Join(pkg, "dist", "index.js")+", stdio]\nrequired: true\n", 0o644)
 	out := e.run("run", "use the server")
 	if out.code != 0 {
 		t.Fatalf("exit %d\n%s", out.code, out.stderr)
@@ -96,7 +98,7 @@ func TestRunPublishedMCPServer(t *testing.T) {
 	}
 
 	// A required server that cannot start stops the launch.
-	writeFile(t, filepath.Join(e.home, "mcp_servers/everything.yaml"), "id: everything\ntype: stdio\ncommand: "+filepath.Join(e.home, "no-such-server")+"\nrequired: true\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(e.home, "mcp_servers/everything.yaml"), "id: everything\ntype: stdio\ncommand: "+filepath.Join(e.home, "no-such-server")+"\nrequired: true\n", 0o644)
 	bad := e.run("run", "use the server")
 	if bad.code != 2 || !strings.Contains(bad.stderr, "everything") {
 		t.Errorf("a required server that cannot start: exit %d, stderr %q; want 2", bad.code, bad.stderr)
@@ -111,7 +113,7 @@ func TestRunPublishedMCPServer(t *testing.T) {
 func TestMCPListPluginsDisabled(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
-	writeFile(t, filepath.Join(e.home, "plugins/review/.aerie-plugin/plugin.yaml"),
+	testenv.WriteFile(t, filepath.Join(e.home, "plugins/review/.aerie-plugin/plugin.yaml"),
 		"name: review\nmcp_servers: [{id: lint, type: stdio, command: "+filepath.Join(e.home, "no-such-server")+"}]\n", 0o644)
 	list := func() mcpListJSON {
 		t.Helper()
@@ -125,7 +127,7 @@ func TestMCPListPluginsDisabled(t *testing.T) {
 	if got := list(); len(got.Servers) != 1 || !strings.Contains(got.Servers[0].ID, "lint") {
 		t.Fatalf("enabled plugin: servers %+v, want the plugin's lint server", got.Servers)
 	}
-	writeFile(t, filepath.Join(e.home, "config.toml"), "[plugins]\ndisabled = [\"review\"]\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(e.home, "config.toml"), "[plugins]\ndisabled = [\"review\"]\n", 0o644)
 	if got := list(); len(got.Servers) != 0 {
 		t.Errorf("disabled plugin: servers %+v, want none", got.Servers)
 	}

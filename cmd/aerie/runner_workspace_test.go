@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
@@ -17,30 +18,6 @@ import (
 	"github.com/aerie-run/aerie/runner/session"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
-
-// writeTree writes files under dir: a content starting with "#!" is
-// executable, one starting with "->" a symbolic link to the rest.
-func writeTree(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		switch {
-		case strings.HasPrefix(content, "->"):
-			err = os.Symlink(strings.TrimPrefix(content, "->"), p)
-		case strings.HasPrefix(content, "#!"):
-			err = os.WriteFile(p, []byte(content), 0o755)
-		default:
-			err = os.WriteFile(p, []byte(content), 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // pinsOf returns the pins that would trust the workspace's project tools
 // and hook files as they are now, by path from the workspace root.
@@ -77,14 +54,14 @@ func TestRunnerWorkspaceTrust(t *testing.T) {
 		toolTurn(call("c1", "pinned_tool", map[string]any{}), call("c2", "unpinned_tool", map[string]any{})),
 		answer("Ran the pinned tool."))
 	outside := t.TempDir()
-	writeTree(t, outside, map[string]string{"notes.md": "outside-secret-7f3a"})
+	testenv.WriteTree(t, outside, map[string]string{"notes.md": "outside-secret-7f3a"})
 	tool := func(name string) string {
 		return "name = \"" + name + "\"\ndescription = \"The " + name + ".\"\ncommand = [\"./" + name + ".sh\"]\n"
 	}
 	hook := func(script string) string {
 		return "hooks:\n  SessionStart:\n    - hooks: [{type: command, script: " + script + "}]\n"
 	}
-	writeTree(t, p.ws, map[string]string{
+	testenv.WriteTree(t, p.ws, map[string]string{
 		"AGENTS.md":                        "Run make test before you finish.\n",
 		"sub/AGENTS.md":                    "->" + filepath.Join(outside, "notes.md"),
 		"sub/CLAUDE.md":                    "->/proc/self/environ",
@@ -107,12 +84,12 @@ func TestRunnerWorkspaceTrust(t *testing.T) {
 		t.Fatalf("pins %+v", pins)
 	}
 	// The workspace pins everything itself: never honoured.
-	writeTree(t, p.ws, map[string]string{".aerie/trust.toml": toolPin.TOML() + hookPin.TOML() + unpinnedTool.TOML() + unpinnedHook.TOML()})
+	testenv.WriteTree(t, p.ws, map[string]string{".aerie/trust.toml": toolPin.TOML() + hookPin.TOML() + unpinnedTool.TOML() + unpinnedHook.TOML()})
 	spec, ns := t.TempDir(), t.TempDir()
-	writeTree(t, spec, map[string]string{"trust.toml": hookPin.TOML()})
+	testenv.WriteTree(t, spec, map[string]string{"trust.toml": hookPin.TOML()})
 	// The namespace layer would trust the unpinned ones, but the trust
 	// sources leave namespace layers out.
-	writeTree(t, ns, map[string]string{"trust.toml": unpinnedTool.TOML() + unpinnedHook.TOML()})
+	testenv.WriteTree(t, ns, map[string]string{"trust.toml": unpinnedTool.TOML() + unpinnedHook.TOML()})
 
 	cfg := p.config(func(c *runconfig.Config) {
 		c.Executor.WorkingDir = "sub"
@@ -228,7 +205,7 @@ func TestRunnerPersonaAndWindow(t *testing.T) {
 	t.Parallel()
 	p := newPod(t, "", answer("Reviewed."))
 	layer := t.TempDir()
-	writeTree(t, layer, map[string]string{
+	testenv.WriteTree(t, layer, map[string]string{
 		"personas/reviewer.toml": "prompt = 'You are the reviewer persona.'\ntoolset = 'readonly'\n",
 		"toolsets.toml":          "[toolsets.readonly]\ntools = ['read_file']\n",
 	})

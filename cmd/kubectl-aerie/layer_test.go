@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -38,11 +39,11 @@ func tree(t *testing.T, dir string) map[string]string {
 func TestLayerPackUnpack(t *testing.T) {
 	t.Parallel()
 	src := t.TempDir()
-	writeFile(t, filepath.Join(src, "skills/review/SKILL.md"), "---\nname: review\ndescription: Review code.\n---\nLook closely.\n", 0o644)
-	writeFile(t, filepath.Join(src, "tools/lint.toml"), "name = \"lint\"\n", 0o644)
-	writeFile(t, filepath.Join(src, "tools/lint.sh"), "#!/bin/sh\necho lint\n", 0o755)
-	writeFile(t, filepath.Join(src, "tools/lib/__init__.py"), "", 0o644)
-	writeFile(t, filepath.Join(src, "data/logo.bin"), "\x89PNG\xff\x00", 0o644)
+	testenv.WriteFile(t, filepath.Join(src, "skills/review/SKILL.md"), "---\nname: review\ndescription: Review code.\n---\nLook closely.\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(src, "tools/lint.toml"), "name = \"lint\"\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(src, "tools/lint.sh"), "#!/bin/sh\necho lint\n", 0o755)
+	testenv.WriteFile(t, filepath.Join(src, "tools/lib/__init__.py"), "", 0o644)
+	testenv.WriteFile(t, filepath.Join(src, "data/logo.bin"), "\x89PNG\xff\x00", 0o644)
 
 	manifest := filepath.Join(t.TempDir(), "layer.yaml")
 	r := harness{}.aerie(t, "layer", "pack", src, "--name", "team-tools", "-n", "agents")
@@ -70,13 +71,13 @@ func TestLayerPackUnpack(t *testing.T) {
 func TestLayerPackRefusals(t *testing.T) {
 	t.Parallel()
 	link := t.TempDir()
-	writeFile(t, filepath.Join(link, "a.md"), "a", 0o644)
+	testenv.WriteFile(t, filepath.Join(link, "a.md"), "a", 0o644)
 	if err := os.Symlink("/etc/passwd", filepath.Join(link, "passwd")); err != nil {
 		t.Fatal(err)
 	}
 	big := t.TempDir()
-	writeFile(t, filepath.Join(big, "small.md"), "a", 0o644)
-	writeFile(t, filepath.Join(big, "huge.txt"), strings.Repeat("x", 2<<20), 0o644)
+	testenv.WriteFile(t, filepath.Join(big, "small.md"), "a", 0o644)
+	testenv.WriteFile(t, filepath.Join(big, "huge.txt"), strings.Repeat("x", 2<<20), 0o644)
 	for _, tt := range []struct{ dir, want string }{
 		{link, "passwd is a symbolic link"},
 		{big, "huge.txt (2097152 bytes)"},

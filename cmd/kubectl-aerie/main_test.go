@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -31,16 +29,6 @@ func (harness) aerie(t *testing.T, args ...string) result {
 	cmd.SetErr(&stderr)
 	err := cmd.ExecuteContext(t.Context())
 	return result{stdout: stdout.String(), stderr: stderr.String(), err: err, code: exitCode(err)}
-}
-
-func writeFile(t *testing.T, path, content string, mode os.FileMode) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), mode); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestDisplayName(t *testing.T) {

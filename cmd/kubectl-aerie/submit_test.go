@@ -59,8 +59,8 @@ func TestSubmit(t *testing.T) {
 func testLayerAccepted(t *testing.T, cp *testenv.ControlPlane) {
 	t.Parallel()
 	src := t.TempDir()
-	writeFile(t, filepath.Join(src, "tools/lint.sh"), "#!/bin/sh\n", 0o755)
-	writeFile(t, filepath.Join(src, "tools/lib/__init__.py"), "", 0o644)
+	testenv.WriteFile(t, filepath.Join(src, "tools/lint.sh"), "#!/bin/sh\n", 0o755)
+	testenv.WriteFile(t, filepath.Join(src, "tools/lib/__init__.py"), "", 0o644)
 	ns := cp.Namespace(t)
 	r := harness{}.aerie(t, "layer", "pack", src, "--name", "team-tools", "-n", ns)
 	if r.err != nil {

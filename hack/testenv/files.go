@@ -3,6 +3,8 @@ package testenv
 import (
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -45,4 +47,69 @@ func Golden(t testing.TB, path, got string, update bool, how string) {
 	if diff := cmp.Diff(string(want), got); diff != "" {
 		t.Errorf("%s differs (-want +got); %s to accept:\n%s", path, how, diff)
 	}
+}
+
+// WriteTree creates files under dir, one a map entry: the slash-separated
+// path relative to dir, and what to put there. Parent directories are made
+// as needed, and the content says what the entry is:
+//
+//   - "->target" (a space may follow the arrow): a symbolic link to target;
+//   - "<dir>", or a path ending in "/": a directory;
+//   - "<fifo>": a named pipe;
+//   - anything else: a regular file holding it, executable (0755) when it
+//     starts with "#!", otherwise 0644 (a test that wants a script it cannot
+//     run, or a program without a shebang, changes the mode afterwards).
+//
+// A file's mode is set whatever the umask, so that digests over modes come
+// out the same on every machine.
+func WriteTree(t testing.TB, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := writeEntry(p, name, content); err != nil {
+			t.Fatalf("write %s: %v", name, err)
+		}
+	}
+}
+
+// writeEntry makes the entry p of WriteTree's files.
+func writeEntry(p, name, content string) error {
+	if strings.HasSuffix(name, "/") || content == "<dir>" {
+		return os.MkdirAll(p, 0o755)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	if target, ok := strings.CutPrefix(content, "->"); ok {
+		return os.Symlink(strings.TrimLeft(target, " "), p)
+	}
+	if content == "<fifo>" {
+		return syscall.Mkfifo(p, 0o644)
+	}
+	mode := os.FileMode(0o644)
+	if strings.HasPrefix(content, "#!") {
+		mode = 0o755
+	}
+	return writeFile(p, content, mode)
+}
+
+// WriteFile writes content to the file path with mode (whatever the umask),
+// making its parent directories as needed.
+func WriteFile(t testing.TB, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(path, content, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeFile writes content to path and then sets mode, which os.WriteFile
+// alone leaves to the umask.
+func writeFile(path, content string, mode os.FileMode) error {
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		return err
+	}
+	return os.Chmod(path, mode)
 }

@@ -207,12 +207,12 @@ func TestPostgresDiesWithTestBinary(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		// If the test failed, do not leak the server ourselves.
-		if alive(s.pid) {
+		if Alive(s.pid) {
 			_ = syscall.Kill(s.pid, syscall.SIGKILL)
 		}
 		_ = os.RemoveAll(s.dir)
 	})
-	if !alive(s.pid) {
+	if !Alive(s.pid) {
 		t.Fatalf("postmaster %d is not running while the helper is", s.pid)
 	}
 
@@ -220,13 +220,8 @@ func TestPostgresDiesWithTestBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(s.pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("postmaster %d still running 10s after its test binary was killed", s.pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	Eventually(t, 10*time.Second, fmt.Sprintf("postmaster %d still running after its test binary was killed", s.pid),
+		func() bool { return !Alive(s.pid) })
 }
 
 // TestPostgresHelperProcess is the test binary that TestPostgresDiesWithTestBinary
@@ -242,20 +237,6 @@ func TestPostgresHelperProcess(t *testing.T) {
 	fmt.Printf("postmaster pid=%d dir=%s\n", pid, p.baseDir)
 	// Bounded, in case the parent dies before killing us.
 	time.Sleep(2 * time.Minute)
-}
-
-// alive reports whether pid is a running process. A zombie counts as dead:
-// the orphaned postmaster's new parent (PID 1 in a container) may never reap it.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the parenthesised command name, which may contain
-	// spaces.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || !strings.HasPrefix(s[i+1:], " Z")
 }
 
 func TestDatabaseName(t *testing.T) {

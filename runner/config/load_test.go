@@ -2,40 +2,13 @@ package config
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/google/go-cmp/cmp"
 )
-
-// writeTree creates files under dir; a value starting with "->" makes a
-// symlink to the rest, and a key ending in "/" makes a directory.
-func writeTree(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if strings.HasSuffix(name, "/") {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		if target, ok := strings.CutPrefix(content, "->"); ok {
-			err = os.Symlink(target, p)
-		} else {
-			err = os.WriteFile(p, []byte(content), 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 func TestLoad(t *testing.T) {
 	t.Parallel()
@@ -247,8 +220,8 @@ max_bytes = "big"
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			writeTree(t, dir, map[string]string{"ws/a/b/": ""})
-			writeTree(t, dir, tt.files)
+			testenv.WriteTree(t, dir, map[string]string{"ws/a/b/": ""})
+			testenv.WriteTree(t, dir, tt.files)
 			home := filepath.Join(dir, "home")
 			opts := Options{Home: home, Workspace: filepath.Join(dir, "ws"), WorkDir: filepath.Join(dir, "ws/a/b")}
 			switch tt.workspace {

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/process"
 )
 
@@ -201,7 +202,7 @@ func testTeardownLeavesNothing(t *testing.T, kind string) {
 	}
 	within(t, 10*time.Second, "end of stdout", rest)
 
-	eventually(t, 10*time.Second, "every process of the group is gone from /proc", func() bool {
+	testenv.Eventually(t, 10*time.Second, "every process of the group is gone from /proc", func() bool {
 		for _, pr := range ps {
 			if pr.present() {
 				return false
@@ -209,7 +210,7 @@ func testTeardownLeavesNothing(t *testing.T, kind string) {
 		}
 		return true
 	})
-	eventually(t, 10*time.Second, "no zombie child is left", func() bool { return len(zombieChildren()) == 0 })
+	testenv.Eventually(t, 10*time.Second, "no zombie child is left", func() bool { return len(zombieChildren()) == 0 })
 	if infos, err := e.List(t.Context()); err != nil || len(infos) > 0 {
 		t.Errorf("List = %+v, %v; want nothing", infos, err)
 	}
@@ -235,8 +236,8 @@ func testContextTimeoutTearsDownGroup(t *testing.T, kind string) {
 	if err != nil || !exit.TornDown || exit.Signal != "SIGTERM" {
 		t.Errorf("Wait = %+v, %v; want torn down by SIGTERM", exit, err)
 	}
-	eventually(t, 10*time.Second, "the member is gone", func() bool { return !ps["member"].present() })
-	eventually(t, 10*time.Second, "the group is no longer listed", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the member is gone", func() bool { return !ps["member"].present() })
+	testenv.Eventually(t, 10*time.Second, "the group is no longer listed", func() bool {
 		infos, _ := e.List(t.Context())
 		return len(infos) == 0
 	})
@@ -281,8 +282,8 @@ func testLeftBehindChild(t *testing.T, kind string) {
 		t.Fatal("the member is gone before the context ended")
 	}
 	cancel()
-	eventually(t, 10*time.Second, "the member is gone", func() bool { return !ps["member"].present() })
-	eventually(t, 10*time.Second, "the group is no longer listed", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the member is gone", func() bool { return !ps["member"].present() })
+	testenv.Eventually(t, 10*time.Second, "the group is no longer listed", func() bool {
 		infos, _ := e.List(t.Context())
 		return len(infos) == 0
 	})
@@ -358,7 +359,7 @@ func testTeardownAllAndClose(t *testing.T, kind string) {
 	if err := e.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "every leader is reaped", func() bool {
+	testenv.Eventually(t, 10*time.Second, "every leader is reaped", func() bool {
 		for _, pr := range leaders {
 			if pr.present() {
 				return false

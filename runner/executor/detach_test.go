@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/process"
 )
 
@@ -72,7 +73,7 @@ func TestDetach(t *testing.T) {
 	if err := syscall.Kill(ps["leader"].pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the detached leader is reaped", func() bool { return !ps["leader"].present() })
+	testenv.Eventually(t, 10*time.Second, "the detached leader is reaped", func() bool { return !ps["leader"].present() })
 
 	rec := info.Record("session-1")
 	if rec.Group != info.Group || rec.Owner != "session-1" || rec.Dir != l.dir || !rec.StartedAt.Equal(info.StartedAt) ||
@@ -90,8 +91,8 @@ func TestDetach(t *testing.T) {
 	if res.Status != process.Terminated {
 		t.Errorf("Terminate = %+v, want %s", res, process.Terminated)
 	}
-	eventually(t, 10*time.Second, "the detached group is gone from /proc", func() bool { return !ps["member"].present() })
-	eventually(t, 10*time.Second, "no zombie child is left", func() bool { return len(zombieChildren()) == 0 })
+	testenv.Eventually(t, 10*time.Second, "the detached group is gone from /proc", func() bool { return !ps["member"].present() })
+	testenv.Eventually(t, 10*time.Second, "no zombie child is left", func() bool { return len(zombieChildren()) == 0 })
 }
 
 // TestDetachAfterLeaderExit: detaching a group whose leader has exited
@@ -119,7 +120,7 @@ func TestDetachAfterLeaderExit(t *testing.T) {
 	if !info.Exited {
 		t.Errorf("Detach = %+v, want the leader exited", info)
 	}
-	eventually(t, 10*time.Second, "the leader's zombie is reaped", func() bool { return !leader.present() })
+	testenv.Eventually(t, 10*time.Second, "the leader's zombie is reaped", func() bool { return !leader.present() })
 	if err := l.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +134,8 @@ func TestDetachAfterLeaderExit(t *testing.T) {
 	if res := reg.Terminate(t.Context(), info.ID, 100*time.Millisecond); res.Status != process.Terminated {
 		t.Errorf("Terminate = %+v, want %s", res, process.Terminated)
 	}
-	eventually(t, 10*time.Second, "the member is gone", func() bool { return !ps["member"].present() })
-	eventually(t, 10*time.Second, "no zombie child is left", func() bool { return len(zombieChildren()) == 0 })
+	testenv.Eventually(t, 10*time.Second, "the member is gone", func() bool { return !ps["member"].present() })
+	testenv.Eventually(t, 10*time.Second, "no zombie child is left", func() bool { return len(zombieChildren()) == 0 })
 }
 
 // TestDetachRefused: only a group still owned and alive can be detached.

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -31,35 +32,22 @@ func newWorkspace(t *testing.T, kind string) workspace {
 	outside := t.TempDir()
 	dir := filepath.Join(outside, "ws")
 	secret := filepath.Join(outside, "secret")
-	files := map[string]string{
-		secret:                              "api key",
-		filepath.Join(dir, "a.txt"):         "a",
-		filepath.Join(dir, "sub", "b.txt"):  "b",
-		filepath.Join(dir, ".git", "HEAD"):  "ref",
-		filepath.Join(dir, "sub", "c", "d"): "d",
-	}
-	for name, content := range files {
-		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for link, target := range map[string]string{
-		"out":     "../secret",
-		"abs":     secret,
-		"dirout":  "..",
-		"in":      "a.txt",
-		"subin":   "sub/b.txt",
-		"absin":   filepath.Join(dir, "a.txt"),
-		"chain":   "in",
-		"dangles": "new.txt",
-	} {
-		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.WriteTree(t, outside, map[string]string{
+		"secret":       "api key",
+		"ws/a.txt":     "a",
+		"ws/sub/b.txt": "b",
+		"ws/.git/HEAD": "ref",
+		"ws/sub/c/d":   "d",
+		// Links that lead inside and outside.
+		"ws/out":     "->../secret",
+		"ws/abs":     "->" + secret,
+		"ws/dirout":  "->..",
+		"ws/in":      "->a.txt",
+		"ws/subin":   "->sub/b.txt",
+		"ws/absin":   "->" + filepath.Join(dir, "a.txt"),
+		"ws/chain":   "->in",
+		"ws/dangles": "->new.txt",
+	})
 	e, l := openExecutor(t, kind, dir, Options{})
 	return workspace{e: e, l: l, outside: outside, secret: secret}
 }

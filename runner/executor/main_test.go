@@ -35,7 +35,8 @@ func newLocal(t testing.TB, opts Options) *Local {
 }
 
 // openLocal returns a Local on the workspace dir, closed at the end of the
-// test.
+// test. It is executortest.NewLocal with this binary's reaper by default;
+// that package imports this one, so these tests cannot import it.
 func openLocal(t testing.TB, dir string, opts Options) *Local {
 	t.Helper()
 	if opts.Reaper == nil {
@@ -219,18 +220,6 @@ func zombieChildren() []int {
 		}
 	}
 	return pids
-}
-
-// eventually polls cond until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // readAll reads r to the end in the background; the result arrives on the

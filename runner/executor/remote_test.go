@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/process"
 )
 
@@ -57,7 +58,7 @@ func TestLargeOutputIsBounded(t *testing.T) {
 	pid := p.Info().PID
 	last := int64(-1)
 	stable := 0
-	eventually(t, 20*time.Second, "the writer is blocked", func() bool {
+	testenv.Eventually(t, 20*time.Second, "the writer is blocked", func() bool {
 		n := wchar(t, pid)
 		if n == last && n > 0 {
 			stable++
@@ -162,7 +163,7 @@ func TestDisconnectTearsDown(t *testing.T) {
 	}
 
 	lost.conn.Close() // the agent died
-	eventually(t, 10*time.Second, "every process started over the lost connection is gone", func() bool {
+	testenv.Eventually(t, 10*time.Second, "every process started over the lost connection is gone", func() bool {
 		for _, pr := range ps {
 			if pr.present() {
 				return false
@@ -170,7 +171,7 @@ func TestDisconnectTearsDown(t *testing.T) {
 		}
 		return true
 	})
-	eventually(t, 10*time.Second, "no zombie child is left", func() bool { return len(zombieChildren()) == 0 })
+	testenv.Eventually(t, 10*time.Second, "no zombie child is left", func() bool { return len(zombieChildren()) == 0 })
 	infos, err := other.List(t.Context())
 	if err != nil || len(infos) != 1 || infos[0].ID != kept.ID() {
 		t.Errorf("List = %+v, %v; want the other connection's group only", infos, err)
@@ -269,7 +270,7 @@ func TestWalkStream(t *testing.T) {
 			break
 		}
 	}
-	eventually(t, 10*time.Second, "the stopped walk's stream ends", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the stopped walk's stream ends", func() bool {
 		rem.mu.Lock()
 		defer rem.mu.Unlock()
 		return len(rem.streams) == 0
@@ -420,7 +421,7 @@ func TestProtocolErrors(t *testing.T) {
 			if err := bad(c); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 10*time.Second, "the group is torn down", func() bool { return !leader.present() })
+			testenv.Eventually(t, 10*time.Second, "the group is torn down", func() bool { return !leader.present() })
 			c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 			for {
 				if _, err := readFrame(c.r); err != nil {
@@ -459,7 +460,7 @@ func TestListen(t *testing.T) {
 	// hold the listener: hence the retries.)
 	ln.(*socketListener).UnixListener.Close()
 	var ln2 net.Listener
-	eventually(t, 10*time.Second, "Listen replaces a stale socket", func() bool {
+	testenv.Eventually(t, 10*time.Second, "Listen replaces a stale socket", func() bool {
 		ln2, err = Listen(sock)
 		return err == nil
 	})

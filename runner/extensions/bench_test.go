@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/layer"
 )
 
@@ -48,7 +49,7 @@ func benchTree(b *testing.B) layer.DiscoverOptions {
 		files[filepath.Join("home", "tools", fmt.Sprintf("h%d.toml", j))] = manifest(fmt.Sprintf("h%d", j), "/bin/cat")
 	}
 	files["home/APPEND_SYSTEM.md"] = "home append"
-	tree(b, dir, files)
+	testenv.WriteTree(b, dir, files)
 	for name := range files {
 		if strings.HasPrefix(name, "ws/") && strings.HasSuffix(name, ".toml") && strings.Contains(name, "/tools/") {
 			man := filepath.Join(dir, name)
@@ -59,7 +60,7 @@ func benchTree(b *testing.B) layer.DiscoverOptions {
 			pins.WriteString(p.TOML())
 		}
 	}
-	tree(b, h, map[string]string{"trust.toml": pins.String()})
+	testenv.WriteTree(b, h, map[string]string{"trust.toml": pins.String()})
 	return layer.DiscoverOptions{WorkDir: filepath.Join(ws, level), Workspace: ws, Home: h}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
 )
@@ -84,7 +85,7 @@ func TestDescriptionPrecedence(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			tree(t, dir, tt.files)
+			testenv.WriteTree(t, dir, tt.files)
 			src := promptLayers(t, dir)
 			if tt.bundled {
 				n := len(src.Layers) - 1

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/layer"
 )
 
@@ -22,7 +23,7 @@ func listingTree(t *testing.T) (ws string, layers []layer.Layer) {
 	dir := t.TempDir()
 	ws, h := filepath.Join(dir, "ws"), filepath.Join(dir, "home")
 	body := manifest("a", "/bin/true")
-	tree(t, ws, map[string]string{
+	testenv.WriteTree(t, ws, map[string]string{
 		".aerie/SYSTEM.md":                         "->missing",
 		".aerie/APPEND_SYSTEM.md":                  "<fifo>",
 		".aerie/tools/t.toml":                      manifest("t", "./t.sh"),
@@ -35,13 +36,13 @@ func listingTree(t *testing.T) (ws string, layers []layer.Layer) {
 		".osprey/APPEND_SYSTEM.md.provenance.json": `{"origin":"agent","operation_id":"op","digest":"` + layer.Digest([]byte("other")) + `"}`,
 		"AGENTS.md":                                "Be brief.\n",
 	})
-	tree(t, h, map[string]string{
+	testenv.WriteTree(t, h, map[string]string{
 		"SYSTEM.md":                    "Persona.\n",
 		"tools/a.toml":                 body,
 		"tools/a.toml.provenance.json": `{"origin":"agent","operation_id":"op-7","digest":"` + layer.Digest([]byte(body)) + `"}`,
 		"trust.toml":                   "",
 	})
-	tree(t, dir, map[string]string{"outside.md": "Outside.\n"})
+	testenv.WriteTree(t, dir, map[string]string{"outside.md": "Outside.\n"})
 	return ws, []layer.Layer{project(ws, ".aerie"), project(ws, ".osprey"), home(h), layer.Bundled()}
 }
 
@@ -94,7 +95,7 @@ func TestListingIsASnapshot(t *testing.T) {
 	if err := os.Remove(filepath.Join(aerie, SystemFile)); err != nil {
 		t.Fatal(err)
 	}
-	tree(t, ws, map[string]string{".aerie/SYSTEM.md": "New.\n", ".osprey/toolsets.toml": "[toolsets.x]\ntools = [\"bash\"]\n"})
+	testenv.WriteTree(t, ws, map[string]string{".aerie/SYSTEM.md": "New.\n", ".osprey/toolsets.toml": "[toolsets.x]\ntools = [\"bash\"]\n"})
 	if err := os.Remove(filepath.Join(osprey, AppendSystemFile)); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestUnreadableLayerIsReported(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	h := filepath.Join(dir, "home")
-	tree(t, h, map[string]string{"APPEND_SYSTEM.md": "from home"})
+	testenv.WriteTree(t, h, map[string]string{"APPEND_SYSTEM.md": "from home"})
 	gone := layer.Layer{Name: "spec[0]", Dir: filepath.Join(dir, "missing"), Kind: layer.KindSpec}
 	set, err := Load(layer.Source{Layers: []layer.Layer{gone, home(h)}, Workspace: dir}, Options{})
 	if err != nil {
@@ -158,7 +159,7 @@ func TestUnreadableLayerIsReported(t *testing.T) {
 func TestSessionPins(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
-	tree(t, ws, map[string]string{
+	testenv.WriteTree(t, ws, map[string]string{
 		".aerie/tools/a.toml": manifest("a", "./a.sh"),
 		".aerie/tools/a.sh":   "#!/bin/sh\necho a\n",
 		".aerie/tools/b.toml": manifest("b", "./b.sh"),
@@ -166,7 +167,7 @@ func TestSessionPins(t *testing.T) {
 	})
 	proj := project(ws, ".aerie")
 	pinB := mustPin(t, ws, proj, filepath.Join(ws, ".aerie/tools/b.toml"), "./b.sh")
-	tree(t, ws, map[string]string{"ns/" + layer.TrustFile: pinB.TOML()})
+	testenv.WriteTree(t, ws, map[string]string{"ns/" + layer.TrustFile: pinB.TOML()})
 	pinA := mustPin(t, ws, proj, filepath.Join(ws, ".aerie/tools/a.toml"), "./a.sh")
 	ns := layer.Layer{Name: "team", Kind: layer.KindNamespace, Dir: filepath.Join(ws, "ns")}
 

@@ -1,17 +1,14 @@
 package extensions
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/executor/executortest"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/process"
 )
@@ -29,45 +26,7 @@ func TestMain(m *testing.M) {
 // the test.
 func newExecutor(t testing.TB, workspace string) *executor.Local {
 	t.Helper()
-	l, err := executor.NewLocal(workspace, executor.Options{Reaper: testReaper, Grace: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(context.Background()); err != nil {
-			t.Errorf("close executor: %v", err)
-		}
-	})
-	return l
-}
-
-// tree writes files under dir: path → content. A content starting with
-// "#!" is made executable; "->target" makes a symbolic link; "<dir>" makes
-// a directory; "<fifo>" a named pipe.
-func tree(t testing.TB, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		switch {
-		case strings.HasPrefix(content, "->"):
-			err = os.Symlink(strings.TrimPrefix(content, "->"), p)
-		case content == "<dir>":
-			err = os.MkdirAll(p, 0o755)
-		case content == "<fifo>":
-			err = syscall.Mkfifo(p, 0o644)
-		case strings.HasPrefix(content, "#!"):
-			err = os.WriteFile(p, []byte(content), 0o755)
-		default:
-			err = os.WriteFile(p, []byte(content), 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	return executortest.NewLocal(t, workspace, executor.Options{Reaper: testReaper, Grace: 500 * time.Millisecond})
 }
 
 // project returns a Layer for the project directory rel (".aerie") of ws.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/layer"
 )
 
@@ -82,8 +83,8 @@ func TestLoadPersona(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
 	outside := t.TempDir()
-	tree(t, outside, map[string]string{"environ": "ANTHROPIC_API_KEY=sk-ant-secret"})
-	tree(t, ws, map[string]string{
+	testenv.WriteTree(t, outside, map[string]string{"environ": "ANTHROPIC_API_KEY=sk-ant-secret"})
+	testenv.WriteTree(t, ws, map[string]string{
 		".aerie/personas/reviewer.toml": "prompt = 'Project reviewer.'\n",
 		".aerie/personas/broken.toml":   "prompt = \n",
 		".aerie/personas/leak.toml":     "->" + filepath.Join(outside, "environ"),

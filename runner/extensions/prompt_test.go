@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/layer"
 )
 
@@ -111,7 +112,7 @@ func TestSystemPromptPrecedence(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			tree(t, dir, tt.files)
+			testenv.WriteTree(t, dir, tt.files)
 			src := promptLayers(t, dir)
 			if tt.env != "" {
 				env := filepath.Join(dir, tt.env)
@@ -155,7 +156,7 @@ var cmpEmpty = cmp.FilterValues(func(a, b map[string]layer.Status) bool { return
 func TestAppendSystem(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	tree(t, dir, map[string]string{
+	testenv.WriteTree(t, dir, map[string]string{
 		"ws/a/b/.aerie/APPEND_SYSTEM.md": "nearest",
 		"ws/a/.aerie/APPEND_SYSTEM.md":   "<dir>", // unreadable: skipped, the others still append
 		"ws/.osprey/APPEND_SYSTEM.md":    "root osprey",
@@ -224,7 +225,7 @@ func TestProjectInstructions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			tree(t, dir, tt.files)
+			testenv.WriteTree(t, dir, tt.files)
 			src := promptLayers(t, dir)
 			p, arts, err := ComposePrompt(src, "")
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
 )
@@ -25,7 +26,7 @@ func loadOne(t *testing.T, doc string, files map[string]string) *Tool {
 	dir := t.TempDir()
 	spec := filepath.Join(dir, "layer")
 	files["tools/t.toml"] = doc
-	tree(t, spec, files)
+	testenv.WriteTree(t, spec, files)
 	ws := filepath.Join(dir, "ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
@@ -166,13 +167,8 @@ func assertGone(t *testing.T, out string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("background child %d is still alive", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("background child %d is gone, not even a zombie", pid),
+		func() bool { return syscall.Kill(pid, 0) != nil })
 }
 
 // TestToolOutputCapped: each stream keeps 512 KiB of head and of tail,
@@ -206,7 +202,7 @@ func TestToolOutputCapped(t *testing.T) {
 func TestToolRechecksTrust(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
-	tree(t, ws, map[string]string{".aerie/tools/t.toml": manifest("t", "./t.sh"), ".aerie/tools/t.sh": "#!/bin/sh\necho ok\n"})
+	testenv.WriteTree(t, ws, map[string]string{".aerie/tools/t.toml": manifest("t", "./t.sh"), ".aerie/tools/t.sh": "#!/bin/sh\necho ok\n"})
 	l := project(ws, ".aerie")
 	pins := layer.NewPins(ws, mustPin(t, ws, l, filepath.Join(ws, ".aerie/tools/t.toml"), "./t.sh"))
 	loaded, arts, err := LoadTools(layer.Source{Layers: []layer.Layer{l}, Workspace: ws}, ToolOptions{Pins: pins, Commands: newExecutor(t, ws)})
@@ -216,7 +212,7 @@ func TestToolRechecksTrust(t *testing.T) {
 	if r := loaded[0].Run(context.Background(), nil); r.IsError || r.Content != "ok\n" {
 		t.Fatalf("pinned tool: %+v", r)
 	}
-	tree(t, ws, map[string]string{".aerie/tools/t.sh": "#!/bin/sh\necho pwned\n"})
+	testenv.WriteTree(t, ws, map[string]string{".aerie/tools/t.sh": "#!/bin/sh\necho pwned\n"})
 	o := loaded[0].Call(context.Background(), nil)
 	if o.Failure != FailureUntrusted || !strings.Contains(o.Result.Content, "not run: it is modified") {
 		t.Errorf("modified tool: %+v", o)

@@ -273,7 +273,7 @@ func TestToolPrecedence(t *testing.T) {
 func runToolCase(t *testing.T, tt toolCase) {
 	dir := t.TempDir()
 	ws, h, spec := filepath.Join(dir, "ws"), filepath.Join(dir, "home"), filepath.Join(dir, "spec")
-	tree(t, dir, tt.files)
+	testenv.WriteTree(t, dir, tt.files)
 	for _, d := range []string{ws, h} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -297,8 +297,8 @@ func runToolCase(t *testing.T, tt toolCase) {
 		p := mustPin(t, ws, layer.Layer{Kind: layer.KindProject}, man, "./wc.sh")
 		pins.WriteString(p.TOML())
 	}
-	tree(t, h, map[string]string{"trust.toml": pins.String()})
-	tree(t, dir, tt.modify)
+	testenv.WriteTree(t, h, map[string]string{"trust.toml": pins.String()})
+	testenv.WriteTree(t, dir, tt.modify)
 
 	src := layer.Source{Layers: layers, Workspace: ws, WorkDir: ws}
 	pinSet, pinArts, err := layer.LoadPins(src)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/layer"
 )
 
@@ -195,7 +196,7 @@ func TestToolsetPrecedence(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			tree(t, dir, tt.files)
+			testenv.WriteTree(t, dir, tt.files)
 			ts, arts, err := LoadToolsets(promptLayers(t, dir))
 			if err != nil {
 				t.Fatal(err)

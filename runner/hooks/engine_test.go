@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
 )
@@ -651,7 +652,7 @@ func TestTimeout(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !eventually(5*time.Second, func() bool { return !alive(pid) }) {
+				if !testenv.Poll(5*time.Second, func() bool { return !testenv.Alive(pid) }) {
 					t.Errorf("%s process %d outlived the hook's timeout", name, pid)
 				}
 			}
@@ -671,14 +672,14 @@ func TestCancel(t *testing.T) {
 	e := ws.engine(t, map[string]string{"hooks.toml": tomlFile(t, spec{Event: Stop, Command: "echo $$ > " + pid + "; sleep 60"})}, Options{})
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
-		eventually(10*time.Second, func() bool { _, err := os.Stat(pid); return err == nil })
+		testenv.Poll(10*time.Second, func() bool { _, err := os.Stat(pid); return err == nil })
 		cancel()
 	}()
 	_, err := e.Stop(ctx, StopInput{})
 	if err == nil || !strings.Contains(err.Error(), "context canceled") {
 		t.Fatalf("error %v, want the context's", err)
 	}
-	if !eventually(5*time.Second, func() bool { ps, _ := ws.exec.List(t.Context()); return len(ps) == 0 }) {
+	if !testenv.Poll(5*time.Second, func() bool { ps, _ := ws.exec.List(t.Context()); return len(ps) == 0 }) {
 		t.Error("the hook's group outlived the cancel")
 	}
 	tool := &echoTool{name: "bash"}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +12,7 @@ import (
 
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/executor/executortest"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/tools"
@@ -38,42 +36,15 @@ type workspace struct {
 func newWorkspace(t testing.TB) *workspace {
 	t.Helper()
 	dir := t.TempDir()
-	l, err := executor.NewLocal(dir, executor.Options{Reaper: testReaper, Grace: 300 * time.Millisecond, OutputDelay: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(context.Background()); err != nil {
-			t.Errorf("close executor: %v", err)
-		}
-	})
+	l := executortest.NewLocal(t, dir, executor.Options{Reaper: testReaper, Grace: 300 * time.Millisecond, OutputDelay: 100 * time.Millisecond})
 	return &workspace{dir: dir, exec: l}
-}
-
-// writeFiles creates files (slash path → content) under dir; a path
-// ending in .sh is made executable.
-func writeFiles(t testing.TB, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		perm := os.FileMode(0o644)
-		if strings.HasSuffix(name, ".sh") {
-			perm = 0o755
-		}
-		if err := os.WriteFile(p, []byte(content), perm); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // newLayer returns a layer of kind k in a fresh directory holding files.
 func newLayer(t testing.TB, name string, k layer.Kind, files map[string]string) layer.Layer {
 	t.Helper()
 	dir := t.TempDir()
-	writeFiles(t, dir, files)
+	testenv.WriteTree(t, dir, files)
 	return layer.Layer{Name: name, Dir: dir, Kind: k}
 }
 
@@ -116,29 +87,6 @@ func (t *echoTool) ran() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return append([]string(nil), t.calls...)
-}
-
-// alive reports whether pid is a live process (a zombie is not).
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] != "Z"
-}
-
-// eventually waits up to d for cond.
-func eventually(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return cond()
 }
 
 func chmod(p string, m os.FileMode) error { return os.Chmod(p, m) }

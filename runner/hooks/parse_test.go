@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/layer"
 )
 
@@ -141,7 +142,7 @@ func checkProblems(t *testing.T, probs []layer.Problem, want []string) {
 func TestParseYAML(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{
+	testenv.WriteTree(t, dir, map[string]string{
 		"hooks/guard.sh":    "#!/bin/sh\nexit 0\n",
 		"hooks/noshebang":   "exit 0\n",
 		"hooks/notexec":     "#!/bin/sh\n",
@@ -151,8 +152,11 @@ func TestParseYAML(t *testing.T) {
 	if err := chmod(filepath.Join(dir, "hooks/noshebang"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := chmod(filepath.Join(dir, "hooks/notexec"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	outside := t.TempDir()
-	writeFiles(t, outside, map[string]string{"out.sh": "#!/bin/sh\n"})
+	testenv.WriteTree(t, outside, map[string]string{"out.sh": "#!/bin/sh\n"})
 	if err := symlink(filepath.Join(outside, "out.sh"), filepath.Join(dir, "hooks/link.sh")); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
 )
@@ -26,7 +27,7 @@ func TestTrustRecheckedBeforeEachRun(t *testing.T) {
 		tomlFile = ".aerie/hooks.toml"
 		program  = ".aerie/context.sh"
 	)
-	writeFiles(t, ws.dir, map[string]string{
+	testenv.WriteTree(t, ws.dir, map[string]string{
 		yamlFile: "hooks:\n  PreToolUse:\n    - matcher: bash\n      hooks: [{type: command, script: deny.sh}]\n",
 		script:   deny,
 		tomlFile: "[[hooks.PreToolUse]]\nmatcher = \"bash\"\n[[hooks.PreToolUse.hooks]]\ncommand = \"./.aerie/context.sh\"\n",
@@ -78,7 +79,7 @@ func TestTrustRecheckedBeforeEachRun(t *testing.T) {
 		t.Fatalf("as pinned: %+v", v)
 	}
 	// The script changes mid-session: its file's hooks are skipped.
-	writeFiles(t, ws.dir, map[string]string{script: "#!/bin/sh\nexit 0\n"})
+	testenv.WriteTree(t, ws.dir, map[string]string{script: "#!/bin/sh\nexit 0\n"})
 	v := call()
 	if v.Blocked() || v.Context != "checked" {
 		t.Errorf("a modified script ran: %+v", v)
@@ -87,12 +88,12 @@ func TestTrustRecheckedBeforeEachRun(t *testing.T) {
 		t.Errorf("skipped %q", s)
 	}
 	// The TOML file itself changes: its hook is skipped too.
-	writeFiles(t, ws.dir, map[string]string{tomlFile: "[[hooks.PreToolUse]]\nmatcher = \"bash\"\n[[hooks.PreToolUse.hooks]]\ncommand = \"./.aerie/context.sh\"\ntimeout_secs = 5\n"})
+	testenv.WriteTree(t, ws.dir, map[string]string{tomlFile: "[[hooks.PreToolUse]]\nmatcher = \"bash\"\n[[hooks.PreToolUse.hooks]]\ncommand = \"./.aerie/context.sh\"\ntimeout_secs = 5\n"})
 	if v := call(); v.Context != "" || len(skipped(v)) != 2 {
 		t.Errorf("a modified hooks.toml ran: %+v", v)
 	}
 	// The pinned bytes back: the hooks run again.
-	writeFiles(t, ws.dir, map[string]string{script: deny})
+	testenv.WriteTree(t, ws.dir, map[string]string{script: deny})
 	if err := os.Remove(abs(tomlFile)); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/runconfig"
 )
 
@@ -63,8 +64,8 @@ func TestContentDigest(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
 	outside := t.TempDir()
-	tree(t, outside, map[string]string{"secret": "not for the layer"})
-	tree(t, ws, map[string]string{
+	testenv.WriteTree(t, outside, map[string]string{"secret": "not for the layer"})
+	testenv.WriteTree(t, ws, map[string]string{
 		".aerie/SYSTEM.md":        "Project prompt.\n",
 		".aerie/tools/t.toml":     manifest("t", "./t.sh"),
 		".aerie/tools/t.sh":       "#!/bin/sh\n",
@@ -88,7 +89,7 @@ func TestContentDigest(t *testing.T) {
 	}
 	// Content, names and the executable bit all count.
 	for name, change := range map[string]func(){
-		"content": func() { tree(t, ws, map[string]string{".aerie/SYSTEM.md": "Changed.\n"}) },
+		"content": func() { testenv.WriteTree(t, ws, map[string]string{".aerie/SYSTEM.md": "Changed.\n"}) },
 		"mode":    func() { os.Chmod(filepath.Join(ws, ".aerie/tools/t.sh"), 0o644) },
 		"name":    func() { os.Rename(filepath.Join(ws, ".aerie/SYSTEM.md"), filepath.Join(ws, ".aerie/APPEND_SYSTEM.md")) },
 	} {
@@ -114,7 +115,7 @@ func TestContentDigest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tree(t, ws, map[string]string{"home/sessions.db": "grown", "home/logs/more.log": "x"})
+	testenv.WriteTree(t, ws, map[string]string{"home/sessions.db": "grown", "home/logs/more.log": "x"})
 	if again, _ := ContentDigest(ws, h); again != hd {
 		t.Errorf("home digest changed with a non-artifact file")
 	}
@@ -131,7 +132,7 @@ func TestContentDigestBounds(t *testing.T) {
 	for i := range MaxDigestFiles + 1 {
 		files[fmt.Sprintf("skills/s%d/f%d", i/1000, i)] = ""
 	}
-	tree(t, dir, files)
+	testenv.WriteTree(t, dir, files)
 	_, err := ContentDigest("", Layer{Name: "big", Kind: KindSpec, Dir: dir})
 	if !errors.Is(err, ErrTooLarge) {
 		t.Errorf("over %d files: %v, want ErrTooLarge", MaxDigestFiles, err)
@@ -141,7 +142,7 @@ func TestContentDigestBounds(t *testing.T) {
 func TestWithDigests(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
-	tree(t, ws, map[string]string{"spec/SYSTEM.md": "x", ".aerie/SYSTEM.md": "y"})
+	testenv.WriteTree(t, ws, map[string]string{"spec/SYSTEM.md": "x", ".aerie/SYSTEM.md": "y"})
 	in := []Layer{
 		project(ws, ".aerie"),
 		{Name: "spec", Kind: KindSpec, Dir: filepath.Join(ws, "spec"), Digest: "sha256:" + strings.Repeat("0", 64)},
@@ -172,7 +173,7 @@ func BenchmarkContentDigest(b *testing.B) {
 		files[fmt.Sprintf("skills/s%04d/SKILL.md", i)] = fmt.Sprintf("---\nname: s%04d\ndescription: Skill %d.\n---\n%s", i, i, strings.Repeat("Body text. ", 200))
 		files[fmt.Sprintf("skills/s%04d/run.sh", i)] = "#!/bin/sh\necho run\n"
 	}
-	tree(b, dir, files)
+	testenv.WriteTree(b, dir, files)
 	l := Layer{Name: "skills", Kind: KindSpec, Dir: dir}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -19,7 +20,7 @@ func dirTree(t *testing.T) (outer, dir string) {
 	t.Helper()
 	outer = t.TempDir()
 	dir = filepath.Join(outer, "layer")
-	tree(t, outer, map[string]string{
+	testenv.WriteTree(t, outer, map[string]string{
 		"secret":              "outside",
 		"layer/a.txt":         "alpha",
 		"layer/big.txt":       strings.Repeat("x", 100),

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -74,10 +75,10 @@ func TestDiscover(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			ws := filepath.Join(dir, "ws")
-			tree(t, ws, tt.files)
+			testenv.WriteTree(t, ws, tt.files)
 			h := filepath.Join(dir, "home")
 			if !tt.noHome {
-				tree(t, h, map[string]string{"tools": "<dir>"})
+				testenv.WriteTree(t, h, map[string]string{"tools": "<dir>"})
 			}
 			opts := DiscoverOptions{WorkDir: filepath.Join(ws, tt.workDir), Workspace: ws, Home: h}
 			switch tt.workspace {
@@ -119,7 +120,7 @@ func TestDiscover(t *testing.T) {
 func TestDiscoverHomeInsideWorkspace(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
-	tree(t, ws, map[string]string{".aerie/trust.toml": "", "a/.aerie": "<dir>"})
+	testenv.WriteTree(t, ws, map[string]string{".aerie/trust.toml": "", "a/.aerie": "<dir>"})
 	layers, err := Discover(DiscoverOptions{WorkDir: filepath.Join(ws, "a"), Workspace: ws, Home: filepath.Join(ws, ".aerie")})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +140,7 @@ func TestDiscoverHomeInsideWorkspace(t *testing.T) {
 func TestFindWorkspace(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	tree(t, dir, map[string]string{"repo/.git": "<dir>", "repo/a/b": "<dir>", "wt/.git": "gitdir: ../repo/.git/worktrees/wt", "wt/c": "<dir>", "plain/d": "<dir>"})
+	testenv.WriteTree(t, dir, map[string]string{"repo/.git": "<dir>", "repo/a/b": "<dir>", "wt/.git": "gitdir: ../repo/.git/worktrees/wt", "wt/c": "<dir>", "plain/d": "<dir>"})
 	for _, tt := range []struct{ workDir, want string }{
 		{"repo/a/b", "repo"},
 		{"repo", "repo"},

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -16,7 +17,7 @@ import (
 func guarded(t *testing.T) (*Guard, string) {
 	t.Helper()
 	ws := t.TempDir()
-	tree(t, ws, map[string]string{".aerie/tools/t.toml": manifest("t", "./t.sh"), ".aerie/tools/t.sh": "#!/bin/sh\necho ok\n"})
+	testenv.WriteTree(t, ws, map[string]string{".aerie/tools/t.toml": manifest("t", "./t.sh"), ".aerie/tools/t.sh": "#!/bin/sh\necho ok\n"})
 	l := project(ws, ".aerie")
 	man := filepath.Join(ws, ".aerie/tools/t.toml")
 	pins := NewPins(ws, mustPin(t, ws, l, man, "./t.sh"))
@@ -152,7 +153,7 @@ func TestSettled(t *testing.T) {
 func TestGuardVerifyRead(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
-	tree(t, ws, map[string]string{
+	testenv.WriteTree(t, ws, map[string]string{
 		".aerie/tools/t.toml": manifest("t", "./t.sh"), ".aerie/tools/t.sh": "#!/bin/sh\necho ok\n",
 		"other/tools/t.toml": manifest("t", "./t.sh"), "other/tools/t.sh": "#!/bin/sh\necho other\n",
 	})

@@ -2,41 +2,9 @@ package layer
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 )
-
-// tree writes files under dir: path → content. A content starting with
-// "#!" is made executable; "->target" makes a symbolic link; "<dir>" makes
-// a directory; "<fifo>" a named pipe.
-func tree(t testing.TB, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		switch {
-		case strings.HasPrefix(content, "->"):
-			err = os.Symlink(strings.TrimPrefix(content, "->"), p)
-		case content == "<dir>":
-			err = os.MkdirAll(p, 0o755)
-		case content == "<fifo>":
-			err = syscall.Mkfifo(p, 0o644)
-		case strings.HasPrefix(content, "#!"):
-			err = os.WriteFile(p, []byte(content), 0o755)
-		default:
-			err = os.WriteFile(p, []byte(content), 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // project returns a Layer for the project directory rel (".aerie") of ws.
 func project(ws, rel string) Layer {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+
+	"github.com/aerie-run/aerie/hack/testenv"
 )
 
 // listingTree writes a workspace with two project layers and a home
@@ -15,7 +17,7 @@ func listingTree(t *testing.T) (ws string, layers []Layer) {
 	dir := t.TempDir()
 	ws, h := filepath.Join(dir, "ws"), filepath.Join(dir, "home")
 	body := manifest("a", "/bin/true")
-	tree(t, ws, map[string]string{
+	testenv.WriteTree(t, ws, map[string]string{
 		".aerie/SYSTEM.md":                         "->missing",
 		".aerie/APPEND_SYSTEM.md":                  "<fifo>",
 		".aerie/tools/t.toml":                      manifest("t", "./t.sh"),
@@ -28,13 +30,13 @@ func listingTree(t *testing.T) (ws string, layers []Layer) {
 		".osprey/APPEND_SYSTEM.md.provenance.json": `{"origin":"agent","operation_id":"op","digest":"` + Digest([]byte("other")) + `"}`,
 		"AGENTS.md":                                "Be brief.\n",
 	})
-	tree(t, h, map[string]string{
+	testenv.WriteTree(t, h, map[string]string{
 		"SYSTEM.md":                    "Persona.\n",
 		"tools/a.toml":                 body,
 		"tools/a.toml.provenance.json": `{"origin":"agent","operation_id":"op-7","digest":"` + Digest([]byte(body)) + `"}`,
 		"trust.toml":                   "",
 	})
-	tree(t, dir, map[string]string{"outside.md": "Outside.\n"})
+	testenv.WriteTree(t, dir, map[string]string{"outside.md": "Outside.\n"})
 	return ws, []Layer{project(ws, ".aerie"), project(ws, ".osprey"), home(h), Bundled()}
 }
 
@@ -44,7 +46,7 @@ func TestListingAbsent(t *testing.T) {
 	t.Parallel()
 	ws, layers := listingTree(t)
 	dir := filepath.Dir(ws)
-	tree(t, ws, map[string]string{"sub/.aerie": "->../../home", "big/.aerie/x": "x"})
+	testenv.WriteTree(t, ws, map[string]string{"sub/.aerie": "->../../home", "big/.aerie/x": "x"})
 	out := project(ws, "sub/.aerie")
 	gone := Layer{Name: "gone", Dir: filepath.Join(dir, "gone"), Kind: KindNamespace}
 	ls := ListLayers(append(layers, out, gone), ws)
@@ -90,7 +92,7 @@ func TestListingRefusesHugeDirectories(t *testing.T) {
 	for i := range maxListed + 1 {
 		files[fmt.Sprintf(".aerie/f%d", i)] = ""
 	}
-	tree(t, ws, files)
+	testenv.WriteTree(t, ws, files)
 	l := project(ws, ".aerie")
 	ls := ListLayers([]Layer{l}, ws)
 	defer ls.Close()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -18,7 +19,7 @@ func TestComputePinEncoding(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
 	man, script := manifest("wc", "./wc.sh"), "#!/bin/sh\ncat\n"
-	tree(t, ws, map[string]string{".aerie/tools/wc.toml": man, ".aerie/tools/wc.sh": script})
+	testenv.WriteTree(t, ws, map[string]string{".aerie/tools/wc.toml": man, ".aerie/tools/wc.sh": script})
 	got, err := ComputePin(ws, project(ws, ".aerie"), filepath.Join(ws, ".aerie/tools/wc.toml"), []string{"./wc.sh", "/usr/bin/env", "python3"})
 	if err != nil {
 		t.Fatal(err)
@@ -42,8 +43,8 @@ func TestComputePinSensitivity(t *testing.T) {
 	}
 	pin := func(t *testing.T, files map[string]string, manifestRel string, exes ...string) (Pin, error) {
 		ws := t.TempDir()
-		tree(t, ws, base)
-		tree(t, ws, files)
+		testenv.WriteTree(t, ws, base)
+		testenv.WriteTree(t, ws, files)
 		return ComputePin(ws, project(ws, ".aerie"), filepath.Join(ws, manifestRel), exes)
 	}
 	orig, err := pin(t, nil, ".aerie/tools/wc.toml", "./wc.sh")
@@ -128,7 +129,7 @@ func TestTrustedByLayerKind(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ws, h := filepath.Join(dir, "ws"), filepath.Join(dir, "home")
-	tree(t, dir, map[string]string{
+	testenv.WriteTree(t, dir, map[string]string{
 		"ws/.aerie/tools/t.toml": manifest("t", "./t.sh"), "ws/.aerie/tools/t.sh": "#!/bin/sh\n",
 		"home/tools/legacy.toml":                manifest("legacy", "/bin/true"),
 		"home/tools/agent.toml":                 manifest("agent", "/bin/true"),
@@ -178,7 +179,7 @@ func TestReadProvenance(t *testing.T) {
 	t.Parallel()
 	h := t.TempDir()
 	body := manifest("a", "/bin/true")
-	tree(t, h, map[string]string{
+	testenv.WriteTree(t, h, map[string]string{
 		"tools/a.toml":                 body,
 		"tools/a.toml.provenance.json": `{"origin":"agent","operation_id":"op-7","digest":"` + Digest([]byte(body)) + `","activation_boundary":"next_turn"}`,
 		"tools/b.toml":                 body,

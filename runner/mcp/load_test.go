@@ -26,26 +26,12 @@ func yamlNode(t testing.TB, in string) *yaml.Node {
 	return doc.Content[0]
 }
 
-// newLayer writes files into a new layer directory. A value "-> target"
-// makes a symbolic link.
+// newLayer writes files, as testenv.WriteTree takes them, into a new
+// layer directory.
 func newLayer(t testing.TB, name string, kind layer.Kind, files map[string]string) layer.Layer {
 	t.Helper()
 	dir := t.TempDir()
-	for p, content := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if target, ok := strings.CutPrefix(content, "-> "); ok {
-			if err := os.Symlink(target, full); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.WriteTree(t, dir, files)
 	return layer.Layer{Name: name, Dir: dir, Kind: kind}
 }
 

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/executor/executortest"
 )
 
 // workspace is a Local executor on a fresh directory, closed at the end
@@ -20,16 +22,7 @@ import (
 func workspace(t testing.TB) (*executor.Local, string) {
 	t.Helper()
 	dir := t.TempDir()
-	l, err := executor.NewLocal(dir, executor.Options{Reaper: testReaper, Grace: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(context.Background()); err != nil {
-			t.Errorf("close the executor: %v", err)
-		}
-	})
-	return l, dir
+	return executortest.NewLocal(t, dir, executor.Options{Reaper: testReaper, Grace: 500 * time.Millisecond}), dir
 }
 
 // selfServer declares this test binary as a stdio server in mode.
@@ -47,17 +40,10 @@ func selfServer(t testing.TB, id, mode string, mods ...func(*Server)) Server {
 	return s
 }
 
-// alive reports whether the process pid exists (zombies included).
-func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
-
-// gone waits a while for pid to be gone, reaped by testReaper.
+// gone waits a while for pid to be gone, reaped by testReaper: not even a
+// zombie is left.
 func gone(pid int) bool {
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if !alive(pid) {
-			return true
-		}
-	}
-	return false
+	return testenv.Poll(10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
 }
 
 // waitGone waits for the executor to have no process group left.
@@ -119,7 +105,7 @@ func TestStdioServer(t *testing.T) {
 		}
 	}
 	pid, err := strconv.Atoi(run("spawn", `{}`))
-	if err != nil || !alive(pid) {
+	if err != nil || !testenv.Alive(pid) {
 		t.Fatalf("spawn: %v", err)
 	}
 	infos, err := l.List(t.Context())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/layer"
 )
 
@@ -104,35 +105,10 @@ mcp_servers:
 	}
 }
 
-// writeTree writes files (path → content; a trailing "/" makes a directory)
-// under dir.
-func writeTree(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for p, content := range files {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if strings.HasSuffix(p, "/") {
-			if err := os.MkdirAll(full, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		mode := os.FileMode(0o644)
-		if strings.Contains(p, "/hooks/") || strings.HasSuffix(p, ".sh") {
-			mode = 0o755
-		}
-		if err := os.WriteFile(full, []byte(content), mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func newLayer(t *testing.T, name string, kind layer.Kind, files map[string]string) layer.Layer {
 	t.Helper()
 	dir := t.TempDir()
-	writeTree(t, dir, files)
+	testenv.WriteTree(t, dir, files)
 	return layer.Layer{Name: name, Dir: dir, Kind: kind}
 }
 
@@ -359,7 +335,7 @@ func TestDisabledBrokenPluginLoads(t *testing.T) {
 func TestProjectPluginSymlinkOut(t *testing.T) {
 	t.Parallel()
 	outside := t.TempDir()
-	writeTree(t, outside, map[string]string{".aerie-plugin/plugin.yaml": "name: p\n"})
+	testenv.WriteTree(t, outside, map[string]string{".aerie-plugin/plugin.yaml": "name: p\n"})
 	l := newLayer(t, ".aerie", layer.KindProject, map[string]string{"plugins/": ""})
 	if err := os.Symlink(outside, filepath.Join(l.Dir, "plugins", "p")); err != nil {
 		t.Fatal(err)

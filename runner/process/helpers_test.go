@@ -18,7 +18,10 @@ func alive(pid int, start uint64) bool {
 	return err == nil && st.start == start && !st.dead()
 }
 
-// eventually polls cond until it holds or timeout passes.
+// eventually polls cond until it holds or timeout passes. It is
+// testenv.Eventually's twin: hack/testenv imports this package (its
+// RunSubreaped makes test binaries subreapers), so this package's own
+// tests cannot import hack/testenv.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

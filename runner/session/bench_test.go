@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
@@ -134,19 +135,7 @@ func benchTree(b *testing.B) benchLayout {
 	for j := range 9 {
 		files[filepath.Join("home", "hooks", fmt.Sprintf("h%d.yaml", j))] = "hooks:\n  SessionStart:\n    - hooks:\n        - type: command\n          command: echo hi\n"
 	}
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		perm := os.FileMode(0o644)
-		if strings.HasPrefix(content, "#!") {
-			perm = 0o755
-		}
-		if err := os.WriteFile(p, []byte(content), perm); err != nil {
-			b.Fatal(err)
-		}
-	}
+	testenv.WriteTree(b, dir, files)
 	workDir := filepath.Join(ws, level)
 	var pins strings.Builder
 	for _, m := range pinned {

@@ -2,12 +2,12 @@ package session
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
@@ -15,20 +15,6 @@ import (
 	"github.com/aerie-run/aerie/runner/plugins"
 	"github.com/aerie-run/aerie/runner/skills"
 )
-
-// writeTree writes files (by slash path) below dir.
-func writeTree(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // TestListingLoadsAlike: every loader finds with the load's listing of
 // the layers exactly what it finds without one — plugins, their skills,
@@ -50,7 +36,7 @@ func TestListingLoadsAlike(t *testing.T) {
 		"home/skills/b/SKILL.md":                         "---\nname: b\ndescription: Use b.\n---\n",
 		"home/plugins/q/.claude-plugin/plugin.json":      `{"name":"q"}`,
 	}
-	writeTree(t, dir, files)
+	testenv.WriteTree(t, dir, files)
 	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: ws, Workspace: ws, Home: home})
 	if err != nil {
 		t.Fatal(err)

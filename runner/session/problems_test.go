@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
@@ -32,7 +33,7 @@ func TestProblemsLogged(t *testing.T) {
 		"ws/.aerie/mcp_servers/broken.yaml":              "id: [\n",
 		"ws/.aerie/plugins/p/.claude-plugin/plugin.json": "{",
 	}
-	writeTree(t, dir, files)
+	testenv.WriteTree(t, dir, files)
 	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: ws, Workspace: ws, Home: home})
 	if err != nil {
 		t.Fatal(err)

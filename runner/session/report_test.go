@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/mcp"
 	"github.com/aerie-run/aerie/runner/skills"
@@ -33,7 +34,7 @@ func TestReportSkillsAndMCP(t *testing.T) {
 		"ws/.aerie/mcp_servers/z.yaml":    "id: z\ntype: \"" + strings.ReplaceAll(leak, "\x1b", `\e`) + "\"\ncommand: z\n",
 		"home/mcp_servers/y.yaml":         "id: y\ntype: stdio\ncommand: y-server\ndisabled: true\n",
 	}
-	writeTree(t, dir, files)
+	testenv.WriteTree(t, dir, files)
 	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: ws, Workspace: ws, Home: home})
 	if err != nil {
 		t.Fatal(err)

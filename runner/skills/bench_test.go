@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/layer"
 )
 
@@ -36,7 +37,7 @@ func benchmarkDiscover(b *testing.B, perLayer int) {
 			kind = layer.KindProject
 		}
 		dir := filepath.Join(b.TempDir(), fmt.Sprint(i))
-		write(b, dir, files)
+		testenv.WriteTree(b, dir, files)
 		layers = append(layers, layer.Layer{Name: fmt.Sprint(i), Dir: dir, Kind: kind})
 	}
 	roots := Roots(layers, Options{WorkDir: layers[0].Dir, Workspace: filepath.Dir(layers[0].Dir), Home: b.TempDir()})

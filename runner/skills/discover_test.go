@@ -17,32 +17,13 @@ import (
 	"github.com/aerie-run/aerie/runner/layer"
 )
 
-// tree writes files under a new directory and returns it. A value
-// "-> target" makes a symbolic link to target instead.
+// tree writes files, as testenv.WriteTree takes them, under a new
+// directory and returns it.
 func tree(t testing.TB, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
-	write(t, dir, files)
+	testenv.WriteTree(t, dir, files)
 	return dir
-}
-
-func write(t testing.TB, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if target, ok := strings.CutPrefix(content, "-> "); ok {
-			if err := os.Symlink(target, p); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // md is a SKILL.md with a name (none when empty) and a description.
@@ -473,7 +454,7 @@ func TestBoundedDiscovery(t *testing.T) {
 	skillsDir := filepath.Join(dir, "skills")
 	for i := range 10000 {
 		name := fmt.Sprintf("s%05d", i)
-		write(t, skillsDir, map[string]string{name + "/SKILL.md": md(name, "Use for "+name+".")})
+		testenv.WriteTree(t, skillsDir, map[string]string{name + "/SKILL.md": md(name, "Use for "+name+".")})
 	}
 	// A sparse 100 MB SKILL.md sorted first: refused on its size, unread.
 	big := filepath.Join(skillsDir, "a-big")
@@ -525,7 +506,7 @@ func TestBoundedFullReads(t *testing.T) {
 		doc := "---\nname: " + name + "\ndescription: Use for " + name + ".\nnotes: " + strings.Repeat("x", frontmatterHead) + "\n---\n"
 		files[name+"/SKILL.md"] = doc + strings.Repeat("body\n", (size-len(doc))/5)
 	}
-	write(t, skillsDir, files)
+	testenv.WriteTree(t, skillsDir, files)
 	for _, root := range []Root{{Name: "project", Dir: skillsDir, Confine: dir}, {Name: "private", Dir: skillsDir}} {
 		set, _ := Discover([]Root{root})
 		fit := maxFullReads / size // files of just under size bytes each
@@ -552,7 +533,7 @@ func TestBoundedListing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	skillsDir := filepath.Join(dir, "skills")
-	write(t, skillsDir, map[string]string{"one/SKILL.md": md("one", "Use for one.")})
+	testenv.WriteTree(t, skillsDir, map[string]string{"one/SKILL.md": md("one", "Use for one.")})
 	for i := range layer.MaxDirEntries {
 		f, err := os.Create(filepath.Join(skillsDir, fmt.Sprintf("f%06d", i)))
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/tools"
 )
@@ -167,7 +168,7 @@ func FuzzAttach(f *testing.F) {
 	f.Add("x /skill: /a/b /other.")
 	f.Add("/\xff/skill:\xfe")
 	dir := filepath.Join(f.TempDir(), "skills")
-	write(f, dir, map[string]string{"release-notes/SKILL.md": md("", "x"), "other/SKILL.md": md("", "y")})
+	testenv.WriteTree(f, dir, map[string]string{"release-notes/SKILL.md": md("", "x"), "other/SKILL.md": md("", "y")})
 	set, err := Discover([]Root{{Name: "r", Dir: dir}})
 	if err != nil {
 		f.Fatal(err)

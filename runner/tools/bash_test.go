@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aerie-run/aerie/hack/testenv"
 )
 
 func TestBash(t *testing.T) {
@@ -42,7 +44,7 @@ func TestBash(t *testing.T) {
 		{name: "killed by signal", args: `{"command":"kill -KILL $$"}`, wantErr: true, contains: []string{"SIGKILL"}},
 	}
 	l, dir := newWorkspace(t)
-	writeFiles(t, dir, map[string]string{"marker.txt": ""})
+	testenv.WriteTree(t, dir, map[string]string{"marker.txt": ""})
 	b := NewBash(l, NewBackground(l))
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,7 +92,7 @@ func TestBashTimeoutTearsDownGroup(t *testing.T) {
 		t.Errorf("took %s", d)
 	}
 	for _, pid := range readPIDs(t, filepath.Join(dir, "pids")) {
-		if alive(pid) {
+		if testenv.Alive(pid) {
 			t.Errorf("process %d is still alive after the timeout", pid)
 		}
 	}
@@ -110,7 +112,7 @@ func TestBashLeftBehindChildEndsWithCall(t *testing.T) {
 	got := b.Run(context.Background(), args(t, map[string]any{"command": "sleep 100 & echo $! > pids; echo done"}))
 	check(t, got, false, "done")
 	for _, pid := range readPIDs(t, filepath.Join(dir, "pids")) {
-		if alive(pid) {
+		if testenv.Alive(pid) {
 			t.Errorf("left-behind process %d is still alive", pid)
 		}
 	}
@@ -150,7 +152,7 @@ func TestBackgroundProcessRoundTrip(t *testing.T) {
 
 	check(t, run(map[string]any{"action": "list"}), false, id, "running", "while read")
 
-	if !eventually(5*time.Second, func() bool { return strings.Contains(run(map[string]any{"action": "poll", "id": id}).Content, "ready") }) {
+	if !testenv.Poll(5*time.Second, func() bool { return strings.Contains(run(map[string]any{"action": "poll", "id": id}).Content, "ready") }) {
 		t.Fatal("never saw ready")
 	}
 	check(t, run(map[string]any{"action": "poll", "id": id}), false, "[no new output]", "running")
@@ -159,7 +161,7 @@ func TestBackgroundProcessRoundTrip(t *testing.T) {
 	check(t, run(map[string]any{"action": "write", "id": id, "input": "wor", "newline": false}), false, "wrote 3 bytes")
 	check(t, run(map[string]any{"action": "write", "id": id, "input": "ld"}), false)
 	var out strings.Builder
-	if !eventually(5*time.Second, func() bool {
+	if !testenv.Poll(5*time.Second, func() bool {
 		out.WriteString(run(map[string]any{"action": "poll", "id": id}).Content)
 		return strings.Contains(out.String(), "got:world")
 	}) {
@@ -171,7 +173,7 @@ func TestBackgroundProcessRoundTrip(t *testing.T) {
 
 	pid := readPIDs(t, filepath.Join(dir, "pid"))[0]
 	check(t, run(map[string]any{"action": "kill", "id": id}), false, id)
-	if !eventually(5*time.Second, func() bool { return !alive(pid) }) {
+	if !testenv.Poll(5*time.Second, func() bool { return !testenv.Alive(pid) }) {
 		t.Errorf("process %d still alive after kill", pid)
 	}
 	check(t, run(map[string]any{"action": "poll", "id": id}), false, "killed")
@@ -187,7 +189,7 @@ func TestBackgroundProcessExits(t *testing.T) {
 	got := b.Run(ctx, args(t, map[string]any{"command": "echo bye; exit 4", "background": true}))
 	id := regexp.MustCompile(`process (\S+)`).FindStringSubmatch(got.Content)[1]
 	var out strings.Builder
-	if !eventually(5*time.Second, func() bool {
+	if !testenv.Poll(5*time.Second, func() bool {
 		r := p.Run(ctx, args(t, map[string]any{"action": "poll", "id": id}))
 		out.WriteString(r.Content)
 		return strings.Contains(r.Content, "exited with code 4")

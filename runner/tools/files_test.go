@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aerie-run/aerie/hack/testenv"
 )
 
 // fileWorkspace returns a workspace with a few files, a .git directory,
@@ -15,8 +17,8 @@ func fileWorkspace(t *testing.T) (Files, string) {
 	t.Helper()
 	l, dir := newWorkspace(t)
 	outside := t.TempDir()
-	writeFiles(t, outside, map[string]string{"secret.txt": "secret\n"})
-	writeFiles(t, dir, map[string]string{
+	testenv.WriteTree(t, outside, map[string]string{"secret.txt": "secret\n"})
+	testenv.WriteTree(t, dir, map[string]string{
 		"a.txt":                "one\ntwo\nthree\n",
 		"dup.txt":              "x = 1\nx = 1\n",
 		"src/main.go":          "package main\n\nfunc main() {\n\tprintln(\"hello\")\n}\n",

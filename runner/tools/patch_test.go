@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -222,9 +223,9 @@ func TestApplyPatch(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			l, dir := newWorkspace(t)
-			writeFiles(t, dir, initial)
+			testenv.WriteTree(t, dir, initial)
 			outside := t.TempDir()
-			writeFiles(t, outside, map[string]string{"secret.txt": "secret\n"})
+			testenv.WriteTree(t, outside, map[string]string{"secret.txt": "secret\n"})
 			if err := os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(dir, "escape.txt")); err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
@@ -44,38 +45,13 @@ func newFixture(t testing.TB, files map[string]string) fixture {
 			t.Fatal(err)
 		}
 	}
-	writeFiles(t, dir, files)
+	testenv.WriteTree(t, dir, files)
 	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: f.ws, Workspace: f.ws, Home: f.home})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.layers = layers
 	return f
-}
-
-func writeFiles(t testing.TB, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if target, ok := strings.CutPrefix(content, "->"); ok {
-			if err := os.Symlink(target, p); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if content == "<fifo>" {
-			if err := syscall.Mkfifo(p, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 func (f fixture) manager(t *testing.T) *Manager {
@@ -534,7 +510,7 @@ func TestLifecycleAndTrust(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFiles(t, f.home, map[string]string{layer.TrustFile: pin.TOML()})
+	testenv.WriteTree(t, f.home, map[string]string{layer.TrustFile: pin.TOML()})
 	reload()
 	if got := states()["tool wc"]; got != "active trusted agent" {
 		t.Errorf("after pinning: %s", got)

@@ -499,7 +499,7 @@ func BenchmarkStartWait(b *testing.B) {
 		b.Run(kind, func(b *testing.B) {
 			e, _ := newExecutor(b, kind, Options{})
 			ctx := b.Context()
-			defer reportCPU(b)()
+			defer testenv.ReportCPU(b)()
 			for b.Loop() {
 				p, err := e.Start(ctx, Command{Argv: []string{"true"}})
 				if err != nil {

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -242,28 +241,5 @@ func within[T any](t *testing.T, d time.Duration, what string, ch <-chan T) T {
 	case <-time.After(d):
 		t.Fatalf("%s did not happen within %s", what, d)
 		panic("unreachable")
-	}
-}
-
-// cpuTime returns the CPU time used by this process and by its children
-// that have been reaped.
-func cpuTime() time.Duration {
-	var self, children syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
-	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
-	var d time.Duration
-	for _, tv := range []syscall.Timeval{self.Utime, self.Stime, children.Utime, children.Stime} {
-		d += time.Duration(tv.Nano())
-	}
-	return d
-}
-
-// reportCPU starts counting CPU time; the function it returns, called
-// after the benchmark's loop, reports it per iteration as cpu-ns/op. On a
-// shared machine it is a steadier figure than the wall time.
-func reportCPU(b *testing.B) func() {
-	start := cpuTime()
-	return func() {
-		b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 	}
 }

@@ -492,7 +492,7 @@ func BenchmarkStdout100MB(b *testing.B) {
 			e, _ := newExecutor(b, kind, Options{})
 			ctx := b.Context()
 			b.SetBytes(size)
-			defer reportCPU(b)()
+			defer testenv.ReportCPU(b)()
 			for b.Loop() {
 				p, err := e.Start(ctx, Command{Argv: []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}})
 				if err != nil {

@@ -7,9 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/executor"
@@ -44,7 +42,7 @@ func BenchmarkLoadExtensions(b *testing.B) {
 		Executor: exe, Logger: slog.New(slog.DiscardHandler),
 	}
 	b.ReportAllocs()
-	cpu := cpuTime()
+	report := testenv.ReportCPU(b)
 	for b.Loop() {
 		layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: tr.workDir, Workspace: tr.workspace, Home: tr.home})
 		if err != nil {
@@ -59,9 +57,7 @@ func BenchmarkLoadExtensions(b *testing.B) {
 			b.Fatalf("%d layers, %d tools, %d skills, %d hook files, hook problems %v", len(layers), len(k.ext.Set.Tools), k.ext.Skills.Len(), len(k.ext.Hooks.Files), k.ext.Hooks.Problems)
 		}
 	}
-	// Processor time, user and system, of every thread: on a shared
-	// machine the wall time also measures the wait for a processor.
-	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+	report()
 }
 
 type benchLayout struct {
@@ -157,15 +153,6 @@ func benchTree(b *testing.B) benchLayout {
 		b.Fatal(err)
 	}
 	return benchLayout{workspace: ws, workDir: workDir, home: home}
-}
-
-// cpuTime returns the processor time the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkReload measures the shared loader, which a reload runs

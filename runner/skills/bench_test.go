@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/layer"
@@ -42,23 +40,12 @@ func benchmarkDiscover(b *testing.B, perLayer int) {
 	}
 	roots := Roots(layers, Options{WorkDir: layers[0].Dir, Workspace: filepath.Dir(layers[0].Dir), Home: b.TempDir()})
 	b.ReportAllocs()
-	cpu := cpuTime()
+	report := testenv.ReportCPU(b)
 	for b.Loop() {
 		set, err := Discover(roots)
 		if err != nil || set.Len() != 20*perLayer {
 			b.Fatalf("%d skills, %v", set.Len(), err)
 		}
 	}
-	// The processor time, user and system, of all threads: on a busy
-	// machine the wall time mostly measures the wait for a processor.
-	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
-}
-
-// cpuTime returns the processor time the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	report()
 }

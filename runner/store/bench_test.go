@@ -3,9 +3,7 @@ package store_test
 import (
 	"context"
 	"path/filepath"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/store/dburl"
@@ -31,7 +29,10 @@ func BenchmarkLoad(b *testing.B) {
 			defer st.Close()
 			id := storetest.Seed(b, st, entries)
 			b.ReportAllocs()
-			cpu := startCPU(b)
+			// The CPU time of all threads — decoding goroutines, the garbage
+			// collector, SQLite — which a busy machine distorts less than
+			// the wall time.
+			report := testenv.ReportCPU(b)
 			for b.Loop() {
 				_, snap, err := st.Load(context.Background(), "tenant", id)
 				if err != nil {
@@ -41,30 +42,7 @@ func BenchmarkLoad(b *testing.B) {
 					b.Fatalf("loaded %d entries, want %d", len(snap.Entries), entries)
 				}
 			}
-			cpu.report()
+			report()
 		})
 	}
-}
-
-// cpuClock reports the CPU time the process spent per benchmark operation
-// (all threads: decoding goroutines, the garbage collector, SQLite), a
-// figure that a busy machine distorts less than wall time.
-type cpuClock struct {
-	b     *testing.B
-	start time.Duration
-}
-
-func startCPU(b *testing.B) cpuClock { return cpuClock{b: b, start: processCPU(b)} }
-
-func (c cpuClock) report() {
-	used := processCPU(c.b) - c.start
-	c.b.ReportMetric(float64(used.Microseconds())/1000/float64(c.b.N), "cpu-ms/op")
-}
-
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

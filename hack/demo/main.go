@@ -113,22 +113,11 @@ func run(ctx context.Context, o options) (code int, err error) {
 	if _, err := os.Stat(aerie); err != nil {
 		return 1, fmt.Errorf("find the aerie binary: %w (build it with `go build -o bin/ ./cmd/aerie ./cmd/kubectl-aerie`, or run `make demo`)", err)
 	}
-
-	dir := o.dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp(scratchBase(), "aerie-demo-"); err != nil {
-			return 1, err
-		}
-		if !o.keep {
-			defer os.RemoveAll(dir) //nolint:errcheck // best-effort removal of the demo's directory
-		}
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, removeDir, err := demoDir(o)
+	if err != nil {
 		return 1, err
 	}
-	// Containers run as other users: they must traverse the directory.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return 1, err
-	}
+	defer removeDir()
 
 	logFile, err := os.Create(filepath.Join(dir, "demo.log"))
 	if err != nil {
@@ -142,77 +131,28 @@ func run(ctx context.Context, o options) (code int, err error) {
 	logger := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctrl.SetLogger(logr.FromSlogHandler(logger.Handler()))
 
-	st.printf("starting the local control plane (kube-apiserver and etcd)")
-	cp, stopCP, err := testenv.NewControlPlane(dir)
+	p, err := startPlatform(ctx, st, dir, aerie, o.database, logger)
 	if err != nil {
 		return 1, err
 	}
-	defer func() {
-		if err := stopCP(); err != nil {
-			fmt.Fprintf(os.Stderr, "demo: stop the control plane: %v\n", err)
-		}
-	}()
-
-	// Everything below stops when runCtx ends, before the control plane.
-	runCtx, cancel := context.WithCancel(ctx)
-	var wait []<-chan error
-	defer func() {
-		cancel()
-		for _, done := range wait {
-			if err := <-done; err != nil {
-				fmt.Fprintf(os.Stderr, "demo: %v\n", err)
-			}
-		}
-	}()
-
-	for _, ns := range []string{controllerNamespace, sessionNamespace} {
-		if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return 1, fmt.Errorf("create namespace %s: %w", ns, err)
-		}
-	}
-
-	dsn, err := prepareDatabase(dir, o.database)
-	if err != nil {
-		return 1, err
-	}
-	cfg := controllers.DefaultConfig(controllerNamespace, "aerie-runner:demo")
-	// The pod runner ignores images and runs command[0] from its Commands.
-	cfg.RunnerCommand = "aerie"
-	if err := cp.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: cfg.DatabaseSecret.Name, Namespace: sessionNamespace},
-		StringData: map[string]string{cfg.DatabaseSecret.Key: dsn},
-	}); err != nil {
-		return 1, fmt.Errorf("create the database Secret: %w", err)
-	}
-
-	st.printf("starting the controller and the local pod runner")
-	done, err := startController(runCtx, cp, cfg)
-	if err != nil {
-		return 1, err
-	}
-	wait = append(wait, done)
-	runner, done, err := startPodRunner(runCtx, cp, dir, aerie, logger)
-	if err != nil {
-		return 1, err
-	}
-	wait = append(wait, done)
+	defer p.stop()
 
 	st.printf("applying the platform layer %s/%s from %s", controllerNamespace, platformLayer, o.layer)
-	if err := applyLayer(ctx, cp, aerie, o.layer); err != nil {
+	if err := applyLayer(ctx, p.cp, aerie, o.layer); err != nil {
 		return 1, err
 	}
-	session, model, err := sessionManifest(ctx, cp, o.session)
+	session, model, err := sessionManifest(ctx, p.cp, o.session)
 	if err != nil {
 		return 1, err
 	}
-	if err := cp.Client.Create(ctx, session); err != nil {
+	if err := p.cp.Client.Create(ctx, session); err != nil {
 		return 1, fmt.Errorf("create the AgentSession from %s: %w", o.session, err)
 	}
 	st.printf("created AgentSession %s/%s (model %s)", session.Namespace, session.Name, model)
 
 	waitCtx, cancelWait := context.WithTimeout(ctx, o.timeout)
 	defer cancelWait()
-	final, pod, err := follow(waitCtx, st, cp, session)
+	final, pod, err := follow(waitCtx, st, p.cp, session)
 	if final == nil {
 		return 1, err
 	}
@@ -220,30 +160,143 @@ func run(ctx context.Context, o options) (code int, err error) {
 		// Show what there is, then fail.
 		fmt.Printf("\n%v\n", err)
 	}
+	code = printOutcome(ctx, p, final, pod, dir, o.keep)
+	if o.keep {
+		keepRunning(ctx, p.cp, final, dir)
+	}
+	st.printf("stopping the pod runner, the controller and the control plane")
+	return code, nil
+}
 
+// demoDir returns the directory the demo works in, o.dir or a new one,
+// and the function that removes it unless the demo is to keep it.
+func demoDir(o options) (dir string, remove func(), err error) {
+	remove = func() {}
+	if dir = o.dir; dir == "" {
+		if dir, err = os.MkdirTemp(scratchBase(), "aerie-demo-"); err != nil {
+			return "", nil, err
+		}
+		if !o.keep {
+			remove = func() { os.RemoveAll(dir) } //nolint:errcheck // best-effort removal of the demo's directory
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", nil, err
+	}
+	// Containers run as other users: they must traverse the directory.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		remove()
+		return "", nil, err
+	}
+	return dir, remove, nil
+}
+
+// platform is what the session runs on: a local control plane, with the
+// controller and the pod runner running against it until stop.
+type platform struct {
+	cp     *testenv.ControlPlane
+	runner *testenv.PodRunner
+	dsn    string // the session store's
+
+	stopCP func() error
+	cancel context.CancelFunc // ends the controller and the pod runner
+	wait   []<-chan error     // their ends
+}
+
+// startPlatform starts the control plane, creates the namespaces and the
+// database Secret, and starts the controller and the pod runner. On an
+// error it stops what it started.
+func startPlatform(ctx context.Context, st stepper, dir, aerie, database string, logger *slog.Logger) (_ *platform, err error) {
+	st.printf("starting the local control plane (kube-apiserver and etcd)")
+	cp, stopCP, err := testenv.NewControlPlane(dir)
+	if err != nil {
+		return nil, err
+	}
+	// Everything below stops when runCtx ends, before the control plane.
+	runCtx, cancel := context.WithCancel(ctx)
+	p := &platform{cp: cp, stopCP: stopCP, cancel: cancel}
+	defer func() {
+		if err != nil {
+			p.stop()
+		}
+	}()
+
+	for _, ns := range []string{controllerNamespace, sessionNamespace} {
+		if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return nil, fmt.Errorf("create namespace %s: %w", ns, err)
+		}
+	}
+	if p.dsn, err = prepareDatabase(dir, database); err != nil {
+		return nil, err
+	}
+	cfg := controllers.DefaultConfig(controllerNamespace, "aerie-runner:demo")
+	// The pod runner ignores images and runs command[0] from its Commands.
+	cfg.RunnerCommand = "aerie"
+	if err := cp.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: cfg.DatabaseSecret.Name, Namespace: sessionNamespace},
+		StringData: map[string]string{cfg.DatabaseSecret.Key: p.dsn},
+	}); err != nil {
+		return nil, fmt.Errorf("create the database Secret: %w", err)
+	}
+
+	st.printf("starting the controller and the local pod runner")
+	done, err := startController(runCtx, cp, cfg)
+	if err != nil {
+		return nil, err
+	}
+	p.wait = append(p.wait, done)
+	if p.runner, done, err = startPodRunner(runCtx, cp, dir, aerie, logger); err != nil {
+		return nil, err
+	}
+	p.wait = append(p.wait, done)
+	return p, nil
+}
+
+// stop ends the controller and the pod runner, waits for them, and stops
+// the control plane.
+func (p *platform) stop() {
+	p.cancel()
+	for _, done := range p.wait {
+		if err := <-done; err != nil {
+			fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		}
+	}
+	if err := p.stopCP(); err != nil {
+		fmt.Fprintf(os.Stderr, "demo: stop the control plane: %v\n", err)
+	}
+}
+
+// printOutcome shows the session's status, transcript and workspace, and
+// on a failure its pod, and returns the demo's exit code: 0 for a
+// session that succeeded, the runner's exit code or 1 otherwise.
+func printOutcome(ctx context.Context, p *platform, final *aeriev1.AgentSession, pod *corev1.Pod, dir string, keep bool) int {
 	printStatus(final)
-	if err := printTranscript(ctx, dsn, final); err != nil {
+	if err := printTranscript(ctx, p.dsn, final); err != nil {
 		fmt.Printf("(no transcript: %v)\n", err)
 	}
 	if pod != nil {
-		printWorkspace(runner.VolumePath(pod, "workspace"))
+		printWorkspace(p.runner.VolumePath(pod, "workspace"))
 	}
-	if final.Status.Phase != aeriev1.PhaseSucceeded {
-		if pod != nil {
-			printPod(pod)
-		}
-		code = 1
-		if r := final.Status.Result; r != nil && r.ExitCode != nil && *r.ExitCode != 0 {
-			code = int(*r.ExitCode)
-		}
-		fmt.Printf("\nThe session did not succeed. Logs: %s\n", dir)
-		if !o.keep {
-			fmt.Println("(run `make demo KEEP=1` to keep the control plane up and look around)")
-		}
+	if final.Status.Phase == aeriev1.PhaseSucceeded {
+		return 0
 	}
+	if pod != nil {
+		printPod(pod)
+	}
+	code := 1
+	if r := final.Status.Result; r != nil && r.ExitCode != nil && *r.ExitCode != 0 {
+		code = int(*r.ExitCode)
+	}
+	fmt.Printf("\nThe session did not succeed. Logs: %s\n", dir)
+	if !keep {
+		fmt.Println("(run `make demo KEEP=1` to keep the control plane up and look around)")
+	}
+	return code
+}
 
-	if o.keep {
-		fmt.Printf(`
+// keepRunning tells how to look at the running platform and waits for
+// ctx to end (Ctrl-C).
+func keepRunning(ctx context.Context, cp *testenv.ControlPlane, final *aeriev1.AgentSession, dir string) {
+	fmt.Printf(`
 Everything keeps running until Ctrl-C. In another terminal:
 
   export KUBECONFIG=%s
@@ -254,13 +307,10 @@ Everything keeps running until Ctrl-C. In another terminal:
   kubectl get configmap -n %s -l aerie.run/layer
 
 Files: %s (the store, the pods' volumes and logs, demo.log)
-`, cp.Kubeconfig, cp.KubectlPath, sessionNamespace, session.Name, sessionNamespace,
-			final.Status.PodName, sessionNamespace, controllerNamespace, dir)
-		<-ctx.Done()
-		fmt.Println("\nstopping")
-	}
-	st.printf("stopping the pod runner, the controller and the control plane")
-	return code, nil
+`, cp.Kubeconfig, cp.KubectlPath, sessionNamespace, final.Name, sessionNamespace,
+		final.Status.PodName, sessionNamespace, controllerNamespace, dir)
+	<-ctx.Done()
+	fmt.Println("\nstopping")
 }
 
 // scratchBase is where the demo makes its directory: a short path, since

@@ -171,49 +171,7 @@ func (c *Config) loadLayer(l layer.Layer, trust Trust, opts LoadOptions) []error
 				Reason: fmt.Sprintf("the declaration in %s (%s) comes first", first.Layer.Name, first.Path)})
 			continue
 		}
-		f := File{Layer: l, Path: path, ID: id}
-		src := Source{Layer: l, File: path, Executors: opts.Executors}
-		data, err := readBounded(root, "mcp_servers/"+name)
-		var srv Server
-		var probs []layer.Problem
-		if err != nil {
-			probs = []layer.Problem{{Layer: l.Name, File: path, Reason: err.Error()}}
-		} else {
-			f.Digest = layer.Digest(data)
-			srv, probs = ParseFile(data, id, src)
-		}
-		switch {
-		case len(probs) > 0:
-			f.Status, f.Reason = layer.StatusSkipped, layer.Summary(probs)
-			for _, p := range probs {
-				fail(p)
-			}
-		case srv.Disabled:
-			f.Status, f.Reason = layer.StatusInactive, disabledReason
-		case l.NeedsTrust():
-			v := layer.Verdict{Status: layer.Untrusted, Reason: "no trust pins"}
-			exes := executables(srv, opts.Dir)
-			if trust != nil {
-				v = trust.Check(l, path, exes)
-			}
-			f.Trust = v.Status
-			if v.Status != layer.Trusted {
-				// Modified rather than untrusted when a pin covers the
-				// declaration: the fix is to restore it, or to review it
-				// and pin it again.
-				f.Status, f.Reason, f.Executables = layer.StatusInactive, v.Reason, exes
-				c.Problems = append(c.Problems, layer.Problem{Layer: l.Name, File: path, Reason: string(v.Status) + ": " + v.Reason})
-				break
-			}
-			f.Status = layer.StatusActive
-		default:
-			f.Status = layer.StatusActive
-		}
-		if f.Status == layer.StatusActive {
-			c.Servers = append(c.Servers, srv)
-		}
-		c.claimed[id] = f
-		c.Files = append(c.Files, f)
+		c.loadDeclaration(root, l, id, path, trust, opts, fail)
 	}
 	if more {
 		reason := fmt.Sprintf("the directory has more than %d entries; only the first %d read were looked at; declare fewer servers, or spread them over layers", layer.MaxDirEntries, layer.MaxDirEntries)
@@ -221,6 +179,55 @@ func (c *Config) loadLayer(l layer.Layer, trust Trust, opts LoadOptions) []error
 		fail(layer.Problem{Layer: l.Name, File: dir, Reason: reason})
 	}
 	return errs
+}
+
+// loadDeclaration reads and checks the declaration path of server id in
+// layer l, checks its trust, and records it: its File, and the server when
+// it is active. fail records a problem.
+func (c *Config) loadDeclaration(root *layer.Dir, l layer.Layer, id, path string, trust Trust, opts LoadOptions, fail func(layer.Problem)) {
+	f := File{Layer: l, Path: path, ID: id}
+	src := Source{Layer: l, File: path, Executors: opts.Executors}
+	data, err := readBounded(root, "mcp_servers/"+filepath.Base(path))
+	var srv Server
+	var probs []layer.Problem
+	if err != nil {
+		probs = []layer.Problem{{Layer: l.Name, File: path, Reason: err.Error()}}
+	} else {
+		f.Digest = layer.Digest(data)
+		srv, probs = ParseFile(data, id, src)
+	}
+	switch {
+	case len(probs) > 0:
+		f.Status, f.Reason = layer.StatusSkipped, layer.Summary(probs)
+		for _, p := range probs {
+			fail(p)
+		}
+	case srv.Disabled:
+		f.Status, f.Reason = layer.StatusInactive, disabledReason
+	case l.NeedsTrust():
+		v := layer.Verdict{Status: layer.Untrusted, Reason: "no trust pins"}
+		exes := executables(srv, opts.Dir)
+		if trust != nil {
+			v = trust.Check(l, path, exes)
+		}
+		f.Trust = v.Status
+		if v.Status != layer.Trusted {
+			// Modified rather than untrusted when a pin covers the
+			// declaration: the fix is to restore it, or to review it
+			// and pin it again.
+			f.Status, f.Reason, f.Executables = layer.StatusInactive, v.Reason, exes
+			c.Problems = append(c.Problems, layer.Problem{Layer: l.Name, File: path, Reason: string(v.Status) + ": " + v.Reason})
+			break
+		}
+		f.Status = layer.StatusActive
+	default:
+		f.Status = layer.StatusActive
+	}
+	if f.Status == layer.StatusActive {
+		c.Servers = append(c.Servers, srv)
+	}
+	c.claimed[id] = f
+	c.Files = append(c.Files, f)
 }
 
 // executables returns what a trust pin must cover besides the manifest:

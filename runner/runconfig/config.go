@@ -265,116 +265,162 @@ func fieldErr(field, format string, args ...any) error {
 // *FieldError.
 func (c *Config) Validate() error {
 	var errs []error
-	add := func(err error) { errs = append(errs, err) }
+	for _, check := range []func() []error{
+		c.validateIdentity, c.validateSession, c.validateModel, c.validateHookApproval,
+		c.validateLayers, c.validateTrust, c.validateBudget, c.validateExecutor,
+	} {
+		errs = append(errs, check()...)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	// The first error names the field; the others follow it, in the order
+	// of the fields, so one pass over a broken file shows every mistake.
+	return errors.Join(errs...)
+}
+
+// validateIdentity checks what the file is and the AgentSession it is for.
+func (c *Config) validateIdentity() (errs []error) {
 	if c.APIVersion != APIVersion {
-		add(fieldErr("apiVersion", "%q: want %q", c.APIVersion, APIVersion))
+		errs = append(errs, fieldErr("apiVersion", "%q: want %q", c.APIVersion, APIVersion))
 	}
 	if c.Kind != Kind {
-		add(fieldErr("kind", "%q: want %q", c.Kind, Kind))
+		errs = append(errs, fieldErr("kind", "%q: want %q", c.Kind, Kind))
 	}
 	if c.Namespace == "" {
-		add(fieldErr("namespace", "missing: the AgentSession's namespace scopes its sessions"))
+		errs = append(errs, fieldErr("namespace", "missing: the AgentSession's namespace scopes its sessions"))
 	}
 	if c.AgentSession == "" {
-		add(fieldErr("agentSession", "missing: the AgentSession's name"))
+		errs = append(errs, fieldErr("agentSession", "missing: the AgentSession's name"))
 	}
-	if _, err := uuid.Parse(c.Session.ID); err != nil {
-		add(fieldErr("session.id", "%q is not a UUID: %v", c.Session.ID, err))
+	return errs
+}
+
+// validateSession checks the session, how it starts (new, resumed or
+// forked), and that a new one has a prompt.
+func (c *Config) validateSession() (errs []error) {
+	s := c.Session
+	if _, err := uuid.Parse(s.ID); err != nil {
+		errs = append(errs, fieldErr("session.id", "%q is not a UUID: %v", s.ID, err))
 	}
-	if c.Session.Attempt < 1 {
-		add(fieldErr("session.attempt", "%d: attempts count from 1", c.Session.Attempt))
+	if s.Attempt < 1 {
+		errs = append(errs, fieldErr("session.attempt", "%d: attempts count from 1", s.Attempt))
 	}
-	if c.Session.ResumeFrom != "" && c.Session.ForkFrom != "" {
-		add(fieldErr("session.forkFrom", "set together with session.resumeFrom: a session is resumed or forked, not both"))
+	if s.ResumeFrom != "" && s.ForkFrom != "" {
+		errs = append(errs, fieldErr("session.forkFrom", "set together with session.resumeFrom: a session is resumed or forked, not both"))
 	}
-	if c.Session.ResumeFrom != "" && c.Session.ResumeFrom != c.Session.ID {
-		add(fieldErr("session.resumeFrom", "%q differs from session.id %q: a resumed session keeps its id", c.Session.ResumeFrom, c.Session.ID))
+	if s.ResumeFrom != "" && s.ResumeFrom != s.ID {
+		errs = append(errs, fieldErr("session.resumeFrom", "%q differs from session.id %q: a resumed session keeps its id", s.ResumeFrom, s.ID))
 	}
-	if c.Session.ForkFrom != "" {
-		if _, err := uuid.Parse(c.Session.ForkFrom); err != nil {
-			add(fieldErr("session.forkFrom", "%q is not a UUID: %v", c.Session.ForkFrom, err))
+	if s.ForkFrom != "" {
+		if _, err := uuid.Parse(s.ForkFrom); err != nil {
+			errs = append(errs, fieldErr("session.forkFrom", "%q is not a UUID: %v", s.ForkFrom, err))
 		}
 	}
-	if c.Session.ForkAtSequence < 0 || (c.Session.ForkAtSequence > 0 && c.Session.ForkFrom == "") {
-		add(fieldErr("session.forkAtSequence", "%d: want a positive sequence number, with session.forkFrom", c.Session.ForkAtSequence))
+	if s.ForkAtSequence < 0 || (s.ForkAtSequence > 0 && s.ForkFrom == "") {
+		errs = append(errs, fieldErr("session.forkAtSequence", "%d: want a positive sequence number, with session.forkFrom", s.ForkAtSequence))
 	}
-	if strings.TrimSpace(c.Prompt) == "" && c.Session.ResumeFrom == "" && c.Session.ForkFrom == "" {
-		add(fieldErr("prompt", "missing: a new session needs a task"))
+	if strings.TrimSpace(c.Prompt) == "" && s.ResumeFrom == "" && s.ForkFrom == "" {
+		errs = append(errs, fieldErr("prompt", "missing: a new session needs a task"))
 	}
-	switch c.Model.Provider {
+	return errs
+}
+
+// validateModel checks the provider and the model.
+func (c *Config) validateModel() (errs []error) {
+	m := c.Model
+	switch m.Provider {
 	case ProviderAnthropic, ProviderOpenAI, ProviderOpenAICompatible, ProviderScripted:
 	default:
-		add(fieldErr("model.provider", "%q: want one of anthropic, openai, openai-compatible, scripted", c.Model.Provider))
+		errs = append(errs, fieldErr("model.provider", "%q: want one of anthropic, openai, openai-compatible, scripted", m.Provider))
 	}
-	if c.Model.Name == "" {
-		add(fieldErr("model.name", "missing"))
+	if m.Name == "" {
+		errs = append(errs, fieldErr("model.name", "missing"))
 	}
+	if m.Provider == ProviderOpenAICompatible && m.BaseURL == "" {
+		errs = append(errs, fieldErr("model.baseURL", "missing: provider openai-compatible needs the server's URL"))
+	}
+	if m.ContextWindow < 0 {
+		errs = append(errs, fieldErr("model.contextWindow", "%d: want a positive number of tokens", m.ContextWindow))
+	}
+	if m.MaxOutputTokens < 0 {
+		errs = append(errs, fieldErr("model.maxOutputTokens", "%d: want a positive number of tokens", m.MaxOutputTokens))
+	}
+	return errs
+}
+
+func (c *Config) validateHookApproval() []error {
 	switch c.HookApproval {
 	case "", HookApprovalDeny, HookApprovalAllow:
+		return nil
 	default:
-		add(fieldErr("hookApproval", "%q: want deny or allow", c.HookApproval))
+		return []error{fieldErr("hookApproval", "%q: want deny or allow", c.HookApproval)}
 	}
-	if c.Model.Provider == ProviderOpenAICompatible && c.Model.BaseURL == "" {
-		add(fieldErr("model.baseURL", "missing: provider openai-compatible needs the server's URL"))
-	}
-	if c.Model.ContextWindow < 0 {
-		add(fieldErr("model.contextWindow", "%d: want a positive number of tokens", c.Model.ContextWindow))
-	}
-	if c.Model.MaxOutputTokens < 0 {
-		add(fieldErr("model.maxOutputTokens", "%d: want a positive number of tokens", c.Model.MaxOutputTokens))
-	}
+}
+
+// validateLayers checks each layer and that no two share a directory.
+func (c *Config) validateLayers() (errs []error) {
 	dirs := map[string]int{}
 	for i, l := range c.Layers {
 		f := fmt.Sprintf("layers[%d]", i)
 		switch {
 		case l.Name == "":
-			add(fieldErr(f+".name", "missing"))
+			errs = append(errs, fieldErr(f+".name", "missing"))
 		case l.Kind != LayerSpec && l.Kind != LayerNamespace && l.Kind != LayerPlatform:
-			add(fieldErr(f+".kind", "%q: want spec, namespace or platform", l.Kind))
+			errs = append(errs, fieldErr(f+".kind", "%q: want spec, namespace or platform", l.Kind))
 		case !path.IsAbs(l.Dir) || path.Clean(l.Dir) != l.Dir:
-			add(fieldErr(f+".dir", "%q: want a clean absolute path", l.Dir))
+			errs = append(errs, fieldErr(f+".dir", "%q: want a clean absolute path", l.Dir))
 		case l.Digest != "" && !validDigest(l.Digest):
-			add(fieldErr(f+".digest", "%q: want sha256:<64 hex digits>", l.Digest))
+			errs = append(errs, fieldErr(f+".digest", "%q: want sha256:<64 hex digits>", l.Digest))
 		}
 		if j, ok := dirs[l.Dir]; ok && l.Dir != "" {
-			add(fieldErr(f+".dir", "%q is also layers[%d].dir", l.Dir, j))
+			errs = append(errs, fieldErr(f+".dir", "%q is also layers[%d].dir", l.Dir, j))
 		}
 		dirs[l.Dir] = i
 	}
+	return errs
+}
+
+func (c *Config) validateTrust() (errs []error) {
 	for i, s := range c.Trust.Sources {
 		if s != "Extensions" && s != "Namespace" && s != "Platform" {
-			add(fieldErr(fmt.Sprintf("trust.sources[%d]", i), "%q: want Extensions, Namespace or Platform", s))
+			errs = append(errs, fieldErr(fmt.Sprintf("trust.sources[%d]", i), "%q: want Extensions, Namespace or Platform", s))
 		}
 	}
 	for i, p := range c.Trust.Pins {
 		if p.Source == "" {
-			add(fieldErr(fmt.Sprintf("trust.pins[%d].source", i), "missing"))
+			errs = append(errs, fieldErr(fmt.Sprintf("trust.pins[%d].source", i), "missing"))
 		}
 	}
-	if c.Budget.MaxDuration < 0 {
-		add(fieldErr("budget.maxDuration", "%s: want a positive duration", time.Duration(c.Budget.MaxDuration)))
+	return errs
+}
+
+func (c *Config) validateBudget() (errs []error) {
+	b := c.Budget
+	if b.MaxDuration < 0 {
+		errs = append(errs, fieldErr("budget.maxDuration", "%s: want a positive duration", time.Duration(b.MaxDuration)))
 	}
-	if c.Budget.MaxTurns < 0 {
-		add(fieldErr("budget.maxTurns", "%d: want a positive number", c.Budget.MaxTurns))
+	if b.MaxTurns < 0 {
+		errs = append(errs, fieldErr("budget.maxTurns", "%d: want a positive number", b.MaxTurns))
 	}
-	if c.Budget.MaxTokens < 0 {
-		add(fieldErr("budget.maxTokens", "%d: want a positive number", c.Budget.MaxTokens))
+	if b.MaxTokens < 0 {
+		errs = append(errs, fieldErr("budget.maxTokens", "%d: want a positive number", b.MaxTokens))
 	}
-	if !path.IsAbs(c.Executor.Socket) {
-		add(fieldErr("executor.socket", "%q: want an absolute path", c.Executor.Socket))
+	return errs
+}
+
+func (c *Config) validateExecutor() (errs []error) {
+	e := c.Executor
+	if !path.IsAbs(e.Socket) {
+		errs = append(errs, fieldErr("executor.socket", "%q: want an absolute path", e.Socket))
 	}
-	if !path.IsAbs(c.Executor.Workspace) {
-		add(fieldErr("executor.workspace", "%q: want an absolute path", c.Executor.Workspace))
+	if !path.IsAbs(e.Workspace) {
+		errs = append(errs, fieldErr("executor.workspace", "%q: want an absolute path", e.Workspace))
 	}
-	if w := c.Executor.WorkingDir; w != "" && (path.IsAbs(w) || !local(w)) {
-		add(fieldErr("executor.workingDir", "%q: want a path relative to the workspace, without '..'", w))
+	if w := e.WorkingDir; w != "" && (path.IsAbs(w) || !local(w)) {
+		errs = append(errs, fieldErr("executor.workingDir", "%q: want a path relative to the workspace, without '..'", w))
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	// The first error names the field; the others follow it, so one
-	// pass over a broken file shows every mistake.
-	return errors.Join(errs...)
+	return errs
 }
 
 func local(p string) bool {

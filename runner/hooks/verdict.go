@@ -263,32 +263,14 @@ type answer struct {
 // interpret reads a finished hook's exit code and output as the spec of
 // its format says. Failures (failed set) are resolved by the caller.
 func interpret(h *Hook, exit int, stdout, stderr string) answer {
-	ev := h.Event
-	// Osprey: session start and end verdicts are observation-only.
-	observeOnly := h.Format == FormatTOML && (ev == SessionStart || ev == SessionEnd)
-	switch exit {
-	case 0:
-	case 2:
-		reason := strings.TrimSpace(stderr)
-		switch {
-		case h.Format == FormatTOML && reason == "":
-			return answer{failed: "exit status 2 without a reason on standard error"}
-		case !ev.canBlock() && h.Format == FormatYAML:
-			return answer{failed: fmt.Sprintf("exit status 2, but %s cannot be blocked", ev)}
-		case !ev.canBlock():
-			return answer{ignored: []string{fmt.Sprintf("a block (exit status 2): %s cannot be blocked", ev)}}
-		case reason == "":
-			reason = fmt.Sprintf("blocked by hook %s", h.ID)
-		}
-		return answer{decision: Block, reason: reason}
-	default:
-		return answer{failed: fmt.Sprintf("exit status %d", exit)}
+	if exit != 0 {
+		return interpretExit(h, exit, stderr)
 	}
-
 	out := strings.TrimSpace(stdout)
 	if out == "" {
 		return answer{}
 	}
+	ev := h.Event
 	if out[0] != '{' {
 		switch {
 		case h.Format == FormatTOML:
@@ -302,9 +284,42 @@ func interpret(h *Hook, exit int, stdout, stderr string) answer {
 	if err != nil {
 		return answer{failed: "invalid JSON output: " + err.Error()}
 	}
-	if observeOnly {
+	// Osprey: session start and end verdicts are observation-only.
+	if h.Format == FormatTOML && (ev == SessionStart || ev == SessionEnd) {
 		return answer{systemMessage: o.SystemMessage, ignored: []string{fmt.Sprintf("the verdict: %s hooks in hooks.toml only observe", ev)}}
 	}
+	a := interpretVerdict(h, o)
+	if o.HookSpecificOutput == nil {
+		return a
+	}
+	return interpretSpecific(h, a, o)
+}
+
+// interpretExit reads a non-zero exit code: 2 blocks, with standard error
+// as the reason, where the event can be blocked; anything else fails.
+func interpretExit(h *Hook, exit int, stderr string) answer {
+	ev := h.Event
+	if exit != 2 {
+		return answer{failed: fmt.Sprintf("exit status %d", exit)}
+	}
+	reason := strings.TrimSpace(stderr)
+	switch {
+	case h.Format == FormatTOML && reason == "":
+		return answer{failed: "exit status 2 without a reason on standard error"}
+	case !ev.canBlock() && h.Format == FormatYAML:
+		return answer{failed: fmt.Sprintf("exit status 2, but %s cannot be blocked", ev)}
+	case !ev.canBlock():
+		return answer{ignored: []string{fmt.Sprintf("a block (exit status 2): %s cannot be blocked", ev)}}
+	case reason == "":
+		reason = fmt.Sprintf("blocked by hook %s", h.ID)
+	}
+	return answer{decision: Block, reason: reason}
+}
+
+// interpretVerdict reads the fields of a JSON verdict every event shares:
+// the system message, continue and the decision.
+func interpretVerdict(h *Hook, o Output) answer {
+	ev := h.Event
 	a := answer{systemMessage: o.SystemMessage}
 	if o.Continue != nil && !*o.Continue {
 		a.stop, a.stopReason = true, o.StopReason
@@ -327,10 +342,14 @@ func interpret(h *Hook, exit int, stdout, stderr string) answer {
 			a.decision = Allow
 		}
 	}
-	s := o.HookSpecificOutput
-	if s == nil {
-		return a
-	}
+	return a
+}
+
+// interpretSpecific adds to a, the answer of the verdict's shared fields,
+// what its hookSpecificOutput says: context for every event, and for
+// PreToolUse a permission decision and an updated input.
+func interpretSpecific(h *Hook, a answer, o Output) answer {
+	ev, s := h.Event, o.HookSpecificOutput
 	a.context = s.AdditionalContext
 	if ev != PreToolUse {
 		if s.PermissionDecision != "" || s.UpdatedInput != nil {

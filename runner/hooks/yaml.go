@@ -339,26 +339,11 @@ func (y *yamlParser) hook(ev Event, m Matcher, field string, h *yaml.Node) (Hook
 			script = v
 		case "args":
 			argsNode = v
-			items, ok := y.seq(v)
-			if !ok {
-				y.add(f, v, "must be a list of strings")
-				return
-			}
-			for _, a := range items {
-				if a.Kind != yaml.ScalarNode || isNull(a) {
-					y.add(f, a, "must be a list of strings")
-					return
-				}
-				args = append(args, a.Value)
-			}
+			args = y.stringList(f, v)
 		case "timeout":
-			secs, err := strconv.ParseFloat(v.Value, 64)
-			if v.Kind != yaml.ScalarNode || (v.Tag != "!!int" && v.Tag != "!!float") || err != nil ||
-				!(secs > 0) || secs > math.MaxInt64/float64(time.Second) {
-				y.add(f, v, "must be a positive number of seconds (the default is 60)")
-				return
+			if d, ok := y.timeout(f, v); ok {
+				hook.Timeout = d
 			}
-			hook.Timeout = time.Duration(secs * float64(time.Second))
 		case "on_failure":
 			switch {
 			case !y.isString(v) || (v.Value != string(FailAllow) && v.Value != string(FailBlock)):
@@ -382,6 +367,42 @@ func (y *yamlParser) hook(ev Event, m Matcher, field string, h *yaml.Node) (Hook
 	case !y.isString(typ) || typ.Value != "command":
 		y.add(field+".type", typ, "%q is not supported: only type command", typ.Value)
 	}
+	y.hookCommand(&hook, field, h, command, script, argsNode, args)
+	return hook, len(y.ps.list) == before
+}
+
+// stringList reads the list of strings v of field f.
+func (y *yamlParser) stringList(f string, v *yaml.Node) []string {
+	items, ok := y.seq(v)
+	if !ok {
+		y.add(f, v, "must be a list of strings")
+		return nil
+	}
+	var list []string
+	for _, a := range items {
+		if a.Kind != yaml.ScalarNode || isNull(a) {
+			y.add(f, a, "must be a list of strings")
+			return list
+		}
+		list = append(list, a.Value)
+	}
+	return list
+}
+
+// timeout reads the hook timeout v of field f, a number of seconds.
+func (y *yamlParser) timeout(f string, v *yaml.Node) (time.Duration, bool) {
+	secs, err := strconv.ParseFloat(v.Value, 64)
+	if v.Kind != yaml.ScalarNode || (v.Tag != "!!int" && v.Tag != "!!float") || err != nil ||
+		!(secs > 0) || secs > math.MaxInt64/float64(time.Second) {
+		y.add(f, v, "must be a positive number of seconds (the default is 60)")
+		return 0, false
+	}
+	return time.Duration(secs * float64(time.Second)), true
+}
+
+// hookCommand sets what hook runs from the fields of the hook h at field:
+// a command line, or a script with its arguments, exactly one of them.
+func (y *yamlParser) hookCommand(hook *Hook, field string, h, command, script, argsNode *yaml.Node, args []string) {
 	switch {
 	case command != nil && script != nil:
 		y.add(field, h, "has both command and script; write exactly one")
@@ -417,7 +438,6 @@ func (y *yamlParser) hook(ev Event, m Matcher, field string, h *yaml.Node) (Hook
 		hook.Command = strings.Join(words, " ")
 		hook.Executables = []string{path}
 	}
-	return hook, len(y.ps.list) == before
 }
 
 // script resolves and checks a script path: it must exist, start with a

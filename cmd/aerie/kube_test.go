@@ -31,7 +31,7 @@ func TestKubeCommands(t *testing.T) {
 	src := t.TempDir()
 	testenv.WriteFile(t, filepath.Join(src, "skills/review/SKILL.md"), "---\nname: review\ndescription: Review code.\n---\n", 0o644)
 	alone := t.TempDir() // aerie without kubectl-aerie
-	copyFile(t, filepath.Join(bin, "aerie"), filepath.Join(alone, "aerie"))
+	testenv.CopyFile(t, filepath.Join(bin, "aerie"), filepath.Join(alone, "aerie"), 0o755)
 	linked := t.TempDir()
 	if err := os.Symlink(filepath.Join(bin, "aerie"), filepath.Join(linked, "aerie")); err != nil {
 		t.Fatal(err)
@@ -94,15 +94,4 @@ func TestKubeCommands(t *testing.T) {
 			t.Errorf("aerie get without kubectl-aerie: exit %d, stderr %q", code, stderr)
 		}
 	})
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -113,3 +113,16 @@ func writeFile(path, content string, mode os.FileMode) error {
 	}
 	return os.Chmod(path, mode)
 }
+
+// CopyFile copies the file from to the new file to, with mode (whatever the
+// umask): for the tests that run a copy of a binary somewhere else.
+func CopyFile(t testing.TB, from, to string, mode os.FileMode) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(to, string(b), mode); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
@@ -791,7 +791,7 @@ func writeAsNobody(t *testing.T, base, path string) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(base, "atif.test")
-	copyFile(t, exe, bin)
+	testenv.CopyFile(t, exe, bin, 0o755)
 	// t.TempDir's directories are private to root; nobody must reach the
 	// binary and the locked directory.
 	for _, d := range []string{filepath.Dir(base), base} {
@@ -812,25 +812,6 @@ func writeAsNobody(t *testing.T, base, path string) string {
 	}
 	msg, _, _ := strings.Cut(after, "\n")
 	return msg
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	src, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestWriteTrajectoryHelper is the child process of

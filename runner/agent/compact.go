@@ -62,11 +62,12 @@ func (l *Loop) requestRecovering(ctx context.Context) (provider.Response, error)
 	return resp, err
 }
 
-// applyCompaction journals a compaction's checkpoint and replaces the
-// conversation with the compacted one. The checkpoint's FirstKept is the
-// first entry of the first message kept, or, when nothing is kept, the
-// checkpoint itself; a journaled conversation whose kept message's entry
-// is unknown (a history without HistorySeqs) cannot be compacted.
+// applyCompaction journals a compaction's checkpoint, replaces the
+// conversation with the compacted one and reports it (a compaction event).
+// The checkpoint's FirstKept is the first entry of the first message kept,
+// or, when nothing is kept, the checkpoint itself; a journaled
+// conversation whose kept message's entry is unknown (a history without
+// HistorySeqs) cannot be compacted.
 func (l *Loop) applyCompaction(res compaction.Result) error {
 	cut := res.Cut.Index
 	if cut < 1 || cut > len(l.messages) || len(res.Messages) != 1+len(l.messages)-cut {
@@ -90,5 +91,7 @@ func (l *Loop) applyCompaction(res compaction.Result) error {
 	})
 	l.seqs = append([]int64{seq}, l.seqs[cut:]...)
 	l.messages = res.Messages
+	prov := res.Provenance
+	l.emit(events.Event{Type: events.Compaction, Seq: seq, Turn: l.turns, Compaction: &prov})
 	return nil
 }

@@ -123,7 +123,13 @@ func TestLoopCompactsLongTask(t *testing.T) {
 	}
 	policy := compaction.New(compaction.Config{Window: compaction.UsableWindow(window, 4_000), Summarizer: model, Provider: "anthropic", Model: "claude-test"})
 	rec := &recorder{}
-	r := New(Config{Model: model, Tools: reg, Journal: rec, System: "You build.", Compactor: policy}, nil, transcript.Usage{}).Run(t.Context(), "Build every step.")
+	var reported []events.Event
+	observe := func(e events.Event) {
+		if e.Type == events.Compaction {
+			reported = append(reported, e)
+		}
+	}
+	r := New(Config{Model: model, Tools: reg, Journal: rec, System: "You build.", Compactor: policy, Observe: observe}, nil, transcript.Usage{}).Run(t.Context(), "Build every step.")
 	if r.Outcome != transcript.OutcomeCompleted || r.Answer != "All steps built." {
 		t.Fatalf("outcome %s: %s (%v)", r.Outcome, r.Reason, r.Err)
 	}
@@ -135,6 +141,14 @@ func TestLoopCompactsLongTask(t *testing.T) {
 	for _, c := range cs {
 		if c.Provenance.Trigger != "auto" {
 			t.Errorf("a %s compaction", c.Provenance.Trigger)
+		}
+	}
+	if len(reported) != len(cs) {
+		t.Fatalf("%d compaction events for %d checkpoints", len(reported), len(cs))
+	}
+	for i, e := range reported {
+		if p := e.Compaction; e.Seq == 0 || p == nil || p.Trigger != "auto" || p.Messages != cs[i].Provenance.Messages || p.TokensAfter >= p.TokensBefore {
+			t.Errorf("compaction event %d: seq %d, %+v; checkpoint %+v", i, e.Seq, p, cs[i].Provenance)
 		}
 	}
 	for i, req := range ms.Requests() {

@@ -28,7 +28,12 @@ const (
 	// boundary after extension_manage changed them: Status is "reloaded"
 	// or "failed", Text a line per changed artifact with its state, Reason
 	// the failure.
-	Reload     Type = "extensions_reload"
+	Reload Type = "extensions_reload"
+	// Compaction reports a compaction checkpoint journaled (Seq): the
+	// conversation before it was replaced by a summary. Compaction says
+	// what started it, how many messages it replaced, and the estimated
+	// tokens of the next request before and after.
+	Compaction Type = "compaction"
 	End        Type = "end"
 	SessionEnd Type = "session_end"
 )
@@ -65,6 +70,8 @@ type Event struct {
 	// Messages are a hook event's system messages: for the people
 	// watching the run, not for the model.
 	Messages []string `json:"messages,omitempty"`
+	// Compaction is set on compaction.
+	Compaction *transcript.Provenance `json:"compaction,omitempty"`
 	// ExitCode is set on session_end.
 	ExitCode *int `json:"exit_code,omitempty"`
 }

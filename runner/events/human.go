@@ -60,6 +60,10 @@ func (h *Human) Observe(e Event) {
 		for l := range strings.Lines(e.Text) {
 			h.linef("  %s", strings.TrimRight(l, "\n"))
 		}
+	case Compaction:
+		if c := e.Compaction; c != nil {
+			h.linef("⇊ conversation compacted (%s): %d messages summarized · ~%d → ~%d tokens", c.Trigger, c.Messages, c.TokensBefore, c.TokensAfter)
+		}
 	case SessionEnd:
 		line := fmt.Sprintf("● %s after %d turns", e.Outcome, e.Turn)
 		if e.Usage != nil {

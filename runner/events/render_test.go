@@ -106,6 +106,17 @@ func TestHumanReload(t *testing.T) {
 	}
 }
 
+func TestHumanCompaction(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	h := NewHuman(&buf)
+	h.Observe(Event{Type: Compaction, Seq: 40, Compaction: &transcript.Provenance{Trigger: "auto", Messages: 31, TokensBefore: 170_000, TokensAfter: 22_000}})
+	want := "⇊ conversation compacted (auto): 31 messages summarized · ~170000 → ~22000 tokens\n"
+	if buf.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", buf.String(), want)
+	}
+}
+
 // TestHumanHooks shows what hooks say to the user, and why a hook ended a
 // completed run; a hook event with no message shows nothing.
 func TestHumanHooks(t *testing.T) {

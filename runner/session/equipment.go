@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/compaction"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/extensions/userlayer"
@@ -55,6 +56,9 @@ type equipment struct {
 
 	// prompt is the user's prompt with the skills it names attached.
 	prompt string
+
+	// compactor compacts the conversation (see converse).
+	compactor *compaction.Policy
 }
 
 // newEquipment loads the layers' artifacts. A malformed artifact in a
@@ -252,8 +256,11 @@ func applyToolset(ts *extensions.Toolsets, name string, all []tools.Tool, log *s
 	return out, nil
 }
 
-// converse runs the SessionStart and UserPromptSubmit hooks and the loop.
-func (eq *equipment) converse(ctx context.Context, source string, model agent.Model, w *journal.Writer, snap transcript.Snapshot) agent.Result {
+// converse runs the SessionStart and UserPromptSubmit hooks and the loop,
+// with compactor compacting its conversation: it is told what every
+// request carries besides the messages (the system prompt, the tools) now
+// and after each reload.
+func (eq *equipment) converse(ctx context.Context, source string, model agent.Model, compactor *compaction.Policy, w *journal.Writer, snap transcript.Snapshot) agent.Result {
 	opts := eq.opts
 	eq.sessionStart(ctx, source)
 	// The hooks of this prompt's turn — UserPromptSubmit, the tool hooks,
@@ -270,6 +277,9 @@ func (eq *equipment) converse(ctx context.Context, source string, model agent.Mo
 	if snap.Usage != nil {
 		usage = *snap.Usage
 	}
+	eq.compactor = compactor
+	eq.compactor.SetFixed(eq.systemPrompt(), eq.reg.Definitions())
+	history, seqs := agent.HistoryWithSeqs(snap)
 	var loop *agent.Loop
 	loop = agent.New(agent.Config{
 		Model:       model,
@@ -283,9 +293,11 @@ func (eq *equipment) converse(ctx context.Context, source string, model agent.Mo
 		// is reconnected (or the turn fails), and what extension_manage
 		// changed takes effect.
 		BeforeRequest: eq.turnBoundary(func() *agent.Loop { return loop }),
+		Compactor:     compactor,
+		HistorySeqs:   seqs,
 		Observe:       opts.Observe,
 		Logger:        opts.Logger.With("session", eq.session),
-	}, agent.History(snap), usage)
+	}, history, usage)
 	return loop.Run(ctx, prompt)
 }
 

@@ -54,6 +54,7 @@ func (eq *equipment) reload(loop *agent.Loop) {
 	eq.loadout = l
 	loop.SetSystem(eq.systemPrompt())
 	loop.SetTools(eq.loopTools())
+	eq.compactor.SetFixed(eq.systemPrompt(), eq.reg.Definitions())
 	report := l.ext.Report()
 	eq.manager.Reloaded(report, changed)
 	emit(opts.Observe, events.Event{Type: events.Reload, Session: eq.session, Status: "reloaded", Text: describeChanges(report, changed)})

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/compaction"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/journal"
@@ -162,8 +163,21 @@ func (r *run) converse(ctx context.Context) {
 		_, _ = r.pending.wait(ctx)
 	}
 	if !r.pending.failed() {
-		r.res = r.eq.converse(ctx, source, r.model, r.w, r.snap)
+		r.res = r.eq.converse(ctx, source, r.model, r.compactor(), r.w, r.snap)
 	}
+}
+
+// compactor is the policy that compacts the run's conversation: the
+// session's model summarizes, within the window in force less the
+// responses' cap. With the window unknown it compacts only a request the
+// model refused as too large.
+func (r *run) compactor() *compaction.Policy {
+	return compaction.New(compaction.Config{
+		Window:     compaction.UsableWindow(r.window, r.opts.Model.MaxOutputTokens),
+		Summarizer: r.model,
+		Provider:   r.settings.Provider,
+		Model:      r.settings.Model,
+	})
 }
 
 // finish ends the session, whatever phase the run reached, and makes its

@@ -188,9 +188,14 @@ type Model struct {
 	// ContextWindow is the model's context window in tokens as the
 	// session's submitter states it (an AgentSession's
 	// spec.model.contextWindow): it overrides aerie's table of known
-	// models. The window in force is in the Report, for automatic
-	// compaction, which is not built yet.
+	// models. The window in force (in the Report) is what automatic
+	// compaction keeps the conversation within; unknown, only a request
+	// the model refuses as too large is compacted.
 	ContextWindow int64
+	// MaxOutputTokens is the cap of each response New's models are made
+	// with (0: the provider's default); the window less it is what a
+	// request's input may fill.
+	MaxOutputTokens int64
 }
 
 // Budget bounds a run.

@@ -147,9 +147,10 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 		Session: session.Spec{Tenant: cfg.Namespace, ID: id, Label: cfg.AgentSession},
 		Prompt:  cfg.Prompt,
 		Model: session.Model{
-			Settings:      transcript.Settings{Provider: cfg.Model.Provider, Model: cfg.Model.Name},
-			New:           modelFactory(cfg, env),
-			ContextWindow: cfg.Model.ContextWindow,
+			Settings:        transcript.Settings{Provider: cfg.Model.Provider, Model: cfg.Model.Name},
+			New:             modelFactory(cfg, env),
+			ContextWindow:   cfg.Model.ContextWindow,
+			MaxOutputTokens: cfg.Model.MaxOutputTokens,
 		},
 		Extensions: session.LoadOptions{
 			// The workspace's project layers (the workspace is mounted

@@ -223,7 +223,9 @@ type ModelSpec struct {
 	APIKeySecretRef *KeyReference `json:"apiKeySecretRef,omitempty"`
 
 	// contextWindow is the model's context window in tokens. It overrides aerie's table of
-	// known models for this session.
+	// known models for this session. Automatic compaction summarizes the start of the
+	// conversation before a request would fill 85 % of it; without a window from either, only
+	// a request the model refuses as too large is compacted, then sent again.
 	// +optional
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=100000000

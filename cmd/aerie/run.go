@@ -37,13 +37,17 @@ type runFlags struct {
 	workspace                             string
 	maxTurns                              int
 	maxTokens                             int64
-	maxDuration                           time.Duration
-	eventsJSONL                           bool
-	rawDir                                string
-	atifOutput                            string
-	atifPlaintext                         bool
-	toolset                               string
-	hookApproval                          string
+	// contextWindow is --context-window; contextWindowSet says it was
+	// given, so that 0 is refused rather than taken for the default.
+	contextWindow    int64
+	contextWindowSet bool
+	maxDuration      time.Duration
+	eventsJSONL      bool
+	rawDir           string
+	atifOutput       string
+	atifPlaintext    bool
+	toolset          string
+	hookApproval     string
 }
 
 // Default models, used when --model is not given for a new session.
@@ -104,6 +108,7 @@ cancelled by SIGINT or SIGTERM.`,
 	fl.StringVar(&f.hookApproval, "hook-approval", "deny", "the `policy` for tool calls a hook asks a person to approve: deny, or allow (approved in advance)")
 	fl.IntVar(&f.maxTurns, "max-turns", 100, "stop after this many model requests (0: no limit)")
 	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "stop once input and output tokens reach this many (0: no limit)")
+	fl.Int64Var(&f.contextWindow, "context-window", 0, "the model's context window in `tokens`, which automatic compaction keeps the conversation within (default: the window aerie knows for the model; unknown, only a request the model refuses as too large is compacted)")
 	fl.DurationVar(&f.maxDuration, "max-duration", time.Hour, "stop after this much wall time (0: no limit)")
 	fl.BoolVar(&f.eventsJSONL, "events-jsonl", false, "write JSON Lines events to standard output, even on a terminal")
 	fl.StringVar(&f.rawDir, "tool-result-raw-dir", "", "`directory` for the full output of capped tool results (default: raw/ beside --atif-output)")
@@ -116,6 +121,7 @@ cancelled by SIGINT or SIGTERM.`,
 // or 1; once it has run, the exit status is its outcome's.
 func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	ctx := cmd.Context()
+	f.contextWindowSet = cmd.Flags().Changed("context-window")
 	if err := f.validate(); err != nil {
 		return configErr(err)
 	}
@@ -146,9 +152,13 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 
 	observe, flush := a.observer(cmd, f)
 	opts := session.Options{
-		Session:    session.Spec{Tenant: p.dir, Label: f.label, Resume: f.resume, ForkFrom: f.forkFrom},
-		Prompt:     prompt,
-		Model:      session.Model{Settings: transcript.Settings{Provider: f.provider, Model: f.model}, New: a.modelFactory(f, src.Layers, logger)},
+		Session: session.Spec{Tenant: p.dir, Label: f.label, Resume: f.resume, ForkFrom: f.forkFrom},
+		Prompt:  prompt,
+		Model: session.Model{
+			Settings:      transcript.Settings{Provider: f.provider, Model: f.model},
+			New:           a.modelFactory(f, src.Layers, logger),
+			ContextWindow: f.contextWindow,
+		},
 		Extensions: src,
 		Toolset:    f.toolset,
 		Approve:    hooks.ApprovalPolicies[f.hookApproval],
@@ -344,6 +354,8 @@ func (f runFlags) validate() error {
 		return fmt.Errorf("--hook-approval: %w", err)
 	case f.maxTokens < 0:
 		return fmt.Errorf("--max-tokens %d: want 0 (no limit) or more", f.maxTokens)
+	case f.contextWindowSet && f.contextWindow <= 0:
+		return fmt.Errorf("--context-window %d: want a positive number of tokens", f.contextWindow)
 	case f.maxDuration < 0:
 		return fmt.Errorf("--max-duration %s: want 0 (no limit) or more", f.maxDuration)
 	case f.provider != "" && !knownProvider(f.provider):

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aerie-run/aerie/hack/testenv"
+	"github.com/aerie-run/aerie/runner/events"
+	"github.com/aerie-run/aerie/runner/transcript"
+)
+
+// compactionSteps is how many build steps the long task runs; each step's
+// bash output is a few thousand bytes, so that the whole task is several
+// times the windows below.
+const compactionSteps = 40
+
+// longBuild is a model that runs compactionSteps bash steps one after the
+// other, each appending its number to steps.log and printing a long log,
+// then ends; it answers the summary requests with a summary. Each turn
+// looks at the request it answers.
+func longBuild() []testenv.Turn {
+	var mu sync.Mutex
+	step := 0
+	respond := func(req testenv.ModelRequest) testenv.Turn {
+		if strings.Contains(string(req.Body), "You summarize the first part of a conversation") {
+			return testenv.Turn{Text: "Task: run the build steps in order. State: the steps above are built."}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		step++
+		if step > compactionSteps {
+			return testenv.Turn{Text: "All steps built."}
+		}
+		cmd := fmt.Sprintf("echo step %d >> steps.log && yes 'compiling unit %d of the build' | head -n 220", step, step)
+		return testenv.Turn{ToolCalls: []testenv.ToolCall{call(fmt.Sprintf("step%d", step), "bash", map[string]any{"command": cmd})}}
+	}
+	// A turn for each step, each summary and the answer, with room for the
+	// summaries.
+	turns := make([]testenv.Turn, 2*compactionSteps+1)
+	for i := range turns {
+		turns[i].Respond = respond
+	}
+	return turns
+}
+
+// checkLongBuild checks what a run of longBuild left: it completed, every
+// step ran exactly once, the journal's entries are contiguous, and each
+// compaction is a checkpoint of the journal reported as a compaction event
+// with trigger; it returns the number of compactions.
+func checkLongBuild(t *testing.T, e *e2e, out runOutput, trigger string) int {
+	t.Helper()
+	if out.code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", out.code, out.stderr)
+	}
+	end := out.end(t)
+	if end.Outcome != transcript.OutcomeCompleted || end.Text != "All steps built." {
+		t.Fatalf("session end %s %q: %s", end.Outcome, end.Text, end.Reason)
+	}
+	log, err := os.ReadFile(filepath.Join(e.ws, "steps.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := map[string]int{}
+	for l := range strings.Lines(string(log)) {
+		runs[strings.TrimSpace(l)]++
+	}
+	for s := 1; s <= compactionSteps; s++ {
+		if n := runs[fmt.Sprintf("step %d", s)]; n != 1 {
+			t.Errorf("step %d ran %d times", s, n)
+		}
+	}
+	if len(runs) != compactionSteps {
+		t.Errorf("steps.log holds %d distinct lines, want %d", len(runs), compactionSteps)
+	}
+
+	var session string
+	var reported []events.Event
+	for _, ev := range out.events {
+		switch ev.Type {
+		case events.SessionStart:
+			session = ev.Session
+		case events.Compaction:
+			reported = append(reported, ev)
+		}
+	}
+	es := e.entries(session)
+	checkpoints := map[int64]transcript.Compaction{}
+	for i, en := range es {
+		if en.Seq != int64(i+1) {
+			t.Fatalf("entry %d has seq %d: the journal is not contiguous", i+1, en.Seq)
+		}
+		if c, ok := en.Payload.(transcript.Compaction); ok {
+			checkpoints[en.Seq] = c
+			if c.FirstKept < 1 || c.FirstKept > en.Seq {
+				t.Errorf("compaction %d keeps from %d", en.Seq, c.FirstKept)
+			}
+		}
+	}
+	if len(reported) == 0 || len(reported) != len(checkpoints) {
+		t.Fatalf("%d compaction events for %d compaction checkpoints", len(reported), len(checkpoints))
+	}
+	for _, ev := range reported {
+		c, ok := checkpoints[ev.Seq]
+		p := ev.Compaction
+		switch {
+		case !ok:
+			t.Errorf("compaction event at seq %d, which is no compaction checkpoint", ev.Seq)
+		case p == nil || p.Trigger != c.Provenance.Trigger || p.Trigger != trigger:
+			t.Errorf("compaction event %+v for checkpoint %+v, want trigger %s", p, c.Provenance, trigger)
+		case p.Messages != c.Provenance.Messages || p.TokensBefore <= p.TokensAfter || p.TokensAfter <= 0:
+			t.Errorf("compaction event %+v for checkpoint %+v", p, c.Provenance)
+		}
+	}
+	t.Logf("%d compactions (%s) in %d entries", len(reported), trigger, len(es))
+	return len(reported)
+}
+
+// TestRunCompactsLongTask runs a task several times the window given with
+// --context-window: automatic compaction keeps every request within it,
+// and the run completes.
+func TestRunCompactsLongTask(t *testing.T) {
+	t.Parallel()
+	const window = 32_000
+	e := newE2E(t, longBuild()...)
+	e.model.SetContextWindow(testenv.ContextWindow{Tokens: window})
+	out := e.run("run", "--events-jsonl", "--context-window", fmt.Sprint(window), "Build every step.")
+	checkLongBuild(t, e, out, "auto")
+	for i, req := range e.model.Requests() {
+		if req.Overflow {
+			t.Errorf("request %d (%d tokens) overflowed the %d-token window", i+1, req.Tokens, window)
+		}
+	}
+}
+
+// TestRunRecoversFromOverflow runs the same task with a model whose window
+// aerie does not know and no --context-window: each request the server
+// refuses as too large is compacted and sent once more.
+func TestRunRecoversFromOverflow(t *testing.T) {
+	t.Parallel()
+	const window = 16_000
+	e := newE2E(t, longBuild()...)
+	e.model.SetContextWindow(testenv.ContextWindow{Tokens: window})
+	out := e.run("run", "--events-jsonl", "--model", "claude-unlisted", "Build every step.")
+	n := checkLongBuild(t, e, out, "overflow")
+	overflows := 0
+	for _, req := range e.model.Requests() {
+		if req.Overflow {
+			overflows++
+		}
+	}
+	if overflows != n {
+		t.Errorf("%d compactions for %d overflowed requests", n, overflows)
+	}
+}

@@ -9,9 +9,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/aerie-run/aerie/hack/testenv"
 )
 
 // The tests of this file run against a Local and against a Remote served

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/aerie-run/aerie/hack/testenv"
 )
 
 // dirTree is a directory with what a Dir must read, refuse and describe:

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/aerie-run/aerie/hack/testenv"
 )
 
 func TestDiscover(t *testing.T) {

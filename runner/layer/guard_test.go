@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/aerie-run/aerie/hack/testenv"
 )
 
 // guarded writes a pinned project tool and returns its Guard, which keeps

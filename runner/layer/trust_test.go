@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/aerie-run/aerie/hack/testenv"
 )
 
 // TestComputePinEncoding fixes the documented hash encoding, so that a

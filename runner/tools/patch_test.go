@@ -8,8 +8,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/aerie-run/aerie/hack/testenv"
 )
 
 func TestParsePatch(t *testing.T) {

@@ -218,7 +218,8 @@ func TestExecutorServe(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the executor did not exit after SIGTERM")
 	}
-	if !gone(ps) {
+	// Killed, they may still wait a moment to be reaped by their new parent.
+	if !testenv.Poll(5*time.Second, func() bool { return gone(ps) }) {
 		t.Errorf("processes survived the executor: %v", ps)
 	}
 	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {

@@ -54,7 +54,8 @@ error.`,
 	}
 	cmd.Flags().StringVar(&socket, "socket", "", "create and serve the unix socket at `PATH`")
 	cmd.Flags().StringVar(&workspace, "workspace", "", "run commands and file operations in the directory `DIR`")
-	cmd.Flags().DurationVar(&grace, "grace", process.DefaultGrace, "time between SIGTERM and SIGKILL when a process group is torn down")
+	cmd.Flags().DurationVar(&grace, "grace", process.DefaultGrace,
+		"time between SIGTERM and SIGKILL when a process group is torn down")
 	_ = cmd.MarkFlagRequired("socket")
 	_ = cmd.MarkFlagRequired("workspace")
 	return cmd
@@ -86,7 +87,8 @@ func serveExecutor(ctx context.Context, log *slog.Logger, socket, workspace stri
 		_ = l.Close(context.Background())
 		return fmt.Errorf("--socket: %w", err)
 	}
-	log.Info("executor serving", "socket", socket, "workspace", workspace, "pid", os.Getpid(), "uid", os.Getuid(), "gid", os.Getgid())
+	log.Info("executor serving", "socket", socket, "workspace", workspace,
+		"pid", os.Getpid(), "uid", os.Getuid(), "gid", os.Getgid())
 
 	// The connections stay open while the groups are torn down, so that
 	// the runner sees its commands' exits.

@@ -6,7 +6,6 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -71,7 +70,7 @@ skipped (the report is printed first). Skipped project files do not fail it.`,
 			// the report shows exactly what a session started here loads.
 			var disabled []string
 			if loaded, err := a.loadConfig(cmd, wd, ws); err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v; reporting every plugin as enabled\n", err)
+				warn(cmd, "%v; reporting every plugin as enabled", err)
 			} else {
 				disabled = loaded.Config.Plugins.Disabled
 			}
@@ -106,7 +105,8 @@ skipped (the report is printed first). Skipped project files do not fail it.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
-	cmd.Flags().StringVar(&workspace, "workspace", "", "the workspace root `DIR` (default: the Git repository, or the current directory)")
+	cmd.Flags().StringVar(&workspace, "workspace", "",
+		"the workspace root `DIR` (default: the Git repository, or the current directory)")
 	return cmd
 }
 
@@ -120,9 +120,10 @@ func joinLines(errs []error) string {
 
 // printExtensions writes the report for people: the layers, then one line
 // per artifact with indented details.
-func printExtensions(w io.Writer, r layer.Report, home string) error {
+func printExtensions(out io.Writer, r layer.Report, home string) error {
+	w := cli.NewWriter(out)
 	fmt.Fprintf(w, "Workspace: %s\nWorking directory: %s\n\nLayers, nearest first:\n", r.Workspace, r.WorkDir)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := cli.NewTable(w)
 	for _, l := range r.Layers {
 		dir := l.Dir
 		if dir == "" {
@@ -137,8 +138,8 @@ func printExtensions(w io.Writer, r layer.Report, home string) error {
 		return err
 	}
 	if len(r.Artifacts) == 0 {
-		_, err := fmt.Fprintln(w, "\nNo artifacts.")
-		return err
+		fmt.Fprintln(w, "\nNo artifacts.")
+		return w.Err()
 	}
 	fmt.Fprintln(w, "\nArtifacts:")
 	for _, a := range r.Artifacts {
@@ -185,5 +186,5 @@ func printExtensions(w io.Writer, r layer.Report, home string) error {
 			}
 		}
 	}
-	return nil
+	return w.Err()
 }

@@ -41,9 +41,10 @@ func newKubeCmds(a *app) []*cobra.Command {
 	cmds := make([]*cobra.Command, 0, len(kubeCommands))
 	for _, kc := range kubeCommands {
 		cmds = append(cmds, &cobra.Command{
-			Use:                kc.name,
-			Short:              kc.short,
-			Long:               kc.short + ".\n\nThis command is kubectl-aerie's (" + kubeBinary + " " + kc.name + "), which aerie runs from its own\ndirectory or from PATH; `aerie " + kc.name + " --help` shows its flags.",
+			Use:   kc.name,
+			Short: kc.short,
+			Long: kc.short + ".\n\nThis command is kubectl-aerie's (" + kubeBinary + " " + kc.name + "), " +
+				"which aerie runs from its own\ndirectory or from PATH; `aerie " + kc.name + " --help` shows its flags.",
 			DisableFlagParsing: true,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				path, err := findKubeBinary()
@@ -55,7 +56,7 @@ func newKubeCmds(a *app) []*cobra.Command {
 					run = execProcess
 				}
 				env := append(os.Environ(), callerVersionEnv+"="+a.version)
-				return run(path, append([]string{"aerie", kc.name}, args...), env)
+				return run(path, append([]string{commandName, kc.name}, args...), env)
 			},
 		})
 	}
@@ -78,7 +79,9 @@ func findKubeBinary() (string, error) {
 		return p, nil
 	}
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("this command needs %s, aerie's client for clusters, beside aerie or on PATH: build both with `make build`, or install it with `go install github.com/aerie-run/aerie/cmd/%s@VERSION` (the version of your aerie)", kubeBinary, kubeBinary)
+		return "", fmt.Errorf("this command needs %s, aerie's client for clusters, beside aerie or on PATH: "+
+			"build both with `make build`, or install it with "+
+			"`go install github.com/aerie-run/aerie/cmd/%s@VERSION` (the version of your aerie)", kubeBinary, kubeBinary)
 	}
 	return "", fmt.Errorf("find %s: %w", kubeBinary, err)
 }

@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -36,7 +36,7 @@ type mcpListJSON struct {
 func newMCPListCmd(a *app) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "list",
+		Use:   listCmd,
 		Short: "Connect to each MCP server, as a session would, and show its state and tools",
 		Long: `List reads the MCP server declarations a session started in the current
 directory would use (mcp_servers/*.yaml in the layers, and enabled plugins),
@@ -47,7 +47,6 @@ tools (as the model calls them) and, for one that failed, why.
 Exit status: 0 when every required server connected; 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
 			wd, err := a.workDir()
 			if err != nil {
 				return err
@@ -60,7 +59,7 @@ Exit status: 0 when every required server connected; 1 otherwise.`,
 			// started here would use, plugins.disabled honoured.
 			var disabled []string
 			if loaded, err := a.loadConfig(cmd, wd, ws); err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v; listing every plugin's servers\n", err)
+				warn(cmd, "%v; listing every plugin's servers", err)
 			} else {
 				disabled = loaded.Config.Plugins.Disabled
 			}
@@ -73,16 +72,17 @@ Exit status: 0 when every required server connected; 1 otherwise.`,
 				return err
 			}
 			if err := x.Err(); err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: a session started here would not start: %v\n", err)
+				warn(cmd, "a session started here would not start: %v", err)
 			}
 			cfg := x.MCP
-			statuses, startErr := connectAll(ctx, ws, wd, cfg)
+			statuses, startErr := connectAll(cmd, ws, wd, cfg)
 			if asJSON {
-				if err := cli.WriteJSON(cmd.OutOrStdout(), mcpListJSON{Servers: statuses, Declarations: cfg.Files}); err != nil {
-					return err
-				}
+				err = cli.WriteJSON(cmd.OutOrStdout(), mcpListJSON{Servers: statuses, Declarations: cfg.Files})
 			} else {
-				printMCP(cmd, statuses, cfg)
+				err = printMCP(cmd.OutOrStdout(), statuses, cfg)
+			}
+			if err != nil {
+				return err
 			}
 			return startErr
 		},
@@ -92,8 +92,10 @@ Exit status: 0 when every required server connected; 1 otherwise.`,
 }
 
 // connectAll connects the servers through a local executor and closes
-// them again, returning their states.
-func connectAll(ctx context.Context, ws, wd string, cfg mcp.Config) ([]mcp.ServerStatus, error) {
+// them again, returning their states. A teardown that fails is a warning:
+// the states stand.
+func connectAll(cmd *cobra.Command, ws, wd string, cfg mcp.Config) ([]mcp.ServerStatus, error) {
+	ctx := cmd.Context()
 	if len(cfg.Servers) == 0 {
 		return []mcp.ServerStatus{}, nil
 	}
@@ -105,7 +107,11 @@ func connectAll(ctx context.Context, ws, wd string, cfg mcp.Config) ([]mcp.Serve
 	if err != nil {
 		return nil, err
 	}
-	defer exe.Close(context.WithoutCancel(ctx))
+	defer func() {
+		if err := exe.Close(context.WithoutCancel(ctx)); err != nil {
+			warn(cmd, "end the MCP servers' processes: %v", err)
+		}
+	}()
 	m := mcp.New(cfg.Servers, mcp.Options{Commands: exe, Dir: wd, Logger: slog.New(slog.DiscardHandler)})
 	startErr := m.Start(ctx)
 	statuses := m.Status()
@@ -113,12 +119,12 @@ func connectAll(ctx context.Context, ws, wd string, cfg mcp.Config) ([]mcp.Serve
 	return statuses, startErr
 }
 
-func printMCP(cmd *cobra.Command, statuses []mcp.ServerStatus, cfg mcp.Config) {
-	w := cmd.OutOrStdout()
+func printMCP(out io.Writer, statuses []mcp.ServerStatus, cfg mcp.Config) error {
+	w := cli.NewWriter(out)
 	if len(statuses) == 0 {
 		fmt.Fprintln(w, "No MCP servers are declared here.")
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := cli.NewTable(w)
 	fmt.Fprintln(tw, "ID\tTYPE\tSTATE\tTOOLS")
 	for _, s := range statuses {
 		state := string(s.State)
@@ -131,7 +137,9 @@ func printMCP(cmd *cobra.Command, statuses []mcp.ServerStatus, cfg mcp.Config) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, s.Type, state, cli.Dash(tools))
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	for _, f := range cfg.Files {
 		if f.Status == layer.StatusActive {
 			continue
@@ -144,4 +152,5 @@ func printMCP(cmd *cobra.Command, statuses []mcp.ServerStatus, cfg mcp.Config) {
 		}
 		fmt.Fprintf(w, "%s %s: %s %s\n", status, f.Path, f.ID, f.Reason)
 	}
+	return w.Err()
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -121,8 +120,8 @@ local directory, or any source with --ref, is cloned with git.
 			if asJSON {
 				return cli.WriteJSON(cmd.OutOrStdout(), map[string]plugins.Entry{"installed": pluginEntry(a, m, name)})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Installed plugin %s in %s.\n", name, filepath.Join(m.Dir, name))
-			return nil
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Installed plugin %s in %s.\n", name, filepath.Join(m.Dir, name))
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&o.Path, "path", "", "the plugin's directory inside the source")
@@ -134,7 +133,7 @@ local directory, or any source with --ref, is cloned with git.
 func newPluginListCmd(a *app) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "list",
+		Use:   listCmd,
 		Short: "List the plugins of every layer",
 		Long: `List one line per plugin: name, version, enabled or disabled, and source (the
 install source, or the plugin's directory). Plugins shadowed by a nearer
@@ -169,7 +168,7 @@ printed first).`,
 }
 
 func printPlugins(w io.Writer, entries []plugins.Entry) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := cli.NewTable(w)
 	n := 0
 	for _, e := range entries {
 		if e.Status == layer.StatusShadowed || e.Manifest == "" {
@@ -224,8 +223,8 @@ func newPluginEnableCmd(a *app, enable bool) *cobra.Command {
 			if asJSON {
 				return cli.WriteJSON(cmd.OutOrStdout(), map[string]plugins.Entry{key: pluginEntry(a, m, args[0])})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Plugin %s %sd.\n", args[0], cmd.Name())
-			return nil
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Plugin %s %sd.\n", args[0], cmd.Name())
+			return err
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -256,8 +255,8 @@ func newPluginUninstallCmd(a *app) *cobra.Command {
 			if asJSON {
 				return cli.WriteJSON(cmd.OutOrStdout(), map[string]plugins.Entry{"uninstalled": before})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Uninstalled plugin %s.\n", args[0])
-			return nil
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Uninstalled plugin %s.\n", args[0])
+			return err
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -299,6 +298,7 @@ MESSAGE}, ...]}, also when some failed (the exit status is then 1).`,
 				}
 			}
 			var errs []error
+			w := cli.NewWriter(cmd.OutOrStdout())
 			out := pluginUpdates{Updated: []plugins.Entry{}, Failed: []pluginFailure{}}
 			for _, n := range names {
 				if err := m.Update(cmd.Context(), n); err != nil {
@@ -310,7 +310,10 @@ MESSAGE}, ...]}, also when some failed (the exit status is then 1).`,
 					out.Updated = append(out.Updated, pluginEntry(a, m, n))
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Updated plugin %s.\n", n)
+				fmt.Fprintf(w, "Updated plugin %s.\n", n)
+			}
+			if err := w.Err(); err != nil {
+				errs = append(errs, err)
 			}
 			if asJSON {
 				if err := cli.WriteJSON(cmd.OutOrStdout(), out); err != nil {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,7 +41,7 @@ already_exited, identity_mismatch, unverifiable, corrupt, failed, not_found.`,
 func newProcessListCmd(home func() string) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "list",
+		Use:   listCmd,
 		Short: "List recorded process groups, forgetting those that have exited",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -139,7 +138,7 @@ func printEntries(w io.Writer, entries []process.Entry) error {
 		_, err := fmt.Fprintln(w, "No recorded process groups.")
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := cli.NewTable(w)
 	fmt.Fprintln(tw, "ID\tSTATUS\tPID\tSTARTED\tOWNER\tDIR\tCOMMAND")
 	for _, e := range entries {
 		if e.Record == nil {

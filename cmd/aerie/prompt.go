@@ -7,17 +7,20 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/aerie-run/aerie/cmd/internal/cli"
 )
 
 // prompter asks questions on a terminal.
 type prompter struct {
 	in  *bufio.Reader
-	out io.Writer
+	out *cli.Writer
 }
 
 // ask prints the question, with shown (the default) in brackets when it is
 // not empty, and returns the trimmed answer; "" means the user just pressed
-// Enter. End of input (Ctrl-D) and a canceled ctx (Ctrl-C) are errCanceled.
+// Enter. End of input (Ctrl-D) and a canceled ctx (Ctrl-C) are errCanceled;
+// a question that cannot be written is not waited on: it is out's error.
 //
 // The read runs on its own goroutine so that Ctrl-C ends the question at
 // once; a read still blocked after that is abandoned, which is harmless
@@ -27,6 +30,9 @@ func (p *prompter) ask(ctx context.Context, question, shown string) (string, err
 		fmt.Fprintf(p.out, "%s [%s]: ", question, shown)
 	} else {
 		fmt.Fprintf(p.out, "%s: ", question)
+	}
+	if err := p.out.Err(); err != nil {
+		return "", err
 	}
 	type answer struct {
 		line string

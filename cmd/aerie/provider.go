@@ -10,7 +10,8 @@ import (
 )
 
 // providerNames lists the providers newProvider knows, for errors.
-const providerNames = provider.NameAnthropic + ", " + provider.NameOpenAI + ", " + provider.NameOpenAICompatible + ", " + provider.NameScripted
+const providerNames = provider.NameAnthropic + ", " + provider.NameOpenAI + ", " +
+	provider.NameOpenAICompatible + ", " + provider.NameScripted
 
 // newProvider returns the provider cfg.Provider names, or an error that
 // names the Config field at fault. This is the one place that picks a
@@ -34,9 +35,14 @@ func newProvider(cfg provider.Config) (provider.Provider, error) {
 	case "":
 		return nil, fmt.Errorf("provider: Config.Provider is empty; want one of %s", providerNames)
 	default:
-		return nil, fmt.Errorf("provider: Config.Provider %q is not a known provider; want one of %s", cfg.Provider, providerNames)
+		return nil, fmt.Errorf("provider: Config.Provider %q is not a known provider; want one of %s",
+			cfg.Provider, providerNames)
 	}
 }
+
+// warm fills every field of the throwaway provider and request that
+// warmProvider needs filled; nothing reads it.
+const warm = "warm"
 
 // warmProvider encodes, in the background, a request of the shape a
 // session's first one has (a system prompt, a user message, a tool with a
@@ -52,7 +58,9 @@ func warmProvider(name, api string) {
 		return
 	}
 	go func() {
-		p, err := newProvider(provider.Config{Provider: name, API: api, Model: "warm", APIKey: "warm", BaseURL: "http://warm.invalid"})
+		p, err := newProvider(provider.Config{
+			Provider: name, API: api, Model: warm, APIKey: warm, BaseURL: "http://warm.invalid",
+		})
 		if err != nil {
 			return
 		}
@@ -69,10 +77,11 @@ type encoder interface {
 
 func warmRequest() provider.Request {
 	return provider.Request{
-		Messages: []provider.Message{provider.SystemMessage("warm"), provider.UserMessage("warm")},
+		Messages: []provider.Message{provider.SystemMessage(warm), provider.UserMessage(warm)},
 		Tools: []provider.Tool{{
-			Name: "warm", Description: "warm",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"string","description":"a"}},"required":["a"],"additionalProperties":false}`),
+			Name: warm, Description: warm,
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"string","description":"a"}},` +
+				`"required":["a"],"additionalProperties":false}`),
 		}},
 		MaxOutputTokens: 1,
 	}

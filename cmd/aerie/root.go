@@ -37,6 +37,14 @@ type app struct {
 	exec func(path string, argv, env []string) error
 }
 
+// commandName is aerie's name, as users type it, as it names itself to
+// kubectl-aerie, and as its trajectories name the agent.
+const commandName = "aerie"
+
+// listCmd names the subcommand that lists what a command group manages:
+// every group (mcp, plugin, process, session) calls it the same.
+const listCmd = "list"
+
 // Exit statuses, matching the spec's session commands: 130 when the user
 // cancels (declines a confirmation, ends input, presses Ctrl-C), 1 for every
 // other failure.
@@ -63,6 +71,13 @@ func exitCode(err error) int {
 	}
 }
 
+// warn prints a warning on stderr. A warning that cannot be written has
+// nowhere else to go, and the command's outcome does not depend on it, so
+// the write's error is dropped.
+func warn(cmd *cobra.Command, format string, args ...any) {
+	_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "warning: "+format+"\n", args...)
+}
+
 // run executes the aerie command line in args.
 func run(ctx context.Context, a *app, args []string) error {
 	cmd := newRootCmd(a)
@@ -73,7 +88,7 @@ func run(ctx context.Context, a *app, args []string) error {
 func newRootCmd(a *app) *cobra.Command {
 	var showVersion bool
 	root := &cobra.Command{
-		Use:   "aerie",
+		Use:   commandName,
 		Short: "Run AI coding agents, locally or as Kubernetes jobs",
 		// Usage is for mistakes in the command line, not for every failure;
 		// errors are printed once, by main.

@@ -103,17 +103,24 @@ cancelled by SIGINT or SIGTERM.`,
 	fl.StringVar(&f.resume, "resume", "", "continue `SESSION` (id, unique prefix or label)")
 	fl.StringVar(&f.forkFrom, "fork-from", "", "copy `SESSION` into a new child session and continue that")
 	fl.StringVar(&f.label, "label", "", "a `label` for the new session")
-	fl.StringVar(&f.workspace, "workspace", "", "the workspace root the tools are confined to (default: the enclosing git repository, or the current directory)")
+	fl.StringVar(&f.workspace, "workspace", "",
+		"the workspace root the tools are confined to (default: the enclosing git repository, or the current directory)")
 	fl.StringVar(&f.toolset, "toolset", "", "offer only the tools of the `toolset` named in toolsets.toml")
-	fl.StringVar(&f.hookApproval, "hook-approval", "deny", "the `policy` for tool calls a hook asks a person to approve: deny, or allow (approved in advance)")
+	fl.StringVar(&f.hookApproval, "hook-approval", "deny",
+		"the `policy` for tool calls a hook asks a person to approve: deny, or allow (approved in advance)")
 	fl.IntVar(&f.maxTurns, "max-turns", 100, "stop after this many model requests (0: no limit)")
 	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "stop once input and output tokens reach this many (0: no limit)")
-	fl.Int64Var(&f.contextWindow, "context-window", 0, "the model's context window in `tokens`, which automatic compaction keeps the conversation within (default: the window aerie knows for the model; unknown, only a request the model refuses as too large is compacted)")
+	fl.Int64Var(&f.contextWindow, "context-window", 0,
+		"the model's context window in `tokens`, which automatic compaction keeps the conversation within "+
+			"(default: the window aerie knows for the model; unknown, only a request the model refuses "+
+			"as too large is compacted)")
 	fl.DurationVar(&f.maxDuration, "max-duration", time.Hour, "stop after this much wall time (0: no limit)")
 	fl.BoolVar(&f.eventsJSONL, "events-jsonl", false, "write JSON Lines events to standard output, even on a terminal")
-	fl.StringVar(&f.rawDir, "tool-result-raw-dir", "", "`directory` for the full output of capped tool results (default: raw/ beside --atif-output)")
+	fl.StringVar(&f.rawDir, "tool-result-raw-dir", "",
+		"`directory` for the full output of capped tool results (default: raw/ beside --atif-output)")
 	fl.StringVar(&f.atifOutput, "atif-output", "", "write the session's ATIF v1.7 trajectory to `file` at the end")
-	fl.BoolVar(&f.atifPlaintext, "atif-system-prompt-plaintext", false, "put the system prompt itself in the trajectory, not only its digest")
+	fl.BoolVar(&f.atifPlaintext, "atif-system-prompt-plaintext", false,
+		"put the system prompt itself in the trajectory, not only its digest")
 	return cmd
 }
 
@@ -228,7 +235,10 @@ func resultCapper(c config.ToolResults, f runFlags, logger *slog.Logger) *tools.
 	if dir == "" && f.atifOutput != "" {
 		dir = filepath.Join(filepath.Dir(f.atifOutput), "raw")
 	}
-	capper := &tools.Capper{Max: c.MaxBytes, MaxLines: c.MaxLines, Head: c.HeadBytes, Tail: c.TailBytes, Dir: dir, Logger: logger}
+	capper := &tools.Capper{
+		Max: c.MaxBytes, MaxLines: c.MaxLines, Head: c.HeadBytes, Tail: c.TailBytes,
+		Dir: dir, Logger: logger,
+	}
 	if capper.Dir != "" {
 		if _, err := tools.Sweep(capper.Dir, tools.DefaultRetention); err != nil {
 			logger.Warn("sweep old tool outputs", "dir", capper.Dir, "err", err)
@@ -239,7 +249,9 @@ func resultCapper(c config.ToolResults, f runFlags, logger *slog.Logger) *tools.
 
 // localExecutor runs the tools in workspace on this machine, aerie a child
 // subreaper of the processes they start. closeExecutor ends both.
-func localExecutor(ctx context.Context, workspace string, logger *slog.Logger) (_ *executor.Local, closeExecutor func(), _ error) {
+func localExecutor(
+	ctx context.Context, workspace string, logger *slog.Logger,
+) (_ *executor.Local, closeExecutor func(), _ error) {
 	reaper, stopReaper, err := process.Subreap()
 	if err != nil {
 		// Escaped descendants are still found and ended by teardown; they
@@ -292,7 +304,10 @@ func (a *app) newSessionSettings(opts *session.Options) error {
 // ran writes what a session that ran leaves besides its stored stream —
 // the trajectory, the warnings about background processes left running —
 // and returns its exit status.
-func (a *app) ran(ctx context.Context, st *openingStore, dir string, rep session.Report, system string, f runFlags, logger *slog.Logger) error {
+func (a *app) ran(
+	ctx context.Context, st *openingStore, dir string, rep session.Report, system string, f runFlags,
+	logger *slog.Logger,
+) error {
 	if f.atifOutput != "" {
 		// The trajectory is a by-product: failing to write it is a warning
 		// and never changes the session's outcome.
@@ -301,7 +316,8 @@ func (a *app) ran(ctx context.Context, st *openingStore, dir string, rep session
 		}
 	}
 	for _, rec := range rep.Preserved {
-		logger.Warn("background process left running; end it with aerie process terminate", "id", rec.ID, "pid", rec.PID, "command", rec.Command)
+		logger.Warn("background process left running; end it with aerie process terminate",
+			"id", rec.ID, "pid", rec.PID, "command", rec.Command)
 	}
 	if rep.ExitCode == 0 {
 		return nil
@@ -315,7 +331,10 @@ func (a *app) ran(ctx context.Context, st *openingStore, dir string, rep session
 
 // writeTrajectory writes the session's ATIF trajectory from its stored
 // stream.
-func writeTrajectory(ctx context.Context, o *openingStore, tenant string, rep session.Report, system string, f runFlags, version string) error {
+func writeTrajectory(
+	ctx context.Context, o *openingStore, tenant string, rep session.Report, system string, f runFlags,
+	version string,
+) error {
 	st, err := o.get(context.WithoutCancel(ctx))
 	if err != nil {
 		return err
@@ -333,7 +352,7 @@ func writeTrajectory(ctx context.Context, o *openingStore, tenant string, rep se
 		Entries:             entries,
 		SystemPrompt:        system,
 		IncludeSystemPrompt: f.atifPlaintext,
-		Agent:               atif.AgentInfo{Name: "aerie", Version: version},
+		Agent:               atif.AgentInfo{Name: commandName, Version: version},
 		Tools:               rep.Tools,
 		Outcome:             string(rep.Result.Outcome),
 	})
@@ -432,7 +451,8 @@ func workspaceRoot(dir, flag string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("--workspace %s: %w", flag, err)
 	}
-	if rel, err := filepath.Rel(ws, dir); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+	rel, err := filepath.Rel(ws, dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return "", fmt.Errorf("--workspace %s does not contain the current directory %s", ws, dir)
 	}
 	return ws, nil
@@ -456,7 +476,9 @@ func (a *app) defaultSettings(s transcript.Settings) transcript.Settings {
 
 // modelFactory makes the provider for the settings a session runs with, from
 // the flags and the credentials in the environment.
-func (a *app) modelFactory(f runFlags, layers []layer.Layer, logger *slog.Logger) func(transcript.Settings) (agent.Model, error) {
+func (a *app) modelFactory(
+	f runFlags, layers []layer.Layer, logger *slog.Logger,
+) func(transcript.Settings) (agent.Model, error) {
 	return func(s transcript.Settings) (agent.Model, error) {
 		cfg := provider.Config{Provider: s.Provider, Model: s.Model, BaseURL: f.baseURL, API: f.api, Logger: logger}
 		getenv := a.env.Getenv
@@ -511,7 +533,8 @@ func scriptPath(flag, model string, layers []layer.Layer) (string, error) {
 	if len(tried) == 0 {
 		return "", fmt.Errorf("no script for scripted model %q: give --script, or create .aerie/%s", model, name)
 	}
-	return "", fmt.Errorf("no script for scripted model %q: give --script or create one of %s", model, strings.Join(tried, ", "))
+	return "", fmt.Errorf("no script for scripted model %q: give --script or create one of %s",
+		model, strings.Join(tried, ", "))
 }
 
 // observer returns where the run's events go: JSON Lines when stdout is
@@ -523,7 +546,7 @@ func (a *app) observer(cmd *cobra.Command, f runFlags) (func(events.Event), func
 		j := events.NewJSONL(out, false)
 		return j.Observe, func() {
 			if err := j.Err(); err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: write events: %v\n", err)
+				warn(cmd, "write events: %v", err)
 			}
 		}
 	}

@@ -86,14 +86,14 @@ func (e *e2e) run(args ...string) runOutput {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if len(args) > 0 && args[0] != "run" {
-		return e.output(cmd, err, "", stderr.String(), stdout.String())
+		return e.output(err, "", stderr.String(), stdout.String())
 	}
-	return e.output(cmd, err, stdout.String(), stderr.String())
+	return e.output(err, stdout.String(), stderr.String())
 }
 
 // output collects how a run ended; stdout is parsed as JSON Lines events,
 // and plain, if given, is standard output kept as it is.
-func (e *e2e) output(cmd *exec.Cmd, err error, stdout, stderr string, plain ...string) runOutput {
+func (e *e2e) output(err error, stdout, stderr string, plain ...string) runOutput {
 	e.t.Helper()
 	out := runOutput{stdout: stdout + strings.Join(plain, ""), stderr: stderr}
 	var exit *exec.ExitError
@@ -134,7 +134,11 @@ func (e *e2e) store() *store.DB {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { st.Close() })
+	e.t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			e.t.Error(err)
+		}
+	})
 	return st
 }
 
@@ -433,7 +437,7 @@ sleep 300`
 		t.Fatal(err)
 	}
 	err := cmd.Wait()
-	out := e.output(cmd, err, stdout.String(), stderr.String())
+	out := e.output(err, stdout.String(), stderr.String())
 	if out.code != 143 {
 		t.Fatalf("exit %d, want 143; stderr:\n%s", out.code, out.stderr)
 	}
@@ -681,7 +685,7 @@ func TestRunConfigErrors(t *testing.T) {
 			cmd.Stdin = strings.NewReader(tt.stdin)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			out := e.output(cmd, cmd.Run(), stdout.String(), stderr.String())
+			out := e.output(cmd.Run(), stdout.String(), stderr.String())
 			if out.code != 2 || !strings.Contains(out.stderr, tt.stderr) {
 				t.Errorf("exit %d, stderr %q; want 2 and a message about %q", out.code, out.stderr, tt.stderr)
 			}
@@ -732,7 +736,7 @@ func TestRunPromptFromStdin(t *testing.T) {
 	cmd.Stdin = strings.NewReader("the task from a pipe\n")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	out := e.output(cmd, cmd.Run(), stdout.String(), stderr.String())
+	out := e.output(cmd.Run(), stdout.String(), stderr.String())
 	if out.code != 0 {
 		t.Fatalf("exit %d\n%s", out.code, out.stderr)
 	}
@@ -876,7 +880,7 @@ func TestRunOpenAIWireFormats(t *testing.T) {
 			cmd.Dir, cmd.Env = e.ws, e.env
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			out := e.output(cmd, cmd.Run(), stdout.String(), stderr.String())
+			out := e.output(cmd.Run(), stdout.String(), stderr.String())
 			if out.code != 0 {
 				t.Fatalf("exit %d\n%s", out.code, out.stderr)
 			}

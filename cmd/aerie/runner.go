@@ -26,7 +26,11 @@ type runnerFlags struct {
 }
 
 func newRunnerCmd(a *app) *cobra.Command {
-	f := runnerFlags{config: runconfig.DefaultPath, terminationLog: runconfig.DefaultTerminationLog, socketWait: 2 * time.Minute}
+	f := runnerFlags{
+		config:         runconfig.DefaultPath,
+		terminationLog: runconfig.DefaultTerminationLog,
+		socketWait:     2 * time.Minute,
+	}
 	cmd := &cobra.Command{
 		Use:   "runner --config PATH",
 		Short: "Run one attempt of an AgentSession: the agent container of a runner pod",
@@ -58,7 +62,8 @@ error; 3 model or API failure; 4 a turn, token or time budget ran out; 130 or
 	})
 	fl := cmd.Flags()
 	fl.StringVar(&f.config, "config", f.config, "the runner configuration `file`")
-	fl.StringVar(&f.terminationLog, "termination-log", f.terminationLog, "where to write the outcome for the controller (`file`)")
+	fl.StringVar(&f.terminationLog, "termination-log", f.terminationLog,
+		"where to write the outcome for the controller (`file`)")
 	fl.DurationVar(&f.socketWait, "socket-wait", f.socketWait, "how long to wait for the executor's socket to appear")
 	return cmd
 }
@@ -91,7 +96,9 @@ func (a *app) runner(cmd *cobra.Command, f runnerFlags) error {
 
 // runAttempt runs the attempt and returns its report; an error that is
 // not an *cli.ExitError exits 1.
-func (a *app) runAttempt(ctx context.Context, cmd *cobra.Command, f runnerFlags, logger *slog.Logger) (runconfig.Report, error) {
+func (a *app) runAttempt(
+	ctx context.Context, cmd *cobra.Command, f runnerFlags, logger *slog.Logger,
+) (runconfig.Report, error) {
 	cfg, err := runconfig.Load(f.config)
 	if err != nil {
 		return runconfig.Report{}, configErr(err)
@@ -101,7 +108,8 @@ func (a *app) runAttempt(ctx context.Context, cmd *cobra.Command, f runnerFlags,
 	logger = logger.With("session", cfg.Session.ID, "agentSession", cfg.AgentSession, "attempt", cfg.Session.Attempt)
 	dsn := a.getenv(runconfig.DatabaseURLEnv)
 	if dsn == "" {
-		return rep, configErr(fmt.Errorf("no session store: $%s is empty (the controller's --database-secret)", runconfig.DatabaseURLEnv))
+		return rep, configErr(fmt.Errorf("no session store: $%s is empty (the controller's --database-secret)",
+			runconfig.DatabaseURLEnv))
 	}
 
 	exe, err := dialExecutor(ctx, cfg.Executor.Socket, f.socketWait)
@@ -123,7 +131,13 @@ func (a *app) runAttempt(ctx context.Context, cmd *cobra.Command, f runnerFlags,
 		}
 	}()
 
-	res, err := attempt.Run(ctx, st, cfg, attempt.Env{Executor: exe, Getenv: a.getenv, NewProvider: newProvider, Events: cmd.OutOrStdout(), Logger: logger})
+	res, err := attempt.Run(ctx, st, cfg, attempt.Env{
+		Executor:    exe,
+		Getenv:      a.getenv,
+		NewProvider: newProvider,
+		Events:      cmd.OutOrStdout(),
+		Logger:      logger,
+	})
 	if err != nil {
 		var ce *session.ConfigError
 		if errors.As(err, &ce) {
@@ -166,7 +180,8 @@ func dialExecutor(ctx context.Context, socket string, wait time.Duration) (*exec
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx)
 			}
-			return nil, fmt.Errorf("executor socket %s did not appear within %s: is the workspace container running?", socket, wait)
+			return nil, fmt.Errorf("executor socket %s did not appear within %s: is the workspace container running?",
+				socket, wait)
 		case <-tick.C:
 		}
 	}

@@ -157,14 +157,18 @@ func (p *pod) store() store.Store {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	p.t.Cleanup(func() { st.Close() })
+	p.t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			p.t.Error(err)
+		}
+	})
 	return st
 }
 
-// userMessages are the texts of the session's stored user messages.
-func userMessages(t *testing.T, st store.Store, tenant, id string) []string {
+// userMessages are the texts of the stored user messages of cfg's session.
+func userMessages(t *testing.T, st store.Store, cfg *runconfig.Config) []string {
 	t.Helper()
-	es, err := st.Entries(t.Context(), tenant, uuid.MustParse(id))
+	es, err := st.Entries(t.Context(), cfg.Namespace, uuid.MustParse(cfg.Session.ID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +324,7 @@ func TestRunnerRetry(t *testing.T) {
 		t.Fatalf("attempt 2: exit %d, report %+v; stderr:\n%s", res.code, res.report, res.stderr)
 	}
 	st := p.store()
-	if diff := cmp.Diff([]string{"Fix the failing tests."}, userMessages(t, st, "team-a", cfg.Session.ID)); diff != "" {
+	if diff := cmp.Diff([]string{"Fix the failing tests."}, userMessages(t, st, cfg)); diff != "" {
 		t.Errorf("user messages after the retry (-want +got):\n%s", diff)
 	}
 
@@ -329,7 +333,7 @@ func TestRunnerRetry(t *testing.T) {
 	if res.code != 0 || res.report.SessionID != fresh.Session.ID {
 		t.Fatalf("attempt 3 of a session never stored: exit %d, report %+v; stderr:\n%s", res.code, res.report, res.stderr)
 	}
-	if diff := cmp.Diff([]string{"Fix the failing tests."}, userMessages(t, st, "team-a", fresh.Session.ID)); diff != "" {
+	if diff := cmp.Diff([]string{"Fix the failing tests."}, userMessages(t, st, fresh)); diff != "" {
 		t.Errorf("user messages of the fresh start (-want +got):\n%s", diff)
 	}
 }
@@ -387,7 +391,7 @@ func TestRunnerContinuations(t *testing.T) {
 		t.Fatalf("resume: exit %d; stderr:\n%s", res.code, res.stderr)
 	}
 	st := p.store()
-	if diff := cmp.Diff([]string{"first task", "second task"}, userMessages(t, st, "team-a", first.Session.ID)); diff != "" {
+	if diff := cmp.Diff([]string{"first task", "second task"}, userMessages(t, st, first)); diff != "" {
 		t.Errorf("resumed session's user messages (-want +got):\n%s", diff)
 	}
 	// The fork copies the first exchange only: through the first answer.
@@ -410,7 +414,7 @@ func TestRunnerContinuations(t *testing.T) {
 	if res.code != 0 || res.report.SessionID != fork.Session.ID {
 		t.Fatalf("fork: exit %d, report %+v; stderr:\n%s", res.code, res.report, res.stderr)
 	}
-	if diff := cmp.Diff([]string{"first task", "branch task"}, userMessages(t, st, "team-a", fork.Session.ID)); diff != "" {
+	if diff := cmp.Diff([]string{"first task", "branch task"}, userMessages(t, st, fork)); diff != "" {
 		t.Errorf("forked session's user messages (-want +got):\n%s", diff)
 	}
 }

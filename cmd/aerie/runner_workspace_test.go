@@ -204,15 +204,15 @@ func TestRunnerBadSessionPins(t *testing.T) {
 func TestRunnerPersonaAndWindow(t *testing.T) {
 	t.Parallel()
 	p := newPod(t, "", answer("Reviewed."))
-	layer := t.TempDir()
-	testenv.WriteTree(t, layer, map[string]string{
+	layerDir := t.TempDir()
+	testenv.WriteTree(t, layerDir, map[string]string{
 		"personas/reviewer.toml": "prompt = 'You are the reviewer persona.'\ntoolset = 'readonly'\n",
 		"toolsets.toml":          "[toolsets.readonly]\ntools = ['read_file']\n",
 	})
 	cfg := p.config(func(c *runconfig.Config) {
 		c.Persona = "reviewer"
 		c.Model.ContextWindow = 4096
-		c.Layers = []runconfig.Layer{{Name: "review", Kind: runconfig.LayerSpec, Dir: layer}}
+		c.Layers = []runconfig.Layer{{Name: "review", Kind: runconfig.LayerSpec, Dir: layerDir}}
 	})
 	res := p.run(t.Context(), cfg)
 	if res.code != 0 {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
@@ -71,7 +70,7 @@ failure, such as an unknown or ambiguous SESSION or an invalid fork cut.`,
 func newSessionListCmd(a *app) *cobra.Command {
 	var asJSON, all bool
 	cmd := &cobra.Command{
-		Use:   "list",
+		Use:   listCmd,
 		Short: "List the sessions of the current directory, most recently updated first",
 		Long: `List shows each session's id, label, state, number of entries and how long ago
 it was last updated, most recently updated first.
@@ -182,7 +181,9 @@ sessions in the shape of list --json.`,
 				}
 				child, err := s.st.Fork(ctx, s.tenant, src.ID, store.ForkOptions{At: at, Label: label})
 				if errors.Is(err, store.ErrInvalidCut) {
-					return fmt.Errorf("%s cannot be forked at entry %d, inside an open tool call (pass --at with an entry before the call or after its completion): %w", describeSession(src), cut, err)
+					return fmt.Errorf("%s cannot be forked at entry %d, inside an open tool call "+
+						"(pass --at with an entry before the call or after its completion): %w",
+						describeSession(src), cut, err)
 				}
 				if err != nil {
 					return fmt.Errorf("fork %s: %w", describeSession(src), err)
@@ -194,7 +195,10 @@ sessions in the shape of list --json.`,
 				}
 				// The id alone on stdout, so that id=$(aerie session fork ...)
 				// works; the explanation is for the person.
-				fmt.Fprintf(cmd.ErrOrStderr(), "Forked %s through entry %d.\n", describeSession(src), cut)
+				_, err = fmt.Fprintf(cmd.ErrOrStderr(), "Forked %s through entry %d.\n", describeSession(src), cut)
+				if err != nil {
+					return err
+				}
 				_, err = fmt.Fprintln(cmd.OutOrStdout(), child.ID)
 				return err
 			})
@@ -230,11 +234,12 @@ session cannot be deleted.
 				if asJSON {
 					return cli.WriteJSON(cmd.OutOrStdout(), sessionSwitchJSON{Session: toSessionJSON(sess), Deactivated: deactivated})
 				}
+				out := cli.NewWriter(cmd.OutOrStdout())
 				for _, id := range deactivated {
-					fmt.Fprintf(cmd.OutOrStdout(), "Session %s is now idle.\n", id)
+					fmt.Fprintf(out, "Session %s is now idle.\n", id)
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "Session %s is now active.\n", idAndLabel(sess))
-				return err
+				fmt.Fprintf(out, "Session %s is now active.\n", idAndLabel(sess))
+				return out.Err()
 			})
 		},
 	}
@@ -275,12 +280,14 @@ different --confirm, empty input, Ctrl-D, Ctrl-C); 1 otherwise.
 					return err
 				}
 				if sess.State == store.StateActive {
-					return fmt.Errorf("delete %s: it is the active session of %s; switch to another session first (aerie session switch SESSION)", describeSession(sess), s.tenant)
+					return fmt.Errorf("delete %s: it is the active session of %s; "+
+						"switch to another session first (aerie session switch SESSION)", describeSession(sess), s.tenant)
 				}
 				answer := confirm
 				if !confirmed {
 					if a.isTerminal == nil || !a.isTerminal() {
-						return fmt.Errorf("delete %s: stdin is not a terminal, so delete cannot ask for confirmation; pass --confirm with the session's complete id", describeSession(sess))
+						return fmt.Errorf("delete %s: stdin is not a terminal, so delete cannot ask for confirmation; "+
+							"pass --confirm with the session's complete id", describeSession(sess))
 					}
 					// Under --json, stdout carries only the JSON document.
 					say := cmd.OutOrStdout()
@@ -294,7 +301,8 @@ different --confirm, empty input, Ctrl-D, Ctrl-C); 1 otherwise.
 				// Only the complete id confirms, however SESSION was given:
 				// typing it is the deliberate act the confirmation asks for.
 				if !strings.EqualFold(strings.TrimSpace(answer), sess.ID.String()) {
-					return fmt.Errorf("delete %s: the confirmation %q is not its complete id; nothing was deleted: %w", describeSession(sess), answer, errCanceled)
+					return fmt.Errorf("delete %s: the confirmation %q is not its complete id; nothing was deleted: %w",
+						describeSession(sess), answer, errCanceled)
 				}
 				if err := s.st.Delete(ctx, s.tenant, sess.ID); err != nil {
 					return fmt.Errorf("delete %s: %w", describeSession(sess), err)
@@ -313,7 +321,8 @@ different --confirm, empty input, Ctrl-D, Ctrl-C); 1 otherwise.
 }
 
 // askDeleteConfirmation shows the session and returns the id the user types.
-func askDeleteConfirmation(ctx context.Context, in io.Reader, out io.Writer, sess store.Session) (string, error) {
+func askDeleteConfirmation(ctx context.Context, in io.Reader, w io.Writer, sess store.Session) (string, error) {
+	out := cli.NewWriter(w)
 	fmt.Fprintf(out, "Delete session %s (%s, %d entries, updated %s)?\n",
 		sess.ID, labelOrDash(sess.Label), sess.EntryCount, cli.Age(time.Now(), sess.UpdatedAt))
 	fmt.Fprintln(out, "It will be hidden from the session commands; its records stay in the database.")
@@ -349,7 +358,7 @@ func (a *app) loadConfig(cmd *cobra.Command, dir, workspace string) (config.Load
 		return config.Loaded{}, fmt.Errorf("load configuration: %w", err)
 	}
 	for _, w := range loaded.Warnings {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\n", w)
+		warn(cmd, "%v", w)
 	}
 	return loaded, nil
 }
@@ -372,7 +381,7 @@ func openStore(ctx context.Context, url string) (store.Store, error) {
 // loses nothing, the log is applied by the next open.
 func closeStore(cmd *cobra.Command, st io.Closer) {
 	if err := st.Close(); err != nil {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\n", err)
+		warn(cmd, "%v", err)
 	}
 }
 
@@ -394,7 +403,8 @@ func (s sessions) resolve(ctx context.Context, ref string) (store.Session, error
 	sess, err := s.st.Resolve(ctx, s.tenant, ref)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return store.Session{}, fmt.Errorf("no session %q in %s (aerie session list shows this directory's sessions): %w", ref, s.tenant, store.ErrNotFound)
+		return store.Session{}, fmt.Errorf("no session %q in %s (aerie session list shows this directory's sessions): %w",
+			ref, s.tenant, store.ErrNotFound)
 	case err != nil:
 		return store.Session{}, err // an *AmbiguousError lists the candidates
 	}
@@ -540,17 +550,18 @@ func toTreeJSON(nodes []*store.Node) []sessionNodeJSON {
 
 // printSessionTable prints sessions as list shows them, ages relative to now.
 func printSessionTable(w io.Writer, list []store.Session, now time.Time) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := cli.NewTable(w)
 	fmt.Fprintln(tw, "ID\tLABEL\tSTATE\tENTRIES\tUPDATED")
 	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", s.ID, labelOrDash(s.Label), stateOf(s), s.EntryCount, cli.Age(now, s.UpdatedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n",
+			s.ID, labelOrDash(s.Label), stateOf(s), s.EntryCount, cli.Age(now, s.UpdatedAt))
 	}
 	return tw.Flush()
 }
 
 // printSessionTree prints trees as tree shows them, ages relative to now.
 func printSessionTree(w io.Writer, roots []*store.Node, now time.Time) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := cli.NewTable(w)
 	fmt.Fprintln(tw, "ID\tLABEL\tKIND\tSTATE\tENTRIES\tUPDATED")
 	var walk func(nodes []*store.Node, indent string, top bool)
 	walk = func(nodes []*store.Node, indent string, top bool) {
@@ -650,7 +661,9 @@ func (o *openingStore) Resolve(ctx context.Context, tenant, ref string) (store.S
 	return st.Resolve(ctx, tenant, ref)
 }
 
-func (o *openingStore) Fork(ctx context.Context, tenant string, source uuid.UUID, opts store.ForkOptions) (store.Session, error) {
+func (o *openingStore) Fork(
+	ctx context.Context, tenant string, source uuid.UUID, opts store.ForkOptions,
+) (store.Session, error) {
 	st, err := o.get(ctx)
 	if err != nil {
 		return store.Session{}, err
@@ -658,7 +671,9 @@ func (o *openingStore) Fork(ctx context.Context, tenant string, source uuid.UUID
 	return st.Fork(ctx, tenant, source, opts)
 }
 
-func (o *openingStore) Load(ctx context.Context, tenant string, session uuid.UUID) (store.Session, transcript.Snapshot, error) {
+func (o *openingStore) Load(
+	ctx context.Context, tenant string, session uuid.UUID,
+) (store.Session, transcript.Snapshot, error) {
 	st, err := o.get(ctx)
 	if err != nil {
 		return store.Session{}, transcript.Snapshot{}, err

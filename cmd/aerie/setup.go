@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,11 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aerie-run/aerie/runner/store"
-
 	"github.com/spf13/cobra"
 
+	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/config"
+	"github.com/aerie-run/aerie/runner/store"
 )
 
 type setupFlags struct {
@@ -70,7 +71,8 @@ when the configuration was saved anyway, so that scripts notice.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.sqlite, "sqlite", "", "use the SQLite database file `PATH`")
 	fl.StringVar(&f.postgres, "postgres", "", "use the PostgreSQL server at `URL` (postgres://...)")
-	fl.StringVar(&f.databaseURL, "database-url", "", "use any database_url: postgres://..., sqlite://PATH or an absolute path")
+	fl.StringVar(&f.databaseURL, "database-url", "",
+		"use any database_url: postgres://..., sqlite://PATH or an absolute path")
 	fl.BoolVarP(&f.yes, "yes", "y", false, "save without asking, even when the connection test fails")
 	fl.BoolVar(&f.noSave, "no-save", false, "only test the connection; never save")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "same as --no-save")
@@ -83,7 +85,14 @@ when the configuration was saved anyway, so that scripts notice.`,
 }
 
 func runSetup(ctx context.Context, a *app, cmd *cobra.Command, f setupFlags) error {
-	rep, err := setup(ctx, a, cmd, f)
+	// Progress and questions go to stdout for people, or to stderr under
+	// --json so that stdout carries exactly one JSON document.
+	say := cli.NewWriter(cmd.OutOrStdout())
+	if f.asJSON {
+		say = cli.NewWriter(cmd.ErrOrStderr())
+	}
+	rep, err := setup(ctx, a, cmd, say, f)
+	err = cmp.Or(err, say.Err())
 	// The report goes out whenever a database was chosen, canceled and
 	// failed runs included, so a script sees what was tested and saved.
 	if f.asJSON && rep.DatabaseURL != "" {
@@ -96,23 +105,18 @@ func runSetup(ctx context.Context, a *app, cmd *cobra.Command, f setupFlags) err
 
 // setup chooses, tests and saves the database, printing its progress, and
 // returns what it did. The error decides the exit status (see the command's
-// Long text).
-func setup(ctx context.Context, a *app, cmd *cobra.Command, f setupFlags) (setupReport, error) {
+// Long text); a write to say that failed is say's to report.
+func setup(ctx context.Context, a *app, cmd *cobra.Command, say *cli.Writer, f setupFlags) (setupReport, error) {
 	f.noSave = f.noSave || f.dryRun
 	interactive := a.isTerminal != nil && a.isTerminal()
 	chosen := f.sqlite != "" || f.postgres != "" || f.databaseURL != ""
 	if !interactive && (!chosen || !f.yes && !f.noSave) {
 		// Refuse before any work: a script must say everything up front,
 		// and setup never waits for an answer nobody can give.
-		return setupReport{}, errors.New("setup: stdin is not a terminal, so setup cannot ask; pass --sqlite PATH or --postgres URL, and --yes to save or --no-save to only test")
+		return setupReport{}, errors.New("setup: stdin is not a terminal, so setup cannot ask; " +
+			"pass --sqlite PATH or --postgres URL, and --yes to save or --no-save to only test")
 	}
 
-	// Progress and questions go to stdout for people, or to stderr under
-	// --json so that stdout carries exactly one JSON document.
-	say := cmd.OutOrStdout()
-	if f.asJSON {
-		say = cmd.ErrOrStderr()
-	}
 	p := &prompter{in: bufio.NewReader(cmd.InOrStdin()), out: say}
 
 	home := config.Home(a.env)
@@ -120,7 +124,7 @@ func setup(ctx context.Context, a *app, cmd *cobra.Command, f setupFlags) (setup
 	// its problems are warnings, never an error.
 	loaded, _ := config.Load(config.Options{Home: home})
 	for _, w := range loaded.Warnings {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\n", w)
+		warn(cmd, "%v", w)
 	}
 
 	dbURL, err := chooseDatabase(ctx, a, p, f, home, loaded.Config.DatabaseURL)
@@ -153,7 +157,8 @@ func setup(ctx context.Context, a *app, cmd *cobra.Command, f setupFlags) (setup
 		rep.Test.Error = redactIn(testErr.Error(), dbURL)
 		// Drivers put one failed attempt per line; indent them all under
 		// the "failed" they explain.
-		fmt.Fprintf(say, "failed\n  %s\n", strings.ReplaceAll(strings.ReplaceAll(rep.Test.Error, "\t", "  "), "\n", "\n  "))
+		fmt.Fprintf(say, "failed\n  %s\n",
+			strings.ReplaceAll(strings.ReplaceAll(rep.Test.Error, "\t", "  "), "\n", "\n  "))
 	}
 
 	// The spec's order: the failure is on screen before the question, and
@@ -303,7 +308,8 @@ func postgresURL(s string) (string, error) {
 		err = errors.New("not a PostgreSQL URL")
 	}
 	if err != nil {
-		return "", fmt.Errorf("setup: postgres URL %s: want postgres://USER:PASSWORD@HOST:PORT/DB: %w", store.RedactURL(s), err)
+		return "", fmt.Errorf("setup: postgres URL %s: want postgres://USER:PASSWORD@HOST:PORT/DB: %w",
+			store.RedactURL(s), err)
 	}
 	return db.Raw, nil
 }

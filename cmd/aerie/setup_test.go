@@ -268,8 +268,8 @@ func TestSetupCancel(t *testing.T) {
 	t.Parallel()
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
-	blocked, w := io.Pipe() // a terminal nobody types on
-	t.Cleanup(func() { w.Close() })
+	blocked, w := io.Pipe()             // a terminal nobody types on
+	t.Cleanup(func() { _ = w.Close() }) // an io.PipeWriter's Close returns nil
 
 	tests := []struct {
 		name  string

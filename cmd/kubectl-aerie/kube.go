@@ -50,10 +50,15 @@ var sessionScheme = sync.OnceValue(func() *runtime.Scheme {
 	return s
 })
 
+// userAgent is how kubectl-aerie's requests name their client to the API
+// server.
+const userAgent = "aerie"
+
 func (k kubeFlags) client() (*kubeClient, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = k.kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.context})
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{CurrentContext: k.context})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
@@ -70,7 +75,7 @@ func (k kubeFlags) client() (*kubeClient, error) {
 	sc.GroupVersion = &aeriev1.GroupVersion
 	sc.APIPath = "/apis"
 	sc.NegotiatedSerializer = codecs.WithoutConversion()
-	sc.UserAgent = "aerie"
+	sc.UserAgent = userAgent
 	sessions, err := rest.RESTClientFor(sc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -79,7 +84,7 @@ func (k kubeFlags) client() (*kubeClient, error) {
 	cc2.GroupVersion = &schema.GroupVersion{Version: "v1"}
 	cc2.APIPath = "/api"
 	cc2.NegotiatedSerializer = codecs.WithoutConversion()
-	cc2.UserAgent = "aerie"
+	cc2.UserAgent = userAgent
 	core, err := rest.RESTClientFor(cc2)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -153,7 +158,9 @@ const pollInterval = 500 * time.Millisecond
 
 // wait polls the session until it has finished, calling seen on every
 // change of phase, or until ctx ends.
-func (c *kubeClient) wait(ctx context.Context, name string, seen func(*aeriev1.AgentSession)) (*aeriev1.AgentSession, error) {
+func (c *kubeClient) wait(
+	ctx context.Context, name string, seen func(*aeriev1.AgentSession),
+) (*aeriev1.AgentSession, error) {
 	var last aeriev1.AgentSessionPhase = "-"
 	for {
 		s, err := c.get(ctx, name)

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/runconfig"
 )
 
@@ -76,7 +77,8 @@ that does not fit in a ConfigMap (about 1 MiB), naming the largest files.
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the ConfigMap's `name`")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "the ConfigMap's `namespace`")
-	cmd.Flags().StringVar(&layerValue, "label", "true", "the value of the aerie.run/layer label; empty leaves the label off (for a layer named only in spec.extensions)")
+	cmd.Flags().StringVar(&layerValue, "label", "true",
+		"the value of the aerie.run/layer label; empty leaves the label off (for a layer named only in spec.extensions)")
 	return cmd
 }
 
@@ -110,7 +112,8 @@ func packLayer(dir, name, namespace, label string) (*corev1.ConfigMap, error) {
 			return nil
 		}
 		if !d.Type().IsRegular() {
-			return fmt.Errorf("%s is a %s; a layer holds regular files and directories only", filepath.Join(dir, p), typeName(d.Type()))
+			return fmt.Errorf("%s is a %s; a layer holds regular files and directories only",
+				filepath.Join(dir, p), typeName(d.Type()))
 		}
 		info, err := d.Info()
 		if err != nil {
@@ -158,7 +161,9 @@ func packLayer(dir, name, namespace, label string) (*corev1.ConfigMap, error) {
 			}
 			fmt.Fprintf(&largest, "\n  %s (%d bytes)", f.path, f.size)
 		}
-		return nil, fmt.Errorf("pack %s: %d bytes do not fit in a ConfigMap (at most %d); the largest files:%s\nput large files in a volume layer (spec.extensions[].persistentVolumeClaim or image) instead", dir, total, maxConfigMapBytes, largest.String())
+		return nil, fmt.Errorf("pack %s: %d bytes do not fit in a ConfigMap (at most %d); the largest files:%s\n"+
+			"put large files in a volume layer (spec.extensions[].persistentVolumeClaim or image) instead",
+			dir, total, maxConfigMapBytes, largest.String())
 	}
 	if len(paths) > 0 || len(executables) > 0 {
 		cm.Annotations = map[string]string{}
@@ -232,6 +237,7 @@ func newLayerUnpackCmd() *cobra.Command {
 				return err
 			}
 			defer root.Close()
+			out := cli.NewWriter(cmd.OutOrStdout())
 			for _, f := range files {
 				if err := root.MkdirAll(path.Dir(f.Path), 0o755); err != nil {
 					return err
@@ -246,9 +252,9 @@ func newLayerUnpackCmd() *cobra.Command {
 				if err := root.Chmod(f.Path, mode); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", mode, f.Path)
+				fmt.Fprintf(out, "%s %s\n", mode, f.Path)
 			}
-			return nil
+			return out.Err()
 		},
 	}
 	cmd.Flags().StringVar(&to, "to", "", "the `directory` to write into (created if missing)")

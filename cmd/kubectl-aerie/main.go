@@ -27,7 +27,7 @@ import (
 )
 
 // Set at build time with -ldflags "-X main.version=... -X main.commit=...",
-// as for aerie.
+// as for aerie; --version prints both.
 var (
 	version = "dev"
 	commit  = "unknown"
@@ -39,6 +39,7 @@ func main() {
 		name:             displayName(os.Args[0]),
 		stdoutIsTerminal: func() bool { return term.IsTerminal(int(os.Stdout.Fd())) },
 		version:          version,
+		commit:           commit,
 	}
 	if w := versionWarning(version, os.Getenv(callerVersionEnv)); w != "" {
 		fmt.Fprintf(os.Stderr, "%s: warning: %s\n", a.name, w)
@@ -65,7 +66,8 @@ func versionWarning(mine, caller string) string {
 	if caller == "" || caller == mine || caller == "dev" || mine == "dev" {
 		return ""
 	}
-	return fmt.Sprintf("kubectl-aerie is %s but aerie is %s; install the same release of both (go install github.com/aerie-run/aerie/cmd/kubectl-aerie@%s)", mine, caller, caller)
+	return fmt.Sprintf("kubectl-aerie is %s but aerie is %s; install the same release of both "+
+		"(go install github.com/aerie-run/aerie/cmd/kubectl-aerie@%s)", mine, caller, caller)
 }
 
 // displayName is the command name the usage shows: "aerie" when aerie ran
@@ -73,11 +75,14 @@ func versionWarning(mine, caller string) string {
 // "kubectl aerie" when kubectl ran it as a plugin or a user ran it
 // directly.
 func displayName(argv0 string) string {
-	if filepath.Base(argv0) == "aerie" {
-		return "aerie"
+	if filepath.Base(argv0) == aerieName {
+		return aerieName
 	}
 	return "kubectl aerie"
 }
+
+// aerieName is aerie's command name, which aerie passes as argv[0].
+const aerieName = "aerie"
 
 // app is what the commands take from the process besides the standard
 // streams.
@@ -87,7 +92,8 @@ type app struct {
 	// stdoutIsTerminal reports whether stdout is a terminal: the commands
 	// write for a person then, and JSON Lines otherwise. Nil means no.
 	stdoutIsTerminal func() bool
-	version          string
+	// version and commit describe the build.
+	version, commit string
 }
 
 // exitCode maps a command's error to the process exit status: 130 when the
@@ -117,16 +123,16 @@ func newRootCmd(a *app) *cobra.Command {
 			if !showVersion {
 				return cmd.Help()
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kubectl-aerie %s\n", a.version)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kubectl-aerie %s (commit %s)\n", a.version, a.commit)
 			return err
 		},
 	}
 	root.Flags().BoolVarP(&showVersion, "version", "v", false, "version for kubectl-aerie")
 	root.AddCommand(
 		newSubmitCmd(a),
-		newGetCmd(a),
-		newCancelCmd(a),
-		newLogsCmd(a),
+		newGetCmd(),
+		newCancelCmd(),
+		newLogsCmd(),
 		newLayerCmd(),
 	)
 	return root

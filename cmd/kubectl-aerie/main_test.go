@@ -20,7 +20,7 @@ type result struct {
 // commands to kubectl-aerie.)
 func (harness) aerie(t *testing.T, args ...string) result {
 	t.Helper()
-	a := &app{name: "aerie", version: "v1.2.3"}
+	a := &app{name: "aerie", version: "v1.2.3", commit: "0a1b2c3"}
 	var stdout, stderr bytes.Buffer
 	cmd := newRootCmd(a)
 	cmd.SetArgs(args)
@@ -29,6 +29,19 @@ func (harness) aerie(t *testing.T, args ...string) result {
 	cmd.SetErr(&stderr)
 	err := cmd.ExecuteContext(t.Context())
 	return result{stdout: stdout.String(), stderr: stderr.String(), err: err, code: exitCode(err)}
+}
+
+// TestVersion: --version names the release and the commit it was built
+// from, as the build sets them.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	r := harness{}.aerie(t, "--version")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if want := "kubectl-aerie v1.2.3 (commit 0a1b2c3)\n"; r.stdout != want {
+		t.Fatalf("--version printed %q, want %q", r.stdout, want)
+	}
 }
 
 func TestDisplayName(t *testing.T) {

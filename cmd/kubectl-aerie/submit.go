@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,7 +63,8 @@ shown); 1 for other failures.`,
 	fl.StringVar(&f.name, "name", "", "the session's `name` with --prompt (default: a generated one)")
 	fl.StringVar(&f.provider, "provider", "anthropic", "the model `provider` with --prompt")
 	fl.StringVar(&f.model, "model", "claude-sonnet-4-5", "the `model` with --prompt")
-	fl.StringVar(&f.apiKeySecret, "api-key-secret", "", "the Secret holding the model API key with --prompt, as `NAME/KEY`")
+	fl.StringVar(&f.apiKeySecret, "api-key-secret", "",
+		"the Secret holding the model API key with --prompt, as `NAME/KEY`")
 	fl.BoolVar(&f.wait, "wait", false, "wait until the session has finished and exit with its outcome")
 	fl.BoolVar(&f.follow, "follow", false, "stream the session's events while it runs (implies --wait)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting after this `duration` (0: no limit)")
@@ -84,7 +85,7 @@ type submitted struct {
 	Event     *events.Event             `json:"event,omitempty"`
 }
 
-func (a *app) submit(cmd *cobra.Command, f submitFlags) error {
+func (a *app) submit(cmd *cobra.Command, f submitFlags) (err error) {
 	ctx := cmd.Context()
 	configErr := func(err error) error { return &cli.ExitError{Code: runconfig.ExitConfig, Err: err} }
 	sess, err := f.session(cmd.InOrStdin())
@@ -106,6 +107,9 @@ func (a *app) submit(cmd *cobra.Command, f submitFlags) error {
 		return fmt.Errorf("create session: %w", err)
 	}
 	out := a.submitOutput(cmd, f.eventsJSONL)
+	// The progress is written as the session goes; a write that failed
+	// fails the command when it ends, after the session's own outcome.
+	defer func() { err = cmp.Or(err, out.err()) }()
 	out.status("created", created)
 	if !f.wait && !f.follow {
 		return nil
@@ -231,7 +235,7 @@ func (c *kubeClient) follow(ctx context.Context, name string, out *submitOutput)
 						out.event(s, ev)
 					}
 				}
-				rc.Close()
+				_ = rc.Close() // only read: its Close loses nothing
 			}
 		}
 		if err == nil && finished(s) {
@@ -247,14 +251,14 @@ func (c *kubeClient) follow(ctx context.Context, name string, out *submitOutput)
 // submitOutput writes what the submit commands observe: for a person, or as
 // JSON Lines.
 type submitOutput struct {
-	mu    sync.Mutex // status and events come from two goroutines
-	w     io.Writer
+	mu    sync.Mutex  // status and events come from two goroutines
+	w     *cli.Writer // every write, the encoder's and the events', goes through it
 	jsonl *json.Encoder
 	human *events.Human
 }
 
 func (a *app) submitOutput(cmd *cobra.Command, forceJSONL bool) *submitOutput {
-	o := &submitOutput{w: cmd.OutOrStdout()}
+	o := &submitOutput{w: cli.NewWriter(cmd.OutOrStdout())}
 	if forceJSONL || a.stdoutIsTerminal == nil || !a.stdoutIsTerminal() {
 		o.jsonl = json.NewEncoder(o.w)
 		o.jsonl.SetEscapeHTML(false)
@@ -268,7 +272,10 @@ func (o *submitOutput) status(typ string, s *aeriev1.AgentSession) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.jsonl != nil {
-		_ = o.jsonl.Encode(submitted{Type: typ, Time: time.Now(), Namespace: s.Namespace, Name: s.Name, Phase: s.Status.Phase, SessionID: s.Status.SessionID, Result: s.Status.Result, Usage: s.Status.Usage})
+		_ = o.jsonl.Encode(submitted{ // a failed write is o.w's error
+			Type: typ, Time: time.Now(), Namespace: s.Namespace, Name: s.Name,
+			Phase: s.Status.Phase, SessionID: s.Status.SessionID, Result: s.Status.Result, Usage: s.Status.Usage,
+		})
 		return
 	}
 	switch typ {
@@ -293,17 +300,26 @@ func (o *submitOutput) status(typ string, s *aeriev1.AgentSession) {
 	}
 }
 
+// err is the first write that failed, or nil.
+func (o *submitOutput) err() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.w.Err()
+}
+
 func (o *submitOutput) event(s *aeriev1.AgentSession, ev events.Event) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.jsonl != nil {
-		_ = o.jsonl.Encode(submitted{Type: "event", Time: time.Now(), Namespace: s.Namespace, Name: s.Name, Event: &ev})
+		_ = o.jsonl.Encode(submitted{ // a failed write is o.w's error
+			Type: "event", Time: time.Now(), Namespace: s.Namespace, Name: s.Name, Event: &ev,
+		})
 		return
 	}
 	o.human.Observe(ev)
 }
 
-func newGetCmd(a *app) *cobra.Command {
+func newGetCmd() *cobra.Command {
 	var (
 		kube   kubeFlags
 		asJSON bool
@@ -334,7 +350,7 @@ func newGetCmd(a *app) *cobra.Command {
 			if asJSON {
 				return cli.WriteJSON(cmd.OutOrStdout(), items)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			tw := cli.NewTable(cmd.OutOrStdout())
 			fmt.Fprintln(tw, "NAME\tPHASE\tOUTCOME\tTURNS\tTOKENS\tSESSION\tAGE")
 			for _, s := range items {
 				outcome, turns, tokens := "-", int32(0), int64(0)
@@ -344,7 +360,8 @@ func newGetCmd(a *app) *cobra.Command {
 				if s.Status.Usage != nil {
 					turns, tokens = s.Status.Usage.Turns, s.Status.Usage.TotalTokens
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Name, cli.Dash(string(s.Status.Phase)), outcome, turns, tokens, cli.Dash(s.Status.SessionID), cli.Age(time.Now(), s.CreationTimestamp.Time))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Name, cli.Dash(string(s.Status.Phase)), outcome,
+					turns, tokens, cli.Dash(s.Status.SessionID), cli.Age(time.Now(), s.CreationTimestamp.Time))
 			}
 			return tw.Flush()
 		},
@@ -354,7 +371,7 @@ func newGetCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-func newCancelCmd(a *app) *cobra.Command {
+func newCancelCmd() *cobra.Command {
 	var (
 		kube kubeFlags
 		wait bool
@@ -372,16 +389,17 @@ func newCancelCmd(a *app) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("cancel session %s: %w", args[0], err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "agentsession %s/%s cancel requested\n", s.Namespace, s.Name)
+			out := cli.NewWriter(cmd.OutOrStdout())
+			fmt.Fprintf(out, "agentsession %s/%s cancel requested\n", s.Namespace, s.Name)
 			if !wait {
-				return nil
+				return out.Err()
 			}
 			done, err := kc.wait(cmd.Context(), s.Name, func(*aeriev1.AgentSession) {})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "agentsession %s/%s %s\n", done.Namespace, done.Name, strings.ToLower(string(done.Status.Phase)))
-			return nil
+			fmt.Fprintf(out, "agentsession %s/%s %s\n", done.Namespace, done.Name, strings.ToLower(string(done.Status.Phase)))
+			return out.Err()
 		},
 	}
 	kube.add(cmd.Flags())
@@ -389,7 +407,7 @@ func newCancelCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-func newLogsCmd(a *app) *cobra.Command {
+func newLogsCmd() *cobra.Command {
 	var (
 		kube   kubeFlags
 		follow bool
@@ -414,7 +432,7 @@ func newLogsCmd(a *app) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("logs of pod %s: %w", s.Status.PodName, err)
 			}
-			defer rc.Close()
+			defer func() { _ = rc.Close() }() // only read: its Close loses nothing
 			_, err = io.Copy(cmd.OutOrStdout(), rc)
 			return err
 		},

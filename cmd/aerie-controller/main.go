@@ -68,29 +68,49 @@ func main() {
 func bindFlags(fs *flag.FlagSet) *options {
 	o := &options{controller: controllers.DefaultConfig(os.Getenv("POD_NAMESPACE"), "")}
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to; 0 disables it.")
-	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve the metrics over HTTPS, to clients whose token the API server authenticates and authorizes for GET /metrics; false serves plain HTTP to anyone.")
-	fs.StringVar(&o.metricsCertPath, "metrics-cert-path", "", "Directory holding the metrics endpoint's certificate and key, reloaded when they change; empty generates a self-signed certificate at start.")
-	fs.StringVar(&o.metricsCertName, "metrics-cert-name", "tls.crt", "File name of the metrics certificate in --metrics-cert-path.")
-	fs.StringVar(&o.metricsCertKey, "metrics-cert-key", "tls.key", "File name of the metrics certificate's key in --metrics-cert-path.")
-	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Offer HTTP/2 on the metrics endpoint; off by default for HTTP/2's stream-reset attacks (CVE-2023-44487, CVE-2023-39325).")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true,
+		"Serve the metrics over HTTPS, to clients whose token the API server authenticates and authorizes "+
+			"for GET /metrics; false serves plain HTTP to anyone.")
+	fs.StringVar(&o.metricsCertPath, "metrics-cert-path", "",
+		"Directory holding the metrics endpoint's certificate and key, reloaded when they change; "+
+			"empty generates a self-signed certificate at start.")
+	fs.StringVar(&o.metricsCertName, "metrics-cert-name", "tls.crt",
+		"File name of the metrics certificate in --metrics-cert-path.")
+	fs.StringVar(&o.metricsCertKey, "metrics-cert-key", "tls.key",
+		"File name of the metrics certificate's key in --metrics-cert-path.")
+	fs.BoolVar(&o.enableHTTP2, "enable-http2", false,
+		"Offer HTTP/2 on the metrics endpoint; off by default for HTTP/2's stream-reset attacks "+
+			"(CVE-2023-44487, CVE-2023-39325).")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
-	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address Go's pprof endpoints (/debug/pprof/) bind to, for profiling; 0 disables them.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0",
+		"Address Go's pprof endpoints (/debug/pprof/) bind to, for profiling; 0 disables them.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so that only one replica reconciles at a time.")
-	fs.StringVar(&o.leaderElecNS, "leader-election-namespace", "", "Namespace of the leader-election lease; defaults to the controller's namespace.")
+	fs.StringVar(&o.leaderElecNS, "leader-election-namespace", "",
+		"Namespace of the leader-election lease; defaults to the controller's namespace.")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "Log level: DEBUG, INFO, WARN or ERROR.")
-	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles, "AgentSessions reconciled in parallel.")
+	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles,
+		"AgentSessions reconciled in parallel.")
 	c := &o.controller
-	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "The controller's namespace, where platform layers (ConfigMaps labelled aerie.run/layer) live; defaults to $POD_NAMESPACE.")
-	fs.StringVar(&c.RunnerImage, "runner-image", "", "Image of the runner pods' agent and workspace containers (required).")
-	fs.StringVar((*string)(&c.ImagePullPolicy), "runner-image-pull-policy", "", "Pull policy of the runner image: Always, IfNotPresent or Never; empty is Kubernetes' default.")
+	fs.StringVar(&c.Namespace, "namespace", c.Namespace,
+		"The controller's namespace, where platform layers (ConfigMaps labelled aerie.run/layer) live; "+
+			"defaults to $POD_NAMESPACE.")
+	fs.StringVar(&c.RunnerImage, "runner-image", "",
+		"Image of the runner pods' agent and workspace containers (required).")
+	fs.StringVar((*string)(&c.ImagePullPolicy), "runner-image-pull-policy", "",
+		"Pull policy of the runner image: Always, IfNotPresent or Never; empty is Kubernetes' default.")
 	fs.StringVar(&c.RunnerCommand, "runner-command", c.RunnerCommand, "Path of the aerie binary in the runner image.")
 	fs.StringVar(&c.GitImage, "git-image", c.GitImage, "Image with sh and git that clones git workspaces.")
-	fs.StringVar(&c.DatabaseSecret.Name, "database-secret", c.DatabaseSecret.Name, "Secret, in each session's namespace, holding the session store's DSN; only the agent container gets it.")
-	fs.StringVar(&c.DatabaseSecret.Key, "database-secret-key", c.DatabaseSecret.Key, "Key of the DSN in --database-secret.")
+	fs.StringVar(&c.DatabaseSecret.Name, "database-secret", c.DatabaseSecret.Name,
+		"Secret, in each session's namespace, holding the session store's DSN; only the agent container gets it.")
+	fs.StringVar(&c.DatabaseSecret.Key, "database-secret-key", c.DatabaseSecret.Key,
+		"Key of the DSN in --database-secret.")
 	fs.Int64Var(&c.AgentUser, "agent-uid", c.AgentUser, "UID (and GID) of the agent container, which holds the secrets.")
-	fs.Int64Var(&c.WorkspaceUser, "workspace-uid", c.WorkspaceUser, "UID (and GID) of the workspace container, where tools run.")
-	fs.Int64Var(&c.FSGroup, "fs-group", c.FSGroup, "Group shared by both containers: it owns the executor socket's directory.")
-	fs.DurationVar(&c.TerminationGrace, "termination-grace", c.TerminationGrace, "Runner pods' termination grace period: time to tear tools down and drain the journal.")
+	fs.Int64Var(&c.WorkspaceUser, "workspace-uid", c.WorkspaceUser,
+		"UID (and GID) of the workspace container, where tools run.")
+	fs.Int64Var(&c.FSGroup, "fs-group", c.FSGroup,
+		"Group shared by both containers: it owns the executor socket's directory.")
+	fs.DurationVar(&c.TerminationGrace, "termination-grace", c.TerminationGrace,
+		"Runner pods' termination grace period: time to tear tools down and drain the journal.")
 	return o
 }
 

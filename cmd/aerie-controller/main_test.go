@@ -157,7 +157,9 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		if err := resp.Body.Close(); err != nil {
+			t.Error(err)
+		}
 		if resp.StatusCode == http.StatusOK || strings.Contains(string(b), "aerie_") {
 			t.Errorf("plain HTTP got %s:\n%s", resp.Status, b)
 		}

@@ -199,7 +199,8 @@ func (r *AgentSessionReconciler) observe(ctx context.Context, sc *scope) error {
 // status records it.
 func (r *AgentSessionReconciler) currentPod(ctx context.Context, s *aeriev1alpha1.AgentSession) (*corev1.Pod, error) {
 	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.InNamespace(s.Namespace), client.MatchingLabels{LabelSessionUID: string(s.UID)}); err != nil {
+	if err := r.Client.List(ctx, &pods, client.InNamespace(s.Namespace),
+		client.MatchingLabels{LabelSessionUID: string(s.UID)}); err != nil {
 		return nil, fmt.Errorf("list runner pods: %w", err)
 	}
 	var current *corev1.Pod
@@ -257,9 +258,18 @@ func (r *AgentSessionReconciler) reconcileRun(ctx context.Context, sc *scope) (c
 
 // startAttempt resolves and creates attempt n's ConfigMap and pod. lost
 // says why the previous attempt's pod was lost, for a retry.
-func (r *AgentSessionReconciler) startAttempt(ctx context.Context, sc *scope, n int32, lost string) (ctrl.Result, error) {
+func (r *AgentSessionReconciler) startAttempt(
+	ctx context.Context, sc *scope, n int32, lost string,
+) (ctrl.Result, error) {
 	s := sc.session
-	res := &resolver{reader: r.Reader, apply: applyConfigMap(r.Client), own: ownConfigMap(r.Client), cfg: r.Config, present: r.secretKeys, now: sc.now.Time}
+	res := &resolver{
+		reader:  r.Reader,
+		apply:   applyConfigMap(r.Client),
+		own:     ownConfigMap(r.Client),
+		cfg:     r.Config,
+		present: r.secretKeys,
+		now:     sc.now.Time,
+	}
 	a, err := res.resolve(ctx, s, n, sc.now.Time)
 	if isReferenceError(err) {
 		sc.observed.rejected = err
@@ -302,7 +312,8 @@ func (r *AgentSessionReconciler) reconcileCancel(ctx context.Context, sc *scope)
 		return ctrl.Result{}, nil
 	}
 	if sc.pod.DeletionTimestamp.IsZero() {
-		if err := r.Client.Delete(ctx, sc.pod, client.Preconditions{UID: &sc.pod.UID}); err != nil && !apierrors.IsNotFound(err) {
+		err := r.Client.Delete(ctx, sc.pod, client.Preconditions{UID: &sc.pod.UID})
+		if err != nil && !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, fmt.Errorf("delete runner pod %s: %w", sc.pod.Name, err)
 		}
 	}
@@ -317,7 +328,8 @@ func (r *AgentSessionReconciler) reconcileDeadline(ctx context.Context, sc *scop
 		return ctrl.Result{}, nil
 	}
 	if sc.pod != nil && sc.pod.DeletionTimestamp.IsZero() {
-		if err := r.Client.Delete(ctx, sc.pod, client.Preconditions{UID: &sc.pod.UID}); err != nil && !apierrors.IsNotFound(err) {
+		err := r.Client.Delete(ctx, sc.pod, client.Preconditions{UID: &sc.pod.UID})
+		if err != nil && !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, fmt.Errorf("delete runner pod %s: %w", sc.pod.Name, err)
 		}
 	}
@@ -334,10 +346,13 @@ func (r *AgentSessionReconciler) reconcileFinished(ctx context.Context, sc *scop
 	if sc.now.Time.Before(expiry) {
 		return ctrl.Result{RequeueAfter: expiry.Sub(sc.now.Time)}, nil
 	}
-	if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+	err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID},
+		client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("delete expired session: %w", err)
 	}
-	log.FromContext(ctx).Info("deleted the session after its TTL", "ttlSecondsAfterFinished", *s.Spec.TTLSecondsAfterFinished)
+	log.FromContext(ctx).Info("deleted the session after its TTL",
+		"ttlSecondsAfterFinished", *s.Spec.TTLSecondsAfterFinished)
 	return ctrl.Result{}, nil
 }
 
@@ -348,7 +363,8 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *aeriev1alpha1.
 		return ctrl.Result{}, nil
 	}
 	var pods corev1.PodList
-	if err := r.Reader.List(ctx, &pods, client.InNamespace(s.Namespace), client.MatchingLabels{LabelSessionUID: string(s.UID)}); err != nil {
+	if err := r.Reader.List(ctx, &pods, client.InNamespace(s.Namespace),
+		client.MatchingLabels{LabelSessionUID: string(s.UID)}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list runner pods: %w", err)
 	}
 	waiting := 0
@@ -385,7 +401,8 @@ func (r *AgentSessionReconciler) writeStatus(ctx context.Context, sc *scope) err
 	}
 	// Optimistic locking: a status computed from a stale read must not
 	// overwrite a newer one.
-	if err := r.Client.Status().Patch(ctx, s, client.MergeFromWithOptions(sc.before, client.MergeFromWithOptimisticLock{})); err != nil {
+	patch := client.MergeFromWithOptions(sc.before, client.MergeFromWithOptimisticLock{})
+	if err := r.Client.Status().Patch(ctx, s, patch); err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
 	if r.Recorder != nil {

@@ -76,9 +76,7 @@ func sharedControlPlane(t *testing.T) *testenv.ControlPlane {
 		controlPlane, stop, controlPlaneErr = testenv.NewControlPlane(dir)
 		if controlPlaneErr == nil {
 			stopControlPlane = func() error {
-				err := stop()
-				os.RemoveAll(dir)
-				return err
+				return errors.Join(stop(), os.RemoveAll(dir))
 			}
 		}
 	})

@@ -110,16 +110,20 @@ func (c Config) Validate() error {
 	if c.DatabaseSecret.Name == "" || c.DatabaseSecret.Key == "" {
 		errs = append(errs, errors.New("no database Secret: set --database-secret NAME and --database-secret-key KEY"))
 	}
-	for name, id := range map[string]int64{"agent user": c.AgentUser, "workspace user": c.WorkspaceUser, "fs group": c.FSGroup} {
+	ids := map[string]int64{"agent user": c.AgentUser, "workspace user": c.WorkspaceUser, "fs group": c.FSGroup}
+	for name, id := range ids {
 		if id <= 0 {
 			errs = append(errs, fmt.Errorf("%s %d: want a non-root id above 0", name, id))
 		}
 	}
 	if c.AgentUser == c.WorkspaceUser {
-		errs = append(errs, fmt.Errorf("agent and workspace users are both %d: the tools must not run as the user that holds the secrets", c.AgentUser))
+		errs = append(errs, fmt.Errorf(
+			"agent and workspace users are both %d: the tools must not run as the user that holds the secrets",
+			c.AgentUser))
 	}
 	if c.TerminationGrace < time.Second {
-		errs = append(errs, fmt.Errorf("termination grace %s: want at least 1s for the runner's teardown", c.TerminationGrace))
+		errs = append(errs, fmt.Errorf("termination grace %s: want at least 1s for the runner's teardown",
+			c.TerminationGrace))
 	}
 	return errors.Join(errs...)
 }

@@ -63,11 +63,17 @@ func volumeLayer(l aeriev1alpha1.ExtensionLayer) resolvedLayer {
 	r := resolvedLayer{Name: specLayerName(l), Kind: runconfig.LayerSpec}
 	switch {
 	case l.PersistentVolumeClaim != nil:
-		r.Source = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: l.PersistentVolumeClaim.ClaimName, ReadOnly: true}}
+		r.Source = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+			ClaimName: l.PersistentVolumeClaim.ClaimName,
+			ReadOnly:  true,
+		}}
 		r.SubPath = l.PersistentVolumeClaim.SubPath
 		r.Origin = path.Join("pvc", l.PersistentVolumeClaim.ClaimName, r.SubPath)
 	case l.Image != nil:
-		r.Source = corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: l.Image.Reference, PullPolicy: l.Image.PullPolicy}}
+		r.Source = corev1.VolumeSource{Image: &corev1.ImageVolumeSource{
+			Reference:  l.Image.Reference,
+			PullPolicy: l.Image.PullPolicy,
+		}}
 		r.SubPath = l.Image.SubPath
 		r.Origin = "image/" + l.Image.Reference
 		if r.SubPath != "" {

@@ -56,6 +56,13 @@ const (
 	gitSecretDir       = "/etc/aerie/git"
 )
 
+// Every container of a runner pod has its own /tmp as its home and its
+// temporary directory.
+const (
+	envHome   = "HOME"
+	envTmpDir = "TMPDIR"
+)
+
 // deadlineSlack is added to the pod's activeDeadlineSeconds beyond the
 // runner's own time budget and grace period: the runner should always stop
 // itself, with its outcome reported, before the kubelet has to.
@@ -169,14 +176,24 @@ func runnerConfig(s *aeriev1alpha1.AgentSession, a attempt) runconfig.Config {
 		c.Executor.WorkingDir = w.WorkingDir
 	}
 	for i, l := range a.Layers {
-		c.Layers = append(c.Layers, runconfig.Layer{Name: l.Name, Kind: l.Kind, Dir: runconfig.LayerDir(i), Digest: l.Digest, Source: l.Origin})
+		c.Layers = append(c.Layers, runconfig.Layer{
+			Name:   l.Name,
+			Kind:   l.Kind,
+			Dir:    runconfig.LayerDir(i),
+			Digest: l.Digest,
+			Source: l.Origin,
+		})
 	}
 	if t := s.Spec.Trust; t != nil {
 		for _, src := range t.Sources {
 			c.Trust.Sources = append(c.Trust.Sources, string(src))
 		}
 	} else {
-		c.Trust.Sources = []string{string(aeriev1alpha1.TrustFromExtensions), string(aeriev1alpha1.TrustFromNamespace), string(aeriev1alpha1.TrustFromPlatform)}
+		c.Trust.Sources = []string{
+			string(aeriev1alpha1.TrustFromExtensions),
+			string(aeriev1alpha1.TrustFromNamespace),
+			string(aeriev1alpha1.TrustFromPlatform),
+		}
 	}
 	c.Trust.Pins = a.TrustPins
 	return c
@@ -288,7 +305,8 @@ func desiredPod(cfg Config, s *aeriev1alpha1.AgentSession, a attempt) *corev1.Po
 		},
 	}
 	if a.Remaining > 0 {
-		pod.Spec.ActiveDeadlineSeconds = ptr.To(int64(math.Ceil((a.Remaining + cfg.TerminationGrace + deadlineSlack).Seconds())))
+		limit := a.Remaining + cfg.TerminationGrace + deadlineSlack
+		pod.Spec.ActiveDeadlineSeconds = ptr.To(int64(math.Ceil(limit.Seconds())))
 	}
 	return pod
 }
@@ -306,21 +324,29 @@ type podMounts struct {
 // each container's /tmp, the workspace and the layers; and the mounts the
 // containers share.
 func podVolumes(name string, w *aeriev1alpha1.WorkspaceSpec, layers []resolvedLayer) ([]corev1.Volume, podMounts) {
-	volumes := []corev1.Volume{
-		{Name: volumeConfig, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+	workspaceVolume, workspaceSubPath := workspaceSource(w)
+	volumes := make([]corev1.Volume, 0, 5+len(layers))
+	volumes = append(volumes,
+		corev1.Volume{Name: volumeConfig, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: name},
 			DefaultMode:          ptr.To(int32(runconfig.ModeFile)),
 		}}},
 		// The socket directory is memory-backed: it holds one socket.
-		{Name: volumeSocket, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi"))}}},
-		{Name: volumeAgentTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-		{Name: volumeWorkspaceTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-	}
-	workspaceVolume, workspaceSubPath := workspaceSource(w)
-	volumes = append(volumes, corev1.Volume{Name: volumeWorkspace, VolumeSource: workspaceVolume})
+		corev1.Volume{Name: volumeSocket, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			Medium:    corev1.StorageMediumMemory,
+			SizeLimit: ptr.To(resource.MustParse("1Mi")),
+		}}},
+		corev1.Volume{Name: volumeAgentTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		corev1.Volume{Name: volumeWorkspaceTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		corev1.Volume{Name: volumeWorkspace, VolumeSource: workspaceVolume},
+	)
 	m := podMounts{
-		workspace: corev1.VolumeMount{Name: volumeWorkspace, MountPath: runconfig.DefaultWorkspace, SubPath: workspaceSubPath},
-		socket:    corev1.VolumeMount{Name: volumeSocket, MountPath: runconfig.SocketDir},
+		workspace: corev1.VolumeMount{
+			Name:      volumeWorkspace,
+			MountPath: runconfig.DefaultWorkspace,
+			SubPath:   workspaceSubPath,
+		},
+		socket: corev1.VolumeMount{Name: volumeSocket, MountPath: runconfig.SocketDir},
 	}
 	for i, l := range layers {
 		vname := fmt.Sprintf("layer-%d", i)
@@ -377,12 +403,16 @@ func workspaceContainer(cfg Config, image string, runner aeriev1alpha1.RunnerSpe
 		Name:            ContainerWorkspace,
 		Image:           image,
 		ImagePullPolicy: cfg.ImagePullPolicy,
-		Command:         []string{cfg.RunnerCommand, "executor", "serve", "--socket", runconfig.DefaultSocket, "--workspace", runconfig.DefaultWorkspace},
-		RestartPolicy:   ptr.To(corev1.ContainerRestartPolicyAlways),
-		WorkingDir:      runconfig.DefaultWorkspace,
+		Command: []string{
+			cfg.RunnerCommand, "executor", "serve",
+			"--socket", runconfig.DefaultSocket,
+			"--workspace", runconfig.DefaultWorkspace,
+		},
+		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		WorkingDir:    runconfig.DefaultWorkspace,
 		Env: append([]corev1.EnvVar{
-			{Name: "HOME", Value: tmpDir},
-			{Name: "TMPDIR", Value: tmpDir},
+			{Name: envHome, Value: tmpDir},
+			{Name: envTmpDir, Value: tmpDir},
 		}, runner.Env...),
 		VolumeMounts: append([]corev1.VolumeMount{
 			m.workspace,
@@ -416,8 +446,8 @@ func containerSecurity(uid int64) *corev1.SecurityContext {
 // reference, and where to write.
 func agentEnv(cfg Config, s *aeriev1alpha1.AgentSession) []corev1.EnvVar {
 	env := []corev1.EnvVar{
-		{Name: "HOME", Value: tmpDir},
-		{Name: "TMPDIR", Value: tmpDir},
+		{Name: envHome, Value: tmpDir},
+		{Name: envTmpDir, Value: tmpDir},
 		{Name: "AERIE_HOME", Value: tmpDir + "/aerie"},
 		{Name: runconfig.DatabaseURLEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: cfg.DatabaseSecret.Name},
@@ -440,7 +470,8 @@ func agentEnv(cfg Config, s *aeriev1alpha1.AgentSession) []corev1.EnvVar {
 func workspaceSource(w *aeriev1alpha1.WorkspaceSpec) (corev1.VolumeSource, string) {
 	switch {
 	case w != nil && w.PersistentVolumeClaim != nil:
-		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: w.PersistentVolumeClaim.ClaimName}}, w.PersistentVolumeClaim.SubPath
+		claim := &corev1.PersistentVolumeClaimVolumeSource{ClaimName: w.PersistentVolumeClaim.ClaimName}
+		return corev1.VolumeSource{PersistentVolumeClaim: claim}, w.PersistentVolumeClaim.SubPath
 	case w != nil && w.EmptyDir != nil:
 		return corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: w.EmptyDir.SizeLimit}}, ""
 	}
@@ -472,7 +503,8 @@ if [ -f ` + gitSecretDir + `/ssh-privatekey ]; then
   chmod 0600 /tmp/git-ssh-key
   known=/dev/null; strict=accept-new
   if [ -f ` + gitSecretDir + `/known_hosts ]; then known=` + gitSecretDir + `/known_hosts; strict=yes; fi
-  export GIT_SSH_COMMAND="ssh -i /tmp/git-ssh-key -o IdentitiesOnly=yes -o UserKnownHostsFile=$known -o StrictHostKeyChecking=$strict"
+  export GIT_SSH_COMMAND="ssh -i /tmp/git-ssh-key -o IdentitiesOnly=yes ` +
+	`-o UserKnownHostsFile=$known -o StrictHostKeyChecking=$strict"
 fi
 trap 'rm -f /tmp/git-askpass /tmp/git-ssh-key' EXIT
 umask 022
@@ -490,9 +522,11 @@ echo "cloned $AERIE_GIT_URL ${AERIE_GIT_REF:-HEAD} at $(git rev-parse HEAD)"
 // gitClone is the init container that clones a git workspace, running as
 // the workspace user so that the tools own the checkout, and the Secret
 // volume it reads an SSH key from.
-func gitClone(cfg Config, g *aeriev1alpha1.GitWorkspace, workspace corev1.VolumeMount) (corev1.Container, *corev1.Volume) {
+func gitClone(
+	cfg Config, g *aeriev1alpha1.GitWorkspace, workspace corev1.VolumeMount,
+) (corev1.Container, *corev1.Volume) {
 	env := []corev1.EnvVar{
-		{Name: "HOME", Value: tmpDir},
+		{Name: envHome, Value: tmpDir},
 		{Name: "GIT_TERMINAL_PROMPT", Value: "0"},
 		{Name: "AERIE_GIT_URL", Value: g.URL},
 		{Name: "AERIE_GIT_REF", Value: g.Ref},
@@ -504,7 +538,11 @@ func gitClone(cfg Config, g *aeriev1alpha1.GitWorkspace, workspace corev1.Volume
 	var vol *corev1.Volume
 	if g.SecretRef != nil {
 		key := func(k string) *corev1.EnvVarSource {
-			return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: *g.SecretRef, Key: k, Optional: ptr.To(true)}}
+			return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: *g.SecretRef,
+				Key:                  k,
+				Optional:             ptr.To(true),
+			}}
 		}
 		env = append(env,
 			corev1.EnvVar{Name: "GIT_USERNAME", ValueFrom: key("username")},

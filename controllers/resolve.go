@@ -55,7 +55,9 @@ type resolver struct {
 // session starts after the slowest of them rather than after their sum.
 // The first error in the order the spec lists the fields is the one
 // returned, as if they had been read one after the other.
-func (r *resolver) resolve(ctx context.Context, s *aeriev1alpha1.AgentSession, n int32, now time.Time) (attempt, error) {
+func (r *resolver) resolve(
+	ctx context.Context, s *aeriev1alpha1.AgentSession, n int32, now time.Time,
+) (attempt, error) {
 	a := attempt{Number: n}
 	err := all(
 		func() (err error) {
@@ -379,7 +381,9 @@ func applyConfigMap(c client.Client) func(ctx context.Context, cm *corev1.Config
 		// Status and creationTimestamp are not the applier's to set.
 		delete(u["metadata"].(map[string]any), "creationTimestamp")
 		obj := &unstructured.Unstructured{Object: u}
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj),
+			client.FieldOwner(fieldOwner), client.ForceOwnership)
+		if err != nil {
 			return err
 		}
 		cm.OwnerReferences = obj.GetOwnerReferences()
@@ -394,7 +398,9 @@ func applyConfigMap(c client.Client) func(ctx context.Context, cm *corev1.Config
 // applied before and does not apply again.)
 func ownConfigMap(c client.Client) func(ctx context.Context, cm *corev1.ConfigMap, owner metav1.OwnerReference) error {
 	return func(ctx context.Context, cm *corev1.ConfigMap, owner metav1.OwnerReference) error {
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{owner}}})
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{owner}},
+		})
 		if err != nil {
 			return fmt.Errorf("encode owner reference: %w", err)
 		}

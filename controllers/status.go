@@ -62,6 +62,21 @@ var lostReasons = map[string]bool{
 // maxMessageBytes bounds a message quoted from a pod.
 const maxMessageBytes = 1024
 
+// messageCancelled is the message of a session that ended cancelled without
+// its runner saying otherwise.
+const messageCancelled = "the session was cancelled"
+
+// cancelledResult is the result of an attempt whose session was cancelled
+// while its pod ended without the agent's account of it.
+func cancelledResult() podResult {
+	return podResult{
+		State:   podFinished,
+		Outcome: aeriev1alpha1.OutcomeCancelled,
+		Reason:  aeriev1alpha1.ReasonCancelled,
+		Message: messageCancelled,
+	}
+}
+
 // observePod maps a runner pod to its attempt's result, without a client:
 // pod is nil when the pod does not exist (any more). cancelling says that
 // the session was cancelled or is being deleted, so that a runner stopped
@@ -69,7 +84,7 @@ const maxMessageBytes = 1024
 func observePod(pod *corev1.Pod, cancelling bool) podResult {
 	if pod == nil {
 		if cancelling {
-			return podResult{State: podFinished, Outcome: aeriev1alpha1.OutcomeCancelled, Reason: aeriev1alpha1.ReasonCancelled, Message: "the session was cancelled"}
+			return cancelledResult()
 		}
 		return podResult{State: podLost, Message: "the runner pod was deleted"}
 	}
@@ -88,9 +103,14 @@ func observePod(pod *corev1.Pod, cancelling bool) podResult {
 		msg := podMessage(pod, "the runner pod failed before the agent ended")
 		switch {
 		case cancelling:
-			return podResult{State: podFinished, Outcome: aeriev1alpha1.OutcomeCancelled, Reason: aeriev1alpha1.ReasonCancelled, Message: "the session was cancelled"}
+			return cancelledResult()
 		case pod.Status.Reason == "DeadlineExceeded":
-			return podResult{State: podFinished, Outcome: aeriev1alpha1.OutcomeTimedOut, Reason: aeriev1alpha1.ReasonDeadlineExceeded, Message: msg}
+			return podResult{
+				State:   podFinished,
+				Outcome: aeriev1alpha1.OutcomeTimedOut,
+				Reason:  aeriev1alpha1.ReasonDeadlineExceeded,
+				Message: msg,
+			}
 		}
 		return podResult{State: podLost, Message: msg}
 	}
@@ -103,7 +123,8 @@ func observePod(pod *corev1.Pod, cancelling bool) podResult {
 		if m := agent.State.Waiting.Message; m != "" {
 			msg += ": " + truncateMessage(m)
 		}
-	} else if c := podCondition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Message != "" {
+	} else if c := podCondition(pod, corev1.PodScheduled); c != nil &&
+		c.Status == corev1.ConditionFalse && c.Message != "" {
 		msg = "waiting to be scheduled: " + truncateMessage(c.Message)
 	}
 	return podResult{State: podPending, Message: msg}
@@ -139,11 +160,16 @@ func terminated(pod *corev1.Pod, t *corev1.ContainerStateTerminated, cancelling 
 		if !cancelling {
 			// Stopped by a signal nobody at aerie asked for: a pod
 			// deleted from outside, a node drained.
-			return podResult{State: podLost, ExitCode: ptr.To(code), Report: r.Report, Message: fmt.Sprintf("the runner was stopped from outside (exit code %d)", code)}
+			return podResult{
+				State:    podLost,
+				ExitCode: ptr.To(code),
+				Report:   r.Report,
+				Message:  fmt.Sprintf("the runner was stopped from outside (exit code %d)", code),
+			}
 		}
 		r.Outcome, r.Reason = aeriev1alpha1.OutcomeCancelled, aeriev1alpha1.ReasonCancelled
 		if r.Message == "" || r.Message == "stopped by SIGTERM" {
-			r.Message = "the session was cancelled"
+			r.Message = messageCancelled
 		}
 	case runconfig.ExitBudget:
 		r.Outcome, r.Reason = aeriev1alpha1.OutcomeBudgetExceeded, aeriev1alpha1.ReasonBudgetExceeded
@@ -289,8 +315,10 @@ func computeStatus(s *aeriev1alpha1.AgentSession, now metav1.Time, o observation
 	case st.Phase.Finished():
 		// Nothing that happens after the end changes how it ended.
 	case o.rejected != nil:
-		u.set(aeriev1alpha1.ConditionAccepted, metav1.ConditionFalse, aeriev1alpha1.ReasonInvalidReference, o.rejected.Error())
-		u.finish(podResult{Outcome: aeriev1alpha1.OutcomeError, Reason: aeriev1alpha1.ReasonInvalidReference, Message: o.rejected.Error()})
+		u.set(aeriev1alpha1.ConditionAccepted, metav1.ConditionFalse, aeriev1alpha1.ReasonInvalidReference,
+			o.rejected.Error())
+		u.finish(podResult{Outcome: aeriev1alpha1.OutcomeError, Reason: aeriev1alpha1.ReasonInvalidReference,
+			Message: o.rejected.Error()})
 	case o.started:
 		u.started(maxAttempts(s), p, o.lost)
 	case p.State == podFinished:
@@ -299,22 +327,25 @@ func computeStatus(s *aeriev1alpha1.AgentSession, now metav1.Time, o observation
 		u.finish(p)
 	case s.Spec.Cancel && p.State == podLost:
 		u.finish(podResult{Outcome: aeriev1alpha1.OutcomeCancelled, Reason: aeriev1alpha1.ReasonCancelled,
-			Message: "the session was cancelled", ExitCode: p.ExitCode, Report: p.Report})
+			Message: messageCancelled, ExitCode: p.ExitCode, Report: p.Report})
 	case s.Spec.Cancel:
 		u.set(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonCancelled,
 			"cancelling: waiting for the runner pod "+st.PodName+" to tear down")
 	case pastDeadline(s, now.Time):
-		u.finish(podResult{Outcome: aeriev1alpha1.OutcomeTimedOut, Reason: aeriev1alpha1.ReasonDeadlineExceeded, Message: deadlineMessage(s, o)})
+		u.finish(podResult{Outcome: aeriev1alpha1.OutcomeTimedOut, Reason: aeriev1alpha1.ReasonDeadlineExceeded,
+			Message: deadlineMessage(s, o)})
 	case p.State == podPending:
 		st.Phase = aeriev1alpha1.PhasePending
 		u.set(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, p.Message)
-		if c := meta.FindStatusCondition(st.Conditions, aeriev1alpha1.ConditionSucceeded); c == nil || c.Reason != aeriev1alpha1.ReasonRetrying {
+		c := meta.FindStatusCondition(st.Conditions, aeriev1alpha1.ConditionSucceeded)
+		if c == nil || c.Reason != aeriev1alpha1.ReasonRetrying {
 			u.set(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonPending, p.Message)
 		}
 	case p.State == podRunning:
 		st.Phase = aeriev1alpha1.PhaseRunning
 		u.set(aeriev1alpha1.ConditionPodReady, metav1.ConditionTrue, aeriev1alpha1.ReasonRunning, p.Message)
-		u.set(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonRunning, "the agent is working on its task")
+		u.set(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonRunning,
+			"the agent is working on its task")
 	default:
 		// Lost, and no attempt was started to replace it: the retries
 		// are spent.
@@ -376,7 +407,8 @@ func (u *statusUpdate) set(typ string, status metav1.ConditionStatus, reason, me
 func (u *statusUpdate) started(maxAttempts int32, p podResult, lost string) {
 	st := &u.st
 	st.Phase = aeriev1alpha1.PhasePending
-	u.set(aeriev1alpha1.ConditionAccepted, metav1.ConditionTrue, aeriev1alpha1.ReasonAccepted, "references resolved and the runner configuration rendered")
+	u.set(aeriev1alpha1.ConditionAccepted, metav1.ConditionTrue, aeriev1alpha1.ReasonAccepted,
+		"references resolved and the runner configuration rendered")
 	if st.Attempts <= 1 {
 		u.set(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, p.Message)
 		u.set(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonPending, p.Message)
@@ -384,7 +416,8 @@ func (u *statusUpdate) started(maxAttempts int32, p podResult, lost string) {
 	}
 	u.set(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPodLost, lost)
 	u.set(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonRetrying,
-		fmt.Sprintf("attempt %d of %d resumes session %s in pod %s: %s", st.Attempts, maxAttempts, st.SessionID, st.PodName, lost))
+		fmt.Sprintf("attempt %d of %d resumes session %s in pod %s: %s",
+			st.Attempts, maxAttempts, st.SessionID, st.PodName, lost))
 }
 
 // finish records how the session ended, as r says: phase, result,
@@ -404,7 +437,8 @@ func (u *statusUpdate) finish(r podResult) {
 		succeeded = metav1.ConditionTrue
 	}
 	u.set(aeriev1alpha1.ConditionSucceeded, succeeded, r.Reason, r.Message)
-	if c := meta.FindStatusCondition(st.Conditions, aeriev1alpha1.ConditionPodReady); c == nil || c.Status != metav1.ConditionFalse {
+	podReady := meta.FindStatusCondition(st.Conditions, aeriev1alpha1.ConditionPodReady)
+	if podReady == nil || podReady.Status != metav1.ConditionFalse {
 		u.set(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, r.Reason, "the session finished")
 	}
 }
@@ -432,7 +466,8 @@ func transitions(before, after *aeriev1alpha1.AgentSessionStatus) []event {
 		}
 	}
 	if after.Phase == aeriev1alpha1.PhaseRunning && before.Phase != aeriev1alpha1.PhaseRunning {
-		out = append(out, event{corev1.EventTypeNormal, aeriev1alpha1.ReasonRunning, "Run", "the agent is running in pod " + after.PodName})
+		out = append(out, event{corev1.EventTypeNormal, aeriev1alpha1.ReasonRunning, "Run",
+			"the agent is running in pod " + after.PodName})
 	}
 	if after.Phase.Finished() && !before.Phase.Finished() {
 		c := meta.FindStatusCondition(after.Conditions, aeriev1alpha1.ConditionSucceeded)

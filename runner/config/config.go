@@ -86,11 +86,15 @@ func Defaults(home string) Config {
 	}
 }
 
+// keyDatabaseURL is the key of the session store's URL, which only the global
+// file may set.
+const keyDatabaseURL = "database_url"
+
 // Validate reports the first value that cannot be used. The error names the
 // key in file syntax (tool_results.max_bytes) so it can be placed in a file.
 func (c Config) Validate() error {
 	if _, err := store.ParseURL(c.DatabaseURL); err != nil {
-		return &keyError{key: "database_url", err: err}
+		return &keyError{key: keyDatabaseURL, err: err}
 	}
 	return c.ToolResults.validate()
 }

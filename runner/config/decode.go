@@ -64,8 +64,8 @@ func parse(path string, doc []byte) (settings, error) {
 	fail := func(key string, e error) error {
 		return placeKeyError(path, doc, &keyError{key: key, err: e})
 	}
-	if l.DatabaseURL, err = get[string](root, "database_url"); err != nil {
-		return settings{}, fail("database_url", err)
+	if l.DatabaseURL, err = get[string](root, keyDatabaseURL); err != nil {
+		return settings{}, fail(keyDatabaseURL, err)
 	}
 	tr, err := get[map[string]any](root, "tool_results")
 	if err != nil {

@@ -72,9 +72,9 @@ func Load(opts Options) (Loaded, error) {
 		return Loaded{}, err
 	}
 	if l.DatabaseURL != nil {
-		line, col := locate(doc, []string{"database_url"})
+		line, col := locate(doc, []string{keyDatabaseURL})
 		return Loaded{}, &FileError{
-			Path: file, Line: line, Column: col, Key: "database_url",
+			Path: file, Line: line, Column: col, Key: keyDatabaseURL,
 			Err: ErrDatabaseURLInProject,
 			Fix: "move it to the global config " + out.GlobalFile + " (or run aerie setup)",
 		}
@@ -194,7 +194,8 @@ func within(workspace, workDir string) (string, string, error) {
 			return rws, rel, nil
 		}
 	}
-	return "", "", fmt.Errorf("working directory %s is outside the workspace %s; run inside the workspace or widen it", wd, ws)
+	return "", "", fmt.Errorf(
+		"working directory %s is outside the workspace %s; run inside the workspace or widen it", wd, ws)
 }
 
 func relInside(base, target string) (string, bool) {

@@ -57,7 +57,7 @@ func SaveDatabaseURL(home, databaseURL string) (string, error) {
 		}
 		perm = fi.Mode().Perm()
 	}
-	out, err := setTopLevelString(target, doc, "database_url", databaseURL)
+	out, err := setTopLevelString(target, doc, keyDatabaseURL, databaseURL)
 	if err != nil {
 		return file, err
 	}
@@ -110,7 +110,8 @@ func setTopLevelString(path string, doc []byte, key, value string) ([]byte, erro
 	}
 	if err := p.Error(); err != nil {
 		// Unmarshal accepted the document, so the two parsers disagree.
-		return nil, fmt.Errorf("edit %s: could not set %s safely (the file was not changed; set it by hand): %w", path, key, err)
+		return nil, fmt.Errorf(
+			"edit %s: could not set %s safely (the file was not changed; set it by hand): %w", path, key, err)
 	}
 	if _, ok := before[key]; ok && valStart < 0 {
 		// Defined by a [key] header or a dotted key.key = ...: there is no

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -264,13 +265,10 @@ func fieldErr(field, format string, args ...any) error {
 // Validate reports the first field that is missing or wrong, as a
 // *FieldError.
 func (c *Config) Validate() error {
-	var errs []error
-	for _, check := range []func() []error{
-		c.validateIdentity, c.validateSession, c.validateModel, c.validateHookApproval,
-		c.validateLayers, c.validateTrust, c.validateBudget, c.validateExecutor,
-	} {
-		errs = append(errs, check()...)
-	}
+	errs := slices.Concat(
+		c.validateIdentity(), c.validateSession(), c.validateModel(), c.validateHookApproval(),
+		c.validateLayers(), c.validateTrust(), c.validateBudget(), c.validateExecutor(),
+	)
 	if len(errs) == 0 {
 		return nil
 	}
@@ -307,10 +305,12 @@ func (c *Config) validateSession() (errs []error) {
 		errs = append(errs, fieldErr("session.attempt", "%d: attempts count from 1", s.Attempt))
 	}
 	if s.ResumeFrom != "" && s.ForkFrom != "" {
-		errs = append(errs, fieldErr("session.forkFrom", "set together with session.resumeFrom: a session is resumed or forked, not both"))
+		errs = append(errs, fieldErr("session.forkFrom",
+			"set together with session.resumeFrom: a session is resumed or forked, not both"))
 	}
 	if s.ResumeFrom != "" && s.ResumeFrom != s.ID {
-		errs = append(errs, fieldErr("session.resumeFrom", "%q differs from session.id %q: a resumed session keeps its id", s.ResumeFrom, s.ID))
+		errs = append(errs, fieldErr("session.resumeFrom",
+			"%q differs from session.id %q: a resumed session keeps its id", s.ResumeFrom, s.ID))
 	}
 	if s.ForkFrom != "" {
 		if _, err := uuid.Parse(s.ForkFrom); err != nil {
@@ -318,7 +318,8 @@ func (c *Config) validateSession() (errs []error) {
 		}
 	}
 	if s.ForkAtSequence < 0 || (s.ForkAtSequence > 0 && s.ForkFrom == "") {
-		errs = append(errs, fieldErr("session.forkAtSequence", "%d: want a positive sequence number, with session.forkFrom", s.ForkAtSequence))
+		errs = append(errs, fieldErr("session.forkAtSequence",
+			"%d: want a positive sequence number, with session.forkFrom", s.ForkAtSequence))
 	}
 	if strings.TrimSpace(c.Prompt) == "" && s.ResumeFrom == "" && s.ForkFrom == "" {
 		errs = append(errs, fieldErr("prompt", "missing: a new session needs a task"))
@@ -332,7 +333,8 @@ func (c *Config) validateModel() (errs []error) {
 	switch m.Provider {
 	case ProviderAnthropic, ProviderOpenAI, ProviderOpenAICompatible, ProviderScripted:
 	default:
-		errs = append(errs, fieldErr("model.provider", "%q: want one of anthropic, openai, openai-compatible, scripted", m.Provider))
+		errs = append(errs, fieldErr("model.provider",
+			"%q: want one of anthropic, openai, openai-compatible, scripted", m.Provider))
 	}
 	if m.Name == "" {
 		errs = append(errs, fieldErr("model.name", "missing"))
@@ -476,16 +478,16 @@ func Parse(data []byte) (*Config, error) {
 	return &c, nil
 }
 
-// Load reads and parses the configuration file at path. Errors name the
-// file and the field at fault.
-func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+// Load reads and parses the configuration file at configPath. Errors name
+// the file and the field at fault.
+func Load(configPath string) (*Config, error) {
+	data, err := os.ReadFile(configPath)
 	if err != nil {
 		return nil, fmt.Errorf("read runner config: %w", err)
 	}
 	c, err := Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("runner config %s: %w", path, err)
+		return nil, fmt.Errorf("runner config %s: %w", configPath, err)
 	}
 	return c, nil
 }

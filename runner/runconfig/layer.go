@@ -68,7 +68,9 @@ func PathKey(p string) (string, bool) {
 // LayerFiles decodes the files of a layer ConfigMap from its data, binary
 // data and annotations, sorted by path. Errors name the key or annotation
 // at fault.
-func LayerFiles(data map[string]string, binaryData map[string][]byte, annotations map[string]string) ([]LayerFile, error) {
+func LayerFiles(
+	data map[string]string, binaryData map[string][]byte, annotations map[string]string,
+) ([]LayerFile, error) {
 	paths := map[string]string{}
 	if s, ok := annotations[PathsAnnotation]; ok {
 		if err := json.Unmarshal([]byte(s), &paths); err != nil {

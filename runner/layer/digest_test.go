@@ -88,13 +88,20 @@ func TestContentDigest(t *testing.T) {
 		t.Errorf("digest not stable: %s then %s", d1, d2)
 	}
 	// Content, names and the executable bit all count.
-	for name, change := range map[string]func(){
-		"content": func() { testenv.WriteTree(t, ws, map[string]string{".aerie/SYSTEM.md": "Changed.\n"}) },
-		"mode":    func() { os.Chmod(filepath.Join(ws, ".aerie/tools/t.sh"), 0o644) },
-		"name":    func() { os.Rename(filepath.Join(ws, ".aerie/SYSTEM.md"), filepath.Join(ws, ".aerie/APPEND_SYSTEM.md")) },
+	for name, change := range map[string]func() error{
+		"content": func() error {
+			testenv.WriteTree(t, ws, map[string]string{".aerie/SYSTEM.md": "Changed.\n"})
+			return nil
+		},
+		"mode": func() error { return os.Chmod(filepath.Join(ws, ".aerie/tools/t.sh"), 0o644) },
+		"name": func() error {
+			return os.Rename(filepath.Join(ws, ".aerie/SYSTEM.md"), filepath.Join(ws, ".aerie/APPEND_SYSTEM.md"))
+		},
 	} {
 		before, _ := ContentDigest(ws, proj)
-		change()
+		if err := change(); err != nil {
+			t.Fatalf("%s change: %v", name, err)
+		}
 		if after, err := ContentDigest(ws, proj); err != nil || after == before {
 			t.Errorf("%s change: digest %s → %s, %v", name, before, after, err)
 		}

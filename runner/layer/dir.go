@@ -18,6 +18,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// The operations a Dir's errors name: the system calls it makes, and the
+// reading of a directory's entries.
+const (
+	opOpenat     = "openat"
+	opLstatat    = "lstatat"
+	opReaddirent = "readdirent"
+)
+
 // Dir is a directory opened for reading what is below it and never what
 // is outside: a path that leads out of it, through ".." or a symbolic
 // link, fails as it does in an os.Root, with an error wrapping ErrEscapes. Discovery reads every layer, and
@@ -102,25 +110,25 @@ func probeOpenat2(dirfd int) bool {
 	return openat2OK
 }
 
-// OpenDir opens the directory at path (absolute, or relative to the
-// working directory). path itself may be a symbolic link: it is the
+// OpenDir opens the directory at dirPath (absolute, or relative to the
+// working directory). dirPath itself may be a symbolic link: it is the
 // caller's to trust; what is below it is not.
-func OpenDir(path string) (*Dir, error) {
+func OpenDir(dirPath string) (*Dir, error) {
 	fd, err := ignoringEINTR(func() (int, error) {
-		return unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return unix.Open(dirPath, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	})
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, &fs.PathError{Op: "open", Path: dirPath, Err: err}
 	}
 	if !probeOpenat2(fd) {
 		unix.Close(fd)
-		r, err := os.OpenRoot(path)
+		r, err := os.OpenRoot(dirPath)
 		if err != nil {
 			return nil, err
 		}
-		return &Dir{path: path, top: path, fd: -1, root: r}, nil
+		return &Dir{path: dirPath, top: dirPath, fd: -1, root: r}, nil
 	}
-	return &Dir{path: path, top: path, fd: fd}, nil
+	return &Dir{path: dirPath, top: dirPath, fd: fd}, nil
 }
 
 // Path returns the directory's path, as opened.
@@ -185,7 +193,7 @@ func checkName(name string) error {
 // OpenDir opens the directory name below d.
 func (d *Dir) OpenDir(name string) (*Dir, error) {
 	if err := checkName(name); err != nil {
-		return nil, &fs.PathError{Op: "openat", Path: name, Err: err}
+		return nil, &fs.PathError{Op: opOpenat, Path: name, Err: err}
 	}
 	if d.fd >= 0 {
 		fd, redo, err := d.openBeneath(name, unix.O_PATH|unix.O_DIRECTORY)
@@ -193,7 +201,7 @@ func (d *Dir) OpenDir(name string) (*Dir, error) {
 			return &Dir{path: path.Join(d.path, name), top: d.top, fd: fd}, nil
 		}
 		if !redo {
-			return nil, &fs.PathError{Op: "openat", Path: name, Err: err}
+			return nil, &fs.PathError{Op: opOpenat, Path: name, Err: err}
 		}
 	}
 	root, err := d.osRoot()
@@ -243,7 +251,7 @@ const fileFlags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY
 // it opens whatever is there; File.Stat says what it is.
 func (d *Dir) Open(name string) (*File, error) {
 	if err := checkName(name); err != nil {
-		return nil, &fs.PathError{Op: "openat", Path: name, Err: err}
+		return nil, &fs.PathError{Op: opOpenat, Path: name, Err: err}
 	}
 	if d.fd >= 0 {
 		fd, redo, err := d.openBeneath(name, fileFlags)
@@ -251,7 +259,7 @@ func (d *Dir) Open(name string) (*File, error) {
 			return &File{fd: fd, name: name}, nil
 		}
 		if !redo {
-			return nil, &fs.PathError{Op: "openat", Path: name, Err: err}
+			return nil, &fs.PathError{Op: opOpenat, Path: name, Err: err}
 		}
 	}
 	root, err := d.osRoot()
@@ -280,7 +288,7 @@ func (d *Dir) ReadFile(name string, max int64) ([]byte, error) {
 // Lstat describes name without following it if it is a symbolic link.
 func (d *Dir) Lstat(name string) (fs.FileInfo, error) {
 	if err := checkName(name); err != nil {
-		return nil, &fs.PathError{Op: "lstatat", Path: name, Err: err}
+		return nil, &fs.PathError{Op: opLstatat, Path: name, Err: err}
 	}
 	if d.fd >= 0 {
 		parent, base := ".", name
@@ -298,13 +306,16 @@ func (d *Dir) Lstat(name string) (fs.FileInfo, error) {
 			}
 			if err == nil {
 				var st unix.Stat_t
-				if err := ignoringEINTR0(func() error { return unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
-					return nil, &fs.PathError{Op: "lstatat", Path: name, Err: err}
+				err := ignoringEINTR0(func() error {
+					return unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW)
+				})
+				if err != nil {
+					return nil, &fs.PathError{Op: opLstatat, Path: name, Err: err}
 				}
 				return statInfo(base, &st), nil
 			}
 			if !redo {
-				return nil, &fs.PathError{Op: "lstatat", Path: name, Err: err}
+				return nil, &fs.PathError{Op: opLstatat, Path: name, Err: err}
 			}
 		}
 	}
@@ -322,7 +333,7 @@ func (d *Dir) Lstat(name string) (fs.FileInfo, error) {
 // ReadDir, it does not stat every entry.
 func (d *Dir) ReadDir(name string, max int) (entries []fs.DirEntry, more bool, err error) {
 	if err := checkName(name); err != nil {
-		return nil, false, &fs.PathError{Op: "openat", Path: name, Err: err}
+		return nil, false, &fs.PathError{Op: opOpenat, Path: name, Err: err}
 	}
 	if d.fd >= 0 {
 		// Read with bare system calls: open, getdents until the end,
@@ -333,7 +344,7 @@ func (d *Dir) ReadDir(name string, max int) (entries []fs.DirEntry, more bool, e
 			return d.readDirFD(fd, name, max)
 		}
 		if !redo {
-			return nil, false, &fs.PathError{Op: "openat", Path: name, Err: err}
+			return nil, false, &fs.PathError{Op: opOpenat, Path: name, Err: err}
 		}
 	}
 	f, err := d.openDir(name)
@@ -387,7 +398,7 @@ read:
 	for {
 		n, err := ignoringEINTR(func() (int, error) { return unix.Getdents(fd, buf[:]) })
 		if err != nil {
-			return nil, false, &fs.PathError{Op: "readdirent", Path: path.Join(d.path, name), Err: err}
+			return nil, false, &fs.PathError{Op: opReaddirent, Path: path.Join(d.path, name), Err: err}
 		}
 		if n <= 0 {
 			break
@@ -395,7 +406,7 @@ read:
 		for b := buf[:n]; len(b) >= 19; {
 			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
 			if reclen < 19 || reclen > len(b) {
-				return nil, false, &fs.PathError{Op: "readdirent", Path: path.Join(d.path, name), Err: syscall.EIO}
+				return nil, false, &fs.PathError{Op: opReaddirent, Path: path.Join(d.path, name), Err: syscall.EIO}
 			}
 			typ, nb := b[18], b[19:reclen]
 			b = b[reclen:]
@@ -469,7 +480,7 @@ func (e *dirEntry) String() string             { return fs.FormatDirEntry(e) }
 // entries' types from the directory rather than from an lstat of each.
 func (d *Dir) openDir(name string) (*os.File, error) {
 	if err := checkName(name); err != nil {
-		return nil, &fs.PathError{Op: "openat", Path: name, Err: err}
+		return nil, &fs.PathError{Op: opOpenat, Path: name, Err: err}
 	}
 	if d.fd >= 0 {
 		fd, redo, err := d.openBeneath(name, unix.O_RDONLY|unix.O_DIRECTORY)
@@ -477,7 +488,7 @@ func (d *Dir) openDir(name string) (*os.File, error) {
 			return os.NewFile(uintptr(fd), path.Join(d.path, name)), nil
 		}
 		if !redo {
-			return nil, &fs.PathError{Op: "openat", Path: name, Err: err}
+			return nil, &fs.PathError{Op: opOpenat, Path: name, Err: err}
 		}
 	}
 	root, err := d.osRoot()
@@ -494,7 +505,7 @@ func (d *Dir) openDir(name string) (*os.File, error) {
 		return unix.Openat(int(f.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	})
 	if err != nil {
-		return nil, &fs.PathError{Op: "openat", Path: name, Err: err}
+		return nil, &fs.PathError{Op: opOpenat, Path: name, Err: err}
 	}
 	return os.NewFile(uintptr(fd), path.Join(d.path, name)), nil
 }

@@ -56,7 +56,7 @@ func (f Files) ReadDir(name string) (names []string, more bool, err error) { ret
 
 // Path returns name as a path for people: absolute on disk,
 // "bundled:<name>" for an embedded file.
-func (f Files) Path(name string) string { return f.f.path(name) }
+func (f Files) Path(name string) string { return f.f.pathOf(name) }
 
 // OpenBase opens, without following it out of the base, a file by its
 // path from the base of the layer's trust pins: the workspace root for a
@@ -90,9 +90,9 @@ type files interface {
 	// readDir returns the sorted names in the directory name, at most
 	// MaxDirEntries of them; more reports that some were left out.
 	readDir(name string) (names []string, more bool, err error)
-	// path returns the name as a path for people: absolute on disk,
+	// pathOf returns the name as a path for people: absolute on disk,
 	// "bundled:<name>" for embedded files.
-	path(name string) string
+	pathOf(name string) string
 	// openBase opens, without following it out of the base, a file by its
 	// path from the base of the layer's trust pins: the workspace root
 	// for a project layer, the layer's directory for the others.
@@ -126,7 +126,7 @@ func (r rootFiles) unlisted(name string) (bool, error) {
 	if _, ok := r.top[name]; ok {
 		return false, nil
 	}
-	return true, &fs.PathError{Op: "openat", Path: name, Err: syscall.ENOENT}
+	return true, &fs.PathError{Op: opOpenat, Path: name, Err: syscall.ENOENT}
 }
 
 // there reports whether the layer holds anything at name (a file, a
@@ -224,7 +224,7 @@ func (r rootFiles) close() {
 	r.root.Close()
 }
 
-func (r rootFiles) path(name string) string {
+func (r rootFiles) pathOf(name string) string {
 	return filepath.Join(r.dir, filepath.FromSlash(name))
 }
 
@@ -267,7 +267,7 @@ func (e fsFiles) readDir(name string) ([]string, bool, error) {
 	return names, more, nil
 }
 
-func (e fsFiles) path(name string) string { return e.prefix + path.Clean(name) }
+func (e fsFiles) pathOf(name string) string { return e.prefix + path.Clean(name) }
 
 func (e fsFiles) openBase(string) (*File, error) {
 	return nil, errors.New("the bundled layer is not on disk")

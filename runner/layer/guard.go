@@ -51,7 +51,13 @@ type Guard struct {
 // absolute path inside l), running executables: the arguments of
 // Trusted. Nothing is read until Verify.
 func (p *Pins) Guard(l Layer, manifest string, executables []string) *Guard {
-	return &Guard{pins: p, layer: l, manifest: manifest, executables: append([]string(nil), executables...), window: racyWindow}
+	return &Guard{
+		pins:        p,
+		layer:       l,
+		manifest:    manifest,
+		executables: append([]string(nil), executables...),
+		window:      racyWindow,
+	}
 }
 
 // Verify returns the artifact's verdict as its files are now. Status

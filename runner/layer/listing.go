@@ -122,10 +122,10 @@ func (ls *Listing) Dir(l Layer) *Dir {
 }
 
 // Workspace returns the workspace directory held open by the listing
-// when path (absolute) names it as the listing opened it; nil otherwise.
+// when dir (absolute) names it as the listing opened it; nil otherwise.
 // The caller must not close it.
-func (ls *Listing) Workspace(path string) *Dir {
-	if ls == nil || ls.ws == nil || filepath.Clean(path) != ls.wsDir {
+func (ls *Listing) Workspace(dir string) *Dir {
+	if ls == nil || ls.ws == nil || filepath.Clean(dir) != ls.wsDir {
 		return nil
 	}
 	return ls.ws
@@ -158,7 +158,7 @@ func (ls *Listing) of(l Layer) map[string]struct{} {
 // an os.Root's Dir where openat2 would not decide.
 func (d *Dir) listable(name string) (*Dir, error) {
 	if err := checkName(name); err != nil {
-		return nil, &fs.PathError{Op: "openat", Path: name, Err: err}
+		return nil, &fs.PathError{Op: opOpenat, Path: name, Err: err}
 	}
 	if d.fd < 0 {
 		return d.OpenDir(name)
@@ -168,7 +168,7 @@ func (d *Dir) listable(name string) (*Dir, error) {
 		return d.OpenDir(name)
 	}
 	if err != nil {
-		return nil, &fs.PathError{Op: "openat", Path: name, Err: err}
+		return nil, &fs.PathError{Op: opOpenat, Path: name, Err: err}
 	}
 	return &Dir{path: path.Join(d.path, name), top: d.top, fd: fd}, nil
 }
@@ -206,7 +206,7 @@ func (d *Dir) names(max int) ([]string, error) {
 	for {
 		n, err := ignoringEINTR(func() (int, error) { return unix.Getdents(d.fd, buf[:]) })
 		if err != nil {
-			return nil, &fs.PathError{Op: "readdirent", Path: d.path, Err: err}
+			return nil, &fs.PathError{Op: opReaddirent, Path: d.path, Err: err}
 		}
 		if n <= 0 {
 			return names, nil

@@ -112,10 +112,10 @@ func readProvenanceOf(f files, name string, data func() []byte) Provenance {
 		return Provenance{State: ProvenanceLegacy}
 	}
 	if err != nil {
-		return Provenance{State: ProvenanceUnknown, Sidecar: f.path(sc), Reason: SanitizeReason(err.Error())}
+		return Provenance{State: ProvenanceUnknown, Sidecar: f.pathOf(sc), Reason: SanitizeReason(err.Error())}
 	}
 	p, err := ParseProvenance(doc)
-	p.Sidecar = f.path(sc)
+	p.Sidecar = f.pathOf(sc)
 	if err != nil {
 		return Provenance{State: ProvenanceUnknown, Sidecar: p.Sidecar, Reason: SanitizeReason(err.Error())}
 	}
@@ -189,7 +189,12 @@ func ReadProvenances(l Layer, paths []string) []Provenance {
 // id, the digest of content and where the change takes effect.
 // ParseProvenance reads it back.
 func AgentSidecar(operationID string, content []byte, boundary string) []byte {
-	b, err := json.Marshal(sidecar{Origin: OriginAgent, OperationID: operationID, Digest: Digest(content), ActivationBoundary: boundary})
+	b, err := json.Marshal(sidecar{
+		Origin:             OriginAgent,
+		OperationID:        operationID,
+		Digest:             Digest(content),
+		ActivationBoundary: boundary,
+	})
 	if err != nil {
 		panic(fmt.Sprintf("encode provenance sidecar: %v", err)) // four strings always encode
 	}

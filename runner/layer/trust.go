@@ -70,11 +70,14 @@ func ParseTrust(path string, doc []byte) ([]Pin, error) {
 		p.SHA256 = strings.ToLower(p.SHA256)
 		switch {
 		case p.Path == "":
-			return nil, Placed(path, doc, FieldErrorf(key+".path", "missing: the manifest's path from the workspace root, or $AERIE_HOME/… for a home artifact"))
+			return nil, Placed(path, doc, FieldErrorf(key+".path",
+				"missing: the manifest's path from the workspace root, or $AERIE_HOME/… for a home artifact"))
 		case strings.HasPrefix(p.Path, "/") || slices.Contains(strings.Split(p.Path, "/"), ".."):
-			return nil, Placed(path, doc, FieldErrorf(key+".path", "%q must be relative to the workspace root, without ..", p.Path))
+			return nil, Placed(path, doc, FieldErrorf(key+".path",
+				"%q must be relative to the workspace root, without ..", p.Path))
 		case !hexSHA256().MatchString(p.SHA256):
-			return nil, Placed(path, doc, FieldErrorf(key+".sha256", "%q is not 64 hexadecimal digits (copy it from aerie extensions)", p.SHA256))
+			return nil, Placed(path, doc, FieldErrorf(key+".sha256",
+				"%q is not 64 hexadecimal digits (copy it from aerie extensions)", p.SHA256))
 		}
 	}
 	return d.Pin, nil
@@ -160,12 +163,15 @@ func ReadPins(v *View, extra ...Pin) (*Pins, []Artifact) {
 		if lv.IgnorePins {
 			// The submitter's own choice, not a mistake: inactive, never
 			// a problem that stops the session.
-			a.Status, a.Reason = StatusInactive, fmt.Sprintf("not used: the session's trust sources leave out %s layers (spec.trust.sources)", lv.Kind)
+			a.Status = StatusInactive
+			a.Reason = fmt.Sprintf(
+				"not used: the session's trust sources leave out %s layers (spec.trust.sources)", lv.Kind)
 			arts = append(arts, a)
 			continue
 		}
 		if !lv.Pinnable() {
-			a.Skip(errors.New("trust pins are honoured only from layers the session's submitter controls ($AERIE_HOME, spec, namespace and platform layers), never from the workspace"))
+			a.Skip(errors.New("trust pins are honoured only from layers the session's submitter controls " +
+				"($AERIE_HOME, spec, namespace and platform layers), never from the workspace"))
 			arts = append(arts, a)
 			continue
 		}
@@ -268,7 +274,10 @@ func (p *Pins) verdictIDs(l Layer, manifest string, executables []string, pre *l
 		}
 		return p.check(l, manifest, executables, pre)
 	default:
-		return Verdict{Status: Trusted, Reason: fmt.Sprintf("the %s layer is controlled by the session's submitter", l.Kind)}, nil
+		return Verdict{
+			Status: Trusted,
+			Reason: fmt.Sprintf("the %s layer is controlled by the session's submitter", l.Kind),
+		}, nil
 	}
 }
 
@@ -298,13 +307,18 @@ func (p *Pins) check(l Layer, manifest string, executables []string, pre *loaded
 	v := Verdict{Pin: &pin, Pinned: true}
 	switch {
 	case p.err != nil:
-		v.Status, v.Reason = Untrusted, "a trust file is malformed, so nothing that needs a pin runs: "+SanitizeReason(p.err.Error())
+		v.Status = Untrusted
+		v.Reason = "a trust file is malformed, so nothing that needs a pin runs: " + SanitizeReason(p.err.Error())
 	case len(p.byPath[pin.Path]) == 0:
-		v.Status, v.Reason = Untrusted, fmt.Sprintf("no trust pin for %s; review it and add the pin shown to $AERIE_HOME/%s", pin.Path, TrustFile)
+		v.Status = Untrusted
+		v.Reason = fmt.Sprintf("no trust pin for %s; review it and add the pin shown to $AERIE_HOME/%s",
+			pin.Path, TrustFile)
 	case slices.Contains(p.byPath[pin.Path], pin.SHA256):
 		v.Status, v.Reason = Trusted, "pinned in "+TrustFile
 	default:
-		v.Status, v.Reason = Modified, fmt.Sprintf("%s or an executable it runs changed since it was pinned; restore the pinned bytes, or review it and replace the pin", pin.Path)
+		v.Status = Modified
+		v.Reason = fmt.Sprintf("%s or an executable it runs changed since it was pinned; "+
+			"restore the pinned bytes, or review it and replace the pin", pin.Path)
 	}
 	return v, ids
 }
@@ -473,7 +487,9 @@ func (b pinBase) through(l Layer, layer *Dir) (open func(rel string) (*File, err
 
 // compute hashes the manifest doc and the executables, opened with open,
 // and returns the identities of the executables it read.
-func (b pinBase) compute(doc []byte, executables []string, open func(rel string) (*File, error)) (Pin, []fileID, error) {
+func (b pinBase) compute(
+	doc []byte, executables []string, open func(rel string) (*File, error),
+) (Pin, []fileID, error) {
 	pin := Pin{Path: b.prefix + filepath.ToSlash(b.rel)}
 	h := sha256.New()
 	io.WriteString(h, "aerie-trust-v1\x00")

@@ -134,14 +134,16 @@ func (m *Manager) Install(ctx context.Context, o InstallOptions) (string, error)
 	}
 	dest := filepath.Join(m.Dir, mf.Name)
 	if _, err := os.Lstat(dest); err == nil {
-		return "", fmt.Errorf("install plugin: %s is already installed in %s; uninstall it or use aerie plugin update", mf.Name, dest)
+		return "", fmt.Errorf(
+			"install plugin: %s is already installed in %s; uninstall it or use aerie plugin update", mf.Name, dest)
 	}
 	if err := os.Rename(stage, dest); err != nil {
 		return "", fmt.Errorf("install plugin: %w", err)
 	}
 	if err := m.check(); err != nil {
 		_ = os.RemoveAll(dest)
-		return "", fmt.Errorf("install plugin %s: the configuration does not load with it, so it was removed: %w", mf.Name, err)
+		return "", fmt.Errorf("install plugin %s: the configuration does not load with it, so it was removed: %w",
+			mf.Name, err)
 	}
 	return mf.Name, nil
 }
@@ -164,7 +166,8 @@ func (m *Manager) SetEnabled(name string, enabled bool) error {
 		if rerr := writeInstall(dir, &before); rerr != nil {
 			return errors.Join(err, rerr)
 		}
-		return fmt.Errorf("the configuration does not load with plugin %s %s, so the change was undone: %w", name, verb(enabled), err)
+		return fmt.Errorf("the configuration does not load with plugin %s %s, so the change was undone: %w",
+			name, verb(enabled), err)
 	}
 	return nil
 }
@@ -244,7 +247,9 @@ func (m *Manager) Update(ctx context.Context, name string) error {
 		if rerr != nil {
 			return errors.Join(err, rerr)
 		}
-		return fmt.Errorf("the configuration does not load with the updated plugin %s, so the previous version was restored: %w", name, err)
+		return fmt.Errorf(
+			"the configuration does not load with the updated plugin %s, so the previous version was restored: %w",
+			name, err)
 	}
 	return nil
 }
@@ -283,7 +288,8 @@ func (m *Manager) installed(name string) (string, *Install, error) {
 		return "", nil, err
 	}
 	if rec == nil {
-		return "", nil, fmt.Errorf("plugin %s in %s was not installed with aerie plugin install (it has no %s); change or remove its directory yourself", name, dir, InstallFile)
+		return "", nil, fmt.Errorf("plugin %s in %s was not installed with aerie plugin install (it has no %s); "+
+			"change or remove its directory yourself", name, dir, InstallFile)
 	}
 	return dir, rec, nil
 }
@@ -312,7 +318,7 @@ func manifestOf(dir string) (*Manifest, error) {
 		}
 		return ParseManifest(mf.Format, file, data)
 	}
-	return nil, errors.New("no plugin manifest (.aerie-plugin/plugin.yaml, .openvaala-plugin/plugin.yaml, .codex-plugin/plugin.json or .claude-plugin/plugin.json) in the source")
+	return nil, errors.New(noManifest + " in the source")
 }
 
 // fetch copies the plugin at sub of source into a new staging directory

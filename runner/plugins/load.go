@@ -21,6 +21,11 @@ const Dir = "plugins"
 // TypePlugin is the extensions report type of a plugin.
 const TypePlugin layer.Type = "plugin"
 
+// noManifest says that a directory holds none of the manifests a plugin
+// may have.
+const noManifest = "no plugin manifest (.aerie-plugin/plugin.yaml, .openvaala-plugin/plugin.yaml, " +
+	".codex-plugin/plugin.json or .claude-plugin/plugin.json)"
+
 // Options tune Load.
 type Options struct {
 	// WorkDir is the agent's working directory, which hook commands run in.
@@ -199,7 +204,8 @@ func checkMCPIDs(ps []Plugin) []error {
 	for _, p := range ps {
 		for _, s := range p.MCPServers {
 			if prev, ok := owner[s.ID]; ok {
-				errs = append(errs, fmt.Errorf("plugins %s and %s both declare the MCP server %q; disable one of them", prev, p.Name, s.ID))
+				errs = append(errs, fmt.Errorf("plugins %s and %s both declare the MCP server %q; disable one of them",
+					prev, p.Name, s.ID))
 				continue
 			}
 			owner[s.ID] = p.Name
@@ -265,7 +271,7 @@ func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options
 		}
 	}
 	if mf == nil {
-		e.Status, e.Reason = layer.StatusSkipped, "no plugin manifest (.aerie-plugin/plugin.yaml, .openvaala-plugin/plugin.yaml, .codex-plugin/plugin.json or .claude-plugin/plugin.json)"
+		e.Status, e.Reason = layer.StatusSkipped, noManifest
 		return e, nil, nil
 	}
 	e.Manifest, e.Format = filepath.Join(root, filepath.FromSlash(mf.Path)), mf.Format
@@ -280,11 +286,11 @@ func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options
 	}
 	e.Version, e.Description = m.Version, m.Description
 	if m.Name != name {
-		return skip(layer.Problem{File: e.Manifest, Field: "name",
+		return skip(layer.Problem{File: e.Manifest, Field: fieldName,
 			Reason: fmt.Sprintf("name %q must equal the plugin's directory name %q; rename one of them", m.Name, name)})
 	}
 	if !e.Enabled {
-		e.Status, e.Reason = layer.StatusInactive, "disabled"
+		e.Status, e.Reason = layer.StatusInactive, verb(false)
 		return e, nil, nil
 	}
 	p := &Plugin{Name: name, Version: m.Version, Description: m.Description, Root: root,

@@ -135,10 +135,23 @@ func ParseManifest(format Format, file string, data []byte) (*Manifest, error) {
 	return nil, layer.Problem{File: file, Reason: fmt.Sprintf("unknown manifest format %q", format)}
 }
 
+// The manifests' keys that more than one step of their parsing names, and
+// YAML's tag of a null value.
+const (
+	fieldName       = "name"
+	fieldVersion    = "version"
+	fieldType       = "type"
+	fieldID         = "id"
+	fieldURL        = "url"
+	fieldMCPServers = "mcp_servers"
+	fieldCommand    = "command"
+	tagNull         = "!!null"
+)
+
 // nativeFields are the keys a native manifest may have; any other is an
 // error, so that a misspelt mcp_servers is not silently ignored.
 var nativeFields = map[string]bool{
-	"name": true, "version": true, "description": true, "skills": true, "hooks": true, "mcp_servers": true,
+	fieldName: true, fieldVersion: true, "description": true, "skills": true, "hooks": true, fieldMCPServers: true,
 }
 
 func parseNative(format Format, file string, data []byte) (m *Manifest, err error) {
@@ -179,15 +192,15 @@ func parseNative(format Format, file string, data []byte) (m *Manifest, err erro
 			return nil, fail(key, v, "aliases are not allowed in a plugin manifest")
 		}
 		switch key {
-		case "name", "version", "description":
+		case fieldName, fieldVersion, "description":
 			s, ok := scalarString(v)
 			if !ok {
 				return nil, fail(key, v, "must be a string")
 			}
 			switch key {
-			case "name":
+			case fieldName:
 				m.Name = s
-			case "version":
+			case fieldVersion:
 				m.Version = s
 			default:
 				m.Description = s
@@ -199,14 +212,14 @@ func parseNative(format Format, file string, data []byte) (m *Manifest, err erro
 			}
 			m.Skills = paths
 		case "hooks":
-			if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+			if v.Kind == yaml.ScalarNode && v.Tag == tagNull {
 				continue
 			}
 			if v.Kind != yaml.MappingNode {
 				return nil, fail(key, v, "must be a mapping of events to hook groups, as in hooks/*.yaml")
 			}
 			m.Hooks = v
-		case "mcp_servers":
+		case fieldMCPServers:
 			servers, err := decodeServers(file, v)
 			if err != nil {
 				return nil, err
@@ -214,17 +227,17 @@ func parseNative(format Format, file string, data []byte) (m *Manifest, err erro
 			m.MCPServers = servers
 		}
 	}
-	if !seen["name"] {
-		return nil, fail("name", nil, "name is required")
+	if !seen[fieldName] {
+		return nil, fail(fieldName, nil, "name is required")
 	}
 	if err := CheckName(m.Name); err != nil {
-		return nil, fail("name", nil, "%v", err)
+		return nil, fail(fieldName, nil, "%v", err)
 	}
 	return m, nil
 }
 
 func scalarString(n *yaml.Node) (string, bool) {
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+	if n.Kind != yaml.ScalarNode || n.Tag == tagNull {
 		return "", false
 	}
 	return n.Value, true
@@ -235,7 +248,7 @@ func skillPaths(n *yaml.Node) ([]string, error) {
 	var raw []string
 	switch n.Kind {
 	case yaml.ScalarNode:
-		if n.Tag == "!!null" {
+		if n.Tag == tagNull {
 			return []string{DefaultSkillsDir}, nil
 		}
 		raw = []string{n.Value}
@@ -279,21 +292,22 @@ func cleanRel(p string) (string, error) {
 // serverFields are an mcp_servers entry's keys: those of
 // mcp_servers/<id>.yaml without executors (plugin servers run locally).
 var serverFields = map[string]bool{
-	"id": true, "type": true, "command": true, "args": true, "env": true, "url": true, "headers": true,
+	fieldID: true, fieldType: true, fieldCommand: true, "args": true, "env": true, fieldURL: true, "headers": true,
 	"tools": true, "required": true, "disabled": true, "startup_timeout_seconds": true, "tool_timeout_seconds": true,
 }
 
 func decodeServers(file string, n *yaml.Node) ([]MCPServer, error) {
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+	if n.Kind == yaml.ScalarNode && n.Tag == tagNull {
 		return nil, nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		return nil, layer.Problem{File: file, Field: "mcp_servers", Reason: fmt.Sprintf("line %d: must be a list of servers", n.Line)}
+		return nil, layer.Problem{File: file, Field: fieldMCPServers,
+			Reason: fmt.Sprintf("line %d: must be a list of servers", n.Line)}
 	}
 	var out []MCPServer
 	ids := map[string]int{}
 	for i, e := range n.Content {
-		field := fmt.Sprintf("mcp_servers[%d]", i)
+		field := fmt.Sprintf("%s[%d]", fieldMCPServers, i)
 		fail := func(sub string, at *yaml.Node, format string, args ...any) error {
 			f := field
 			if sub != "" {
@@ -307,7 +321,8 @@ func decodeServers(file string, n *yaml.Node) ([]MCPServer, error) {
 		for j := 0; j+1 < len(e.Content); j += 2 {
 			k := e.Content[j]
 			if k.Value == "executors" {
-				return nil, fail(k.Value, k, "a plugin's MCP servers run locally; to run one elsewhere, add mcp_servers/<id>.yaml with the same id")
+				return nil, fail(k.Value, k, "a plugin's MCP servers run locally; "+
+					"to run one elsewhere, add mcp_servers/<id>.yaml with the same id")
 			}
 			if !serverFields[k.Value] {
 				return nil, fail(k.Value, k, "unknown field")
@@ -324,7 +339,7 @@ func decodeServers(file string, n *yaml.Node) ([]MCPServer, error) {
 			return nil, fail(err.field, e, "%s", err.reason)
 		}
 		if prev, dup := ids[s.ID]; dup {
-			return nil, fail("id", e, "id %q is already declared by mcp_servers[%d]", s.ID, prev)
+			return nil, fail(fieldID, e, "id %q is already declared by mcp_servers[%d]", s.ID, prev)
 		}
 		ids[s.ID] = i
 		s.applyDefaults()
@@ -338,29 +353,29 @@ type fieldErr struct{ field, reason string }
 func (s *MCPServer) validate() *fieldErr {
 	switch {
 	case s.ID == "":
-		return &fieldErr{"id", "id is required"}
+		return &fieldErr{fieldID, "id is required"}
 	case !mcpIDPattern().MatchString(s.ID) || strings.Contains(s.ID, "__"):
-		return &fieldErr{"id", fmt.Sprintf("id %q must be letters, digits, - and _ only, without __", s.ID)}
+		return &fieldErr{fieldID, fmt.Sprintf("id %q must be letters, digits, - and _ only, without __", s.ID)}
 	}
 	switch s.Type {
 	case TransportStdio:
 		if s.Command == "" {
-			return &fieldErr{"command", "command is required for a stdio server"}
+			return &fieldErr{fieldCommand, "command is required for a stdio server"}
 		}
 		if s.URL != "" || s.Headers != nil {
-			return &fieldErr{"url", "url and headers are for http and sse servers, not stdio"}
+			return &fieldErr{fieldURL, "url and headers are for http and sse servers, not stdio"}
 		}
 	case TransportHTTP, TransportSSE:
 		if s.Command != "" || s.Args != nil || s.Env != nil {
-			return &fieldErr{"command", "command, args and env are for stdio servers, not " + string(s.Type)}
+			return &fieldErr{fieldCommand, "command, args and env are for stdio servers, not " + string(s.Type)}
 		}
 		if !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
-			return &fieldErr{"url", fmt.Sprintf("url %q must be an http(s) URL", s.URL)}
+			return &fieldErr{fieldURL, fmt.Sprintf("url %q must be an http(s) URL", s.URL)}
 		}
 	case "":
-		return &fieldErr{"type", "type is required: stdio, http or sse"}
+		return &fieldErr{fieldType, "type is required: stdio, http or sse"}
 	default:
-		return &fieldErr{"type", fmt.Sprintf("type %q must be stdio, http or sse", s.Type)}
+		return &fieldErr{fieldType, fmt.Sprintf("type %q must be stdio, http or sse", s.Type)}
 	}
 	if s.StartupTimeoutSeconds < 0 {
 		return &fieldErr{"startup_timeout_seconds", "must be positive"}
@@ -397,15 +412,15 @@ func parseJSON(format Format, file string, data []byte) (*Manifest, error) {
 		return nil, fail("", "invalid JSON: %v", err)
 	}
 	if j.Name == nil {
-		return nil, fail("name", "name is required")
+		return nil, fail(fieldName, "name is required")
 	}
 	if err := CheckName(*j.Name); err != nil {
-		return nil, fail("name", "%v", err)
+		return nil, fail(fieldName, "%v", err)
 	}
 	m := &Manifest{Format: format, Name: *j.Name}
 	var err error
 	if m.Version, err = optString(j.Version); err != nil {
-		return nil, fail("version", "%v", err)
+		return nil, fail(fieldVersion, "%v", err)
 	}
 	if m.Description, err = optString(j.Description); err != nil {
 		return nil, fail("description", "%v", err)

@@ -28,6 +28,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -75,11 +76,15 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.aerie, "aerie", "bin/aerie", "The aerie binary, which runs in the runner pods.")
-	flag.StringVar(&o.layer, "layer", "hack/demo/layer", "Directory of the platform layer (skills, tools, hooks, scripted model turns).")
+	flag.StringVar(&o.layer, "layer", "hack/demo/layer",
+		"Directory of the platform layer (skills, tools, hooks, scripted model turns).")
 	flag.StringVar(&o.session, "session", "hack/demo/session.yaml", "The AgentSession manifest.")
-	flag.StringVar(&o.dir, "dir", "", "Directory for the control plane, the pods and the SQLite store; a fresh temporary one, removed at the end, when empty.")
+	flag.StringVar(&o.dir, "dir", "",
+		"Directory for the control plane, the pods and the SQLite store; "+
+			"a fresh temporary one, removed at the end, when empty.")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "How long to wait for the session to finish.")
-	flag.BoolVar(&o.keep, "keep", os.Getenv("KEEP") == "1", "Keep everything running after the session until Ctrl-C (KEEP=1).")
+	flag.BoolVar(&o.keep, "keep", os.Getenv("KEEP") == "1",
+		"Keep everything running after the session until Ctrl-C (KEEP=1).")
 	flag.Parse()
 	o.database = os.Getenv("DATABASE_URL")
 
@@ -111,7 +116,8 @@ func run(ctx context.Context, o options) (code int, err error) {
 		return 1, err
 	}
 	if _, err := os.Stat(aerie); err != nil {
-		return 1, fmt.Errorf("find the aerie binary: %w (build it with `go build -o bin/ ./cmd/aerie ./cmd/kubectl-aerie`, or run `make demo`)", err)
+		return 1, fmt.Errorf("find the aerie binary: %w "+
+			"(build it with `go build -o bin/ ./cmd/aerie ./cmd/kubectl-aerie`, or run `make demo`)", err)
 	}
 	dir, removeDir, err := demoDir(o)
 	if err != nil {
@@ -205,7 +211,9 @@ type platform struct {
 // startPlatform starts the control plane, creates the namespaces and the
 // database Secret, and starts the controller and the pod runner. On an
 // error it stops what it started.
-func startPlatform(ctx context.Context, st stepper, dir, aerie, database string, logger *slog.Logger) (_ *platform, err error) {
+func startPlatform(
+	ctx context.Context, st stepper, dir, aerie, database string, logger *slog.Logger,
+) (_ *platform, err error) {
 	st.printf("starting the local control plane (kube-apiserver and etcd)")
 	cp, stopCP, err := testenv.NewControlPlane(dir)
 	if err != nil {
@@ -268,7 +276,9 @@ func (p *platform) stop() {
 // printOutcome shows the session's status, transcript and workspace, and
 // on a failure its pod, and returns the demo's exit code: 0 for a
 // session that succeeded, the runner's exit code or 1 otherwise.
-func printOutcome(ctx context.Context, p *platform, final *aeriev1.AgentSession, pod *corev1.Pod, dir string, keep bool) int {
+func printOutcome(
+	ctx context.Context, p *platform, final *aeriev1.AgentSession, pod *corev1.Pod, dir string, keep bool,
+) int {
 	printStatus(final)
 	if err := printTranscript(ctx, p.dsn, final); err != nil {
 		fmt.Printf("(no transcript: %v)\n", err)
@@ -373,7 +383,8 @@ func startController(ctx context.Context, cp *testenv.ControlPlane, cfg controll
 		Metrics:  m,
 		Config:   cfg,
 	}
-	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: ptrTo(true)}); err != nil {
+	opts := controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: ptrTo(true)}
+	if err := r.SetupWithManager(mgr, opts); err != nil {
 		return nil, fmt.Errorf("set up the AgentSession controller: %w", err)
 	}
 	done := make(chan error, 1)
@@ -391,7 +402,9 @@ func ptrTo[T any](v T) *T { return &v }
 
 // startPodRunner runs the local pod runner with the aerie binary as the
 // runner pods' "aerie" command, and returns once its Node is ready.
-func startPodRunner(ctx context.Context, cp *testenv.ControlPlane, dir, aerie string, logger *slog.Logger) (*testenv.PodRunner, <-chan error, error) {
+func startPodRunner(
+	ctx context.Context, cp *testenv.ControlPlane, dir, aerie string, logger *slog.Logger,
+) (*testenv.PodRunner, <-chan error, error) {
 	r, err := testenv.NewPodRunner(cp.Config, testenv.PodRunnerOptions{
 		Dir:      filepath.Join(dir, "r"),
 		Commands: map[string]string{"aerie": aerie},
@@ -425,7 +438,8 @@ func startPodRunner(ctx context.Context, cp *testenv.ControlPlane, dir, aerie st
 // applyLayer packs dir with `aerie layer pack` and creates the ConfigMap
 // as a platform layer.
 func applyLayer(ctx context.Context, cp *testenv.ControlPlane, aerie, dir string) error {
-	out, err := exec.CommandContext(ctx, aerie, "layer", "pack", dir, "--name", platformLayer, "-n", controllerNamespace).Output()
+	out, err := exec.CommandContext(ctx, aerie,
+		"layer", "pack", dir, "--name", platformLayer, "-n", controllerNamespace).Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -454,7 +468,9 @@ func applyLayer(ctx context.Context, cp *testenv.ControlPlane, aerie, dir string
 // sessionManifest reads the AgentSession; with an API key in the
 // environment it switches the session to that provider, with a Secret for
 // the key.
-func sessionManifest(ctx context.Context, cp *testenv.ControlPlane, path string) (*aeriev1.AgentSession, string, error) {
+func sessionManifest(
+	ctx context.Context, cp *testenv.ControlPlane, path string,
+) (*aeriev1.AgentSession, string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, "", fmt.Errorf("read the AgentSession: %w", err)
@@ -496,7 +512,9 @@ func sessionManifest(ctx context.Context, cp *testenv.ControlPlane, path string)
 // and its pods, and the agent's own events from its log, until the session
 // finishes. It returns the finished session and the last state seen of its
 // runner pod (whose volumes outlive it on the pod runner).
-func follow(ctx context.Context, st stepper, cp *testenv.ControlPlane, s *aeriev1.AgentSession) (*aeriev1.AgentSession, *corev1.Pod, error) {
+func follow(
+	ctx context.Context, st stepper, cp *testenv.ControlPlane, s *aeriev1.AgentSession,
+) (*aeriev1.AgentSession, *corev1.Pod, error) {
 	var (
 		phase    aeriev1.AgentSessionPhase
 		pods     = map[string]*corev1.Pod{}
@@ -522,7 +540,8 @@ func follow(ctx context.Context, st stepper, cp *testenv.ControlPlane, s *aeriev
 		var cur aeriev1.AgentSession
 		if err := cp.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, &cur); err != nil {
 			if ctx.Err() != nil && last != nil {
-				return last, pods[last.Status.PodName], fmt.Errorf("the session did not finish in time (phase %s): %w", phase, ctx.Err())
+				return last, pods[last.Status.PodName],
+					fmt.Errorf("the session did not finish in time (phase %s): %w", phase, ctx.Err())
 			}
 			return nil, nil, fmt.Errorf("get the AgentSession: %w", err)
 		}
@@ -556,7 +575,8 @@ func follow(ctx context.Context, st stepper, cp *testenv.ControlPlane, s *aeriev
 		}
 		select {
 		case <-ctx.Done():
-			return &cur, pods[cur.Status.PodName], fmt.Errorf("the session did not finish in time (phase %s): %w", phase, ctx.Err())
+			return &cur, pods[cur.Status.PodName],
+				fmt.Errorf("the session did not finish in time (phase %s): %w", phase, ctx.Err())
 		case <-tick.C:
 		}
 	}
@@ -577,10 +597,11 @@ func agentStarted(p *corev1.Pod) bool {
 // succeed: what the pod runner saw of them.
 func printPod(p *corev1.Pod) {
 	fmt.Printf("\n── Runner pod %s/%s: %s %s\n", p.Namespace, p.Name, p.Status.Phase, p.Status.Message)
-	for _, c := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+	for _, c := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
 		switch st := c.State; {
 		case st.Terminated != nil:
-			fmt.Printf("%-10s terminated: exit %d, %s: %s\n", c.Name, st.Terminated.ExitCode, st.Terminated.Reason, preview(st.Terminated.Message, 600))
+			fmt.Printf("%-10s terminated: exit %d, %s: %s\n",
+				c.Name, st.Terminated.ExitCode, st.Terminated.Reason, preview(st.Terminated.Message, 600))
 		case st.Running != nil:
 			fmt.Printf("%-10s running\n", c.Name)
 		case st.Waiting != nil:
@@ -602,7 +623,8 @@ func printEvents(ctx context.Context, st stepper, cp *testenv.ControlPlane, seen
 			continue
 		}
 		// By what it says: a repeated event is news only once.
-		line := fmt.Sprintf("event %s/%s: %s: %s", strings.ToLower(e.InvolvedObject.Kind), e.InvolvedObject.Name, e.Reason, e.Message)
+		line := fmt.Sprintf("event %s/%s: %s: %s",
+			strings.ToLower(e.InvolvedObject.Kind), e.InvolvedObject.Name, e.Reason, e.Message)
 		if seen[line] {
 			continue
 		}

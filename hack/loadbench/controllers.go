@@ -58,7 +58,8 @@ type controller struct {
 func aerieController(bin string, extra []string) controller {
 	return controller{
 		name: "CreateToPod/controller=aerie/client-qps=unlimited",
-		about: fmt.Sprintf("aerie-controller: --max-concurrent-reconciles at its default (%d in this source tree), client QPS unlimited (ctrl.GetConfig's -1), no leader election; extra flags %q",
+		about: fmt.Sprintf("aerie-controller: --max-concurrent-reconciles at its default (%d in this source tree), "+
+			"client QPS unlimited (ctrl.GetConfig's -1), no leader election; extra flags %q",
 			controllers.DefaultMaxConcurrentReconciles, extra),
 		command: func(string) []string {
 			return append([]string{bin,
@@ -72,8 +73,14 @@ func aerieController(bin string, extra []string) controller {
 		pprofFlag: "--pprof-bind-address",
 		prepare: func(ctx context.Context, c client.Client, ns string) error {
 			for _, s := range []*corev1.Secret{
-				{ObjectMeta: metav1.ObjectMeta{Name: controllers.DefaultDatabaseSecret, Namespace: ns}, StringData: map[string]string{controllers.DefaultDatabaseKey: "postgres://aerie@db/aerie"}},
-				{ObjectMeta: metav1.ObjectMeta{Name: modelSecret, Namespace: ns}, StringData: map[string]string{"api-key": "sk-bench"}},
+				{
+					ObjectMeta: metav1.ObjectMeta{Name: controllers.DefaultDatabaseSecret, Namespace: ns},
+					StringData: map[string]string{controllers.DefaultDatabaseKey: "postgres://aerie@db/aerie"},
+				},
+				{
+					ObjectMeta: metav1.ObjectMeta{Name: modelSecret, Namespace: ns},
+					StringData: map[string]string{"api-key": "sk-bench"},
+				},
 			} {
 				if err := c.Create(ctx, s); err != nil {
 					return fmt.Errorf("create Secret %s/%s: %w", ns, s.Name, err)
@@ -116,7 +123,8 @@ func jobController(bin string, qps float64, burst int, extra []string) controlle
 	}
 	return controller{
 		name: "CreateToPod/controller=job/client-qps=" + rate,
-		about: fmt.Sprintf("kube-controller-manager --controllers=job-controller: --concurrent-job-syncs default (5), --kube-api-qps=%s --kube-api-burst=%d (defaults 20 and 30); extra flags %q",
+		about: fmt.Sprintf("kube-controller-manager --controllers=job-controller: --concurrent-job-syncs default (5), "+
+			"--kube-api-qps=%s --kube-api-burst=%d (defaults 20 and 30); extra flags %q",
 			rate, burst, extra),
 		command: func(kubeconfig string) []string {
 			q := "-1"

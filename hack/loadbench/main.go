@@ -60,17 +60,29 @@ type options struct {
 
 func main() {
 	o := options{}
-	flag.StringVar(&o.aerieBin, "aerie-controller", "bin/aerie-controller", "The aerie-controller binary to measure (`make build` builds it).")
-	flag.StringVar(&o.kcmBin, "kube-controller-manager", "", "The kube-controller-manager binary; default: the one `AERIE_ENVTEST_EXTRA=kube-controller-manager hack/envtest.sh` built.")
-	flag.StringVar(&o.aerieFlags, "aerie-flags", "", "Flags added to aerie-controller's command line, space-separated (for experiments: the defaults are what is measured).")
+	flag.StringVar(&o.aerieBin, "aerie-controller", "bin/aerie-controller",
+		"The aerie-controller binary to measure (`make build` builds it).")
+	flag.StringVar(&o.kcmBin, "kube-controller-manager", "",
+		"The kube-controller-manager binary; "+
+			"default: the one `AERIE_ENVTEST_EXTRA=kube-controller-manager hack/envtest.sh` built.")
+	flag.StringVar(&o.aerieFlags, "aerie-flags", "",
+		"Flags added to aerie-controller's command line, space-separated "+
+			"(for experiments: the defaults are what is measured).")
 	flag.StringVar(&o.kcmFlags, "kcm-flags", "", "Flags added to kube-controller-manager's command line, space-separated.")
-	flag.StringVar(&o.controllers, "controllers", "aerie,job,job-unlimited", "Runs to make, in this order each round: aerie, job (kube-controller-manager's default client rate limit), job-unlimited (no client rate limit, as aerie).")
+	flag.StringVar(&o.controllers, "controllers", "aerie,job,job-unlimited",
+		"Runs to make, in this order each round: aerie, job (kube-controller-manager's default client rate limit), "+
+			"job-unlimited (no client rate limit, as aerie).")
 	flag.IntVar(&o.runs, "runs", 3, "Rounds: each controller is measured this many times, the controllers taking turns.")
 	flag.IntVar(&o.load.objects, "objects", 300, "Objects (AgentSessions or Jobs) created at once per run.")
-	flag.IntVar(&o.load.clients, "clients", 16, "Goroutines creating them, sharing one client without client-side rate limit.")
+	flag.IntVar(&o.load.clients, "clients", 16,
+		"Goroutines creating them, sharing one client without client-side rate limit.")
 	flag.DurationVar(&o.load.timeout, "timeout", 5*time.Minute, "How long a run may wait for its last pod.")
-	flag.BoolVar(&o.keep, "keep", false, "Keep the work directory (control plane data, controllers' logs) after a successful run; it is always kept after a failure.")
-	flag.DurationVar(&o.profile, "profile", 0, "Take CPU profiles of the API server and of aerie-controller this long from the first create of each run, into the run's work directory (`go tool pprof` reads them); implies -keep.")
+	flag.BoolVar(&o.keep, "keep", false,
+		"Keep the work directory (control plane data, controllers' logs) after a successful run; "+
+			"it is always kept after a failure.")
+	flag.DurationVar(&o.profile, "profile", 0,
+		"Take CPU profiles of the API server and of aerie-controller this long from the first create of each run, "+
+			"into the run's work directory (`go tool pprof` reads them); implies -keep.")
 	flag.Parse()
 	o.keep = o.keep || o.profile > 0
 
@@ -91,7 +103,8 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.runs < 1 || o.load.objects < 1 || o.load.clients < 1 {
-		return fmt.Errorf("-runs %d, -objects %d, -clients %d: each must be at least 1", o.runs, o.load.objects, o.load.clients)
+		return fmt.Errorf("-runs %d, -objects %d, -clients %d: each must be at least 1",
+			o.runs, o.load.objects, o.load.clients)
 	}
 	work, err := os.MkdirTemp("", "aerie-loadbench-")
 	if err != nil {
@@ -100,13 +113,15 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	failed := true
 	defer func() {
 		if failed || o.keep {
-			fmt.Fprintf(stderr, "loadbench: the work directory (controllers' logs) is %s\n", work) //nolint:errcheck // the run is over
+			// The run is over: a failed write has nobody left to tell.
+			_, _ = fmt.Fprintf(stderr, "loadbench: the work directory (controllers' logs) is %s\n", work)
 			return
 		}
 		_ = os.RemoveAll(work)
 	}()
 
-	header := fmt.Sprintf("goos: %s\ngoarch: %s\npkg: github.com/aerie-run/aerie/hack/loadbench\n", runtime.GOOS, runtime.GOARCH)
+	header := fmt.Sprintf("goos: %s\ngoarch: %s\npkg: github.com/aerie-run/aerie/hack/loadbench\n",
+		runtime.GOOS, runtime.GOARCH)
 	header += fmt.Sprintf("kubernetes: %s\nobjects: %d\nclients: %d\n",
 		testenv.KubernetesVersion, o.load.objects, o.load.clients)
 	for _, ctl := range ctls {
@@ -167,7 +182,8 @@ func selectControllers(o options) ([]controller, error) {
 				if bin, err = testenv.EnvtestBinary("kube-controller-manager"); err != nil {
 					return nil, err
 				}
-			} else if _, err := exists(bin, "build it with `AERIE_ENVTEST_EXTRA=kube-controller-manager hack/envtest.sh`"); err != nil {
+			} else if _, err := exists(bin,
+				"build it with `AERIE_ENVTEST_EXTRA=kube-controller-manager hack/envtest.sh`"); err != nil {
 				return nil, err
 			}
 			if name == "job" {
@@ -204,7 +220,9 @@ func shortName(name string) string {
 // every run starts from the same empty etcd and no other controller's
 // watches: the API server's settings are envtest's in every run. It returns
 // the load average before and after the measured burst.
-func runOnce(ctx context.Context, ctl controller, l load, dir string, profile time.Duration) (summary, [2]string, error) {
+func runOnce(
+	ctx context.Context, ctl controller, l load, dir string, profile time.Duration,
+) (summary, [2]string, error) {
 	var load [2]string
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return summary{}, load, err
@@ -265,7 +283,8 @@ func runOnce(ctx context.Context, ctl controller, l load, dir string, profile ti
 		}()
 		if pprofAddr != "" {
 			go func() {
-				if err := profileURL(ctx, "http://"+pprofAddr+"/debug/pprof/profile", profile, filepath.Join(dir, "controller.cpu.pprof")); err != nil {
+				url := "http://" + pprofAddr + "/debug/pprof/profile"
+				if err := profileURL(ctx, url, profile, filepath.Join(dir, "controller.cpu.pprof")); err != nil {
 					fmt.Fprintf(os.Stderr, "loadbench: %v\n", err)
 				}
 			}()

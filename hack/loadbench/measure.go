@@ -54,7 +54,12 @@ type recorder struct {
 }
 
 func newRecorder(want int) *recorder {
-	return &recorder{created: map[types.UID]time.Time{}, pods: map[types.UID]time.Time{}, want: want, all: make(chan struct{})}
+	return &recorder{
+		created: map[types.UID]time.Time{},
+		pods:    map[types.UID]time.Time{},
+		want:    want,
+		all:     make(chan struct{}),
+	}
 }
 
 func (r *recorder) sawObject(uid types.UID, at time.Time) {
@@ -116,7 +121,8 @@ func (r *recorder) latencies() ([]time.Duration, time.Time, error) {
 		}
 	}
 	if len(r.pods) != len(r.created) {
-		return nil, last, fmt.Errorf("%d pods for %d objects: some pod belongs to no object of this run", len(r.pods), len(r.created))
+		return nil, last, fmt.Errorf("%d pods for %d objects: some pod belongs to no object of this run",
+			len(r.pods), len(r.created))
 	}
 	return out, last, nil
 }
@@ -131,10 +137,12 @@ func measure(ctx context.Context, c client.WithWatch, k kind, ns string, l load)
 	rec := newRecorder(l.objects)
 
 	watchErr := make(chan error, 2)
-	if err := follow(ctx, c, func() client.ObjectList { return &corev1.PodList{} }, ns, func(o client.Object, at time.Time) { rec.sawPod(o, at) }, watchErr); err != nil {
+	pods := func() client.ObjectList { return &corev1.PodList{} }
+	if err := follow(ctx, c, pods, ns, rec.sawPod, watchErr); err != nil {
 		return summary{}, fmt.Errorf("watch pods: %w", err)
 	}
-	if err := follow(ctx, c, k.list, ns, func(o client.Object, at time.Time) { rec.sawObject(o.GetUID(), at) }, watchErr); err != nil {
+	sawObject := func(o client.Object, at time.Time) { rec.sawObject(o.GetUID(), at) }
+	if err := follow(ctx, c, k.list, ns, sawObject, watchErr); err != nil {
 		return summary{}, fmt.Errorf("watch %s: %w", k.name, err)
 	}
 
@@ -176,7 +184,8 @@ func measure(ctx context.Context, c client.WithWatch, k kind, ns string, l load)
 	case err := <-watchErr:
 		return summary{}, err
 	case <-timeout.C:
-		return summary{}, fmt.Errorf("after %s only %d of %d pods appeared: is the controller running? (see its log)", l.timeout, rec.podCount(), l.objects)
+		return summary{}, fmt.Errorf("after %s only %d of %d pods appeared: is the controller running? (see its log)",
+			l.timeout, rec.podCount(), l.objects)
 	case <-ctx.Done():
 		return summary{}, ctx.Err()
 	}
@@ -200,14 +209,18 @@ func measure(ctx context.Context, c client.WithWatch, k kind, ns string, l load)
 // ctx ends; errors go to errc. It returns once the first watch is open, so
 // nothing created afterwards is missed. A watch the API server closes (they
 // time out) is reopened from the last version seen.
-func follow(ctx context.Context, c client.WithWatch, list func() client.ObjectList, ns string, seen func(client.Object, time.Time), errc chan<- error) error {
+func follow(
+	ctx context.Context, c client.WithWatch, list func() client.ObjectList, ns string,
+	seen func(client.Object, time.Time), errc chan<- error,
+) error {
 	l := list()
 	if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
 		return err
 	}
 	rv := l.GetResourceVersion()
 	open := func() (watch.Interface, error) {
-		return c.Watch(ctx, list(), client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+		from := &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}}
+		return c.Watch(ctx, list(), client.InNamespace(ns), from)
 	}
 	w, err := open()
 	if err != nil {

@@ -20,7 +20,10 @@ var ballast []byte
 
 func TestMain(m *testing.M) {
 	if os.Getenv(runAsMain) == "1" {
-		os.Unsetenv(runAsMain) // the child it runs is the toucher
+		// The child it runs is the toucher.
+		if err := os.Unsetenv(runAsMain); err != nil {
+			panic(err)
+		}
 		main()
 	}
 	if mib := os.Getenv(touchEnv); mib != "" {

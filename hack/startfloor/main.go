@@ -51,7 +51,8 @@ func run(args []string) error {
 	go func() { stored <- store(filepath.Join(os.Getenv("AERIE_HOME"), "floor.db")) }()
 
 	body := `{"model":"claude-sonnet-4-5","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"hello"}]}`
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, strings.TrimSuffix(base, "/")+"/v1/messages", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost,
+		strings.TrimSuffix(base, "/")+"/v1/messages", strings.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -75,12 +76,14 @@ func run(args []string) error {
 // store opens the database as aerie's store does (write-ahead log, a busy
 // timeout) and writes a row.
 func store(path string) (err error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+	db, err := sql.Open("sqlite", "file:"+path+
+		"?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, db.Close()) }()
-	if _, err := db.Exec("CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, created_at INTEGER NOT NULL)"); err != nil {
+	const schema = "CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, created_at INTEGER NOT NULL)"
+	if _, err := db.Exec(schema); err != nil {
 		return err
 	}
 	_, err = db.Exec("INSERT INTO sessions (id, created_at) VALUES (hex(randomblob(16)), unixepoch())")

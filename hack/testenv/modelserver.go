@@ -531,8 +531,8 @@ func writeOverflow(w http.ResponseWriter, api modelAPI, win ContextWindow, token
 	requestID := fmt.Sprintf("req_modelserver_overflow_%d", request)
 	w.Header().Set("Content-Type", "application/json")
 	var body any
-	switch {
-	case api == modelAPIAnthropic:
+	switch api {
+	case modelAPIAnthropic:
 		w.Header().Set("Request-Id", requestID)
 		body = map[string]any{
 			"type": "error",
@@ -542,7 +542,7 @@ func writeOverflow(w http.ResponseWriter, api modelAPI, win ContextWindow, token
 			},
 			"request_id": requestID,
 		}
-	case api == modelAPIResponses:
+	case modelAPIResponses:
 		w.Header().Set("X-Request-Id", requestID)
 		body = map[string]any{"error": map[string]any{
 			"message": "Your input exceeds the context window of this model. Please adjust your input and try again.",

@@ -205,7 +205,9 @@ func TestModelServerChatCompletions(t *testing.T) {
 			if err := stream.Err(); err != nil {
 				t.Fatal(err)
 			}
-			stream.Close()
+			if err := stream.Close(); err != nil {
+				t.Fatal(err)
+			}
 			checkChatMessage(t, acc.ChatCompletion)
 			if reasoning.String() != modelTestTurn.Reasoning {
 				t.Errorf("reasoning_content %q", reasoning.String())
@@ -450,7 +452,9 @@ func TestModelServerComplains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res.Body.Close()
+	if err := res.Body.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if res.StatusCode != http.StatusNotFound {
 		t.Errorf("status %d for an unknown path", res.StatusCode)
 	}
@@ -555,7 +559,7 @@ func TestModelServerContentLength(t *testing.T) {
 		}
 		var body json.RawMessage
 		err = json.NewDecoder(res.Body).Decode(&body)
-		res.Body.Close()
+		err = errors.Join(err, res.Body.Close())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -302,7 +302,9 @@ func TestStreamLogFollows(t *testing.T) {
 	}
 	go func() {
 		l.copyStream("stdout", r)
-		r.Close()
+		if err := r.Close(); err != nil {
+			t.Error(err)
+		}
 		l.finish()
 	}()
 	got := make(chan string, 1)
@@ -317,7 +319,9 @@ func TestStreamLogFollows(t *testing.T) {
 		}
 		time.Sleep(2 * followPoll) // let the follower catch up in between
 	}
-	w.Close()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case s := <-got:
 		if s != "a\nbc\nd\n" {

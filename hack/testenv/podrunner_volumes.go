@@ -79,7 +79,7 @@ func (w *podWorker) prepareVolumes(ctx context.Context) (map[string]podVolume, e
 			vols[v.Name] = pv
 			continue
 		case v.ConfigMap != nil:
-			files, err = w.configMapFiles(ctx, v.ConfigMap.LocalObjectReference.Name, v.ConfigMap.Items, v.ConfigMap.Optional, modeOr(v.ConfigMap.DefaultMode))
+			files, err = w.configMapFiles(ctx, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, modeOr(v.ConfigMap.DefaultMode))
 		case v.Secret != nil:
 			files, err = w.secretFiles(ctx, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, modeOr(v.Secret.DefaultMode))
 		case v.DownwardAPI != nil:

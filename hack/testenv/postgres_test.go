@@ -343,7 +343,11 @@ func connect(t *testing.T, dsn string) *pgx.Conn {
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
+	t.Cleanup(func() {
+		if err := conn.Close(context.Background()); err != nil {
+			t.Errorf("close the connection: %v", err)
+		}
+	})
 	return conn
 }
 

@@ -221,7 +221,9 @@ func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 //
 // Both SDKs take it as their option.Middleware, and both number the attempt
 // in the X-Stainless-Retry-Count header.
-func RetryLog(log *slog.Logger, provider, model string) func(*http.Request, func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+func RetryLog(
+	log *slog.Logger, provider, model string,
+) func(*http.Request, func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	return func(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 		res, err := next(req)
 		attrs := []any{"provider", provider, "model", model, "attempt", req.Header.Get("X-Stainless-Retry-Count")}

@@ -18,7 +18,8 @@ func SplitSystem(msgs []Message) (system []string, conv []Message, err error) {
 	for i, m := range msgs {
 		if m.Role == RoleSystem {
 			if start < i {
-				return nil, nil, fmt.Errorf("messages[%d]: a system message after the conversation started; system messages must come first", i)
+				return nil, nil, fmt.Errorf(
+					"messages[%d]: a system message after the conversation started; system messages must come first", i)
 			}
 			for j, c := range m.Content {
 				if c.Type != ContentText {

@@ -145,7 +145,8 @@ func (p *scriptParser) turn(n *yaml.Node, i int) (Response, error) {
 			reason = StopToolUse
 		}
 	default:
-		return Response{}, p.fail(n, path+".stop_reason", "%q is not a stop reason; want end_turn, tool_use, max_tokens, stop_sequence, refusal or context_window_exceeded", stop)
+		return Response{}, p.fail(n, path+".stop_reason", "%q is not a stop reason; "+
+			"want end_turn, tool_use, max_tokens, stop_sequence, refusal or context_window_exceeded", stop)
 	}
 	return Response{Message: msg, Usage: usage, StopReason: reason}, nil
 }
@@ -236,7 +237,8 @@ func (p *scriptParser) usage(n *yaml.Node, path string) (Usage, error) {
 		case "cache_write_tokens":
 			dst = &u.CacheWriteTokens
 		default:
-			return p.fail(v, path, "unknown field %q; usage has input_tokens, output_tokens, cache_read_tokens and cache_write_tokens", key)
+			return p.fail(v, path,
+				"unknown field %q; usage has input_tokens, output_tokens, cache_read_tokens and cache_write_tokens", key)
 		}
 		if v.Kind != yaml.ScalarNode || v.Tag != "!!int" {
 			return p.fail(v, path+"."+key, "want a whole number")
@@ -252,7 +254,8 @@ func (p *scriptParser) usage(n *yaml.Node, path string) (Usage, error) {
 		return u, err
 	}
 	if u.CacheReadTokens > u.InputTokens-u.CacheWriteTokens || u.CacheWriteTokens > u.InputTokens {
-		return u, p.fail(n, path, "cache_read_tokens and cache_write_tokens are parts of input_tokens and cannot add up to more")
+		return u, p.fail(n, path,
+			"cache_read_tokens and cache_write_tokens are parts of input_tokens and cannot add up to more")
 	}
 	return u, nil
 }

@@ -90,7 +90,8 @@ func (s *Scripted) Stream(ctx context.Context, req Request) iter.Seq2[Part, erro
 		}
 		turn, n, ok := s.take()
 		if !ok {
-			yield(Part{}, fmt.Errorf("scripted: %s: request %d: %w (the script has %d turns)", s.name, n, ErrScriptExhausted, len(s.turns)))
+			yield(Part{}, fmt.Errorf("scripted: %s: request %d: %w (the script has %d turns)",
+				s.name, n, ErrScriptExhausted, len(s.turns)))
 			return
 		}
 		for _, p := range turnParts(turn) {

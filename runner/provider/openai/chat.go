@@ -59,7 +59,8 @@ func (o *Chat) Stream(ctx context.Context, req provider.Request) iter.Seq2[provi
 		open := func(ctx context.Context) *ssestream.Stream[openai.ChatCompletionChunk] {
 			return o.client.NewStreaming(ctx, params)
 		}
-		stream(ctx, streamCall{name: o.name, op: "stream chat completion", timeout: o.timeout}, open, &chatDecoder{calls: map[int64]*chatCall{}}, yield)
+		call := streamCall{name: o.name, op: "stream chat completion", timeout: o.timeout}
+		stream(ctx, call, open, &chatDecoder{calls: map[int64]*chatCall{}}, yield)
 	}
 }
 

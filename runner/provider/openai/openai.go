@@ -68,14 +68,16 @@ func API(cfg provider.Config) (string, error) {
 		}
 		return provider.APIChatCompletions, nil
 	}
-	return "", fmt.Errorf("provider: %s: Config.API %q is not a known API; want %s or %s", cfg.Provider, cfg.API, provider.APIResponses, provider.APIChatCompletions)
+	return "", fmt.Errorf("provider: %s: Config.API %q is not a known API; want %s or %s",
+		cfg.Provider, cfg.API, provider.APIResponses, provider.APIChatCompletions)
 }
 
 // clientOptions checks cfg for an OpenAI provider and returns the SDK
 // options both APIs share.
 func clientOptions(cfg provider.Config) ([]option.RequestOption, error) {
 	if cfg.Provider != provider.NameOpenAI && cfg.Provider != provider.NameOpenAICompatible {
-		return nil, fmt.Errorf("provider: Config.Provider %q is not an OpenAI provider; want %s or %s", cfg.Provider, provider.NameOpenAI, provider.NameOpenAICompatible)
+		return nil, fmt.Errorf("provider: Config.Provider %q is not an OpenAI provider; want %s or %s",
+			cfg.Provider, provider.NameOpenAI, provider.NameOpenAICompatible)
 	}
 	if err := cfg.Check(cfg.Provider, cfg.Provider == provider.NameOpenAI); err != nil {
 		return nil, err
@@ -110,7 +112,13 @@ func clientOptions(cfg provider.Config) ([]option.RequestOption, error) {
 func apiError(err error) error {
 	var oerr *openai.Error
 	if errors.As(err, &oerr) {
-		e := &provider.APIError{StatusCode: oerr.StatusCode, Type: oerr.Type, Code: oerr.Code, Message: oerr.Message, Err: err}
+		e := &provider.APIError{
+			StatusCode: oerr.StatusCode,
+			Type:       oerr.Type,
+			Code:       oerr.Code,
+			Message:    oerr.Message,
+			Err:        err,
+		}
 		if oerr.Response != nil {
 			e.RequestID = oerr.Response.Header.Get("x-request-id")
 		}
@@ -141,6 +149,13 @@ func apiError(err error) error {
 // maxErrorBody bounds the error body errorEnvelope reads; a longer one is
 // passed on as it is.
 const maxErrorBody = 1 << 20
+
+// The keys of OpenAI's error shape, {"error": {"message": ...}}, that
+// envelopedError looks for and writes.
+const (
+	errorKey   = "error"
+	messageKey = "message"
+)
 
 // errorEnvelope rewrites the error bodies of OpenAI-compatible servers that
 // do not nest their error in an object under "error", as OpenAI does, into
@@ -180,25 +195,25 @@ func envelopedError(body []byte) ([]byte, bool) {
 		return nil, false
 	}
 	var inner map[string]json.RawMessage
-	if raw, ok := top["error"]; ok {
+	if raw, ok := top[errorKey]; ok {
 		var text string
 		if json.Unmarshal(raw, &text) != nil {
 			return nil, false // an object (OpenAI's shape), or something else
 		}
 		msg, _ := json.Marshal(text)
-		inner = map[string]json.RawMessage{"message": msg}
+		inner = map[string]json.RawMessage{messageKey: msg}
 	} else {
-		if _, ok := top["message"]; !ok {
+		if _, ok := top[messageKey]; !ok {
 			return nil, false
 		}
 		inner = map[string]json.RawMessage{}
-		for _, k := range []string{"message", "type", "param", "code"} {
+		for _, k := range []string{messageKey, "type", "param", "code"} {
 			if v, ok := top[k]; ok {
 				inner[k] = v
 			}
 		}
 	}
-	b, err := json.Marshal(map[string]any{"error": inner})
+	b, err := json.Marshal(map[string]any{errorKey: inner})
 	return b, err == nil
 }
 

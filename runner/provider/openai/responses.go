@@ -62,7 +62,8 @@ func (o *Responses) Stream(ctx context.Context, req provider.Request) iter.Seq2[
 		open := func(ctx context.Context) *ssestream.Stream[responses.ResponseStreamEventUnion] {
 			return o.client.NewStreaming(ctx, params)
 		}
-		stream(ctx, streamCall{name: o.name, op: "stream response", timeout: o.timeout}, open, &responsesDecoder{items: map[string]*responsesItem{}}, yield)
+		call := streamCall{name: o.name, op: "stream response", timeout: o.timeout}
+		stream(ctx, call, open, &responsesDecoder{items: map[string]*responsesItem{}}, yield)
 	}
 }
 
@@ -120,10 +121,12 @@ func responsesItems(m provider.Message) []responses.ResponseInputItemUnionParam 
 	case provider.RoleTool:
 		// The API has no error flag: the text itself says that the tool failed.
 		for _, c := range m.Content {
-			items = append(items, responses.ResponseInputItemUnionParam{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
-				CallID: openai.String(c.ToolCallID),
-				Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openai.String(c.Text)},
-			}})
+			items = append(items, responses.ResponseInputItemUnionParam{
+				OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
+					CallID: openai.String(c.ToolCallID),
+					Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openai.String(c.Text)},
+				},
+			})
 		}
 	case provider.RoleAssistant:
 		// Text and calls in the order the model produced them; consecutive
@@ -152,6 +155,13 @@ type responsesDecoder struct {
 	done  bool
 }
 
+// The types of the output items the decoder handles; it ignores the others.
+const (
+	itemFunctionCall = "function_call"
+	itemMessage      = "message"
+	itemReasoning    = "reasoning"
+)
+
 type responsesItem struct {
 	kind   string // function_call, reasoning, message
 	callID string
@@ -159,7 +169,9 @@ type responsesItem struct {
 	ended  bool
 }
 
-func (d *responsesDecoder) decode(ev responses.ResponseStreamEventUnion, yield func(provider.Part, error) bool) (bool, error) {
+func (d *responsesDecoder) decode(
+	ev responses.ResponseStreamEventUnion, yield func(provider.Part, error) bool,
+) (bool, error) {
 	switch ev.Type {
 	case "response.output_item.added":
 		return d.start(ev.Item, yield), nil
@@ -175,7 +187,7 @@ func (d *responsesDecoder) decode(ev responses.ResponseStreamEventUnion, yield f
 		return yield(provider.Part{Type: provider.PartReasoningDelta, Text: ev.Delta}, nil), nil
 	case "response.function_call_arguments.delta":
 		it, ok := d.items[ev.ItemID]
-		if !ok || it.kind != "function_call" {
+		if !ok || it.kind != itemFunctionCall {
 			return false, fmt.Errorf("arguments for function call item %q that never started", ev.ItemID)
 		}
 		if ev.Delta == "" {
@@ -188,10 +200,11 @@ func (d *responsesDecoder) decode(ev responses.ResponseStreamEventUnion, yield f
 	case "response.completed", "response.incomplete":
 		return d.finish(ev.Response, yield), nil
 	case "response.failed":
+		// The error's type is the event's.
 		e := ev.Response.Error
-		return false, &provider.APIError{StatusCode: http.StatusOK, Type: "response.failed", Code: string(e.Code), Message: e.Message}
+		return false, &provider.APIError{StatusCode: http.StatusOK, Type: ev.Type, Code: string(e.Code), Message: e.Message}
 	case "error":
-		return false, &provider.APIError{StatusCode: http.StatusOK, Type: "error", Code: ev.Code, Message: ev.Message}
+		return false, &provider.APIError{StatusCode: http.StatusOK, Type: ev.Type, Code: ev.Code, Message: ev.Message}
 	}
 	return true, nil
 }
@@ -208,7 +221,7 @@ func (d *responsesDecoder) complete(func(provider.Part, error) bool) error {
 func (d *responsesDecoder) start(item responses.ResponseOutputItemUnion, yield func(provider.Part, error) bool) bool {
 	it := &responsesItem{kind: item.Type}
 	d.items[item.ID] = it
-	if item.Type == "function_call" {
+	if item.Type == itemFunctionCall {
 		// The conversation needs an id to pair the call with its result, even
 		// from a server that leaves call_id out.
 		it.callID = cmp.Or(item.CallID, item.ID, newCallID())
@@ -232,16 +245,17 @@ func (d *responsesDecoder) end(item responses.ResponseOutputItemUnion, yield fun
 	}
 	it.ended = true
 	switch item.Type {
-	case "function_call":
+	case itemFunctionCall:
 		// Without argument deltas, the finished item is the only place the
 		// arguments appear.
 		if !it.deltas && item.Arguments.OfString != "" {
-			if !yield(provider.Part{Type: provider.PartToolCallDelta, ToolCallID: it.callID, Text: item.Arguments.OfString}, nil) {
+			args := provider.Part{Type: provider.PartToolCallDelta, ToolCallID: it.callID, Text: item.Arguments.OfString}
+			if !yield(args, nil) {
 				return false
 			}
 		}
 		return yield(provider.Part{Type: provider.PartToolCallEnd, ToolCallID: it.callID}, nil)
-	case "message":
+	case itemMessage:
 		// Likewise for text: a server that streams no deltas still sends the
 		// finished message.
 		if !it.deltas {
@@ -253,7 +267,7 @@ func (d *responsesDecoder) end(item responses.ResponseOutputItemUnion, yield fun
 				}
 			}
 		}
-	case "reasoning":
+	case itemReasoning:
 		if !it.deltas {
 			for _, sum := range item.Summary {
 				if sum.Text != "" {

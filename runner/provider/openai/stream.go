@@ -32,11 +32,14 @@ type streamCall struct {
 // stream is the loop both APIs share: it opens the stream under the call's
 // deadline, hands every event to dec, and yields the error that ends the
 // stream, if one does, named after the call.
-func stream[E any](ctx context.Context, c streamCall, open func(context.Context) *ssestream.Stream[E], dec decoder[E], yield func(provider.Part, error) bool) {
+func stream[E any](
+	ctx context.Context, c streamCall, open func(context.Context) *ssestream.Stream[E], dec decoder[E],
+	yield func(provider.Part, error) bool,
+) {
 	callCtx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	s := open(callCtx)
-	defer s.Close()
+	defer func() { _ = s.Close() }() // it only reads the response: closing its body loses nothing
 
 	for s.Next() {
 		more, err := dec.decode(s.Current(), yield)

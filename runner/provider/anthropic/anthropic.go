@@ -201,15 +201,16 @@ func (a *Messages) params(req provider.Request) (anthropic.MessageNewParams, err
 
 // systemBlocks is the system prompt as the API takes it.
 func systemBlocks(system []string) []anthropic.TextBlockParam {
-	var blocks []anthropic.TextBlockParam
-	for _, text := range system {
-		blocks = append(blocks, anthropic.TextBlockParam{Text: text})
+	if len(system) == 0 {
+		return nil // no system field at all, rather than an empty one
 	}
-	if n := len(blocks); n > 0 {
-		// A breakpoint of its own, so that the system prompt and the tools stay
-		// cached even when the conversation's prefix changes (compaction).
-		blocks[n-1].CacheControl = anthropic.NewCacheControlEphemeralParam()
+	blocks := make([]anthropic.TextBlockParam, len(system))
+	for i, text := range system {
+		blocks[i] = anthropic.TextBlockParam{Text: text}
 	}
+	// A breakpoint of its own, so that the system prompt and the tools stay
+	// cached even when the conversation's prefix changes (compaction).
+	blocks[len(blocks)-1].CacheControl = anthropic.NewCacheControlEphemeralParam()
 	return blocks
 }
 
@@ -543,8 +544,16 @@ type streamBlock struct {
 	deltas    bool
 }
 
+// The kinds of content block the decoder reads; it ignores the others.
+const (
+	blockText     = "text"
+	blockThinking = "thinking"
+	blockToolUse  = "tool_use"
+)
+
 // event handles one event. It returns false when yield asks to stop; a stream
-// that breaks the protocol sets d.err.
+// that breaks the protocol sets d.err. The event is large, so the steps take
+// it by pointer.
 func (d *decoder) event(ev anthropic.MessageStreamEventUnion, yield func(provider.Part, error) bool) bool {
 	if d.blocks == nil {
 		d.blocks = map[int64]*streamBlock{}
@@ -559,87 +568,112 @@ func (d *decoder) event(ev anthropic.MessageStreamEventUnion, yield func(provide
 			CacheWriteTokens: u.CacheCreationInputTokens,
 		}
 	case "content_block_start":
-		cb := ev.ContentBlock
-		b := &streamBlock{kind: cb.Type}
-		d.blocks[ev.Index] = b
-		switch cb.Type {
-		case "text":
-			if cb.Text != "" {
-				return yield(provider.Part{Type: provider.PartTextDelta, Text: cb.Text}, nil)
-			}
-		case "thinking":
-			b.signature = cb.Signature
-			if cb.Thinking != "" {
-				return yield(provider.Part{Type: provider.PartReasoningDelta, Text: cb.Thinking}, nil)
-			}
-		case "redacted_thinking":
-			return yield(provider.Part{Type: provider.PartReasoningEnd, Signature: cb.Data, Redacted: true}, nil)
-		case "tool_use":
-			b.id = cb.ID
-			if raw := cb.JSON.Input.Raw(); raw != "" && raw != "{}" && raw != "null" {
-				b.input = raw
-			}
-			return yield(provider.Part{Type: provider.PartToolCallStart, ToolCallID: cb.ID, ToolName: cb.Name}, nil)
-		}
+		return d.blockStart(&ev, yield)
 	case "content_block_delta":
-		b, ok := d.blocks[ev.Index]
-		if !ok {
-			d.err = fmt.Errorf("delta for content block %d that never started", ev.Index)
-			return true
-		}
-		switch ev.Delta.Type {
-		case "text_delta":
-			return yield(provider.Part{Type: provider.PartTextDelta, Text: ev.Delta.Text}, nil)
-		case "thinking_delta":
-			return yield(provider.Part{Type: provider.PartReasoningDelta, Text: ev.Delta.Thinking}, nil)
-		case "signature_delta":
-			b.signature += ev.Delta.Signature
-		case "input_json_delta":
-			if b.kind == "tool_use" && ev.Delta.PartialJSON != "" {
-				b.deltas = true
-				return yield(provider.Part{Type: provider.PartToolCallDelta, ToolCallID: b.id, Text: ev.Delta.PartialJSON}, nil)
-			}
-		}
+		return d.blockDelta(&ev, yield)
 	case "content_block_stop":
-		b, ok := d.blocks[ev.Index]
-		if !ok {
-			d.err = fmt.Errorf("stop for content block %d that never started", ev.Index)
-			return true
-		}
-		delete(d.blocks, ev.Index)
-		switch b.kind {
-		case "thinking":
-			return yield(provider.Part{Type: provider.PartReasoningEnd, Signature: b.signature}, nil)
-		case "tool_use":
-			// A server that sends the whole input with the start event and no
-			// deltas (a proxy replaying a non-streamed answer) still delivers it.
-			if !b.deltas && b.input != "" {
-				if !yield(provider.Part{Type: provider.PartToolCallDelta, ToolCallID: b.id, Text: b.input}, nil) {
-					return false
-				}
-			}
-			return yield(provider.Part{Type: provider.PartToolCallEnd, ToolCallID: b.id}, nil)
-		}
+		return d.blockStop(&ev, yield)
 	case "message_delta":
-		d.stop = stopReason(string(ev.Delta.StopReason))
-		// The counts are cumulative totals; those that are absent keep the
-		// value message_start gave.
-		u := ev.Usage
-		d.usage.OutputTokens = u.OutputTokens
-		if u.JSON.CacheReadInputTokens.Valid() {
-			d.usage.CacheReadTokens = u.CacheReadInputTokens
-		}
-		if u.JSON.CacheCreationInputTokens.Valid() {
-			d.usage.CacheWriteTokens = u.CacheCreationInputTokens
-		}
-		if u.JSON.InputTokens.Valid() {
-			d.usage.InputTokens = u.InputTokens + d.usage.CacheReadTokens + d.usage.CacheWriteTokens
-		}
+		d.messageDelta(&ev)
 	case "message_stop":
 		d.stopped = true
 		return yield(provider.Part{Type: provider.PartFinish, Usage: d.usage, StopReason: d.stop}, nil)
 	}
 	return true
+}
+
+// blockStart opens the content block ev starts and yields the part that
+// starts it, if any.
+func (d *decoder) blockStart(ev *anthropic.MessageStreamEventUnion, yield func(provider.Part, error) bool) bool {
+	cb := &ev.ContentBlock
+	b := &streamBlock{kind: cb.Type}
+	d.blocks[ev.Index] = b
+	switch cb.Type {
+	case blockText:
+		if cb.Text != "" {
+			return yield(provider.Part{Type: provider.PartTextDelta, Text: cb.Text}, nil)
+		}
+	case blockThinking:
+		b.signature = cb.Signature
+		if cb.Thinking != "" {
+			return yield(provider.Part{Type: provider.PartReasoningDelta, Text: cb.Thinking}, nil)
+		}
+	case "redacted_thinking":
+		return yield(provider.Part{Type: provider.PartReasoningEnd, Signature: cb.Data, Redacted: true}, nil)
+	case blockToolUse:
+		b.id = cb.ID
+		if raw := cb.JSON.Input.Raw(); raw != "" && raw != "{}" && raw != "null" {
+			b.input = raw
+		}
+		return yield(provider.Part{Type: provider.PartToolCallStart, ToolCallID: cb.ID, ToolName: cb.Name}, nil)
+	}
+	return true
+}
+
+// blockDelta yields the part of an open block's delta; a signature is kept
+// for the block's end.
+func (d *decoder) blockDelta(ev *anthropic.MessageStreamEventUnion, yield func(provider.Part, error) bool) bool {
+	b, ok := d.blocks[ev.Index]
+	if !ok {
+		d.err = fmt.Errorf("delta for content block %d that never started", ev.Index)
+		return true
+	}
+	switch ev.Delta.Type {
+	case "text_delta":
+		return yield(provider.Part{Type: provider.PartTextDelta, Text: ev.Delta.Text}, nil)
+	case "thinking_delta":
+		return yield(provider.Part{Type: provider.PartReasoningDelta, Text: ev.Delta.Thinking}, nil)
+	case "signature_delta":
+		b.signature += ev.Delta.Signature
+	case "input_json_delta":
+		if b.kind == blockToolUse && ev.Delta.PartialJSON != "" {
+			b.deltas = true
+			return yield(provider.Part{Type: provider.PartToolCallDelta, ToolCallID: b.id, Text: ev.Delta.PartialJSON}, nil)
+		}
+	}
+	return true
+}
+
+// blockStop closes an open block and yields the parts that end it.
+func (d *decoder) blockStop(ev *anthropic.MessageStreamEventUnion, yield func(provider.Part, error) bool) bool {
+	b, ok := d.blocks[ev.Index]
+	if !ok {
+		d.err = fmt.Errorf("stop for content block %d that never started", ev.Index)
+		return true
+	}
+	delete(d.blocks, ev.Index)
+	switch b.kind {
+	case blockThinking:
+		return yield(provider.Part{Type: provider.PartReasoningEnd, Signature: b.signature}, nil)
+	case blockToolUse:
+		// A server that sends the whole input with the start event and no
+		// deltas (a proxy replaying a non-streamed answer) still delivers it.
+		if !b.deltas && b.input != "" {
+			if !yield(provider.Part{Type: provider.PartToolCallDelta, ToolCallID: b.id, Text: b.input}, nil) {
+				return false
+			}
+		}
+		return yield(provider.Part{Type: provider.PartToolCallEnd, ToolCallID: b.id}, nil)
+	}
+	return true
+}
+
+// messageDelta records the stop reason and the usage so far.
+func (d *decoder) messageDelta(ev *anthropic.MessageStreamEventUnion) {
+	d.stop = stopReason(string(ev.Delta.StopReason))
+	// The counts are cumulative totals; those that are absent keep the
+	// value message_start gave.
+	u := &ev.Usage
+	d.usage.OutputTokens = u.OutputTokens
+	if u.JSON.CacheReadInputTokens.Valid() {
+		d.usage.CacheReadTokens = u.CacheReadInputTokens
+	}
+	if u.JSON.CacheCreationInputTokens.Valid() {
+		d.usage.CacheWriteTokens = u.CacheCreationInputTokens
+	}
+	if u.JSON.InputTokens.Valid() {
+		d.usage.InputTokens = u.InputTokens + d.usage.CacheReadTokens + d.usage.CacheWriteTokens
+	}
 }
 
 func stopReason(reason string) provider.StopReason {

@@ -78,7 +78,9 @@ type Queries interface {
 	ActiveEntries(ctx context.Context, tenant string, session uuid.UUID, from int64, rows *EntryRows) error
 	// KindEntries reads the entries of the given kinds through sequence
 	// number through.
-	KindEntries(ctx context.Context, tenant string, session uuid.UUID, kinds []string, through int64, rows *EntryRows) error
+	KindEntries(
+		ctx context.Context, tenant string, session uuid.UUID, kinds []string, through int64, rows *EntryRows,
+	) error
 	// Latest reads the latest entry of each of the given kinds through
 	// sequence number through, compacted or not.
 	Latest(ctx context.Context, tenant string, session uuid.UUID, kinds []string, through int64, rows *EntryRows) error

@@ -196,7 +196,9 @@ func (db *DB) Entries(ctx context.Context, tenant string, session uuid.UUID) ([]
 }
 
 // latest returns the latest entry of each of latestKinds at or before seq.
-func (db *DB) latest(ctx context.Context, q Queries, tenant string, session uuid.UUID, seq int64) ([]transcript.Entry, error) {
+func (db *DB) latest(
+	ctx context.Context, q Queries, tenant string, session uuid.UUID, seq int64,
+) ([]transcript.Entry, error) {
 	rows := newEntryRows(session, 0)
 	if err := q.Latest(ctx, tenant, session, latestKinds(), seq, rows); err != nil {
 		return nil, err

@@ -97,7 +97,9 @@ func SQLiteURL(path string) string {
 
 // kvPassword matches password=... in key=value DSNs and query strings,
 // quoted or not.
-var kvPassword = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)`) })
+var kvPassword = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)`)
+})
 
 // RedactURL returns s with any password replaced by "xxxxx", for
 // output and logs. It handles the URL's user info, a password query

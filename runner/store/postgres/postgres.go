@@ -112,7 +112,8 @@ func (b *backend) migrate(ctx context.Context) error {
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return fmt.Errorf("migration %s: %w", m.Name, pgError(err))
 			}
-			if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
+			const record = "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)"
+			if _, err := tx.Exec(ctx, record, m.Version, m.Name); err != nil {
 				return fmt.Errorf("record migration %s: %w", m.Name, pgError(err))
 			}
 		}
@@ -233,7 +234,9 @@ func (q queries) InsertSession(ctx context.Context, s store.Session) error {
 	return pgError(err)
 }
 
-func (q queries) SetState(ctx context.Context, tenant string, id uuid.UUID, state store.State, at time.Time) (bool, error) {
+func (q queries) SetState(
+	ctx context.Context, tenant string, id uuid.UUID, state store.State, at time.Time,
+) (bool, error) {
 	return q.update(ctx, `UPDATE sessions SET state = $3, updated_at = $4
 		WHERE id = $1 AND tenant = $2 AND deleted_at IS NULL`, id, tenant, state, at)
 }
@@ -273,18 +276,24 @@ func (q queries) Entries(ctx context.Context, tenant string, session uuid.UUID, 
 		WHERE session_id = $1 AND tenant = $2`, session, tenant)
 }
 
-func (q queries) ActiveEntries(ctx context.Context, tenant string, session uuid.UUID, from int64, rows *store.EntryRows) error {
+func (q queries) ActiveEntries(
+	ctx context.Context, tenant string, session uuid.UUID, from int64, rows *store.EntryRows,
+) error {
 	return q.entries(ctx, rows, "SELECT "+activeEntryColumns+` FROM entries
 		WHERE session_id = $1 AND tenant = $2 AND seq >= $3 AND compacted_by IS NULL AND kind <> 'compaction'`,
 		session, tenant, from)
 }
 
-func (q queries) KindEntries(ctx context.Context, tenant string, session uuid.UUID, kinds []string, through int64, rows *store.EntryRows) error {
+func (q queries) KindEntries(
+	ctx context.Context, tenant string, session uuid.UUID, kinds []string, through int64, rows *store.EntryRows,
+) error {
 	return q.entries(ctx, rows, "SELECT "+entryColumns+` FROM entries
 		WHERE session_id = $1 AND tenant = $2 AND kind = ANY($3) AND seq <= $4`, session, tenant, kinds, through)
 }
 
-func (q queries) Latest(ctx context.Context, tenant string, session uuid.UUID, kinds []string, through int64, rows *store.EntryRows) error {
+func (q queries) Latest(
+	ctx context.Context, tenant string, session uuid.UUID, kinds []string, through int64, rows *store.EntryRows,
+) error {
 	return q.entries(ctx, rows, "SELECT DISTINCT ON (kind) "+entryColumns+` FROM entries
 		WHERE session_id = $1 AND tenant = $2 AND kind = ANY($3) AND seq <= $4
 		ORDER BY kind, seq DESC`, session, tenant, kinds, through)
@@ -318,7 +327,9 @@ func (q queries) entries(ctx context.Context, rows *store.EntryRows, sql string,
 	return pgError(res.Err())
 }
 
-func (q queries) CopyEntries(ctx context.Context, tenant string, source, child uuid.UUID, through int64) (int64, error) {
+func (q queries) CopyEntries(
+	ctx context.Context, tenant string, source, child uuid.UUID, through int64,
+) (int64, error) {
 	tag, err := q.c.Exec(ctx, `INSERT INTO entries (session_id, tenant, seq, kind, payload, created_at, compacted_by)
 		SELECT $3, tenant, seq, kind, payload, created_at, CASE WHEN compacted_by <= $4 THEN compacted_by END
 		FROM entries WHERE session_id = $1 AND tenant = $2 AND seq <= $4`, source, tenant, child, through)
@@ -341,7 +352,9 @@ func (q queries) InsertTrace(ctx context.Context, tenant string, tr store.Trace,
 		tr.ID, tr.Session, tenant, tr.Seq, tr.CreatedAt, string(data))
 }
 
-func (q queries) Traces(ctx context.Context, tenant string, session uuid.UUID, add func(store.Trace, []byte) error) error {
+func (q queries) Traces(
+	ctx context.Context, tenant string, session uuid.UUID, add func(store.Trace, []byte) error,
+) error {
 	rows, err := q.c.Query(ctx, `SELECT id, seq, created_at, data FROM moa_traces
 		WHERE session_id = $1 AND tenant = $2 ORDER BY created_at, id`, session, tenant)
 	if err != nil {
@@ -408,7 +421,9 @@ WHERE id = $1 AND tenant = $2 AND deleted_at IS NULL`
 const compactSQL = `UPDATE entries SET compacted_by = $3
 	WHERE session_id = $1 AND tenant = $2 AND seq < $4 AND compacted_by IS NULL`
 
-func (b *backend) Append(ctx context.Context, tenant string, session uuid.UUID, rows []store.EntryRow, at time.Time) error {
+func (b *backend) Append(
+	ctx context.Context, tenant string, session uuid.UUID, rows []store.EntryRow, at time.Time,
+) error {
 	if len(rows) >= copyThreshold {
 		err := b.appendCopy(ctx, tenant, session, rows, at)
 		// A unique violation means an earlier attempt of this batch was
@@ -431,9 +446,12 @@ func appendError(err error) error {
 // appendInsert writes a batch with appendSQL. Compactions in the batch
 // are applied by further statements sent in the same pipeline, which the
 // server runs as one implicit transaction.
-func (b *backend) appendInsert(ctx context.Context, tenant string, session uuid.UUID, rows []store.EntryRow, at time.Time) error {
+func (b *backend) appendInsert(
+	ctx context.Context, tenant string, session uuid.UUID, rows []store.EntryRow, at time.Time,
+) error {
 	first := rows[0]
-	query, args := appendOneSQL, []any{session, tenant, first.Seq, string(first.Kind), string(first.Payload), first.CreatedAt, at}
+	query, args := appendOneSQL,
+		[]any{session, tenant, first.Seq, string(first.Kind), string(first.Payload), first.CreatedAt, at}
 	if len(rows) > 1 {
 		seqs := make([]int64, len(rows))
 		kinds := make([]string, len(rows))
@@ -485,7 +503,9 @@ func sendBatch(ctx context.Context, pool *pgxpool.Pool, batch *pgx.Batch) (pgcon
 
 // appendCopy writes a large batch with COPY, in a transaction that also
 // updates the session row and applies compactions.
-func (b *backend) appendCopy(ctx context.Context, tenant string, session uuid.UUID, rows []store.EntryRow, at time.Time) error {
+func (b *backend) appendCopy(
+	ctx context.Context, tenant string, session uuid.UUID, rows []store.EntryRow, at time.Time,
+) error {
 	return store.WithTx(ctx, b.pool.Begin, func(tx pgx.Tx) error {
 		n, err := tx.CopyFrom(ctx, pgx.Identifier{"entries"},
 			[]string{"session_id", "tenant", "seq", "kind", "payload", "created_at"},

@@ -235,8 +235,10 @@ func (b *backend) migrate(ctx context.Context) error {
 	// Nearly always the schema is current, which a plain read shows
 	// without taking the write lock. A database being migrated by another
 	// process reads as it was before, and takes the path below.
+	const versionSQL = "SELECT coalesce(max(version), 0) FROM schema_migrations"
 	var have int64
-	if err := b.write.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&have); err == nil && len(ms) > 0 && have >= ms[len(ms)-1].Version {
+	err = b.write.QueryRowContext(ctx, versionSQL).Scan(&have)
+	if err == nil && len(ms) > 0 && have >= ms[len(ms)-1].Version {
 		return nil
 	}
 	// BEGIN IMMEDIATE takes the write lock before reading the version, so a
@@ -249,7 +251,7 @@ func (b *backend) migrate(ctx context.Context) error {
 			return err
 		}
 		var current int64
-		if err := t.tx.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&current); err != nil {
+		if err := t.tx.QueryRowContext(ctx, versionSQL).Scan(&current); err != nil {
 			return err
 		}
 		for _, m := range ms {
@@ -428,7 +430,8 @@ func (q queries) InsertSession(ctx context.Context, s store.Session) error {
 		kind, label, parent_id, root_id, state, entry_count, last_seq, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.Tenant, s.Dir, s.Settings.Provider, s.Settings.Model, s.Settings.Persona,
-		s.Settings.Reasoning, s.Kind, s.Label, uuid.NullUUID{UUID: s.ParentID, Valid: s.ParentID != uuid.Nil}, s.RootID, s.State,
+		s.Settings.Reasoning, s.Kind, s.Label,
+		uuid.NullUUID{UUID: s.ParentID, Valid: s.ParentID != uuid.Nil}, s.RootID, s.State,
 		s.EntryCount, s.LastSeq, s.CreatedAt.UnixMicro(), s.UpdatedAt.UnixMicro())
 	switch sqliteCode(err) {
 	case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY, sqlite3.SQLITE_CONSTRAINT_UNIQUE:
@@ -437,7 +440,9 @@ func (q queries) InsertSession(ctx context.Context, s store.Session) error {
 	return sqliteError(err)
 }
 
-func (q queries) SetState(ctx context.Context, tenant string, id uuid.UUID, state store.State, at time.Time) (bool, error) {
+func (q queries) SetState(
+	ctx context.Context, tenant string, id uuid.UUID, state store.State, at time.Time,
+) (bool, error) {
 	return q.update(ctx, `UPDATE sessions SET state = ?, updated_at = ?
 		WHERE id = ? AND tenant = ? AND deleted_at IS NULL`, state, at.UnixMicro(), id, tenant)
 }
@@ -448,7 +453,8 @@ func (q queries) Delete(ctx context.Context, tenant string, id uuid.UUID, at tim
 }
 
 func (q queries) SetCounts(ctx context.Context, id uuid.UUID, entryCount, lastSeq int64) error {
-	_, err := q.write.ExecContext(ctx, "UPDATE sessions SET entry_count = ?, last_seq = ? WHERE id = ?", entryCount, lastSeq, id)
+	_, err := q.write.ExecContext(ctx, "UPDATE sessions SET entry_count = ?, last_seq = ? WHERE id = ?",
+		entryCount, lastSeq, id)
 	return sqliteError(err)
 }
 
@@ -474,13 +480,17 @@ func (q queries) Entries(ctx context.Context, tenant string, session uuid.UUID, 
 		WHERE session_id = ? AND tenant = ? ORDER BY seq`, session, tenant)
 }
 
-func (q queries) ActiveEntries(ctx context.Context, tenant string, session uuid.UUID, from int64, rows *store.EntryRows) error {
+func (q queries) ActiveEntries(
+	ctx context.Context, tenant string, session uuid.UUID, from int64, rows *store.EntryRows,
+) error {
 	return q.entries(ctx, rows, "SELECT "+activeEntryColumns+` FROM entries
 		WHERE session_id = ? AND tenant = ? AND seq >= ? AND compacted_by IS NULL AND kind <> 'compaction'
 		ORDER BY seq`, session, tenant, from)
 }
 
-func (q queries) KindEntries(ctx context.Context, tenant string, session uuid.UUID, kinds []string, through int64, rows *store.EntryRows) error {
+func (q queries) KindEntries(
+	ctx context.Context, tenant string, session uuid.UUID, kinds []string, through int64, rows *store.EntryRows,
+) error {
 	return q.entries(ctx, rows, "SELECT "+entryColumns+` FROM entries
 		WHERE session_id = ? AND tenant = ? AND seq <= ? AND kind IN (`+placeholders(len(kinds))+`)
 		ORDER BY seq`, kindArgs([]any{session, tenant, through}, kinds)...)
@@ -488,7 +498,9 @@ func (q queries) KindEntries(ctx context.Context, tenant string, session uuid.UU
 
 // Latest relies on SQLite taking the bare columns of an aggregate query
 // from the row that holds the max().
-func (q queries) Latest(ctx context.Context, tenant string, session uuid.UUID, kinds []string, through int64, rows *store.EntryRows) error {
+func (q queries) Latest(
+	ctx context.Context, tenant string, session uuid.UUID, kinds []string, through int64, rows *store.EntryRows,
+) error {
 	return q.entries(ctx, rows, `SELECT max(seq), kind, payload, created_at, coalesce(compacted_by, 0)
 		FROM entries WHERE session_id = ? AND tenant = ? AND seq <= ? AND kind IN (`+placeholders(len(kinds))+`)
 		GROUP BY kind`, kindArgs([]any{session, tenant, through}, kinds)...)
@@ -535,8 +547,11 @@ func (q queries) entries(ctx context.Context, rows *store.EntryRows, query strin
 	return sqliteError(res.Err())
 }
 
-func (q queries) CopyEntries(ctx context.Context, tenant string, source, child uuid.UUID, through int64) (int64, error) {
-	res, err := q.write.ExecContext(ctx, `INSERT INTO entries (session_id, tenant, seq, kind, payload, created_at, compacted_by)
+func (q queries) CopyEntries(
+	ctx context.Context, tenant string, source, child uuid.UUID, through int64,
+) (int64, error) {
+	res, err := q.write.ExecContext(ctx,
+		`INSERT INTO entries (session_id, tenant, seq, kind, payload, created_at, compacted_by)
 		SELECT ?, tenant, seq, kind, payload, created_at, CASE WHEN compacted_by <= ? THEN compacted_by END
 		FROM entries WHERE session_id = ? AND tenant = ? AND seq <= ?`, child, through, source, tenant, through)
 	if err != nil {
@@ -548,7 +563,8 @@ func (q queries) CopyEntries(ctx context.Context, tenant string, source, child u
 
 func (q queries) InsertEntry(ctx context.Context, tenant string, session uuid.UUID, row store.EntryRow) error {
 	_, err := q.write.ExecContext(ctx, `INSERT INTO entries (session_id, tenant, seq, kind, payload, created_at)
-		VALUES (?, ?, ?, ?, ?, ?)`, session, tenant, row.Seq, string(row.Kind), string(row.Payload), row.CreatedAt.UnixMicro())
+		VALUES (?, ?, ?, ?, ?, ?)`,
+		session, tenant, row.Seq, string(row.Kind), string(row.Payload), row.CreatedAt.UnixMicro())
 	return sqliteError(err)
 }
 
@@ -559,7 +575,9 @@ func (q queries) InsertTrace(ctx context.Context, tenant string, tr store.Trace,
 		tr.ID, tr.Session, tenant, tr.Seq, tr.CreatedAt.UnixMicro(), string(data), tr.Session, tenant)
 }
 
-func (q queries) Traces(ctx context.Context, tenant string, session uuid.UUID, add func(store.Trace, []byte) error) error {
+func (q queries) Traces(
+	ctx context.Context, tenant string, session uuid.UUID, add func(store.Trace, []byte) error,
+) error {
 	rows, err := q.read.QueryContext(ctx, `SELECT id, seq, created_at, data FROM moa_traces
 		WHERE session_id = ? AND tenant = ? ORDER BY created_at, id`, session, tenant)
 	if err != nil {
@@ -583,7 +601,9 @@ func (q queries) Traces(ctx context.Context, tenant string, session uuid.UUID, a
 	return sqliteError(rows.Err())
 }
 
-func (b *backend) Append(ctx context.Context, tenant string, session uuid.UUID, rows []store.EntryRow, at time.Time) error {
+func (b *backend) Append(
+	ctx context.Context, tenant string, session uuid.UUID, rows []store.EntryRow, at time.Time,
+) error {
 	stmts, err := b.appendStatements(ctx)
 	if err != nil {
 		return fmt.Errorf("prepare: %w", sqliteError(err))
@@ -609,7 +629,8 @@ func (b *backend) Append(ctx context.Context, tenant string, session uuid.UUID, 
 				lastSeq = r.Seq
 			}
 		}
-		if _, err := t.tx.StmtContext(ctx, stmts.count).ExecContext(ctx, inserted, lastSeq, at.UnixMicro(), id, tenant); err != nil {
+		count := t.tx.StmtContext(ctx, stmts.count)
+		if _, err := count.ExecContext(ctx, inserted, lastSeq, at.UnixMicro(), id, tenant); err != nil {
 			return err
 		}
 		for _, r := range rows {

@@ -214,27 +214,35 @@ func TestConcurrentProcessesOpenNewFile(t *testing.T) {
 			if err := p.cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			r.Close()
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
 			if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
 				t.Fatalf("helper: %q, %v", line, err)
 			}
 			procs = append(procs, p)
 		}
 		for _, p := range procs {
-			fmt.Fprintln(p.stdin, "go")
+			if _, err := fmt.Fprintln(p.stdin, "go"); err != nil {
+				t.Fatal(err)
+			}
 		}
 		for i, p := range procs {
 			if err := p.cmd.Wait(); err != nil {
 				t.Errorf("round %d: process %d: %v\n%s", round, i, err, p.stderr.String())
 			}
-			p.stdin.Close()
+			if err := p.stdin.Close(); err != nil {
+				t.Error(err)
+			}
 		}
 		st, err := sqlite.Open(t.Context(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		list, err := st.List(t.Context(), "tenant", store.ListOptions{})
-		st.Close()
+		if cerr := st.Close(); cerr != nil {
+			t.Errorf("round %d: close the store: %v", round, cerr)
+		}
 		if err != nil || len(list) != 2 {
 			t.Errorf("round %d: %d sessions, %v; want one from each process", round, len(list), err)
 		}

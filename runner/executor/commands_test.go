@@ -118,7 +118,9 @@ func testStdin(t *testing.T, kind string) {
 	if _, err := io.WriteString(p.Stdin(), "hello\n"); err != nil {
 		t.Fatal(err)
 	}
-	p.Stdin().Close()
+	if err := p.Stdin().Close(); err != nil {
+		t.Fatal(err)
+	}
 	if got := within(t, 10*time.Second, "output", out); got != "HELLO\n" {
 		t.Errorf("output %q", got)
 	}
@@ -446,7 +448,9 @@ func TestStdoutClosed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.Stdout().Close()
+		if err := p.Stdout().Close(); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := p.Stdout().Read(make([]byte, 1)); err == nil {
 			t.Error("read after Close succeeded")
 		}
@@ -475,7 +479,9 @@ func TestConcurrentCommands(t *testing.T) {
 				if _, err := io.WriteString(p.Stdin(), want); err != nil {
 					t.Error(err)
 				}
-				p.Stdin().Close()
+				if err := p.Stdin().Close(); err != nil {
+					t.Error(err)
+				}
 				if exit, err := p.Wait(t.Context()); err != nil || exit.Code != 0 {
 					t.Errorf("Wait = %+v, %v", exit, err)
 				}

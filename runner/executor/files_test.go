@@ -176,12 +176,18 @@ func testWriteFile(t *testing.T, kind string) {
 		}
 	}
 	// No temporary file is left anywhere.
-	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
 		if strings.Contains(d.Name(), ".aerie-") {
 			t.Errorf("temporary file left: %s", path)
 		}
 		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestReadDirStatWalk(t *testing.T) {
@@ -237,7 +243,10 @@ func testReadDirStatWalk(t *testing.T, kind string) {
 
 	// Breaking out of the loop stops the walk.
 	n := 0
-	for range w.e.Walk(ctx, "", WalkOptions{}) {
+	for _, err := range w.e.Walk(ctx, "", WalkOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
 		n++
 		if n == 2 {
 			break

@@ -251,7 +251,8 @@ func (l *Local) Start(ctx context.Context, c Command) (Process, error) {
 	p := &localProcess{
 		id: id, cmd: cmd, group: g, argv: argv, dir: cmd.Dir, started: started,
 		stdin: sio.inW, stdout: newOutput(), stderr: newOutput(),
-		exited: make(chan struct{}), settled: make(chan struct{}), finished: make(chan struct{}), released: make(chan struct{}),
+		exited: make(chan struct{}), settled: make(chan struct{}),
+		finished: make(chan struct{}), released: make(chan struct{}),
 	}
 	p.pipes = append(p.pipes, sio.outR)
 	go copyOutput(p.stdout, sio.outR)
@@ -270,7 +271,8 @@ func (l *Local) Start(ctx context.Context, c Command) (Process, error) {
 	p.stop = context.AfterFunc(ctx, func() {
 		// Cleanup must run to completion although ctx is done.
 		if rep, err := l.teardown(context.WithoutCancel(ctx), p); err != nil {
-			l.log.Error("tear down process group on context end", "id", p.id, "pgid", p.group.PGID, "status", rep.Status, "error", err)
+			l.log.Error("tear down process group on context end",
+				"id", p.id, "pgid", p.group.PGID, "status", rep.Status, "error", err)
 		}
 	})
 	p.teardownMu.Unlock()

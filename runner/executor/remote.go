@@ -106,7 +106,13 @@ func handshake(ctx context.Context, conn net.Conn) (*Remote, error) {
 	if h.Protocol != protocolVersion {
 		return nil, protocolErrorf("executor speaks protocol version %d, want %d", h.Protocol, protocolVersion)
 	}
-	r := &Remote{conn: conn, w: w, workspace: h.Workspace, streams: make(map[uint32]*remoteStream), done: make(chan struct{})}
+	r := &Remote{
+		conn:      conn,
+		w:         w,
+		workspace: h.Workspace,
+		streams:   make(map[uint32]*remoteStream),
+		done:      make(chan struct{}),
+	}
 	go r.readLoop(br)
 	return r, nil
 }

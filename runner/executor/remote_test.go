@@ -265,7 +265,10 @@ func TestWalkStream(t *testing.T) {
 	}
 
 	n = 0
-	for range rem.Walk(t.Context(), "", WalkOptions{}) {
+	for _, err := range rem.Walk(t.Context(), "", WalkOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
 		if n++; n == 10 {
 			break
 		}
@@ -318,7 +321,9 @@ func dialRaw(t *testing.T, sock string, version int) (*rawClient, hello) {
 // read reads the next frame, which must be of type typ, into v.
 func (c *rawClient) read(t *testing.T, typ frameType, v any) {
 	t.Helper()
-	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := c.conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	f, err := readFrame(c.r)
 	if err != nil {
 		t.Fatal(err)
@@ -422,7 +427,9 @@ func TestProtocolErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			testenv.Eventually(t, 10*time.Second, "the group is torn down", func() bool { return !leader.present() })
-			c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if err := c.conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
 			for {
 				if _, err := readFrame(c.r); err != nil {
 					// EOF, or a reset when the server left data unread.

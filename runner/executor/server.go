@@ -104,7 +104,9 @@ func Serve(ctx context.Context, ln net.Listener, l *Local, opts ServeOptions) er
 // retryable reports whether an error of Accept is a shortage that may
 // pass, or a connection that went away before it was accepted.
 func retryable(err error) bool {
-	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
+	for _, errno := range []syscall.Errno{
+		syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR,
+	} {
 		if errors.Is(err, errno) {
 			return true
 		}
@@ -214,7 +216,8 @@ func (c *serverConn) handshake(r *bufio.Reader) error {
 		return err
 	}
 	if h.Protocol != protocolVersion {
-		err := fmt.Errorf("executor protocol version %d is not supported; this executor speaks %d", h.Protocol, protocolVersion)
+		err := fmt.Errorf("executor protocol version %d is not supported; this executor speaks %d",
+			h.Protocol, protocolVersion)
 		_ = c.w.sendJSON(0, frameHello, hello{Protocol: protocolVersion, Error: toWire(err)})
 		return err
 	}

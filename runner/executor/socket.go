@@ -74,7 +74,8 @@ func Listen(path string) (net.Listener, error) {
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		if err := os.Lchown(tmp, -1, int(st.Gid)); err != nil {
-			return fail(fmt.Errorf("give the socket the group %d of its directory (is the executor a member of it?): %w", st.Gid, err))
+			return fail(fmt.Errorf(
+				"give the socket the group %d of its directory (is the executor a member of it?): %w", st.Gid, err))
 		}
 	}
 	if err := os.Rename(tmp, path); err != nil {

@@ -130,7 +130,11 @@ func TestGoneNeedsSubreaper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Wait(cmd)
+	defer func() {
+		if err := r.Wait(cmd); err != nil {
+			t.Error(err)
+		}
+	}()
 	if _, err := AwaitExit(g.PID); err != nil {
 		t.Fatal(err)
 	}

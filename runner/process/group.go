@@ -211,16 +211,10 @@ type survey struct {
 // processes. With scanMarker it also reads the environment of every
 // process younger than the leader to find escapees by their marker.
 func (t *tracker) survey(s *snapshot, scanMarker bool) survey {
+	if sv, ok := t.elsewhere(s); ok {
+		return sv
+	}
 	g := t.g
-	if g.Birth.BootID != "" && s.boot != "" && g.Birth.BootID != s.boot {
-		// Nothing survives a reboot; and start times of this boot say
-		// nothing about processes of the last one.
-		return survey{status: AlreadyExited}
-	}
-	if g.Birth.PIDNamespace != "" && s.pidNS != "" && g.Birth.PIDNamespace != s.pidNS {
-		return survey{status: Unverifiable, err: fmt.Errorf("%w: group %d was started in PID namespace %s, this is %s",
-			ErrUnverifiable, g.PGID, g.Birth.PIDNamespace, s.pidNS)}
-	}
 	var members []stat
 	for _, st := range s.procs {
 		if st.pgid == g.PGID && !st.dead() && !s.excluded[st.pid] {
@@ -235,8 +229,31 @@ func (t *tracker) survey(s *snapshot, scanMarker bool) survey {
 		}
 		return survey{status: status, err: err}
 	}
+	return t.collect(s, t.roots(s, verified, members, scanMarker), verified)
+}
 
-	// Roots: processes known to be the group's. Their descendants are too.
+// elsewhere reports the survey of a group that s cannot see because it was
+// started under another boot or in another PID namespace, and ok true then.
+func (t *tracker) elsewhere(s *snapshot) (_ survey, ok bool) {
+	g := t.g
+	if g.Birth.BootID != "" && s.boot != "" && g.Birth.BootID != s.boot {
+		// Nothing survives a reboot; and start times of this boot say
+		// nothing about processes of the last one.
+		return survey{status: AlreadyExited}, true
+	}
+	if g.Birth.PIDNamespace != "" && s.pidNS != "" && g.Birth.PIDNamespace != s.pidNS {
+		return survey{status: Unverifiable, err: fmt.Errorf("%w: group %d was started in PID namespace %s, this is %s",
+			ErrUnverifiable, g.PGID, g.Birth.PIDNamespace, s.pidNS)}, true
+	}
+	return survey{}, false
+}
+
+// roots are the processes known to be the group's: the leader and the
+// members of a verified group, the processes the tracker saw before, and
+// with scanMarker those that carry the group's marker. Their descendants
+// are the group's too.
+func (t *tracker) roots(s *snapshot, verified bool, members []stat, scanMarker bool) []int {
+	g := t.g
 	var roots []int
 	add := func(pid int) { roots = append(roots, pid) }
 	if verified {
@@ -261,7 +278,13 @@ func (t *tracker) survey(s *snapshot, scanMarker bool) survey {
 			}
 		}
 	}
+	return roots
+}
 
+// collect walks the process tree down from roots and sorts the living
+// processes it finds into the group and its escapees, remembering each as
+// known.
+func (t *tracker) collect(s *snapshot, roots []int, verified bool) survey {
 	sv := survey{status: AlreadyExited}
 	seen := make(map[int]bool)
 	for len(roots) > 0 {
@@ -278,7 +301,7 @@ func (t *tracker) survey(s *snapshot, scanMarker bool) survey {
 		}
 		t.known[pid] = st.start
 		sv.status = Running
-		if verified && st.pgid == g.PGID {
+		if verified && st.pgid == t.g.PGID {
 			sv.groupAlive = true
 		} else {
 			sv.escaped = append(sv.escaped, st)
@@ -329,7 +352,8 @@ func (t *tracker) verify(s *snapshot, members []stat) (bool, error) {
 		}
 	}
 	if unreadable > 0 {
-		return false, fmt.Errorf("%w: leader %d is gone and the environment of %d of the %d processes left in group %d cannot be read",
+		return false, fmt.Errorf(
+			"%w: leader %d is gone and the environment of %d of the %d processes left in group %d cannot be read",
 			ErrUnverifiable, g.PID, unreadable, len(members), g.PGID)
 	}
 	return false, fmt.Errorf("%w: leader %d is gone and none of the %d processes now in group %d carries %s=%s",

@@ -2,6 +2,7 @@ package process
 
 import (
 	"bufio"
+	"errors"
 	"os"
 	"os/exec"
 	"strconv"
@@ -18,12 +19,13 @@ func alive(pid int, start uint64) bool {
 	return err == nil && st.start == start && !st.dead()
 }
 
-// eventually polls cond until it holds or timeout passes. It is
+// eventually polls cond until it holds or 10 s pass. It is
 // testenv.Eventually's twin: hack/testenv imports this package (its
 // RunSubreaped makes test binaries subreapers), so this package's own
 // tests cannot import hack/testenv.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	const timeout = 10 * time.Second
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -80,17 +82,19 @@ func startScript(t *testing.T, src string) *script {
 	cmd := exec.Command("sh", "-c", src)
 	cmd.Stdout = w
 	g, err := Start(cmd, NewID())
-	w.Close()
+	err = errors.Join(err, w.Close())
 	if err != nil {
-		r.Close()
+		_ = r.Close() // the test stops here anyway
 		t.Fatal(err)
 	}
 	s := &script{cmd: cmd, group: g, lines: bufio.NewScanner(r), out: r, wait: sync.OnceValue(cmd.Wait)}
 	t.Cleanup(func() {
 		// Whatever a failed test left behind.
 		_, _ = Teardown(t.Context(), g, 10*time.Millisecond)
-		s.wait()
-		r.Close()
+		_ = s.wait() // its status is the teardown's doing
+		if err := r.Close(); err != nil {
+			t.Error(err)
+		}
 	})
 	return s
 }

@@ -31,7 +31,8 @@ func SetChildSubreaper() error {
 // IsChildSubreaper reports whether this process is a child subreaper.
 func IsChildSubreaper() (bool, error) {
 	var v int32
-	if _, _, errno := unix.Syscall(unix.SYS_PRCTL, unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0); errno != 0 {
+	_, _, errno := unix.Syscall(unix.SYS_PRCTL, unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0)
+	if errno != 0 {
 		return false, fmt.Errorf("get child subreaper: %w", errno)
 	}
 	return v != 0, nil

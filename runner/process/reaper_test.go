@@ -78,7 +78,7 @@ func TestReaperChild(t *testing.T) {
 		// Not `exec true`: a child that exits before sh does may be reaped
 		// by sh itself, and then there is no orphan to see.
 		pid, _ := orphan(t, "exec sleep 0.1")
-		eventually(t, 10*time.Second, "the orphan becomes this process's zombie", func() bool {
+		eventually(t, "the orphan becomes this process's zombie", func() bool {
 			st, err := readStat(pid)
 			return err == nil && st.ppid == self && st.state == 'Z'
 		})
@@ -113,7 +113,9 @@ func TestReaperChild(t *testing.T) {
 		if r.Gone(g) {
 			t.Error("Gone = true while the leader runs")
 		}
-		stdin.Close()
+		if err := stdin.Close(); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := AwaitExit(g.PID); err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +146,7 @@ func TestReaperChild(t *testing.T) {
 			if rep, err := Teardown(t.Context(), g, 10*time.Millisecond); err != nil || rep.Status != Terminated {
 				t.Errorf("%q: Teardown = %+v, %v", src, rep, err)
 			}
-			eventually(t, 10*time.Second, "the leftover is reaped", func() bool { r.Reap(); return r.Gone(g) })
+			eventually(t, "the leftover is reaped", func() bool { r.Reap(); return r.Gone(g) })
 			if err := r.Wait(cmd); err != nil {
 				t.Error(err)
 			}
@@ -192,7 +194,7 @@ func TestReaperChild(t *testing.T) {
 		if st, err := readStat(pid); err != nil || st.ppid != self {
 			t.Fatalf("orphan %d: %+v, %v; want it reparented to %d", pid, st, err, self)
 		}
-		eventually(t, 10*time.Second, "the orphan is reaped", func() bool {
+		eventually(t, "the orphan is reaped", func() bool {
 			_, err := readStat(pid)
 			return os.IsNotExist(err)
 		})

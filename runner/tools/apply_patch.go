@@ -34,7 +34,8 @@ func NewApplyPatch(files Files, cmds Commands) *ApplyPatch {
 func (*ApplyPatch) Name() string { return "apply_patch" }
 
 func (*ApplyPatch) Description() string {
-	return `Apply a patch that adds, deletes, updates and moves files of the workspace. All or nothing: every hunk is checked before any file is written. Format:
+	return "Apply a patch that adds, deletes, updates and moves files of the workspace. " +
+		`All or nothing: every hunk is checked before any file is written. Format:
 *** Begin Patch
 *** Add File: path/new.txt
 +each line of the new file, prefixed with +

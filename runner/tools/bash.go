@@ -80,7 +80,8 @@ func (b *Bash) Run(ctx context.Context, call json.RawMessage) Result {
 		if err != nil {
 			return errorf("bash: start: %v", err)
 		}
-		return Result{Content: fmt.Sprintf("started background process %s\nUse the process tool with id %q to poll its output, write to it or kill it.", id, id)}
+		return Result{Content: fmt.Sprintf("started background process %s\n"+
+			"Use the process tool with id %q to poll its output, write to it or kill it.", id, id)}
 	}
 	timeout := bashDefaultTimeout
 	if a.Timeout != nil {

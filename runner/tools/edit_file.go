@@ -64,7 +64,8 @@ func (t *EditFile) Run(ctx context.Context, call json.RawMessage) Result {
 	case n == 0:
 		return errorf("edit_file: %s: old_string not found (0 matches); read the file and copy the text exactly", a.Path)
 	case n > 1 && !a.ReplaceAll:
-		return errorf("edit_file: %s: old_string occurs %d times; add surrounding context to make it unique, or set replace_all", a.Path, n)
+		return errorf("edit_file: %s: old_string occurs %d times; "+
+			"add surrounding context to make it unique, or set replace_all", a.Path, n)
 	}
 	if a.ReplaceAll {
 		content = strings.ReplaceAll(content, a.OldString, *a.NewString)

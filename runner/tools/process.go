@@ -30,7 +30,9 @@ func (*ProcessTool) Description() string {
 
 func (*ProcessTool) Schema() json.RawMessage {
 	return schema(map[string]any{
-		"action":  map[string]any{"type": "string", "enum": []string{"list", "poll", "write", "kill"}, "description": "What to do."},
+		"action": map[string]any{
+			"type": "string", "enum": []string{"list", "poll", "write", "kill"}, "description": "What to do.",
+		},
 		"id":      prop("string", "The background process id returned by bash."),
 		"input":   prop("string", "Input to send (write)."),
 		"newline": prop("boolean", "Append a newline to the input (default true)."),
@@ -106,7 +108,8 @@ func (t *ProcessTool) list() Result {
 	}
 	var sb strings.Builder
 	for _, bp := range ps {
-		fmt.Fprintf(&sb, "%s\t%s\tstarted %s\t%s\n", bp.p.ID(), bp.status(), bp.started.UTC().Format(time.RFC3339), oneLine(bp.command))
+		fmt.Fprintf(&sb, "%s\t%s\tstarted %s\t%s\n",
+			bp.p.ID(), bp.status(), bp.started.UTC().Format(time.RFC3339), oneLine(bp.command))
 	}
 	return Result{Content: sb.String()}
 }

@@ -15,6 +15,7 @@ type Human struct {
 	w  io.Writer
 	// midLine is true while streamed text has not ended with a newline.
 	midLine bool
+	err     error
 }
 
 // NewHuman returns a Human writer to w.
@@ -23,16 +24,20 @@ func NewHuman(w io.Writer) *Human { return &Human{w: w} }
 // maxPreview is how much of a tool call's arguments or result a line shows.
 const maxPreview = 160
 
-// Observe writes e.
+// Observe writes e. A write error is kept (see Err) and later events are
+// dropped: a closed terminal must not stop the agent.
 func (h *Human) Observe(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.err != nil {
+		return
+	}
 	switch e.Type {
 	case SessionStart:
 		h.linef("● session %s · %s/%s", short(e.Session), e.Provider, e.Model)
 	case TextDelta:
 		if e.Text != "" {
-			fmt.Fprint(h.w, e.Text)
+			h.printf("%s", e.Text)
 			h.midLine = !strings.HasSuffix(e.Text, "\n")
 		}
 	case ToolCall:
@@ -62,7 +67,8 @@ func (h *Human) Observe(e Event) {
 		}
 	case Compaction:
 		if c := e.Compaction; c != nil {
-			h.linef("⇊ conversation compacted (%s): %d messages summarized · ~%d → ~%d tokens", c.Trigger, c.Messages, c.TokensBefore, c.TokensAfter)
+			h.linef("⇊ conversation compacted (%s): %d messages summarized · ~%d → ~%d tokens",
+				c.Trigger, c.Messages, c.TokensBefore, c.TokensAfter)
 		}
 	case SessionEnd:
 		line := fmt.Sprintf("● %s after %d turns", e.Outcome, e.Turn)
@@ -76,13 +82,27 @@ func (h *Human) Observe(e Event) {
 	}
 }
 
+// Err returns the first write error.
+func (h *Human) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
 // linef writes a line of its own, ending streamed text first.
 func (h *Human) linef(format string, args ...any) {
 	if h.midLine {
-		fmt.Fprintln(h.w)
+		h.printf("\n")
 		h.midLine = false
 	}
-	fmt.Fprintf(h.w, format+"\n", args...)
+	h.printf(format+"\n", args...)
+}
+
+// printf writes to h.w unless an earlier write failed, and keeps its error.
+func (h *Human) printf(format string, args ...any) {
+	if h.err == nil {
+		_, h.err = fmt.Fprintf(h.w, format, args...)
+	}
 }
 
 func preview(s string) string {

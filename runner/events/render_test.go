@@ -76,6 +76,18 @@ func TestJSONLKeepsTheFirstError(t *testing.T) {
 	}
 }
 
+func TestHumanKeepsTheFirstError(t *testing.T) {
+	t.Parallel()
+	w := &failingWriter{}
+	h := NewHuman(w)
+	for _, e := range run() {
+		h.Observe(e)
+	}
+	if h.Err() == nil || w.n != 1 {
+		t.Errorf("err %v after %d writes, want the first error and no more writes", h.Err(), w.n)
+	}
+}
+
 func TestHuman(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer

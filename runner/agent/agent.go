@@ -270,7 +270,8 @@ func answered(resp provider.Response) Result {
 		// A tool_use stop without a complete tool call: nothing to run.
 		r.Outcome, r.Reason = transcript.OutcomeModelError, "the model stopped for a tool call but sent none"
 	default:
-		r.Outcome, r.Reason = transcript.OutcomeModelError, fmt.Sprintf("the model stopped for an unknown reason %q", resp.StopReason)
+		r.Outcome = transcript.OutcomeModelError
+		r.Reason = fmt.Sprintf("the model stopped for an unknown reason %q", resp.StopReason)
 	}
 	if r.Outcome == transcript.OutcomeModelError {
 		r.Err = errors.New(r.Reason)
@@ -307,7 +308,10 @@ func (l *Loop) end(ctx context.Context, r Result) Result {
 	seq := l.append(transcript.Checkpoint{Turn: int64(l.turns), Outcome: r.Outcome, Result: r.Answer})
 	l.barrier(context.WithoutCancel(ctx))
 	r.JournalErr = l.journalErr
-	l.emit(events.Event{Type: events.End, Seq: seq, Turn: l.turns, Outcome: r.Outcome, Text: r.Answer, Reason: r.Reason, Usage: &r.Usage})
+	l.emit(events.Event{
+		Type: events.End, Seq: seq, Turn: l.turns,
+		Outcome: r.Outcome, Text: r.Answer, Reason: r.Reason, Usage: &r.Usage,
+	})
 	return r
 }
 
@@ -359,7 +363,10 @@ func (l *Loop) request(ctx context.Context) (provider.Response, error) {
 	}
 	seq := l.append(assistantEntry(resp))
 	l.addMessage(resp.Message, seq)
-	l.emit(events.Event{Type: events.AssistantMessage, Seq: seq, Turn: turn, Text: resp.Message.Text(), StopReason: string(resp.StopReason), Duration: time.Since(start)})
+	l.emit(events.Event{
+		Type: events.AssistantMessage, Seq: seq, Turn: turn,
+		Text: resp.Message.Text(), StopReason: string(resp.StopReason), Duration: time.Since(start),
+	})
 
 	l.usage = addUsage(l.usage, resp.Usage)
 	useq := l.append(l.usage)
@@ -399,7 +406,9 @@ func (l *Loop) runTools(ctx context.Context, calls []provider.Content) (endTurn 
 		if first == 0 {
 			first = callSeq
 		}
-		l.emit(events.Event{Type: events.ToolCall, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Arguments: c.Arguments})
+		l.emit(events.Event{
+			Type: events.ToolCall, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Arguments: c.Arguments,
+		})
 		start := time.Now()
 		var res tools.Result
 		var status transcript.ToolStatus
@@ -431,13 +440,20 @@ func (l *Loop) runTools(ctx context.Context, calls []provider.Content) (endTurn 
 		}
 		d := time.Since(start)
 		results = append(results, provider.ToolResult(c.ToolCallID, res.Content, res.IsError))
-		seq := l.append(transcript.ToolResult{CallID: c.ToolCallID, Content: []transcript.Block{{Type: transcript.BlockText, Text: res.Content}}, IsError: res.IsError})
+		seq := l.append(transcript.ToolResult{
+			CallID:  c.ToolCallID,
+			Content: []transcript.Block{{Type: transcript.BlockText, Text: res.Content}},
+			IsError: res.IsError,
+		})
 		comp := transcript.ToolCompletion{CallID: c.ToolCallID, Status: status, Duration: d}
 		if res.IsError {
 			comp.Error = firstLine(res.Content)
 		}
 		l.append(comp)
-		l.emit(events.Event{Type: events.ToolResult, Seq: seq, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Text: res.Content, IsError: res.IsError, Status: string(status), Duration: d, Process: res.Process})
+		l.emit(events.Event{
+			Type: events.ToolResult, Seq: seq, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName,
+			Text: res.Content, IsError: res.IsError, Status: string(status), Duration: d, Process: res.Process,
+		})
 	}
 	l.addMessage(provider.Message{Role: provider.RoleTool, Content: results}, first)
 	return endTurn

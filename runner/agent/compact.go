@@ -30,7 +30,9 @@ func (l *Loop) compactBefore(ctx context.Context) {
 func (l *Loop) compactionFailed(ctx context.Context, err error) {
 	switch {
 	case err == nil || ctx.Err() != nil:
-	case errors.Is(err, compaction.ErrChildrenActive), errors.Is(err, compaction.ErrBudget), errors.Is(err, compaction.ErrNoCut):
+	case errors.Is(err, compaction.ErrChildrenActive),
+		errors.Is(err, compaction.ErrBudget),
+		errors.Is(err, compaction.ErrNoCut):
 		l.cfg.Logger.Info("compaction skipped", "turn", l.turns, "reason", err.Error())
 	default:
 		l.cfg.Logger.Warn("compaction failed: the conversation is kept as it is", "turn", l.turns, "err", err)
@@ -57,7 +59,8 @@ func (l *Loop) requestRecovering(ctx context.Context) (provider.Response, error)
 	}
 	resp, err = l.request(ctx)
 	if errors.Is(err, provider.ErrContextOverflow) {
-		return provider.Response{}, fmt.Errorf("the request still exceeds the model's context window after the conversation was compacted: %w", err)
+		return provider.Response{}, fmt.Errorf(
+			"the request still exceeds the model's context window after the conversation was compacted: %w", err)
 	}
 	return resp, err
 }
@@ -71,7 +74,8 @@ func (l *Loop) requestRecovering(ctx context.Context) (provider.Response, error)
 func (l *Loop) applyCompaction(res compaction.Result) error {
 	cut := res.Cut.Index
 	if cut < 1 || cut > len(l.messages) || len(res.Messages) != 1+len(l.messages)-cut {
-		return fmt.Errorf("compaction: a result that does not fit the conversation (cut %d of %d messages, %d after)", cut, len(l.messages), len(res.Messages))
+		return fmt.Errorf("compaction: a result that does not fit the conversation (cut %d of %d messages, %d after)",
+			cut, len(l.messages), len(res.Messages))
 	}
 	var first int64
 	if l.cfg.Journal != nil {

@@ -26,7 +26,10 @@ const (
 
 // assistantEntry is the journal entry of a model response.
 func assistantEntry(resp provider.Response) transcript.AssistantMessage {
-	m := transcript.AssistantMessage{StopReason: string(resp.StopReason), Content: make([]transcript.Block, 0, len(resp.Message.Content))}
+	m := transcript.AssistantMessage{
+		StopReason: string(resp.StopReason),
+		Content:    make([]transcript.Block, 0, len(resp.Message.Content)),
+	}
 	for _, c := range resp.Message.Content {
 		switch c.Type {
 		case provider.ContentText:
@@ -38,7 +41,9 @@ func assistantEntry(resp provider.Response) transcript.AssistantMessage {
 			}
 			m.Content = append(m.Content, transcript.Block{Type: t, Text: c.Text, Signature: c.Signature})
 		case provider.ContentToolCall:
-			m.Content = append(m.Content, transcript.Block{Type: transcript.BlockToolUse, ID: c.ToolCallID, Name: c.ToolName, Input: storedArguments(c.Arguments)})
+			m.Content = append(m.Content, transcript.Block{
+				Type: transcript.BlockToolUse, ID: c.ToolCallID, Name: c.ToolName, Input: storedArguments(c.Arguments),
+			})
 		}
 	}
 	return m
@@ -223,10 +228,18 @@ func Unanswered(snap transcript.Snapshot) []transcript.Payload {
 		switch {
 		case !answered && called[b.ID]:
 			out = append(out,
-				transcript.ToolResult{CallID: b.ID, Content: []transcript.Block{{Type: transcript.BlockText, Text: interruptedResult}}, IsError: true},
+				transcript.ToolResult{
+					CallID:  b.ID,
+					Content: []transcript.Block{{Type: transcript.BlockText, Text: interruptedResult}},
+					IsError: true,
+				},
 				transcript.ToolCompletion{CallID: b.ID, Status: transcript.ToolInterrupted, Error: firstLine(interruptedResult)})
 		case !answered:
-			out = append(out, transcript.ToolResult{CallID: b.ID, Content: []transcript.Block{{Type: transcript.BlockText, Text: notStartedResult}}, IsError: true})
+			out = append(out, transcript.ToolResult{
+				CallID:  b.ID,
+				Content: []transcript.Block{{Type: transcript.BlockText, Text: notStartedResult}},
+				IsError: true,
+			})
 		case called[b.ID] && !completed[b.ID]:
 			status := transcript.ToolOK
 			if res.IsError {

@@ -27,7 +27,11 @@ func TestLoopResumesAfterCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	sess, err := st.Create(ctx, "t", store.NewSession{Dir: "/"})
 	if err != nil {
 		t.Fatal(err)

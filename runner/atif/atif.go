@@ -243,7 +243,8 @@ func BuildTrajectory(in TrajectoryInput) (*Trajectory, error) {
 	}
 	for i := 1; i < len(in.Entries); i++ {
 		if prev, cur := in.Entries[i-1].Seq, in.Entries[i].Seq; cur <= prev {
-			return nil, fmt.Errorf("build trajectory: entry %d comes after entry %d: pass the entries in sequence order, as Store.Entries returns them", cur, prev)
+			return nil, fmt.Errorf("build trajectory: entry %d comes after entry %d: "+
+				"pass the entries in sequence order, as Store.Entries returns them", cur, prev)
 		}
 	}
 	b := newBuilder(in)
@@ -627,7 +628,12 @@ func (b *builder) compaction(e transcript.Entry, c transcript.Compaction) {
 	if i := sort.Search(len(b.seqs), func(i int) bool { return b.seqs[i] >= c.FirstKept }); i < len(b.seqs) {
 		detail["first_kept_step_id"] = i + 1
 	}
-	for k, v := range map[string]any{"trigger": c.Provenance.Trigger, "provider": c.Provenance.Provider, "model": c.Provenance.Model} {
+	provenance := map[string]any{
+		"trigger":  c.Provenance.Trigger,
+		"provider": c.Provenance.Provider,
+		"model":    c.Provenance.Model,
+	}
+	for k, v := range provenance {
 		if v != "" {
 			detail[k] = v
 		}
@@ -740,7 +746,8 @@ func renderBlocks(blocks []transcript.Block) (text, reasoning string, uses []tra
 		case transcript.BlockToolUse:
 			uses = append(uses, bl)
 		case transcript.BlockImage:
-			texts = append(texts, fmt.Sprintf("[image: %s, %d bytes]", firstNonEmpty(bl.MediaType, "unknown type"), len(bl.Data)))
+			texts = append(texts,
+				fmt.Sprintf("[image: %s, %d bytes]", firstNonEmpty(bl.MediaType, "unknown type"), len(bl.Data)))
 		default:
 			if bl.Text != "" {
 				texts = append(texts, bl.Text)

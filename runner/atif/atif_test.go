@@ -39,7 +39,7 @@ var (
 // one second apart.
 type stream struct{ entries []transcript.Entry }
 
-func (s *stream) add(payloads ...transcript.Payload) *stream {
+func (s *stream) add(payloads ...transcript.Payload) {
 	for _, p := range payloads {
 		seq := int64(len(s.entries) + 1)
 		s.entries = append(s.entries, transcript.Entry{
@@ -48,7 +48,6 @@ func (s *stream) add(payloads ...transcript.Payload) *stream {
 			CreatedAt: started.Add(time.Duration(seq) * time.Second).Add(250 * time.Microsecond),
 		})
 	}
-	return s
 }
 
 func text(s string) transcript.Block { return transcript.Block{Type: transcript.BlockText, Text: s} }
@@ -760,7 +759,11 @@ func TestWriteTrajectoryUnwritableDirectory(t *testing.T) {
 	if err := os.Chmod(dir, 0o555); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	t.Cleanup(func() {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Error(err)
+		}
+	})
 
 	var msg string
 	if os.Geteuid() != 0 {

@@ -166,7 +166,8 @@ func (p *Policy) Tokens() int64 { return p.tracker.Tokens() }
 // of it, the last compaction, if any, saved at least MinSaving percent, and
 // fewer than MaxAutoFailures automatic compactions in a row have failed.
 func (p *Policy) Due() bool {
-	return p.cfg.Window > 0 && !p.thrash && p.failures < MaxAutoFailures && p.tracker.Tokens()*100 >= p.cfg.Window*Threshold
+	return p.cfg.Window > 0 && !p.thrash && p.failures < MaxAutoFailures &&
+		p.tracker.Tokens()*100 >= p.cfg.Window*Threshold
 }
 
 // Before is the loop's question before a request: it brings the estimate

@@ -32,22 +32,29 @@ const maxSummaryOutput = 8_192
 const maxPart = 16 << 10
 
 // summaryInstructions is the system prompt of the summary request.
-const summaryInstructions = `You summarize the first part of a conversation between a user and an AI coding agent, so that the agent can continue the work with the summary in place of that part. The agent will see nothing of it but your summary, followed by the most recent messages as they were.
-
-Write the summary in plain text, with these sections:
-1. Task: what the user asked for, with every instruction and constraint they gave, quoting them where the wording matters.
-2. State: what has been done so far, and what was found: files read or changed (with their paths and what changed), commands run and their results, errors met and how they were resolved.
-3. Decisions: choices made and why, and approaches tried and abandoned.
-4. Open: what remains to be done, and the step that was in progress when the conversation was cut.
-
-Be complete about facts the agent needs to continue (paths, names, identifiers, values, error messages); leave out pleasantries and anything already superseded. Do not continue the conversation and do not call tools: answer with the summary only.`
+const summaryInstructions = "You summarize the first part of a conversation between a user and an AI coding agent, " +
+	"so that the agent can continue the work with the summary in place of that part. The agent will see nothing of " +
+	"it but your summary, followed by the most recent messages as they were.\n" +
+	"\n" +
+	"Write the summary in plain text, with these sections:\n" +
+	"1. Task: what the user asked for, with every instruction and constraint they gave, quoting them where the " +
+	"wording matters.\n" +
+	"2. State: what has been done so far, and what was found: files read or changed (with their paths and what " +
+	"changed), commands run and their results, errors met and how they were resolved.\n" +
+	"3. Decisions: choices made and why, and approaches tried and abandoned.\n" +
+	"4. Open: what remains to be done, and the step that was in progress when the conversation was cut.\n" +
+	"\n" +
+	"Be complete about facts the agent needs to continue (paths, names, identifiers, values, error messages); leave " +
+	"out pleasantries and anything already superseded. Do not continue the conversation and do not call tools: answer " +
+	"with the summary only."
 
 // summaryRequest is the request that asks for a summary of input.
 func summaryRequest(input string, maxOutput int64) provider.Request {
 	return provider.Request{
 		Messages: []provider.Message{
 			provider.SystemMessage(summaryInstructions),
-			provider.UserMessage("<conversation>\n" + input + "</conversation>\n\nSummarize the conversation above as instructed."),
+			provider.UserMessage("<conversation>\n" + input +
+				"</conversation>\n\nSummarize the conversation above as instructed."),
 		},
 		MaxOutputTokens: maxOutput,
 	}
@@ -82,7 +89,8 @@ func Replacement(summary string, replaced int, pending []uuid.UUID) string {
 		for i, id := range pending {
 			ids[i] = id.String()
 		}
-		fmt.Fprintf(&b, "\n\nChild agents still running when this summary was made, whose results are not in it: %s.", strings.Join(ids, ", "))
+		fmt.Fprintf(&b, "\n\nChild agents still running when this summary was made, whose results are not in it: %s.",
+			strings.Join(ids, ", "))
 	}
 	return b.String()
 }

@@ -41,7 +41,11 @@ func newBenchDB(b *testing.B) benchDB {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { st.Close() })
+	b.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			b.Error(err)
+		}
+	})
 	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
 		b.Fatal(err)

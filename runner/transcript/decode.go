@@ -96,26 +96,7 @@ func fastDecode(kind EntryKind, s string) (p Payload, ok bool) {
 		p = m
 	case KindUsage:
 		var u Usage
-		ok = d.object(usageFields, func(f int) bool {
-			switch f {
-			case 0:
-				return d.int(&u.InputTokens)
-			case 1:
-				return d.int(&u.OutputTokens)
-			case 2:
-				return d.int(&u.CacheReadTokens)
-			case 3:
-				return d.int(&u.CacheWriteTokens)
-			case 4:
-				return d.int(&u.ReasoningTokens)
-			case 5:
-				return d.int(&u.Requests)
-			case 6:
-				return d.float(&u.CostUSD)
-			default:
-				return d.int(&u.ContextTokens)
-			}
-		})
+		ok = d.usage(&u)
 		p = u
 	case KindCheckpoint:
 		var c Checkpoint
@@ -158,11 +139,36 @@ func fastDecode(kind EntryKind, s string) (p Payload, ok bool) {
 	return p, true
 }
 
+// usage reads a Usage: the one payload whose fields alone would take
+// fastDecode past what a function should branch on.
+func (d *payloadDecoder) usage(u *Usage) bool {
+	return d.object(usageFields, func(f int) bool {
+		switch f {
+		case 0:
+			return d.int(&u.InputTokens)
+		case 1:
+			return d.int(&u.OutputTokens)
+		case 2:
+			return d.int(&u.CacheReadTokens)
+		case 3:
+			return d.int(&u.CacheWriteTokens)
+		case 4:
+			return d.int(&u.ReasoningTokens)
+		case 5:
+			return d.int(&u.Requests)
+		case 6:
+			return d.float(&u.CostUSD)
+		default:
+			return d.int(&u.ContextTokens)
+		}
+	})
+}
+
 // The JSON names of the fields of each payload, in the order the decoders
 // of fastDecode number them. They must match the struct tags.
 var (
-	assistantMessageFields = []string{"content", "stop_reason"}
-	toolResultFields       = []string{"call_id", "content", "is_error"}
+	assistantMessageFields = []string{"content", "stop_reason"}         //nolint:goconst // keys of different payloads
+	toolResultFields       = []string{"call_id", "content", "is_error"} //nolint:goconst // keys of different payloads
 	toolCallFields         = []string{"call_id", "name", "input"}
 	toolCompletionFields   = []string{"call_id", "status", "duration_ns", "error"}
 	userMessageFields      = []string{"content"}
@@ -179,8 +185,11 @@ var (
 // The usual values of a few fields, which decoding shares.
 var (
 	blockTypes   = []string{string(BlockText), string(BlockToolUse), string(BlockThinking), string(BlockImage)}
-	toolStatuses = []string{string(ToolOK), string(ToolError), string(ToolCancelled), string(ToolTimeout), string(ToolDenied), string(ToolInterrupted)}
-	stopReasons  = []string{"tool_use", "end_turn", "max_tokens", "stop_sequence", "refusal", "context_window_exceeded"}
+	toolStatuses = []string{
+		string(ToolOK), string(ToolError), string(ToolCancelled), string(ToolTimeout), string(ToolDenied),
+		string(ToolInterrupted),
+	}
+	stopReasons = []string{"tool_use", "end_turn", "max_tokens", "stop_sequence", "refusal", "context_window_exceeded"}
 )
 
 // payloadDecoder reads one JSON payload, s, from position i.

@@ -120,7 +120,8 @@ func commandExecutable(cmd, dir, home string) (string, bool) {
 // shellQuote quotes s as one word for sh and bash.
 func shellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-./=:,+@%", r))
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+			strings.ContainsRune("_-./=:,+@%", r))
 	}) < 0 {
 		return s
 	}

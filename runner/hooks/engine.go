@@ -78,7 +78,8 @@ func New(cmds Commands, hooks []Hook, opts Options) *Engine {
 	}
 	for i := range hooks {
 		h := &hooks[i]
-		e.byEvent[h.Event] = append(e.byEvent[h.Event], &prepared{Hook: h, env: executor.Environ(base, opts.Pass, h.Source.Env)})
+		e.byEvent[h.Event] = append(e.byEvent[h.Event],
+			&prepared{Hook: h, env: executor.Environ(base, opts.Pass, h.Source.Env)})
 	}
 	return e
 }
@@ -202,7 +203,9 @@ func (e *Engine) PreToolUse(ctx context.Context, tool string, input json.RawMess
 
 // PostToolUse runs the PostToolUse hooks after a call of tool returned
 // res. Wrap calls it.
-func (e *Engine) PostToolUse(ctx context.Context, tool string, input json.RawMessage, res tools.Result) (Verdict, error) {
+func (e *Engine) PostToolUse(
+	ctx context.Context, tool string, input json.RawMessage, res tools.Result,
+) (Verdict, error) {
 	in := Input{
 		HookEventName: PostToolUse, ToolName: tool, ToolInput: toolInput(input), ToolUseID: toolUseID(ctx),
 		ToolResponse: &ToolResponse{Content: res.Content, IsError: res.IsError},
@@ -232,7 +235,12 @@ func (e *Engine) SubagentStop(ctx context.Context, agentID, agentType string, s 
 }
 
 func stopInput(ev Event, s StopInput) Input {
-	return Input{HookEventName: ev, StopCount: &s.Count, StopHookActive: &s.Active, LastAssistantMessage: &s.LastAssistantMessage}
+	return Input{
+		HookEventName:        ev,
+		StopCount:            &s.Count,
+		StopHookActive:       &s.Active,
+		LastAssistantMessage: &s.LastAssistantMessage,
+	}
 }
 
 // toolInput returns the call's arguments as the event's tool_input: an
@@ -289,8 +297,12 @@ func (e *Engine) fire(ctx context.Context, in Input, target string) (Verdict, er
 			// The file, or a script it runs, may have changed since the
 			// session loaded it: it runs only as it was trusted.
 			if tv := g.Verify(); tv.Status != layer.Trusted {
-				run := Run{Hook: h.ID, Exit: -1, Skipped: fmt.Sprintf("not run: %s since trust was checked: %s", tv.Status, tv.Reason)}
-				e.log.Warn("hook skipped", "hook", h.ID, "event", string(in.HookEventName), "tool", in.ToolName, "session", e.opts.SessionID, "reason", run.Skipped)
+				run := Run{
+					Hook: h.ID, Exit: -1,
+					Skipped: fmt.Sprintf("not run: %s since trust was checked: %s", tv.Status, tv.Reason),
+				}
+				e.log.Warn("hook skipped", "hook", h.ID, "event", string(in.HookEventName), "tool", in.ToolName,
+					"session", e.opts.SessionID, "reason", run.Skipped)
 				v.Runs = append(v.Runs, run)
 				continue
 			}
@@ -300,7 +312,8 @@ func (e *Engine) fire(ctx context.Context, in Input, target string) (Verdict, er
 			return v, fmt.Errorf("run %s hooks: %w", in.HookEventName, err)
 		}
 		if a.failed != "" {
-			e.log.Warn("hook failed", "hook", h.ID, "event", string(in.HookEventName), "tool", in.ToolName, "session", e.opts.SessionID, "error", a.failed)
+			e.log.Warn("hook failed", "hook", h.ID, "event", string(in.HookEventName), "tool", in.ToolName,
+				"session", e.opts.SessionID, "error", a.failed)
 			run.Failed = a.failed
 			a = answer{}
 			if h.Format == FormatYAML && h.OnFailure == FailBlock {
@@ -335,7 +348,9 @@ func (e *Engine) fire(ctx context.Context, in Input, target string) (Verdict, er
 	}
 	v.Context = strings.Join(contexts, "\n")
 	if v.Decision == Ask {
-		ap := e.opts.Approve(ctx, ApprovalRequest{Tool: in.ToolName, Input: in.ToolInput, Hooks: asked, Reason: strings.Join(askReasons, "; ")})
+		ap := e.opts.Approve(ctx, ApprovalRequest{
+			Tool: in.ToolName, Input: in.ToolInput, Hooks: asked, Reason: strings.Join(askReasons, "; "),
+		})
 		v.Approval = &ap
 		if ap.Allowed {
 			v.Decision = Allow
@@ -379,7 +394,9 @@ func (e *Engine) run(ctx context.Context, h *prepared, in Input) (Run, answer, e
 	// Ending hctx also tears down whatever the hook left running.
 	defer cancel()
 	start := time.Now()
-	p, err := e.cmds.Start(hctx, executor.Command{Script: h.Command, Shell: h.Shell, Dir: e.opts.Dir, Env: h.env, Stdin: true})
+	p, err := e.cmds.Start(hctx, executor.Command{
+		Script: h.Command, Shell: h.Shell, Dir: e.opts.Dir, Env: h.env, Stdin: true,
+	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return run, answer{}, ctx.Err()
@@ -432,7 +449,8 @@ func (e *Engine) run(ctx context.Context, h *prepared, in Input) (Run, answer, e
 	if exit.Code != 2 && strings.TrimSpace(stderr.s) != "" {
 		// The spec sends a hook's standard error to the log unless it
 		// is a block's reason.
-		e.log.Info("hook stderr", "hook", h.ID, "event", string(in.HookEventName), "session", e.opts.SessionID, "stderr", firstBytes(stderr.s, 4096))
+		e.log.Info("hook stderr", "hook", h.ID, "event", string(in.HookEventName), "session", e.opts.SessionID,
+			"stderr", firstBytes(stderr.s, 4096))
 	}
 	return run, interpret(h.Hook, exit.Code, stdout.s, stderr.s), nil
 }

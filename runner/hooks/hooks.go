@@ -64,7 +64,18 @@ const (
 )
 
 // Events lists every event, in the order of a session.
-var Events = []Event{SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Stop, SubagentStart, SubagentStop, SessionEnd}
+var Events = []Event{
+	SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Stop, SubagentStart, SubagentStop, SessionEnd,
+}
+
+// The names both hook file formats share: the key of a list of hooks, the
+// key of a hook's command line and the type of a hook that runs one, the
+// only type.
+const (
+	hooksKey    = "hooks"
+	commandKey  = "command"
+	commandType = "command"
+)
 
 func knownEvent(name string) (Event, bool) {
 	for _, e := range Events {
@@ -205,5 +216,7 @@ type problems struct {
 }
 
 func (ps *problems) add(field, format string, args ...any) {
-	ps.list = append(ps.list, layer.Problem{Layer: ps.src.Layer.Name, File: ps.src.File, Field: field, Reason: fmt.Sprintf(format, args...)})
+	ps.list = append(ps.list, layer.Problem{
+		Layer: ps.src.Layer.Name, File: ps.src.File, Field: field, Reason: fmt.Sprintf(format, args...),
+	})
 }

@@ -196,9 +196,12 @@ type layerLoad struct {
 
 func (ld *layerLoad) path(rel string) string { return filepath.Join(ld.l.Dir, rel) }
 
+// hooksDir is the directory of a layer's YAML hook files.
+const hooksDir = "hooks"
+
 // read reads the layer: its hooks.toml's bytes and its YAML files' hooks.
 func (ld *layerLoad) read() {
-	noTOML, noYAML := ld.opts.Listing.Absent(ld.l, "hooks.toml"), ld.opts.Listing.Absent(ld.l, "hooks")
+	noTOML, noYAML := ld.opts.Listing.Absent(ld.l, "hooks.toml"), ld.opts.Listing.Absent(ld.l, hooksDir)
 	if noTOML && noYAML {
 		return
 	}
@@ -214,7 +217,9 @@ func (ld *layerLoad) read() {
 		return
 	}
 	if err != nil {
-		p := layer.Problem{Layer: ld.l.Name, File: ld.l.Dir, Reason: fmt.Sprintf("cannot open the layer: %v", unwrapPath(err))}
+		p := layer.Problem{
+			Layer: ld.l.Name, File: ld.l.Dir, Reason: fmt.Sprintf("cannot open the layer: %v", unwrapPath(err)),
+		}
 		ld.out.Problems = append(ld.out.Problems, p)
 		if ld.l.Private() {
 			ld.errs = append(ld.errs, p)
@@ -234,7 +239,10 @@ func (ld *layerLoad) read() {
 
 // toml loads the layer's hooks.toml, the nearest one, into out.
 func (ld *layerLoad) useTOML(out *Loaded) {
-	src := Source{Layer: ld.l, File: ld.path("hooks.toml"), Dir: ld.l.Dir, Root: ld.l.Dir, Confined: ld.l.NeedsTrust(), Home: ld.opts.Home}
+	src := Source{
+		Layer: ld.l, File: ld.path("hooks.toml"), Dir: ld.l.Dir, Root: ld.l.Dir,
+		Confined: ld.l.NeedsTrust(), Home: ld.opts.Home,
+	}
 	// Its findings come before those of the layer's YAML files.
 	yamls, yamlErrs := ld.out, ld.errs
 	ld.out, ld.errs = Loaded{}, nil
@@ -274,13 +282,16 @@ func (ld *layerLoad) shadowed(out *Loaded, nearest int) {
 // yamls loads the layer's hooks/*.yaml in file name order.
 func (ld *layerLoad) yamls() {
 	// The entries come sorted, and with their types, from the directory.
-	entries, more, err := ld.root.ReadDir("hooks", layer.MaxDirEntries)
+	entries, more, err := ld.root.ReadDir(hooksDir, layer.MaxDirEntries)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
-	dir := Source{Layer: ld.l, File: ld.path("hooks")}
+	dir := Source{Layer: ld.l, File: ld.path(hooksDir)}
 	if err != nil {
-		ld.skip(dir, FormatYAML, read{}, []layer.Problem{{Layer: ld.l.Name, File: dir.File, Reason: fmt.Sprintf("cannot read the hooks directory: %v", unwrapPath(err))}})
+		ld.skip(dir, FormatYAML, read{}, []layer.Problem{{
+			Layer: ld.l.Name, File: dir.File,
+			Reason: fmt.Sprintf("cannot read the hooks directory: %v", unwrapPath(err)),
+		}})
 		return
 	}
 	var names []string
@@ -297,12 +308,17 @@ func (ld *layerLoad) yamls() {
 	scripts := map[string]scriptCheck{}
 	var size int64 // of the files read so far
 	for _, name := range names {
-		rel := "hooks/" + name
-		src := Source{Layer: ld.l, File: ld.path(rel), Dir: ld.path("hooks"), Root: ld.l.Dir, Confined: ld.l.NeedsTrust(), Home: ld.opts.Home}
+		rel := hooksDir + "/" + name
+		src := Source{
+			Layer: ld.l, File: ld.path(rel), Dir: ld.path(hooksDir), Root: ld.l.Dir,
+			Confined: ld.l.NeedsTrust(), Home: ld.opts.Home,
+		}
 		rd, err := readBounded(ld.root, rel, min(MaxFileSize, MaxLayerBytes-size))
 		var large *tooLarge
 		if errors.As(err, &large) && large.size <= MaxFileSize {
-			err = fmt.Errorf("not read: its %d bytes would take the layer's hook files past the %d bytes they may hold together (the files before it in name order hold %d); keep hooks in smaller files, or spread them over layers", large.size, MaxLayerBytes, size)
+			err = fmt.Errorf("not read: its %d bytes would take the layer's hook files past the %d bytes "+
+				"they may hold together (the files before it in name order hold %d); "+
+				"keep hooks in smaller files, or spread them over layers", large.size, MaxLayerBytes, size)
 		}
 		if err != nil {
 			ld.skip(src, FormatYAML, read{}, []layer.Problem{{Layer: ld.l.Name, File: src.File, Reason: err.Error()}})
@@ -319,12 +335,14 @@ func (ld *layerLoad) yamls() {
 func leftOut(names []string, more bool) string {
 	var b strings.Builder
 	if len(names) > MaxFiles {
-		fmt.Fprintf(&b, "only the first %d hook files in name order are loaded; the other %d, from hooks/%s on, are not", MaxFiles, len(names)-MaxFiles, names[MaxFiles])
+		fmt.Fprintf(&b, "only the first %d hook files in name order are loaded; the other %d, from hooks/%s on, are not",
+			MaxFiles, len(names)-MaxFiles, names[MaxFiles])
 	} else {
 		fmt.Fprintf(&b, "only %d hook files are loaded", len(names))
 	}
 	if more {
-		fmt.Fprintf(&b, ", and the directory has more than %d entries, of which only the first %d read were looked at", layer.MaxDirEntries, layer.MaxDirEntries)
+		fmt.Fprintf(&b, ", and the directory has more than %d entries, of which only the first %d read were looked at",
+			layer.MaxDirEntries, layer.MaxDirEntries)
 	}
 	b.WriteString("; keep the hooks in fewer files, or spread them over layers")
 	return b.String()
@@ -370,12 +388,18 @@ func (ld *layerLoad) use(src Source, f Format, rd read, hooks []Hook, probs []la
 			// and pin it again.
 			p := layer.Problem{Layer: ld.l.Name, File: src.File, Reason: string(trust) + ": " + reason}
 			ld.out.Problems = append(ld.out.Problems, p)
-			ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: layer.StatusInactive, Reason: reason, Trust: trust, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov})
+			ld.out.Files = append(ld.out.Files, File{
+				Layer: ld.l, Path: src.File, Format: f, Status: layer.StatusInactive, Reason: reason,
+				Trust: trust, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov,
+			})
 			return
 		}
 	}
 	ld.out.Hooks = append(ld.out.Hooks, hooks...)
-	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: layer.StatusActive, Trust: trust, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov})
+	ld.out.Files = append(ld.out.Files, File{
+		Layer: ld.l, Path: src.File, Format: f, Status: layer.StatusActive,
+		Trust: trust, Hooks: len(hooks), Executables: Executables(hooks), digest: rd.digest(), prov: prov,
+	})
 }
 
 // needsTrust reports whether the hook file at path runs only with a trust
@@ -398,7 +422,9 @@ func (ld *layerLoad) needsTrust(path string) (needs bool, prov *layer.Provenance
 func (ld *layerLoad) skip(src Source, f Format, rd read, probs []layer.Problem) {
 	ld.out.Problems = append(ld.out.Problems, probs...)
 	reason := layer.Summary(probs)
-	ld.out.Files = append(ld.out.Files, File{Layer: ld.l, Path: src.File, Format: f, Status: layer.StatusSkipped, Reason: reason, digest: rd.digest()})
+	ld.out.Files = append(ld.out.Files, File{
+		Layer: ld.l, Path: src.File, Format: f, Status: layer.StatusSkipped, Reason: reason, digest: rd.digest(),
+	})
 	if ld.l.Private() {
 		for _, p := range probs {
 			ld.errs = append(ld.errs, p)

@@ -32,7 +32,9 @@ func ParseTOML(data []byte, src Source, workdir string) (hooks []Hook, probs []l
 		// The TOML library is fuzzed upstream, but a panic on a
 		// repository's file must not take the runner down.
 		if r := recover(); r != nil {
-			hooks, probs = nil, []layer.Problem{{Layer: src.Layer.Name, File: src.File, Reason: fmt.Sprintf("cannot parse TOML: internal error: %v", r)}}
+			hooks, probs = nil, []layer.Problem{{
+				Layer: src.Layer.Name, File: src.File, Reason: fmt.Sprintf("cannot parse TOML: internal error: %v", r),
+			}}
 		}
 	}()
 	var doc map[string]any
@@ -47,12 +49,12 @@ func ParseTOML(data []byte, src Source, workdir string) (hooks []Hook, probs []l
 		return nil, ps.list
 	}
 	for _, k := range slices.Sorted(maps.Keys(doc)) {
-		if k != "hooks" {
+		if k != hooksKey {
 			ps.add(k, "unknown field; hooks.toml has only [[hooks.<Event>]] tables")
 		}
 	}
 	var out []Hook
-	if raw, ok := doc["hooks"]; ok {
+	if raw, ok := doc[hooksKey]; ok {
 		events, ok := raw.(map[string]any)
 		if !ok {
 			ps.add("hooks", "must be a table of events, such as [[hooks.PreToolUse]]")
@@ -110,12 +112,12 @@ func tomlGroup(ps *problems, src Source, workdir string, ev Event, field string,
 			if m, err = compileTOML(s); err != nil {
 				ps.add(field+".matcher", "%v", err)
 			}
-		case "hooks":
+		case hooksKey:
 		default:
 			ps.add(field+"."+k, "unknown field; a group has matcher and [[…hooks]]")
 		}
 	}
-	raw, ok := g["hooks"]
+	raw, ok := g[hooksKey]
 	if !ok {
 		ps.add(field, "missing [[%s.hooks]]: a group needs at least one hook", field)
 		return nil
@@ -135,7 +137,7 @@ func tomlGroup(ps *problems, src Source, workdir string, ev Event, field string,
 		ok := true
 		for _, k := range slices.Sorted(maps.Keys(h)) {
 			switch k {
-			case "command":
+			case commandKey:
 				s, isStr := h[k].(string)
 				if !isStr || s == "" {
 					ps.add(hf+".command", "must be a non-empty string: the command line run with sh -c")
@@ -152,7 +154,7 @@ func tomlGroup(ps *problems, src Source, workdir string, ev Event, field string,
 				}
 				hook.Timeout = time.Duration(n) * time.Second
 			case "type":
-				if s, _ := h[k].(string); s != "command" {
+				if s, _ := h[k].(string); s != commandType {
 					ps.add(hf+".type", "must be \"command\", the only hook type")
 					ok = false
 				}
@@ -161,7 +163,7 @@ func tomlGroup(ps *problems, src Source, workdir string, ev Event, field string,
 				ok = false
 			}
 		}
-		if _, has := h["command"]; !has {
+		if _, has := h[commandKey]; !has {
 			ps.add(hf, "missing command: the command line run with sh -c")
 			ok = false
 		}

@@ -93,11 +93,13 @@ func ParseOutput(data []byte) (Output, error) {
 		switch s.PermissionDecision {
 		case "", "allow", "deny", "ask", "defer":
 		default:
-			return Output{}, fmt.Errorf("hookSpecificOutput.permissionDecision %q is not allow, deny, ask or defer", s.PermissionDecision)
+			return Output{}, fmt.Errorf("hookSpecificOutput.permissionDecision %q is not allow, deny, ask or defer",
+				s.PermissionDecision)
 		}
 		if len(s.UpdatedInput) > 0 && !bytes.Equal(s.UpdatedInput, []byte("null")) {
 			if t := bytes.TrimSpace(s.UpdatedInput); len(t) == 0 || t[0] != '{' {
-				return Output{}, errors.New("hookSpecificOutput.updatedInput must be a JSON object: the tool's complete new arguments")
+				return Output{}, errors.New(
+					"hookSpecificOutput.updatedInput must be a JSON object: the tool's complete new arguments")
 			}
 		} else {
 			s.UpdatedInput = nil
@@ -178,7 +180,7 @@ func DenyApprovals(_ context.Context, req ApprovalRequest) Approval {
 	if req.Reason != "" {
 		reason = req.Reason + " (approval required; denied in a headless run)"
 	}
-	return Approval{Allowed: false, Reason: reason, Policy: "deny"}
+	return Approval{Allowed: false, Reason: reason, Policy: policyDeny}
 }
 
 // AllowApprovals approves every call a hook asked about: the session's
@@ -189,12 +191,18 @@ func AllowApprovals(_ context.Context, req ApprovalRequest) Approval {
 	if req.Reason != "" {
 		reason = req.Reason + " (" + reason + ")"
 	}
-	return Approval{Allowed: true, Reason: reason, Policy: "allow"}
+	return Approval{Allowed: true, Reason: reason, Policy: policyAllow}
 }
+
+// The names of the approval policies, which their approvals record.
+const (
+	policyDeny  = "deny"
+	policyAllow = "allow"
+)
 
 // ApprovalPolicies are the policies a session can name, by name; "deny" is
 // the default.
-var ApprovalPolicies = map[string]ApprovalPolicy{"deny": DenyApprovals, "allow": AllowApprovals}
+var ApprovalPolicies = map[string]ApprovalPolicy{policyDeny: DenyApprovals, policyAllow: AllowApprovals}
 
 // ParseApprovalPolicy returns the policy name names; "" is the default,
 // deny.
@@ -205,7 +213,8 @@ func ParseApprovalPolicy(name string) (ApprovalPolicy, error) {
 	if p, ok := ApprovalPolicies[name]; ok {
 		return p, nil
 	}
-	return nil, fmt.Errorf("unknown approval policy %q: use deny (the default: a call a hook asks about is refused) or allow (it runs)", name)
+	return nil, fmt.Errorf(
+		"unknown approval policy %q: use deny (the default: a call a hook asks about is refused) or allow (it runs)", name)
 }
 
 // Verdict is what the hooks of one event decided together. Hooks run one
@@ -278,7 +287,8 @@ func interpret(h *Hook, exit int, stdout, stderr string) answer {
 		case ev == SessionStart || ev == SubagentStart || ev == UserPromptSubmit:
 			return answer{context: out}
 		}
-		return answer{ignored: []string{fmt.Sprintf("plain-text output: it adds context only on SessionStart, SubagentStart and UserPromptSubmit, not %s", ev)}}
+		return answer{ignored: []string{fmt.Sprintf(
+			"plain-text output: it adds context only on SessionStart, SubagentStart and UserPromptSubmit, not %s", ev)}}
 	}
 	o, err := ParseOutput([]byte(out))
 	if err != nil {
@@ -286,7 +296,10 @@ func interpret(h *Hook, exit int, stdout, stderr string) answer {
 	}
 	// Osprey: session start and end verdicts are observation-only.
 	if h.Format == FormatTOML && (ev == SessionStart || ev == SessionEnd) {
-		return answer{systemMessage: o.SystemMessage, ignored: []string{fmt.Sprintf("the verdict: %s hooks in hooks.toml only observe", ev)}}
+		return answer{
+			systemMessage: o.SystemMessage,
+			ignored:       []string{fmt.Sprintf("the verdict: %s hooks in hooks.toml only observe", ev)},
+		}
 	}
 	a := interpretVerdict(h, o)
 	if o.HookSpecificOutput == nil {
@@ -353,7 +366,8 @@ func interpretSpecific(h *Hook, a answer, o Output) answer {
 	a.context = s.AdditionalContext
 	if ev != PreToolUse {
 		if s.PermissionDecision != "" || s.UpdatedInput != nil {
-			a.ignored = append(a.ignored, fmt.Sprintf("permissionDecision and updatedInput apply to PreToolUse only, not %s", ev))
+			a.ignored = append(a.ignored,
+				fmt.Sprintf("permissionDecision and updatedInput apply to PreToolUse only, not %s", ev))
 		}
 		return a
 	}

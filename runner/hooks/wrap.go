@@ -58,10 +58,13 @@ func (h *hooked) Run(ctx context.Context, call json.RawMessage) tools.Result {
 	}
 	switch {
 	case pre.Blocked():
-		res := tools.Result{Content: fmt.Sprintf("%s: blocked by a PreToolUse hook: %s", name, pre.Reason), IsError: true, EndTurn: endTurn}
+		res := tools.Result{
+			Content: fmt.Sprintf("%s: blocked by a PreToolUse hook: %s", name, pre.Reason), IsError: true, EndTurn: endTurn,
+		}
 		return withContext(res, pre.Context)
 	case pre.Stop:
-		return withContext(tools.Result{Content: fmt.Sprintf("%s: not run: %s", name, endTurn), IsError: true, EndTurn: endTurn}, pre.Context)
+		res := tools.Result{Content: fmt.Sprintf("%s: not run: %s", name, endTurn), IsError: true, EndTurn: endTurn}
+		return withContext(res, pre.Context)
 	}
 	if pre.UpdatedInput != nil {
 		call = pre.UpdatedInput
@@ -75,7 +78,10 @@ func (h *hooked) Run(ctx context.Context, call json.RawMessage) tools.Result {
 		return withContext(res, pre.Context)
 	}
 	if post.Blocked() {
-		res = tools.Result{Content: fmt.Sprintf("%s: result withheld by a PostToolUse hook: %s", name, post.Reason), IsError: true, Process: res.Process}
+		res = tools.Result{
+			Content: fmt.Sprintf("%s: result withheld by a PostToolUse hook: %s", name, post.Reason),
+			IsError: true, Process: res.Process,
+		}
 	}
 	if post.Stop {
 		res.EndTurn = "a PostToolUse hook ended the turn: " + post.StopReason

@@ -53,11 +53,15 @@ func ParseYAML(data []byte, src Source, workdir string) (hooks []Hook, probs []l
 // compiling matchers through res. scripts, when not nil, keeps the checks
 // of scripts read through root, for the other files of the layer: a
 // script their hooks share is read once.
-func parseYAML(data []byte, src Source, workdir string, root *layer.Dir, res *regexps, scripts map[string]scriptCheck) (hooks []Hook, probs []layer.Problem) {
+func parseYAML(
+	data []byte, src Source, workdir string, root *layer.Dir, res *regexps, scripts map[string]scriptCheck,
+) (hooks []Hook, probs []layer.Problem) {
 	ps := &problems{src: src}
 	defer func() {
 		if r := recover(); r != nil {
-			hooks, probs = nil, []layer.Problem{{Layer: src.Layer.Name, File: src.File, Reason: fmt.Sprintf("cannot parse YAML: internal error: %v", r)}}
+			hooks, probs = nil, []layer.Problem{{
+				Layer: src.Layer.Name, File: src.File, Reason: fmt.Sprintf("cannot parse YAML: internal error: %v", r),
+			}}
 		}
 	}()
 	var doc yaml.Node
@@ -92,7 +96,7 @@ func parseYAML(data []byte, src Source, workdir string, root *layer.Dir, res *re
 	var out []Hook
 	y.fields(top, "", func(key string, v *yaml.Node, field string) {
 		switch key {
-		case "hooks":
+		case hooksKey:
 			out = y.events(v, "hooks")
 		case "description":
 			if !y.isString(v) {
@@ -116,7 +120,10 @@ func DecodeYAMLEvents(node *yaml.Node, field string, src Source, workdir string)
 	ps := &problems{src: src}
 	defer func() {
 		if r := recover(); r != nil {
-			hooks, probs = nil, []layer.Problem{{Layer: src.Layer.Name, File: src.File, Field: field, Reason: fmt.Sprintf("cannot read hooks: internal error: %v", r)}}
+			hooks, probs = nil, []layer.Problem{{
+				Layer: src.Layer.Name, File: src.File, Field: field,
+				Reason: fmt.Sprintf("cannot read hooks: internal error: %v", r),
+			}}
 		}
 	}()
 	y := &yamlParser{ps: ps, src: src, workdir: workdir, budget: nodeBudget}
@@ -275,7 +282,7 @@ func (y *yamlParser) group(ev Event, field string, g *yaml.Node) []Hook {
 			if m, err = y.res.compileYAML(v.Value); err != nil {
 				y.add(f, v, "%v", err)
 			}
-		case "hooks":
+		case hooksKey:
 			hooks = v
 		default:
 			y.add(f, v, "unknown field; a group has matcher and hooks")
@@ -333,7 +340,7 @@ func (y *yamlParser) hook(ev Event, m Matcher, field string, h *yaml.Node) (Hook
 		switch key {
 		case "type":
 			typ = v
-		case "command":
+		case commandKey:
 			command = v
 		case "script":
 			script = v
@@ -364,7 +371,7 @@ func (y *yamlParser) hook(ev Event, m Matcher, field string, h *yaml.Node) (Hook
 	switch {
 	case typ == nil:
 		y.add(field+".type", h, "missing: write type: command")
-	case !y.isString(typ) || typ.Value != "command":
+	case !y.isString(typ) || typ.Value != commandType:
 		y.add(field+".type", typ, "%q is not supported: only type command", typ.Value)
 	}
 	y.hookCommand(&hook, field, h, command, script, argsNode, args)
@@ -431,7 +438,8 @@ func (y *yamlParser) hookCommand(hook *Hook, field string, h, command, script, a
 			y.add(field+".script", script, "%s", reason)
 			break
 		}
-		words := []string{shellQuote(path)}
+		words := make([]string, 0, 1+len(args))
+		words = append(words, shellQuote(path))
 		for _, a := range args {
 			words = append(words, shellQuote(a))
 		}

@@ -17,7 +17,9 @@ func BenchmarkConnectInMemory(b *testing.B) {
 		if err := m.Start(b.Context()); err != nil || len(m.Tools()) != len(testToolNames) {
 			b.Fatal(err)
 		}
-		m.Close()
+		if err := m.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -36,7 +38,9 @@ func BenchmarkConnectStdio(b *testing.B) {
 			b.Fatal(err)
 		}
 		start += time.Since(t0)
-		m.Close()
+		if err := m.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.ReportMetric(float64(start.Nanoseconds())/float64(b.N), "start-ns/op")
 }
@@ -79,6 +83,8 @@ func BenchmarkStartProcess(b *testing.B) {
 		if exit, err := p.Wait(b.Context()); err != nil || exit.Code != 0 {
 			b.Fatal(exit, err)
 		}
-		l.Teardown(b.Context(), p.ID())
+		if _, err := l.Teardown(b.Context(), p.ID()); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -102,8 +102,22 @@ type Source struct {
 	Executors []string
 }
 
+// The fields of a declaration that the decoder, its checks and the
+// importers name.
+const (
+	fieldArgs           = "args"
+	fieldDisabled       = "disabled"
+	fieldStartupTimeout = "startup_timeout_seconds"
+)
+
+// yamlMapTag is the YAML tag of a mapping.
+const yamlMapTag = "!!map"
+
 // knownFields are the fields of a declaration, in the spec's order.
-var knownFields = []string{"id", "type", "command", "args", "env", "url", "headers", "executors", "tools", "required", "disabled", "startup_timeout_seconds", "tool_timeout_seconds"}
+var knownFields = []string{
+	"id", "type", "command", fieldArgs, "env", "url", "headers", "executors", "tools", "required",
+	fieldDisabled, fieldStartupTimeout, "tool_timeout_seconds",
+}
 
 // nodeBudget bounds the YAML nodes one declaration may expand to through
 // aliases.
@@ -213,7 +227,8 @@ func decode(n *yaml.Node, src Source, ps *problems) Server {
 			continue
 		}
 		if key == "executors" && src.Plugin != "" {
-			ps.add(key, "not allowed in a plugin: a plugin's servers run on local; declare the server in mcp_servers/%s.yaml to run it elsewhere", "<id>")
+			ps.add(key, "not allowed in a plugin: a plugin's servers run on local; "+
+				"declare the server in mcp_servers/%s.yaml to run it elsewhere", "<id>")
 			continue
 		}
 		switch key {
@@ -223,7 +238,7 @@ func decode(n *yaml.Node, src Source, ps *problems) Server {
 			srv.Type = Type(ps.str(key, v))
 		case "command":
 			srv.Command = ps.str(key, v)
-		case "args":
+		case fieldArgs:
 			srv.Args = ps.list_(key, v)
 		case "env":
 			srv.Env = ps.mapping(key, v)
@@ -240,9 +255,9 @@ func decode(n *yaml.Node, src Source, ps *problems) Server {
 			}
 		case "required":
 			srv.Required = ps.boolean(key, v)
-		case "disabled":
+		case fieldDisabled:
 			srv.Disabled = ps.boolean(key, v)
-		case "startup_timeout_seconds":
+		case fieldStartupTimeout:
 			srv.StartupTimeout = ps.seconds(key, v)
 		case "tool_timeout_seconds":
 			srv.ToolTimeout = ps.seconds(key, v)
@@ -255,6 +270,36 @@ func decode(n *yaml.Node, src Source, ps *problems) Server {
 // validate checks the rules that involve more than one field, and
 // applies the defaults.
 func validate(srv *Server, seen map[string]*yaml.Node, src Source, ps *problems) {
+	validateID(srv, seen, ps)
+	switch srv.Type {
+	case TypeStdio:
+		validateStdio(srv, seen, ps)
+	case TypeHTTP, TypeSSE:
+		validateRemote(srv, seen, ps)
+	case "":
+		if seen["type"] == nil {
+			ps.add("type", "missing; one of stdio, http, sse")
+		}
+	default:
+		ps.add("type", "%q: one of stdio, http, sse", srv.Type)
+	}
+	validateExecutors(srv, seen, src, ps)
+	if srv.StartupTimeout == 0 {
+		srv.StartupTimeout = DefaultStartupTimeout
+	}
+	if srv.ToolTimeout == 0 {
+		srv.ToolTimeout = DefaultToolTimeout
+	}
+}
+
+// The fields of each transport, which the other transport refuses.
+var (
+	stdioFields = []string{"command", fieldArgs, "env"}
+	httpFields  = []string{"url", "headers"}
+)
+
+// validateID checks the server's id.
+func validateID(srv *Server, seen map[string]*yaml.Node, ps *problems) {
 	switch {
 	case seen["id"] == nil:
 		ps.add("id", "missing; name the server with letters, digits, - and _")
@@ -264,84 +309,83 @@ func validate(srv *Server, seen map[string]*yaml.Node, src Source, ps *problems)
 	case strings.Contains(srv.ID, "__"):
 		ps.add("id", "%q contains \"__\", which separates the id from the tool name in mcp__<id>__<tool>", srv.ID)
 	}
-	stdioFields := []string{"command", "args", "env"}
-	httpFields := []string{"url", "headers"}
-	switch srv.Type {
-	case TypeStdio:
-		for _, f := range httpFields {
-			if seen[f] != nil {
-				ps.add(f, "not allowed for a stdio server (only for http and sse)")
-			}
+}
+
+// validateStdio checks the fields of a stdio server.
+func validateStdio(srv *Server, seen map[string]*yaml.Node, ps *problems) {
+	for _, f := range httpFields {
+		if seen[f] != nil {
+			ps.add(f, "not allowed for a stdio server (only for http and sse)")
 		}
-		if seen["command"] == nil {
-			ps.add("command", "missing; a stdio server needs the program that runs it")
-		}
-		for _, name := range slices.Sorted(maps.Keys(srv.Env)) {
-			if name == "" || strings.ContainsAny(name, "=\x00") {
-				ps.add("env."+name, "not a valid variable name")
-			} else if strings.ContainsRune(srv.Env[name], 0) {
-				ps.add("env."+name, "contains a NUL byte")
-			}
-		}
-		for i, a := range srv.Args {
-			if strings.ContainsRune(a, 0) {
-				ps.add(fmt.Sprintf("args[%d]", i), "contains a NUL byte")
-			}
-		}
-		if strings.ContainsRune(srv.Command, 0) {
-			ps.add("command", "contains a NUL byte")
-		}
-	case TypeHTTP, TypeSSE:
-		for _, f := range stdioFields {
-			if seen[f] != nil {
-				ps.add(f, "not allowed for an %s server (only for stdio)", srv.Type)
-			}
-		}
-		if seen["url"] == nil {
-			ps.add("url", "missing; an %s server needs its http(s) URL", srv.Type)
-		} else if srv.URL != "" {
-			u, err := url.Parse(srv.URL)
-			switch {
-			case err != nil:
-				ps.add("url", "%q is not a URL: %v", srv.URL, unwrapURL(err))
-			case u.Scheme != "http" && u.Scheme != "https":
-				ps.add("url", "%q must be an http or https URL", srv.URL)
-			case u.Host == "":
-				ps.add("url", "%q has no host", srv.URL)
-			}
-		}
-		for _, name := range slices.Sorted(maps.Keys(srv.Headers)) {
-			value := srv.Headers[name]
-			if !httpguts.ValidHeaderFieldName(name) {
-				ps.add("headers."+name, "not a valid header name")
-			} else if !httpguts.ValidHeaderFieldValue(value) {
-				ps.add("headers."+name, "the value holds characters a header may not (such as a line break)")
-			}
-		}
-	case "":
-		if seen["type"] == nil {
-			ps.add("type", "missing; one of stdio, http, sse")
-		}
-	default:
-		ps.add("type", "%q: one of stdio, http, sse", srv.Type)
 	}
+	if seen["command"] == nil {
+		ps.add("command", "missing; a stdio server needs the program that runs it")
+	}
+	for _, name := range slices.Sorted(maps.Keys(srv.Env)) {
+		if name == "" || strings.ContainsAny(name, "=\x00") {
+			ps.add("env."+name, "not a valid variable name")
+		} else if strings.ContainsRune(srv.Env[name], 0) {
+			ps.add("env."+name, "contains a NUL byte")
+		}
+	}
+	for i, a := range srv.Args {
+		if strings.ContainsRune(a, 0) {
+			ps.add(fmt.Sprintf("args[%d]", i), "contains a NUL byte")
+		}
+	}
+	if strings.ContainsRune(srv.Command, 0) {
+		ps.add("command", "contains a NUL byte")
+	}
+}
+
+// validateRemote checks the fields of an http or sse server.
+func validateRemote(srv *Server, seen map[string]*yaml.Node, ps *problems) {
+	for _, f := range stdioFields {
+		if seen[f] != nil {
+			ps.add(f, "not allowed for an %s server (only for stdio)", srv.Type)
+		}
+	}
+	if seen["url"] == nil {
+		ps.add("url", "missing; an %s server needs its http(s) URL", srv.Type)
+	} else if srv.URL != "" {
+		u, err := url.Parse(srv.URL)
+		switch {
+		case err != nil:
+			ps.add("url", "%q is not a URL: %v", srv.URL, unwrapURL(err))
+		case u.Scheme != "http" && u.Scheme != "https":
+			ps.add("url", "%q must be an http or https URL", srv.URL)
+		case u.Host == "":
+			ps.add("url", "%q has no host", srv.URL)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(srv.Headers)) {
+		value := srv.Headers[name]
+		if !httpguts.ValidHeaderFieldName(name) {
+			ps.add("headers."+name, "not a valid header name")
+		} else if !httpguts.ValidHeaderFieldValue(value) {
+			ps.add("headers."+name, "the value holds characters a header may not (such as a line break)")
+		}
+	}
+}
+
+// validateExecutors checks the executors a server runs on, local when
+// the declaration names none.
+func validateExecutors(srv *Server, seen map[string]*yaml.Node, src Source, ps *problems) {
 	if srv.Executors == nil {
 		srv.Executors = []string{ExecutorLocal}
-	} else if seen["executors"] != nil && seen["executors"].Kind == yaml.SequenceNode {
-		if len(srv.Executors) == 0 {
-			ps.add("executors", "is empty; leave it out to run the server on local")
-		}
-		for i, e := range srv.Executors {
-			if e != ExecutorLocal && !slices.Contains(src.Executors, e) {
-				ps.add(fmt.Sprintf("executors[%d]", i), "%q is not an executor: use %s", e, strings.Join(append([]string{ExecutorLocal}, src.Executors...), ", "))
-			}
-		}
+		return
 	}
-	if srv.StartupTimeout == 0 {
-		srv.StartupTimeout = DefaultStartupTimeout
+	if seen["executors"] == nil || seen["executors"].Kind != yaml.SequenceNode {
+		return
 	}
-	if srv.ToolTimeout == 0 {
-		srv.ToolTimeout = DefaultToolTimeout
+	if len(srv.Executors) == 0 {
+		ps.add("executors", "is empty; leave it out to run the server on local")
+	}
+	for i, e := range srv.Executors {
+		if e != ExecutorLocal && !slices.Contains(src.Executors, e) {
+			ps.add(fmt.Sprintf("executors[%d]", i), "%q is not an executor: use %s",
+				e, strings.Join(append([]string{ExecutorLocal}, src.Executors...), ", "))
+		}
 	}
 }
 
@@ -403,7 +447,7 @@ func (ps *problems) list_(field string, n *yaml.Node) []string {
 			ps.add(fmt.Sprintf("%s[%d]", field, i), "must be a string (line %d)", c.Line)
 			continue
 		}
-		if c.Value == "" && field != "args" {
+		if c.Value == "" && field != fieldArgs {
 			ps.add(fmt.Sprintf("%s[%d]", field, i), "is empty")
 			continue
 		}

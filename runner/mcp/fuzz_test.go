@@ -54,14 +54,22 @@ func checkServer(t *testing.T, s Server, probs []layer.Problem, file string) {
 }
 
 func corpusSeeds(f *testing.F, ext string) {
-	filepath.WalkDir("testdata/corpus", func(p string, d fs.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(p, ext) {
-			if b, err := os.ReadFile(p); err == nil {
-				f.Add(string(b))
+	err := filepath.WalkDir("testdata/corpus", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.HasSuffix(p, ext) {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
 			}
+			f.Add(string(b))
 		}
 		return nil
 	})
+	if err != nil {
+		f.Fatal(err)
+	}
 }
 
 func FuzzParseFile(f *testing.F) {

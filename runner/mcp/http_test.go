@@ -56,7 +56,11 @@ func TestHTTPServers(t *testing.T) {
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.Close() })
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	for _, id := range []string{"h", "s"} {
 		r := lookup(t, m, "mcp__"+id+"__echo").Run(t.Context(), json.RawMessage(`{"text":"over `+id+`"}`))
 		if r.IsError || r.Content != "over "+id {
@@ -100,7 +104,11 @@ func TestHTTPServerUnreachable(t *testing.T) {
 		{ID: "notmcp", Type: TypeHTTP, URL: notMCP.URL, StartupTimeout: 5 * time.Second, File: "notmcp.yaml"},
 	}, Options{})
 	err := m.Start(t.Context())
-	t.Cleanup(func() { m.Close() })
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	if err == nil || !strings.Contains(err.Error(), "required MCP server down (down.yaml): connect: ") || strings.Contains(err.Error(), "notmcp") {
 		t.Fatalf("error %v", err)
 	}

@@ -30,7 +30,9 @@ import (
 
 // expansion finds ${VAR} and ${VAR:-default}, which those formats expand
 // and aerie, using values as written, does not.
-var expansion = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}`) })
+var expansion = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}`)
+})
 
 // claudeFields are the fields of a Claude server entry aerie
 // translates.
@@ -80,13 +82,14 @@ func ImportClaude(data []byte, file string) (servers []Server, probs []layer.Pro
 			ps.add(path, "must be an object declaring a server")
 			continue
 		}
-		entry := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{str("id"), str(id)}}
+		entry := &yaml.Node{Kind: yaml.MappingNode, Tag: yamlMapTag, Content: []*yaml.Node{str("id"), str(id)}}
 		before := len(ps.list)
 		hasType := false
 		for j := 0; j+1 < len(v.Content); j += 2 {
 			fk, fv := v.Content[j], v.Content[j+1]
 			if !slices.Contains(claudeFields, fk.Value) {
-				ps.add(path+"."+fk.Value, "cannot be translated: aerie declares servers with %s only", strings.Join(claudeFields, ", "))
+				ps.add(path+"."+fk.Value, "cannot be translated: aerie declares servers with %s only",
+					strings.Join(claudeFields, ", "))
 				continue
 			}
 			hasType = hasType || fk.Value == "type"
@@ -108,17 +111,20 @@ func ImportClaude(data []byte, file string) (servers []Server, probs []layer.Pro
 // aerie's; those mapped to "" cannot be translated, for the reason in
 // codexRefused.
 var codexFields = map[string]string{
-	"command": "command", "args": "args", "env": "env", "url": "url", "http_headers": "headers",
-	"enabled": "disabled", "required": "required", "enabled_tools": "tools",
-	"startup_timeout_sec": "startup_timeout_seconds", "startup_timeout_ms": "startup_timeout_seconds", "tool_timeout_sec": "tool_timeout_seconds",
+	"command": "command", "args": fieldArgs, "env": "env", "url": "url", "http_headers": "headers",
+	"enabled": fieldDisabled, "required": "required", "enabled_tools": "tools",
+	"startup_timeout_sec": fieldStartupTimeout, "startup_timeout_ms": fieldStartupTimeout,
+	"tool_timeout_sec": "tool_timeout_seconds",
 }
 
 var codexRefused = map[string]string{
-	"cwd":                  "aerie starts a stdio server in the working directory",
-	"env_vars":             "aerie passes no variable of the runner's by name; values are used as written, so write them in env",
-	"bearer_token_env_var": "aerie reads no token from the runner's environment; write the Authorization header in headers",
-	"env_http_headers":     "aerie reads no header from the runner's environment; write the values in headers",
-	"disabled_tools":       "aerie has no list of tools to hide; list the tools to offer in tools",
+	"cwd":              "aerie starts a stdio server in the working directory",
+	"env_http_headers": "aerie reads no header from the runner's environment; write the values in headers",
+	"disabled_tools":   "aerie has no list of tools to hide; list the tools to offer in tools",
+	"env_vars": "aerie passes no variable of the runner's by name; " +
+		"values are used as written, so write them in env",
+	"bearer_token_env_var": "aerie reads no token from the runner's environment; " +
+		"write the Authorization header in headers",
 }
 
 // ImportCodex translates the [mcp_servers.<id>] tables of a Codex
@@ -150,7 +156,7 @@ func ImportCodex(data []byte, file string) (servers []Server, probs []layer.Prob
 			continue
 		}
 		before := len(ps.list)
-		entry := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{str("id"), str(id)}}
+		entry := &yaml.Node{Kind: yaml.MappingNode, Tag: yamlMapTag, Content: []*yaml.Node{str("id"), str(id)}}
 		typ := ""
 		for _, k := range slices.Sorted(maps.Keys(t)) {
 			v := t[k]
@@ -232,9 +238,11 @@ func literal(n *yaml.Node, path string, ps *problems) {
 		switch {
 		case m == nil:
 		case m[1] == "CLAUDE_PLUGIN_ROOT":
-			ps.add(path, "%q relies on ${CLAUDE_PLUGIN_ROOT}, a Claude plugin's directory, which aerie does not expand; in an aerie plugin's manifest write ${%s}", n.Value, PluginRootVar)
+			ps.add(path, "%q relies on ${CLAUDE_PLUGIN_ROOT}, a Claude plugin's directory, which aerie does not expand; "+
+				"in an aerie plugin's manifest write ${%s}", n.Value, PluginRootVar)
 		default:
-			ps.add(path, "%q relies on the expansion of ${%s}, which aerie does not do (values are used as written); write the value itself", n.Value, m[1])
+			ps.add(path, "%q relies on the expansion of ${%s}, which aerie does not do (values are used as written); "+
+				"write the value itself", n.Value, m[1])
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
@@ -309,7 +317,7 @@ func toNode(v any) (*yaml.Node, error) {
 		}
 		return n, nil
 	case map[string]any:
-		n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		n := &yaml.Node{Kind: yaml.MappingNode, Tag: yamlMapTag}
 		for _, k := range slices.Sorted(maps.Keys(v)) {
 			c, err := toNode(v[k])
 			if err != nil {
@@ -352,7 +360,7 @@ func (srv Server) Declaration() []byte {
 		add("command", srv.Command)
 	}
 	if len(srv.Args) > 0 {
-		add("args", srv.Args)
+		add(fieldArgs, srv.Args)
 	}
 	if len(srv.Env) > 0 {
 		add("env", srv.Env)
@@ -373,10 +381,10 @@ func (srv Server) Declaration() []byte {
 		add("required", true)
 	}
 	if srv.Disabled {
-		add("disabled", true)
+		add(fieldDisabled, true)
 	}
 	if srv.StartupTimeout != 0 && srv.StartupTimeout != DefaultStartupTimeout {
-		add("startup_timeout_seconds", srv.StartupTimeout.Seconds())
+		add(fieldStartupTimeout, srv.StartupTimeout.Seconds())
 	}
 	if srv.ToolTimeout != 0 && srv.ToolTimeout != DefaultToolTimeout {
 		add("tool_timeout_seconds", srv.ToolTimeout.Seconds())

@@ -121,13 +121,19 @@ func TestCorpus(t *testing.T) {
 		}
 	}
 	// Every declaration of the corpus is covered.
-	filepath.WalkDir("testdata/corpus", func(p string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir("testdata/corpus", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
 		rel, _ := filepath.Rel("testdata/corpus", p)
-		if err == nil && !d.IsDir() && (strings.HasSuffix(p, ".json") || strings.HasSuffix(p, ".toml")) && !seen[rel] {
+		if !d.IsDir() && (strings.HasSuffix(p, ".json") || strings.HasSuffix(p, ".toml")) && !seen[rel] {
 			t.Errorf("%s is not in the test", rel)
 		}
 		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestImportClaude(t *testing.T) {

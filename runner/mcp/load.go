@@ -149,7 +149,8 @@ func (c *Config) loadLayer(l layer.Layer, trust Trust, opts LoadOptions) []error
 		case !isYAML:
 			if ext := filepath.Ext(name); ext == ".yml" || ext == ".json" {
 				c.Files = append(c.Files, File{Layer: l, Path: path, Status: layer.StatusSkipped,
-					Reason: fmt.Sprintf("only mcp_servers/*.yaml files declare servers; rename it %s.yaml", strings.TrimSuffix(name, ext))})
+					Reason: fmt.Sprintf("only mcp_servers/*.yaml files declare servers; rename it %s.yaml",
+						strings.TrimSuffix(name, ext))})
 			}
 			continue
 		}
@@ -161,7 +162,9 @@ func (c *Config) loadLayer(l layer.Layer, trust Trust, opts LoadOptions) []error
 				}
 			}
 			more = false // said below
-			reason := fmt.Sprintf("only the first %d declarations in name order are read; the other %d, from mcp_servers/%s on, are not; declare fewer servers, or spread them over layers", MaxFiles, rest, name)
+			reason := fmt.Sprintf("only the first %d declarations in name order are read; "+
+				"the other %d, from mcp_servers/%s on, are not; declare fewer servers, or spread them over layers",
+				MaxFiles, rest, name)
 			c.Files = append(c.Files, File{Layer: l, Path: dir, Status: layer.StatusSkipped, Reason: reason})
 			fail(layer.Problem{Layer: l.Name, File: dir, Reason: reason})
 			break
@@ -174,7 +177,8 @@ func (c *Config) loadLayer(l layer.Layer, trust Trust, opts LoadOptions) []error
 		c.loadDeclaration(root, l, id, path, trust, opts, fail)
 	}
 	if more {
-		reason := fmt.Sprintf("the directory has more than %d entries; only the first %d read were looked at; declare fewer servers, or spread them over layers", layer.MaxDirEntries, layer.MaxDirEntries)
+		reason := fmt.Sprintf("the directory has more than %d entries; only the first %d read were looked at; "+
+			"declare fewer servers, or spread them over layers", layer.MaxDirEntries, layer.MaxDirEntries)
 		c.Files = append(c.Files, File{Layer: l, Path: dir, Status: layer.StatusSkipped, Reason: reason})
 		fail(layer.Problem{Layer: l.Name, File: dir, Reason: reason})
 	}
@@ -184,7 +188,9 @@ func (c *Config) loadLayer(l layer.Layer, trust Trust, opts LoadOptions) []error
 // loadDeclaration reads and checks the declaration path of server id in
 // layer l, checks its trust, and records it: its File, and the server when
 // it is active. fail records a problem.
-func (c *Config) loadDeclaration(root *layer.Dir, l layer.Layer, id, path string, trust Trust, opts LoadOptions, fail func(layer.Problem)) {
+func (c *Config) loadDeclaration(
+	root *layer.Dir, l layer.Layer, id, path string, trust Trust, opts LoadOptions, fail func(layer.Problem),
+) {
 	f := File{Layer: l, Path: path, ID: id}
 	src := Source{Layer: l, File: path, Executors: opts.Executors}
 	data, err := readBounded(root, "mcp_servers/"+filepath.Base(path))
@@ -277,12 +283,17 @@ func (c *Config) AddPlugin(plugin, root string, servers []Server) error {
 		f := File{Layer: srv.Layer, Path: srv.File, ID: srv.ID, Plugin: plugin}
 		if first, dup := c.claimed[srv.ID]; dup {
 			if first.Plugin != "" {
-				p := layer.Problem{Layer: srv.Layer.Name, File: srv.File, Field: "mcp_servers", Reason: fmt.Sprintf("plugins %s and %s both declare the MCP server %q; disable one of them", first.Plugin, plugin, srv.ID)}
+				p := layer.Problem{
+					Layer: srv.Layer.Name, File: srv.File, Field: "mcp_servers",
+					Reason: fmt.Sprintf("plugins %s and %s both declare the MCP server %q; disable one of them",
+						first.Plugin, plugin, srv.ID),
+				}
 				c.Problems = append(c.Problems, p)
 				errs = append(errs, p)
 				f.Status, f.Reason = layer.StatusSkipped, p.Reason
 			} else {
-				f.Status, f.Reason = layer.StatusShadowed, fmt.Sprintf("%s in %s wins over the plugin's entry", first.Path, first.Layer.Name)
+				f.Status = layer.StatusShadowed
+				f.Reason = fmt.Sprintf("%s in %s wins over the plugin's entry", first.Path, first.Layer.Name)
 			}
 			c.Files = append(c.Files, f)
 			continue

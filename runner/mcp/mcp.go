@@ -114,11 +114,11 @@ func New(servers []Server, opts Options) *Manager {
 	if version == "" {
 		version = "dev"
 	}
-	m := &Manager{
-		opts:   opts,
-		byID:   make(map[string]*conn),
-		client: sdk.NewClient(&sdk.Implementation{Name: "aerie", Version: version}, &sdk.ClientOptions{Capabilities: &sdk.ClientCapabilities{}}),
-	}
+	client := sdk.NewClient(
+		&sdk.Implementation{Name: "aerie", Version: version},
+		&sdk.ClientOptions{Capabilities: &sdk.ClientCapabilities{}},
+	)
+	m := &Manager{opts: opts, byID: make(map[string]*conn), client: client}
 	for _, srv := range servers {
 		if srv.Disabled {
 			continue
@@ -255,7 +255,10 @@ type conn struct {
 func (c *conn) status() ServerStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := ServerStatus{ID: c.srv.ID, Type: c.srv.Type, Required: c.srv.Required, State: c.state, Error: c.err, Server: c.name, Warnings: slices.Clone(c.warnings)}
+	st := ServerStatus{
+		ID: c.srv.ID, Type: c.srv.Type, Required: c.srv.Required,
+		State: c.state, Error: c.err, Server: c.name, Warnings: slices.Clone(c.warnings),
+	}
 	for _, t := range c.tools {
 		st.Tools = append(st.Tools, t.name)
 	}
@@ -403,7 +406,9 @@ func (c *conn) list(ctx context.Context, session *sdk.ClientSession, start time.
 		}
 		name := "mcp__" + c.srv.ID + "__" + t.Name
 		if !toolName().MatchString(name) {
-			warnings = append(warnings, fmt.Sprintf("tool %q is not offered: %s is not a name model APIs accept (letters, digits, _ and -, at most 128)", t.Name, name))
+			warnings = append(warnings, fmt.Sprintf(
+				"tool %q is not offered: %s is not a name model APIs accept (letters, digits, _ and -, at most 128)",
+				t.Name, name))
 			continue
 		}
 		tool, err := newTool(c, name, t)

@@ -34,7 +34,7 @@ func newMemServers(t testing.TB) *memServers {
 		defer m.mu.Unlock()
 		for _, ss := range m.sessions {
 			for _, s := range ss {
-				s.Close()
+				_ = s.Close() // the sessions cut are closed already
 			}
 		}
 	})
@@ -62,7 +62,9 @@ func (m *memServers) cut(id string) {
 	m.mu.Lock()
 	ss := m.sessions[id]
 	m.mu.Unlock()
-	ss[len(ss)-1].Close()
+	if err := ss[len(ss)-1].Close(); err != nil {
+		m.t.Errorf("cut %s: %v", id, err)
+	}
 }
 
 // silentTransport connects to a server that never answers.
@@ -102,7 +104,11 @@ func startMem(t *testing.T, servers ...Server) (*Manager, *memServers, error) {
 	mem := newMemServers(t)
 	m := New(servers, Options{dial: mem.dial})
 	err := m.Start(t.Context())
-	t.Cleanup(func() { m.Close() })
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return m, mem, err
 }
 

@@ -81,7 +81,11 @@ func TestStdioServer(t *testing.T) {
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.Close() })
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	run := func(tool, args string) string {
 		t.Helper()
 		r := lookup(t, m, "mcp__t__"+tool).Run(t.Context(), json.RawMessage(args))
@@ -137,7 +141,9 @@ func TestStdioServerEndsWithSession(t *testing.T) {
 	if !gone(pid) {
 		t.Errorf("the server's child %d outlived the session", pid)
 	}
-	m.Close()
+	if err := m.Close(); err != nil {
+		t.Error(err)
+	}
 }
 
 func TestStdioServerFailures(t *testing.T) {
@@ -151,7 +157,11 @@ func TestStdioServerFailures(t *testing.T) {
 	}
 	m := New(servers, Options{Commands: l, Dir: dir, ExitWait: 100 * time.Millisecond})
 	err := m.Start(t.Context())
-	t.Cleanup(func() { m.Close() })
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -178,7 +188,11 @@ func TestStdioServerRestart(t *testing.T) {
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.Close() })
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	if r := lookup(t, m, "mcp__t__exit").Run(t.Context(), nil); !r.IsError {
 		t.Errorf("exit: %+v", r)
 	}

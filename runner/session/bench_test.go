@@ -35,7 +35,11 @@ func BenchmarkLoadExtensions(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { exe.Close(context.Background()) })
+	b.Cleanup(func() {
+		if err := exe.Close(context.Background()); err != nil {
+			b.Error(err)
+		}
+	})
 	builtin := tools.Builtin(exe, exe, tools.NewBackground(exe))
 	opts := Options{
 		Extensions: LoadOptions{Dir: tr.workDir, Workspace: tr.workspace, System: "persona"}, Prompt: "hello",

@@ -76,7 +76,9 @@ func newEquipment(opts Options, builtin []tools.Tool) (*equipment, error) {
 	}
 	warnProblems(opts.Logger, x)
 	eq := &equipment{opts: opts, load: lo, loadout: loadout{ext: x}, builtin: slices.Clip(builtin), prompt: opts.Prompt}
-	m, err := userlayer.New(userlayer.Options{Layers: lo.Layers, Workspace: lo.workspace(), WorkDir: lo.Dir, Builtins: BuiltinToolNames()})
+	m, err := userlayer.New(userlayer.Options{
+		Layers: lo.Layers, Workspace: lo.workspace(), WorkDir: lo.Dir, Builtins: BuiltinToolNames(),
+	})
 	switch {
 	case err == nil:
 		eq.manager = m
@@ -184,9 +186,7 @@ func (eq *equipment) build(x *Extensions) (loadout, error) {
 		return loadout{}, err
 	}
 	if eq.servers != nil {
-		for _, t := range eq.servers.Tools() {
-			all = append(all, t)
-		}
+		all = append(all, eq.servers.Tools()...)
 	}
 	engine := hooks.New(opts.Executor, x.Hooks.Hooks, hooks.Options{
 		SessionID: eq.session,
@@ -260,7 +260,10 @@ func applyToolset(ts *extensions.Toolsets, name string, all []tools.Tool, log *s
 // with compactor compacting its conversation: it is told what every
 // request carries besides the messages (the system prompt, the tools) now
 // and after each reload.
-func (eq *equipment) converse(ctx context.Context, source string, model agent.Model, compactor *compaction.Policy, w *journal.Writer, snap transcript.Snapshot) agent.Result {
+func (eq *equipment) converse(
+	ctx context.Context, source string, model agent.Model, compactor *compaction.Policy,
+	w *journal.Writer, snap transcript.Snapshot,
+) agent.Result {
 	opts := eq.opts
 	eq.sessionStart(ctx, source)
 	// The hooks of this prompt's turn — UserPromptSubmit, the tool hooks,
@@ -327,7 +330,9 @@ func (eq *equipment) startMCP(ctx context.Context) error {
 	if len(eq.ext.MCP.Servers) == 0 {
 		return nil
 	}
-	eq.servers = mcp.New(eq.ext.MCP.Servers, mcp.Options{Commands: eq.opts.Executor, Dir: eq.opts.Extensions.Dir, Logger: eq.opts.Logger})
+	eq.servers = mcp.New(eq.ext.MCP.Servers, mcp.Options{
+		Commands: eq.opts.Executor, Dir: eq.opts.Extensions.Dir, Logger: eq.opts.Logger,
+	})
 	if err := eq.servers.Start(ctx); err != nil {
 		_ = eq.servers.Close()
 		eq.servers = nil
@@ -366,7 +371,10 @@ func emitHook(observe func(events.Event), v hooks.Verdict) {
 	if v.Stop {
 		reason = strings.TrimSpace(reason + " (ended the turn: " + v.StopReason + ")")
 	}
-	emit(observe, events.Event{Type: events.Hook, Tool: v.Tool, Status: string(v.Event) + ":" + decisionName(v), Reason: reason, Text: v.Context, Messages: v.SystemMessages})
+	emit(observe, events.Event{
+		Type: events.Hook, Tool: v.Tool, Status: string(v.Event) + ":" + decisionName(v),
+		Reason: reason, Text: v.Context, Messages: v.SystemMessages,
+	})
 }
 
 func decisionName(v hooks.Verdict) string {

@@ -33,7 +33,11 @@ func TestHookVerdictsJournaled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	ws, home := t.TempDir(), t.TempDir()
 	for name, content := range map[string]string{
 		"hooks/start.yaml": "hooks:\n  SessionStart:\n    - hooks: [{type: command, command: echo on branch main}]\n",
@@ -54,7 +58,11 @@ func TestHookVerdictsJournaled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { exe.Close(context.Background()) })
+	t.Cleanup(func() {
+		if err := exe.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	model := testenv.StartModelServer(t,
 		testenv.Turn{ToolCalls: []testenv.ToolCall{{ID: "toolu_1", Name: "bash", Arguments: `{"command": "rm -rf build"}`}}},
 		testenv.Turn{Text: "I may not delete it."},

@@ -76,7 +76,7 @@ func LoadExtensions(o LoadOptions) (*Extensions, error) {
 	// Every loader looks for a few names at the top of each layer: one
 	// listing of each answers them all.
 	listing := layer.ListLayers(o.Layers, ws)
-	defer listing.Close()
+	defer func() { _ = listing.Close() }() // read-only directory handles: closing them loses nothing
 	// Plugins and skills need nothing the other loaders find: they are
 	// read meanwhile. Each loader reads its layers concurrently already;
 	// this fills the processors while one of them waits for its slowest
@@ -90,14 +90,18 @@ func LoadExtensions(o LoadOptions) (*Extensions, error) {
 	)
 	go func() {
 		defer close(pluginsRan)
-		plugs, plugErr = plugins.Load(o.Layers, plugins.Options{WorkDir: o.Dir, Disabled: o.DisabledPlugins, Listing: listing})
+		plugs, plugErr = plugins.Load(o.Layers,
+			plugins.Options{WorkDir: o.Dir, Disabled: o.DisabledPlugins, Listing: listing})
 		var pluginRoots []skills.Root
 		if plugs != nil {
 			for _, r := range plugs.SkillRoots() {
 				pluginRoots = append(pluginRoots, skills.Root{Name: "plugin " + r.Namespace, Dir: r.Dir, Namespace: r.Namespace})
 			}
 		}
-		sk, skillsErr = skills.DiscoverIn(skills.Roots(o.Layers, skills.Options{WorkDir: o.Dir, Workspace: ws, Home: o.UserHome, Plugins: pluginRoots, Listing: listing}), listing)
+		roots := skills.Roots(o.Layers, skills.Options{
+			WorkDir: o.Dir, Workspace: ws, Home: o.UserHome, Plugins: pluginRoots, Listing: listing,
+		})
+		sk, skillsErr = skills.DiscoverIn(roots, listing)
 	}()
 	set, err := extensions.Load(layer.Source{
 		Layers: o.Layers, Workspace: o.Workspace, WorkDir: o.Dir, Getenv: o.Getenv, Listing: listing,

@@ -61,13 +61,21 @@ func newPendingRun(t *testing.T, first testenv.Turn) *pendingRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sqlite.Close() })
+	t.Cleanup(func() {
+		if err := sqlite.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	ws := t.TempDir()
 	exe, err := executor.NewLocal(ws, executor.Options{Reaper: reaper})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { exe.Close(context.Background()) })
+	t.Cleanup(func() {
+		if err := exe.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	model := testenv.StartModelServer(t, first, testenv.Turn{Text: "wrote it"})
 	return &pendingRun{
 		st: &heldCreate{Store: sqlite, release: make(chan struct{})}, ws: ws, model: model,

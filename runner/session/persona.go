@@ -17,10 +17,12 @@ import (
 // persona and its files for the report.
 func applyPersona(opts *Options) (extensions.Persona, []layer.Artifact, error) {
 	x := &opts.Extensions
-	p, arts, err := extensions.LoadPersona(layer.Source{Layers: x.Layers, Workspace: x.Workspace, WorkDir: x.Dir}, opts.Persona)
+	src := layer.Source{Layers: x.Layers, Workspace: x.Workspace, WorkDir: x.Dir}
+	p, arts, err := extensions.LoadPersona(src, opts.Persona)
 	if err != nil {
 		if errors.Is(err, extensions.ErrUnknownPersona) {
-			err = fmt.Errorf("%w; define it in %s/<name>.toml in a layer, or leave the persona empty for the default", err, extensions.PersonasDir)
+			err = fmt.Errorf("%w; define it in %s/<name>.toml in a layer, or leave the persona empty for the default",
+				err, extensions.PersonasDir)
 		}
 		return p, arts, &ConfigError{Err: err}
 	}
@@ -66,7 +68,9 @@ func layersEntry(layers []layer.Layer) transcript.Layers {
 		if name == "" {
 			name = cmp.Or(src, "unnamed")
 		}
-		rec.Layers = append(rec.Layers, transcript.Layer{Name: name, Kind: cmp.Or(string(l.Kind), "unknown"), Source: src, Digest: l.Digest})
+		rec.Layers = append(rec.Layers, transcript.Layer{
+			Name: name, Kind: cmp.Or(string(l.Kind), "unknown"), Source: src, Digest: l.Digest,
+		})
 	}
 	return rec
 }

@@ -42,7 +42,11 @@ func TestProblemsLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { exe.Close(context.Background()) })
+	t.Cleanup(func() {
+		if err := exe.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	var log bytes.Buffer
 	opts := Options{
 		Extensions: LoadOptions{Dir: ws, Workspace: ws, Layers: layers, System: "persona"}, Prompt: "hello",

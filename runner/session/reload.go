@@ -57,7 +57,9 @@ func (eq *equipment) reload(loop *agent.Loop) {
 	eq.compactor.SetFixed(eq.systemPrompt(), eq.reg.Definitions())
 	report := l.ext.Report()
 	eq.manager.Reloaded(report, changed)
-	emit(opts.Observe, events.Event{Type: events.Reload, Session: eq.session, Status: "reloaded", Text: describeChanges(report, changed)})
+	emit(opts.Observe, events.Event{
+		Type: events.Reload, Session: eq.session, Status: "reloaded", Text: describeChanges(report, changed),
+	})
 }
 
 func (eq *equipment) rebuild() (loadout, error) {
@@ -118,7 +120,8 @@ func (eq *equipment) report() layer.Report {
 		for i := range r.Artifacts {
 			a := &r.Artifacts[i]
 			if isArtifact(*a, p) {
-				a.Status, a.Reason = layer.StatusPendingReload, "changed by extension_manage; it takes effect at the next turn boundary"
+				a.Status = layer.StatusPendingReload
+				a.Reason = "changed by extension_manage; it takes effect at the next turn boundary"
 			}
 		}
 	}

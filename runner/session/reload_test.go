@@ -42,12 +42,20 @@ func runIn(t *testing.T, extra []tools.Tool, home string, turns ...testenv.Turn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	exe, err := executor.NewLocal(ws, executor.Options{Reaper: reaper})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { exe.Close(context.Background()) })
+	t.Cleanup(func() {
+		if err := exe.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: ws, Home: home})
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +105,7 @@ type anthropicReq struct {
 	} `json:"messages"`
 }
 
-func decodeReq(t *testing.T, r testenv.ModelRequest) (system string, tools []string, results map[string]string) {
+func decodeReq(t *testing.T, r testenv.ModelRequest) (system string, toolNames []string, results map[string]string) {
 	t.Helper()
 	var a anthropicReq
 	if err := r.Decode(&a); err != nil {
@@ -107,7 +115,7 @@ func decodeReq(t *testing.T, r testenv.ModelRequest) (system string, tools []str
 		system += s.Text
 	}
 	for _, tl := range a.Tools {
-		tools = append(tools, tl.Name)
+		toolNames = append(toolNames, tl.Name)
 	}
 	results = map[string]string{}
 	if n := len(a.Messages); n > 0 {
@@ -118,7 +126,7 @@ func decodeReq(t *testing.T, r testenv.ModelRequest) (system string, tools []str
 			}
 		}
 	}
-	return system, tools, results
+	return system, toolNames, results
 }
 
 // TestReloadAtTurnBoundary checks that a change takes effect for the next

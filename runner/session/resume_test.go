@@ -72,13 +72,21 @@ func TestToolCallDurableBeforeItRuns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { st.Close() })
+			t.Cleanup(func() {
+				if err := st.Close(); err != nil {
+					t.Error(err)
+				}
+			})
 			ws := t.TempDir()
 			exe, err := executor.NewLocal(ws, executor.Options{Reaper: reaper})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { exe.Close(context.Background()) })
+			t.Cleanup(func() {
+				if err := exe.Close(context.Background()); err != nil {
+					t.Error(err)
+				}
+			})
 			p := &probe{st: st, tenant: ws, session: uuid.New()}
 			model := testenv.StartModelServer(t,
 				testenv.Turn{ToolCalls: []testenv.ToolCall{{Name: "probe"}, {Name: "probe"}}},
@@ -122,13 +130,21 @@ func TestResumeAnswersInterruptedCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	ws := t.TempDir()
 	exe, err := executor.NewLocal(ws, executor.Options{Reaper: reaper})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { exe.Close(context.Background()) })
+	t.Cleanup(func() {
+		if err := exe.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	sess, err := st.Create(t.Context(), ws, store.NewSession{Dir: ws, Settings: transcript.Settings{Provider: provider.NameAnthropic, Model: "claude-sonnet-4-5"}})
 	if err != nil {
 		t.Fatal(err)

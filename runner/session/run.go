@@ -115,7 +115,8 @@ func (r *run) open(ctx context.Context) error {
 		}
 	}
 	r.window = provider.ContextWindow(r.settings.Model, opts.Model.ContextWindow)
-	opts.Logger.Info("session settings", "session", r.sess.ID.String(), "provider", r.settings.Provider, "model", r.settings.Model,
+	opts.Logger.Info("session settings", "session", r.sess.ID.String(),
+		"provider", r.settings.Provider, "model", r.settings.Model,
 		"persona", r.persona.Name, "toolset", opts.Toolset, "contextWindow", r.window)
 	return nil
 }
@@ -138,7 +139,9 @@ func (r *run) start(ctx context.Context) error {
 	if err := r.eq.start(r.sess.ID.String(), r.w); err != nil {
 		return err
 	}
-	emit(opts.Observe, events.Event{Type: events.SessionStart, Session: r.sess.ID.String(), Provider: r.settings.Provider, Model: r.settings.Model})
+	emit(opts.Observe, events.Event{
+		Type: events.SessionStart, Session: r.sess.ID.String(), Provider: r.settings.Provider, Model: r.settings.Model,
+	})
 	r.started = true
 	return nil
 }
@@ -214,20 +217,27 @@ func (r *run) finish(ctx context.Context, err error) (Report, error) {
 	if err != nil {
 		if r.started {
 			code := runconfig.ExitFailure
-			emit(r.opts.Observe, events.Event{Type: events.SessionEnd, Session: r.sess.ID.String(), Outcome: transcript.OutcomeFailed, Reason: err.Error(), ExitCode: &code})
+			emit(r.opts.Observe, events.Event{
+				Type: events.SessionEnd, Session: r.sess.ID.String(),
+				Outcome: transcript.OutcomeFailed, Reason: err.Error(), ExitCode: &code,
+			})
 		}
 		return Report{}, err
 	}
 	if jerr != nil && r.res.JournalErr == nil {
 		rep.Result.JournalErr = jerr
-		r.opts.Logger.Error("the journal failed: the stored transcript is incomplete", "session", r.sess.ID.String(), "err", jerr)
+		r.opts.Logger.Error("the journal failed: the stored transcript is incomplete",
+			"session", r.sess.ID.String(), "err", jerr)
 	}
 	rep.Journal = r.w.Stats()
 	if err := r.st.SetState(ctx, r.opts.Session.Tenant, r.sess.ID, finalState(r.res.Outcome)); err != nil {
 		r.opts.Logger.Warn("record the session's final state", "session", r.sess.ID.String(), "err", err)
 	}
 	code := rep.ExitCode
-	emit(r.opts.Observe, events.Event{Type: events.SessionEnd, Session: r.sess.ID.String(), Outcome: r.res.Outcome, Reason: r.res.Reason, Text: r.res.Answer, Turn: r.res.Turns, Usage: &rep.Result.Usage, ExitCode: &code})
+	emit(r.opts.Observe, events.Event{
+		Type: events.SessionEnd, Session: r.sess.ID.String(), Outcome: r.res.Outcome, Reason: r.res.Reason,
+		Text: r.res.Answer, Turn: r.res.Turns, Usage: &rep.Result.Usage, ExitCode: &code,
+	})
 	return rep, nil
 }
 
@@ -235,7 +245,8 @@ func (r *run) finish(ctx context.Context, err error) (Report, error) {
 func (r *run) report() Report {
 	rep := Report{
 		Session: r.sess, Settings: r.settings, System: r.eq.systemPrompt(), Persona: r.persona, Layers: r.layers(),
-		ContextWindow: r.window, Tools: r.eq.reg.Definitions(), Extensions: r.eq.report(), Result: r.res, ExitCode: ExitCode(r.res),
+		ContextWindow: r.window, Tools: r.eq.reg.Definitions(), Extensions: r.eq.report(), Result: r.res,
+		ExitCode: ExitCode(r.res),
 	}
 	rep.Extensions.Artifacts = append(rep.Extensions.Artifacts, r.personaArts...)
 	return rep
@@ -266,7 +277,9 @@ func (r *run) settled() {
 
 // openSession creates, resumes or forks the session and loads what the
 // loop continues from.
-func openSession(ctx context.Context, st Store, opts Options) (store.Session, transcript.Snapshot, *pendingSession, error) {
+func openSession(
+	ctx context.Context, st Store, opts Options,
+) (store.Session, transcript.Snapshot, *pendingSession, error) {
 	s := opts.Session
 	var ref, verb string
 	switch {
@@ -286,19 +299,24 @@ func openSession(ctx context.Context, st Store, opts Options) (store.Session, tr
 			ns.ID = uuid.New()
 		}
 		// What the store will hold; the run goes on while it is written.
-		sess := store.Session{ID: ns.ID, Tenant: s.Tenant, Dir: ns.Dir, Settings: ns.Settings, Kind: ns.Kind, Label: ns.Label, RootID: ns.ID, State: store.StateActive}
+		sess := store.Session{
+			ID: ns.ID, Tenant: s.Tenant, Dir: ns.Dir, Settings: ns.Settings, Kind: ns.Kind, Label: ns.Label,
+			RootID: ns.ID, State: store.StateActive,
+		}
 		return sess, transcript.Snapshot{Settings: sess.Settings}, createSession(ctx, st, s.Tenant, ns), nil
 	}
 	src, err := st.Resolve(ctx, s.Tenant, ref)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAmbiguous) {
-			return store.Session{}, transcript.Snapshot{}, nil, &ConfigError{Err: fmt.Errorf("%s %q: %w (sessions are looked up in the current directory; see aerie session list)", verb, ref, err)}
+			return store.Session{}, transcript.Snapshot{}, nil, &ConfigError{Err: fmt.Errorf(
+				"%s %q: %w (sessions are looked up in the current directory; see aerie session list)", verb, ref, err)}
 		}
 		return store.Session{}, transcript.Snapshot{}, nil, fmt.Errorf("%s %q: %w", verb, ref, err)
 	}
 	id := src.ID
 	if s.ForkFrom != "" {
-		child, err := st.Fork(ctx, s.Tenant, src.ID, store.ForkOptions{At: s.ForkAt, ID: s.ID, Label: s.Label, State: store.StateActive})
+		child, err := st.Fork(ctx, s.Tenant, src.ID,
+			store.ForkOptions{At: s.ForkAt, ID: s.ID, Label: s.Label, State: store.StateActive})
 		if err != nil {
 			if errors.Is(err, store.ErrInvalidCut) {
 				return store.Session{}, transcript.Snapshot{}, nil, &ConfigError{Err: fmt.Errorf("fork %q: %w", ref, err)}
@@ -319,7 +337,9 @@ func openSession(ctx context.Context, st Store, opts Options) (store.Session, tr
 // session's entries with them, for the loop to continue from: a call that
 // may have partly run is answered as interrupted, never made again without
 // the model being told.
-func answerUnanswered(w *journal.Writer, session uuid.UUID, snap transcript.Snapshot, log *slog.Logger) []transcript.Entry {
+func answerUnanswered(
+	w *journal.Writer, session uuid.UUID, snap transcript.Snapshot, log *slog.Logger,
+) []transcript.Entry {
 	es := slices.Clip(snap.Entries) // the snapshot's array is not this run's to write
 	for _, p := range agent.Unanswered(snap) {
 		seq := w.Append(p)
@@ -335,7 +355,9 @@ func answerUnanswered(w *journal.Writer, session uuid.UUID, snap transcript.Snap
 // settle returns the settings the run uses: the stored ones of a resumed or
 // forked session, overridden by those asked for (the persona always), each
 // override recorded as a change entry.
-func settle(sess store.Session, snap transcript.Snapshot, want transcript.Settings) (transcript.Settings, []transcript.Payload) {
+func settle(
+	sess store.Session, snap transcript.Snapshot, want transcript.Settings,
+) (transcript.Settings, []transcript.Payload) {
 	have := snap.Settings
 	if have.Provider == "" && have.Model == "" {
 		have = sess.Settings
@@ -361,8 +383,11 @@ func settle(sess store.Session, snap transcript.Snapshot, want transcript.Settin
 // preserve detaches the background groups still running and records them,
 // unless the run's budget ran out: the spec's rule is that budget expiration
 // ends them too.
-func preserve(ctx context.Context, opts Options, bg *tools.Background, res agent.Result, owner uuid.UUID) []process.Record {
-	if opts.Preserve == nil || res.Outcome == transcript.OutcomeBudgetExceeded || res.Outcome == transcript.OutcomeDeadlineExceeded {
+func preserve(
+	ctx context.Context, opts Options, bg *tools.Background, res agent.Result, owner uuid.UUID,
+) []process.Record {
+	if opts.Preserve == nil || res.Outcome == transcript.OutcomeBudgetExceeded ||
+		res.Outcome == transcript.OutcomeDeadlineExceeded {
 		return nil
 	}
 	d, ok := opts.Executor.(Detacher)
@@ -376,7 +401,10 @@ func preserve(ctx context.Context, opts Options, bg *tools.Background, res agent
 			opts.Logger.Warn("preserve background process", "id", id, "err", err)
 			continue
 		}
-		rec := process.Record{Group: info.Group, Command: strings.Join(info.Argv, " "), Dir: info.Dir, Owner: owner.String(), StartedAt: info.StartedAt}
+		rec := process.Record{
+			Group: info.Group, Command: strings.Join(info.Argv, " "), Dir: info.Dir,
+			Owner: owner.String(), StartedAt: info.StartedAt,
+		}
 		if err := opts.Preserve.Register(rec); err != nil {
 			// A group nobody can find again must not be left running.
 			opts.Logger.Warn("record preserved background process; ending it", "id", id, "err", err)

@@ -39,13 +39,21 @@ func TestRunOnPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	ws := t.TempDir()
 	exe, err := executor.NewLocal(ws, executor.Options{Reaper: reaper})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { exe.Close(context.Background()) })
+	t.Cleanup(func() {
+		if err := exe.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	model := testenv.StartModelServer(t,
 		testenv.Turn{ToolCalls: []testenv.ToolCall{{ID: "w", Name: "write_file", Arguments: `{"path": "a.txt", "content": "x"}`}}},
 		testenv.Turn{Text: "wrote it"},
@@ -115,7 +123,11 @@ func TestRunLayersPersonaWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	ws := t.TempDir()
 	spec := t.TempDir()
 	for name, content := range map[string]string{
@@ -134,7 +146,11 @@ func TestRunLayersPersonaWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { exe.Close(context.Background()) })
+	t.Cleanup(func() {
+		if err := exe.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	model := testenv.StartModelServer(t, testenv.Turn{Text: "looks fine"}, testenv.Turn{Text: "still fine"})
 	layers := []layer.Layer{
 		{Name: ".aerie", Kind: layer.KindProject, Dir: filepath.Join(ws, ".aerie")},

@@ -36,7 +36,7 @@ import (
 // the report counts.
 type Store interface {
 	session.Store
-	Entries(ctx context.Context, tenant string, session uuid.UUID) ([]transcript.Entry, error)
+	Entries(ctx context.Context, tenant string, id uuid.UUID) ([]transcript.Entry, error)
 }
 
 // Executor is the workspace container's executor.
@@ -74,14 +74,16 @@ func Run(ctx context.Context, st Store, cfg *runconfig.Config, env Env) (runconf
 	logger := env.Logger
 	dir := path.Join(env.Executor.Workspace(), cfg.Executor.WorkingDir)
 	if fi, err := env.Executor.Stat(ctx, dir); err != nil || !fi.IsDir() {
-		return runconfig.Report{}, &session.ConfigError{Err: fmt.Errorf("workspace.workingDir %q: not a directory of the workspace: %v", cfg.Executor.WorkingDir, err)}
+		return runconfig.Report{}, &session.ConfigError{Err: fmt.Errorf(
+			"workspace.workingDir %q: not a directory of the workspace: %v", cfg.Executor.WorkingDir, err)}
 	}
 	opts, err := options(ctx, st, cfg, dir, env)
 	if err != nil {
 		return runconfig.Report{}, err
 	}
 	for _, l := range opts.Extensions.Layers {
-		logger.Info("layer", "name", l.Name, "kind", l.Kind, "dir", l.Dir, "source", l.Source, "digest", l.Digest, "ignorePins", l.IgnorePins)
+		logger.Info("layer", "name", l.Name, "kind", l.Kind, "dir", l.Dir, "source", l.Source,
+			"digest", l.Digest, "ignorePins", l.IgnorePins)
 	}
 	// The report's usage is the session's, all attempts: the tokens come
 	// from the usage snapshot the loop resumes with, the tool calls are

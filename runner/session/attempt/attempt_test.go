@@ -137,7 +137,11 @@ func TestOptionsAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	ws := t.TempDir()
 	env := Env{Getenv: func(string) string { return "" }, Logger: slog.New(slog.DiscardHandler)}
 	cfg := func(ch func(*runconfig.Config)) *runconfig.Config {

@@ -15,14 +15,20 @@ import (
 
 // corpusSeeds adds every SKILL.md of the corpus to a fuzz test.
 func corpusSeeds(f *testing.F) {
-	filepath.WalkDir("testdata/corpus", func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Name() == "SKILL.md" {
-			if b, err := os.ReadFile(p); err == nil {
-				f.Add(string(b))
-			}
+	err := filepath.WalkDir("testdata/corpus", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Name() != "SKILL.md" {
+			return err
 		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		f.Add(string(b))
 		return nil
 	})
+	if err != nil {
+		f.Fatalf("seed from the corpus: %v", err)
+	}
 }
 
 // TestCorpus discovers the skills of public projects, each tree where

@@ -93,7 +93,9 @@ func Roots(layers []layer.Layer, opts Options) []Root {
 	}
 	if opts.WorkDir != "" {
 		for _, conv := range []string{".agents/skills", ".claude/skills"} {
-			roots = append(roots, Root{Name: "workdir " + conv, Dir: filepath.Join(opts.WorkDir, conv), Confine: ws, Kind: layer.KindProject})
+			roots = append(roots, Root{
+				Name: "workdir " + conv, Dir: filepath.Join(opts.WorkDir, conv), Confine: ws, Kind: layer.KindProject,
+			})
 		}
 	}
 	for _, l := range layers {
@@ -139,9 +141,9 @@ func Roots(layers []layer.Layer, opts Options) []Root {
 	return roots
 }
 
-// within reports whether path is dir or below it.
-func within(dir, path string) bool {
-	rel, err := filepath.Rel(dir, path)
+// within reports whether p is dir or below it.
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
@@ -280,7 +282,8 @@ const maxWorkers = 8
 func (s *Set) add(sk Skill, e Entry) {
 	if i, dup := s.byName[sk.Name]; dup {
 		first := s.skills[i]
-		e.Status, e.Reason = layer.StatusShadowed, fmt.Sprintf("a skill of the same name was found first, in %s (%s)", first.Root, first.Dir)
+		e.Status, e.Reason = layer.StatusShadowed,
+			fmt.Sprintf("a skill of the same name was found first, in %s (%s)", first.Root, first.Dir)
 		s.Entries = append(s.Entries, e)
 		return
 	}
@@ -384,7 +387,8 @@ func (d *discovery) run() {
 	defer inner.Close()
 	d.inner, d.outerDir, d.base, d.confined = inner, outer, filepath.ToSlash(rel), d.root.Confine
 	budget := newFullReads()
-	d.treeRead, d.outRead = fileReader{head: budget, fd: -1, confined: inner}, fileReader{head: budget, fd: -1, confined: outer}
+	d.treeRead = fileReader{head: budget, fd: -1, confined: inner}
+	d.outRead = fileReader{head: budget, fd: -1, confined: outer}
 	d.walk(".")
 }
 
@@ -431,7 +435,8 @@ func (d *discovery) full(p string) bool {
 	}
 	if !d.stopped {
 		d.stopped = true
-		d.leftOut(p, "the search stopped after %d directories: this one and those after it in name order are not searched; keep skills in a smaller tree", maxDirs)
+		d.leftOut(p, "the search stopped after %d directories: this one and those after it in name order "+
+			"are not searched; keep skills in a smaller tree", maxDirs)
 	}
 	return true
 }
@@ -471,7 +476,8 @@ func (d *discovery) walk(dir string) {
 		return
 	}
 	if more {
-		d.leftOut(dir, "the directory has more than %d entries: only the first %d it lists are searched; keep skills in a smaller directory", layer.MaxDirEntries, layer.MaxDirEntries)
+		d.leftOut(dir, "the directory has more than %d entries: only the first %d it lists are searched; "+
+			"keep skills in a smaller directory", layer.MaxDirEntries, layer.MaxDirEntries)
 	}
 	if d.items == nil {
 		// Most entries of a skills directory are skills.
@@ -570,7 +576,8 @@ func (d *discovery) skill(dir string, r readResult) {
 	if name == "" {
 		name = filepath.Base(abs)
 		if !ValidName(name) {
-			d.malformed(e, file(), "name", fmt.Sprintf("missing, and the directory name %q is not a valid skill name; add a name of lowercase letters, digits and single hyphens", name))
+			d.malformed(e, file(), "name", fmt.Sprintf("missing, and the directory name %q is not a valid skill name; "+
+				"add a name of lowercase letters, digits and single hyphens", name))
 			return
 		}
 	}
@@ -622,7 +629,9 @@ func (d *discovery) leftOut(p, format string, args ...any) {
 	abs := d.abs(p)
 	reason := fmt.Sprintf(format, args...)
 	prob := &layer.Problem{Layer: d.root.Name, File: abs, Reason: reason}
-	d.items = append(d.items, item{problem: prob, entry: Entry{Root: d.root.Name, Kind: d.root.Kind, Path: abs, Status: layer.StatusSkipped, Reason: reason}})
+	d.items = append(d.items, item{problem: prob, entry: Entry{
+		Root: d.root.Name, Kind: d.root.Kind, Path: abs, Status: layer.StatusSkipped, Reason: reason,
+	}})
 	if d.root.Strict {
 		d.errs = append(d.errs, *prob)
 	}

@@ -539,7 +539,9 @@ func TestBoundedListing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.Close()
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, root := range []Root{{Name: "project", Dir: skillsDir, Confine: dir}, {Name: "private", Dir: skillsDir, Strict: true}} {
 		set, err := Discover([]Root{root})

@@ -66,7 +66,8 @@ func ParseFrontmatter(data []byte) (fm Frontmatter, err error) {
 	}()
 	block, ok := frontmatterBlock(data)
 	if !ok {
-		return Frontmatter{}, fieldErr("", "does not start with YAML frontmatter (a line \"---\", the fields, a line \"---\")")
+		return Frontmatter{}, fieldErr("",
+			"does not start with YAML frontmatter (a line \"---\", the fields, a line \"---\")")
 	}
 	if len(bytes.TrimSpace(block)) == 0 {
 		return Frontmatter{}, fieldErr("description", "missing; say when the agent should use the skill")
@@ -106,7 +107,8 @@ func parseYAML(block []byte) (fm Frontmatter, err error) {
 				return Frontmatter{}, fieldErr("name", "must be a string (line %d)", v.Line)
 			}
 			if !ValidName(v.Value) {
-				return Frontmatter{}, fieldErr("name", "%q is not a valid skill name: use lowercase letters, digits and single hyphens, such as release-notes", v.Value)
+				return Frontmatter{}, fieldErr("name", "%q is not a valid skill name: "+
+					"use lowercase letters, digits and single hyphens, such as release-notes", v.Value)
 			}
 			fm.Name = v.Value
 		case "description":

@@ -97,7 +97,9 @@ func openAt(dirfd int, name string, beneath bool) (int, error) {
 		var fd int
 		var err error
 		if beneath {
-			fd, err = unix.Openat2(dirfd, name, &unix.OpenHow{Flags: openFlags, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS})
+			fd, err = unix.Openat2(dirfd, name, &unix.OpenHow{
+				Flags: openFlags, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+			})
 			if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
 				return -1, fmt.Errorf("openat2: %w", errors.ErrUnsupported)
 			}
@@ -223,7 +225,9 @@ func readSized(r io.Reader, size int64, head *fullReads) readResult {
 		}
 		if m == frontmatterHead && size > head.left {
 			headPool.Put(bp)
-			return readResult{err: fmt.Errorf("not read: its frontmatter does not end in the first %d bytes, and the search has read %d bytes of such files in full already, as many as it may; put the frontmatter first and keep it short", frontmatterHead, maxFullReads-head.left)}
+			return readResult{err: fmt.Errorf("not read: its frontmatter does not end in the first %d bytes, "+
+				"and the search has read %d bytes of such files in full already, as many as it may; "+
+				"put the frontmatter first and keep it short", frontmatterHead, maxFullReads-head.left)}
 		}
 		data = make([]byte, size)
 		n = copy(data, (*bp)[:m])

@@ -38,13 +38,16 @@ func (*Tool) Name() string { return ToolName }
 func (*Tool) Description() string {
 	return "Read a skill: the full instructions of one of the skills listed in the system prompt. " +
 		"Call it with the skill's name before starting a task the skill's description fits, then follow the instructions. " +
-		"To read a file the skill refers to (such as references/guide.md), pass its path relative to the skill's directory as file; " +
+		"To read a file the skill refers to (such as references/guide.md), " +
+		"pass its path relative to the skill's directory as file; " +
 		"a directory's path lists it. Scripts a skill mentions are run with bash from the skill's directory."
 }
 
 var toolSchema = json.RawMessage(`{"type":"object","properties":{` +
-	`"name":{"type":"string","description":"The skill's name, as listed in the system prompt (plugin skills as plugin:skill)."},` +
-	`"file":{"type":"string","description":"Optional: a file or directory of the skill, relative to its directory. Omit to read SKILL.md."}` +
+	`"name":{"type":"string","description":` +
+	`"The skill's name, as listed in the system prompt (plugin skills as plugin:skill)."},` +
+	`"file":{"type":"string","description":` +
+	`"Optional: a file or directory of the skill, relative to its directory. Omit to read SKILL.md."}` +
 	`},"required":["name"],"additionalProperties":false}`)
 
 // Schema implements tools.Tool.
@@ -81,7 +84,8 @@ func (t *Tool) Run(ctx context.Context, call json.RawMessage) tools.Result {
 	if err != nil {
 		return errorf("%v", err)
 	}
-	return tools.Result{Content: fmt.Sprintf("Skill %s\nDirectory: %s (files the skill refers to are relative to it)\n\n%s", sk.Name, sk.Dir, content)}
+	return tools.Result{Content: fmt.Sprintf(
+		"Skill %s\nDirectory: %s (files the skill refers to are relative to it)\n\n%s", sk.Name, sk.Dir, content)}
 }
 
 // file reads a file of the skill's directory, or lists a directory.

@@ -66,9 +66,11 @@ func ParseDescriptions(path string, doc []byte) (map[string]string, error) {
 		s, ok := raw[name].(string)
 		switch {
 		case !ok:
-			return nil, layer.Placed(path, doc, layer.FieldErrorf(name, "want a string (the description), got %s", tomlKind(raw[name])))
+			return nil, layer.Placed(path, doc,
+				layer.FieldErrorf(name, "want a string (the description), got %s", tomlKind(raw[name])))
 		case strings.TrimSpace(s) == "":
-			return nil, layer.Placed(path, doc, layer.FieldErrorf(name, "the description is empty; remove the key to keep the tool's own"))
+			return nil, layer.Placed(path, doc,
+				layer.FieldErrorf(name, "the description is empty; remove the key to keep the tool's own"))
 		}
 		m[name] = s
 	}
@@ -152,7 +154,8 @@ func loadDescriptions(v *layer.View) (Descriptions, []layer.Artifact) {
 			a.Digest = lv.Files.Digest(ToolDescriptionsFile)
 			a.Shadow(&arts[decider])
 			if fellBack {
-				a.Reason = fmt.Sprintf("not used: the nearer %s failed, and only the bundled descriptions replace it", arts[decider].Path)
+				a.Reason = fmt.Sprintf("not used: the nearer %s failed, and only the bundled descriptions replace it",
+					arts[decider].Path)
 			}
 			arts = append(arts, a)
 			continue
@@ -166,9 +169,11 @@ func loadDescriptions(v *layer.View) (Descriptions, []layer.Artifact) {
 		}
 		switch {
 		case err != nil && fellBack:
-			a.Skip(fmt.Errorf("read %s: %w; using the tools' own descriptions", ToolDescriptionsFile, layer.ExplainEscape(err)))
+			a.Skip(fmt.Errorf("read %s: %w; using the tools' own descriptions",
+				ToolDescriptionsFile, layer.ExplainEscape(err)))
 		case err != nil:
-			a.Skip(fmt.Errorf("read %s: %w; using the bundled descriptions (a farther %s is not used after an error)", ToolDescriptionsFile, layer.ExplainEscape(err), ToolDescriptionsFile))
+			a.Skip(fmt.Errorf("read %s: %w; using the bundled descriptions (a farther %s is not used after an error)",
+				ToolDescriptionsFile, layer.ExplainEscape(err), ToolDescriptionsFile))
 			fellBack = true
 		default:
 			a.Status, d, fellBack = layer.StatusActive, Descriptions{Source: a.Path, m: m}, false

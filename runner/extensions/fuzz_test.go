@@ -131,7 +131,9 @@ func FuzzHeadTail(f *testing.F) {
 		w := newHeadTail(int(n))
 		for rest := data; len(rest) > 0; {
 			k := min(int(chunk), len(rest))
-			w.Write(rest[:k])
+			if m, err := w.Write(rest[:k]); m != k || err != nil {
+				t.Fatalf("Write of %d bytes = %d, %v", k, m, err)
+			}
 			rest = rest[k:]
 		}
 		got := w.String()
@@ -148,7 +150,9 @@ func FuzzHeadTail(f *testing.F) {
 		}
 		head, tail := got[:i], got[j+len(" bytes dropped ...]\n"):]
 		var dropped int
-		fmt.Sscanf(got[i+len("\n[... "):j], "%d", &dropped)
+		if _, err := fmt.Sscanf(got[i+len("\n[... "):j], "%d", &dropped); err != nil {
+			t.Fatalf("no count of dropped bytes in %q: %v", got, err)
+		}
 		if !bytes.HasPrefix(data, []byte(head)) || !bytes.HasSuffix(data, []byte(tail)) || len(head)+dropped+len(tail) != len(data) {
 			t.Fatalf("%q (n=%d) -> head %q, %d dropped, tail %q", data, n, head, dropped, tail)
 		}

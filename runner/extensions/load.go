@@ -84,7 +84,9 @@ func Load(src layer.Source, opts Options) (*Set, error) {
 		s.Descriptions, descArts = loadDescriptions(v)
 		s.Toolsets, toolsetArts = loadToolsets(v)
 	}()
-	s.Tools, arts = loadTools(v, ToolOptions{Builtins: opts.Builtins, Pins: s.Pins, Commands: opts.Commands, Env: opts.Env})
+	s.Tools, arts = loadTools(v, ToolOptions{
+		Builtins: opts.Builtins, Pins: s.Pins, Commands: opts.Commands, Env: opts.Env,
+	})
 	<-done
 	add(arts...)
 	add(promptArts...)

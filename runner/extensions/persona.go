@@ -85,7 +85,8 @@ func ParsePersona(path string, doc []byte) (Persona, error) {
 	case strings.TrimSpace(d.Prompt) == "":
 		return Persona{}, layer.Placed(path, doc, layer.FieldErrorf("prompt", "missing: the persona's base system prompt"))
 	case d.Toolset != "" && strings.TrimSpace(d.Toolset) != d.Toolset:
-		return Persona{}, layer.Placed(path, doc, layer.FieldErrorf("toolset", "%q has blank space around the name", d.Toolset))
+		return Persona{}, layer.Placed(path, doc,
+			layer.FieldErrorf("toolset", "%q has blank space around the name", d.Toolset))
 	}
 	return Persona{Description: d.Description, Prompt: text([]byte(d.Prompt)), Toolset: d.Toolset, Path: path}, nil
 }
@@ -104,7 +105,8 @@ func LoadPersona(src layer.Source, name string) (Persona, []layer.Artifact, erro
 		name = DefaultPersona
 	}
 	if !ValidPersonaName(name) {
-		return Persona{}, nil, fmt.Errorf("persona %q: want 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit", name)
+		return Persona{}, nil, fmt.Errorf(
+			"persona %q: want 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit", name)
 	}
 	v, err := src.Open()
 	if err != nil {

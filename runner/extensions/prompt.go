@@ -158,7 +158,8 @@ func composePrompt(v *layer.View, persona string) (Prompt, []layer.Artifact) {
 				a.Reason = fmt.Sprintf("not used: the nearer %s could not be read, and a farther one never replaces it", d.Path)
 			}
 		case err != nil:
-			a.Skip(fmt.Errorf("read %s: %w; using the persona prompt (a farther %s is not used after a read failure)", SystemFile, layer.ExplainEscape(err), SystemFile))
+			a.Skip(fmt.Errorf("read %s: %w; using the persona prompt (a farther %s is not used after a read failure)",
+				SystemFile, layer.ExplainEscape(err), SystemFile))
 			decider = len(arts)
 		default:
 			a.Status = layer.StatusActive
@@ -232,7 +233,10 @@ func readInstructions(v *layer.View) ([]Fragment, bool, []layer.Artifact) {
 			if _, err := v.WorkspaceDir().Lstat(filepath.ToSlash(rel)); layer.Absent(err) {
 				continue
 			}
-			a := layer.Artifact{Type: TypeInstructions, Name: name, Layer: "workspace", LayerKind: layer.KindProject, Path: filepath.Join(v.Workspace, rel)}
+			a := layer.Artifact{
+				Type: TypeInstructions, Name: name, Layer: "workspace", LayerKind: layer.KindProject,
+				Path: filepath.Join(v.Workspace, rel),
+			}
 			if chosen >= 0 {
 				a.Shadow(&arts[chosen])
 				arts = append(arts, a)
@@ -247,7 +251,8 @@ func readInstructions(v *layer.View) ([]Fragment, bool, []layer.Artifact) {
 			room := InstructionBudget - used - sep - len(header)
 			if truncated || room <= 0 {
 				truncated = true
-				a.Status, a.Reason = layer.StatusSkipped, fmt.Sprintf("not included: the project instructions are over the %s budget", layer.ByteSize(InstructionBudget))
+				a.Status, a.Reason = layer.StatusSkipped, fmt.Sprintf(
+					"not included: the project instructions are over the %s budget", layer.ByteSize(InstructionBudget))
 				arts = append(arts, a)
 				continue
 			}
@@ -266,7 +271,8 @@ func readInstructions(v *layer.View) ([]Fragment, bool, []layer.Artifact) {
 			if more {
 				truncated = true
 				body = string(cutUTF8([]byte(body)))
-				a.Reason = fmt.Sprintf("truncated: the project instructions are over the %s budget", layer.ByteSize(InstructionBudget))
+				a.Reason = fmt.Sprintf("truncated: the project instructions are over the %s budget",
+					layer.ByteSize(InstructionBudget))
 			} else {
 				a.Digest = layer.Digest(doc)
 			}

@@ -305,7 +305,8 @@ func (t *Tool) Call(ctx context.Context, call json.RawMessage) Outcome {
 	case werr != nil:
 		o.Failure, status = FailureWait, fmt.Sprintf("[wait for %s: %v]", t.manifest.Name, werr)
 	case timedOut && (exit.TornDown || exit.Code != 0):
-		o.Failure, status = FailureTimeout, fmt.Sprintf("[%s timed out after %s; its process group was terminated]", t.manifest.Name, timeout)
+		o.Failure, status = FailureTimeout,
+			fmt.Sprintf("[%s timed out after %s; its process group was terminated]", t.manifest.Name, timeout)
 	case ctx.Err() != nil && (exit.TornDown || exit.Code != 0):
 		o.Failure, status = FailureCanceled, fmt.Sprintf("[%s canceled; its process group was terminated]", t.manifest.Name)
 	case exit.Signal != "":
@@ -343,7 +344,9 @@ func ensureNewline(sb *strings.Builder) {
 }
 
 func (t *Tool) fail(f Failure, format string, args ...any) Outcome {
-	return Outcome{Failure: f, Result: tools.Result{Content: t.manifest.Name + ": " + fmt.Sprintf(format, args...), IsError: true}}
+	return Outcome{Failure: f, Result: tools.Result{
+		Content: t.manifest.Name + ": " + fmt.Sprintf(format, args...), IsError: true,
+	}}
 }
 
 // input checks a call's arguments against the parameters and returns them

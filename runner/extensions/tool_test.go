@@ -258,7 +258,9 @@ func TestHeadTail(t *testing.T) {
 	} {
 		w := newHeadTail(tt.n)
 		for _, s := range tt.writes {
-			w.Write([]byte(s))
+			if n, err := w.Write([]byte(s)); n != len(s) || err != nil {
+				t.Fatalf("Write(%q) = %d, %v", s, n, err)
+			}
 		}
 		if got := w.String(); got != tt.want {
 			t.Errorf("n=%d %q: got %q, want %q", tt.n, tt.writes, got, tt.want)

@@ -135,7 +135,8 @@ func loadLayerTools(lv layer.Opened, opts ToolOptions) layerTools {
 	})
 	if len(manifests) > MaxManifests || more {
 		a := layer.NewArtifact(TypeTool, lv, ToolsDir)
-		a.Skip(fmt.Errorf("only the first %d manifests in name order (of the first %d directory entries) are loaded; split the tools over fewer files or layers", MaxManifests, layer.MaxDirEntries))
+		a.Skip(fmt.Errorf("only the first %d manifests in name order (of the first %d directory entries) are loaded; "+
+			"split the tools over fewer files or layers", MaxManifests, layer.MaxDirEntries))
 		add(a, nil)
 		manifests = manifests[:min(len(manifests), MaxManifests)]
 	}
@@ -177,7 +178,8 @@ func loadTool(lv layer.Opened, name string, sidecar bool, opts ToolOptions) (lay
 		return a, nil
 	}
 	t := NewTool(lv.Layer, a.Path, m, opts.Commands, opts.Env)
-	verdict := opts.Pins.CheckPreread(lv.Layer, a.Path, []string{t.argv[0]}, layer.Preread{Doc: doc, Provenance: a.Provenance, Open: lv.Files.OpenBase})
+	verdict := opts.Pins.CheckPreread(lv.Layer, a.Path, []string{t.argv[0]},
+		layer.Preread{Doc: doc, Provenance: a.Provenance, Open: lv.Files.OpenBase})
 	a.Trust = verdict.Status
 	if verdict.Status != layer.Trusted {
 		a.Status, a.Reason, a.Pin = layer.StatusInactive, layer.SanitizeReason(verdict.Reason), verdict.Pin

@@ -93,7 +93,8 @@ func (t *Toolsets) Names() []string {
 // toolset seen again.
 func (t *Toolsets) Resolve(name string) ([]string, error) {
 	if t == nil {
-		return nil, fmt.Errorf("toolset %q: %w was found in the extension layers; define it in .aerie/%s or $AERIE_HOME/%s", name, ErrNoToolsets, ToolsetsFile, ToolsetsFile)
+		return nil, fmt.Errorf("toolset %q: %w was found in the extension layers; define it in .aerie/%s or $AERIE_HOME/%s",
+			name, ErrNoToolsets, ToolsetsFile, ToolsetsFile)
 	}
 	if t.err != nil {
 		return nil, fmt.Errorf("toolset %q: %w is usable: %s was skipped: %v", name, ErrNoToolsets, t.Path, t.err)
@@ -117,7 +118,9 @@ func (t *Toolsets) Resolve(name string) ([]string, error) {
 // them is a cycle and stops there. done holds the sets already resolved,
 // so a set included along two branches is resolved once and counted in
 // both (a set merged twice is not a cycle).
-func (t *Toolsets) resolve(name string, path map[string]bool, done map[string]map[string]bool) (map[string]bool, error) {
+func (t *Toolsets) resolve(
+	name string, path map[string]bool, done map[string]map[string]bool,
+) (map[string]bool, error) {
 	if set, ok := done[name]; ok {
 		return set, nil
 	}

@@ -550,7 +550,12 @@ func (a *app) observer(cmd *cobra.Command, f runFlags) (func(events.Event), func
 			}
 		}
 	}
-	return events.NewHuman(out).Observe, func() {}
+	h := events.NewHuman(out)
+	return h.Observe, func() {
+		if err := h.Err(); err != nil {
+			warn(cmd, "write events: %v", err)
+		}
+	}
 }
 
 // userHome is the user's home directory, "" when the system reports none.

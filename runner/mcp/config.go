@@ -102,12 +102,22 @@ type Source struct {
 	Executors []string
 }
 
-// The fields of a declaration that the decoder, its checks and the
+// The fields of a declaration, which the decoder, its checks and the
 // importers name.
 const (
+	fieldID             = "id"
+	fieldType           = "type"
+	fieldCommand        = "command"
 	fieldArgs           = "args"
+	fieldEnv            = "env"
+	fieldURL            = "url"
+	fieldHeaders        = "headers"
+	fieldExecutors      = "executors"
+	fieldTools          = "tools"
+	fieldRequired       = "required"
 	fieldDisabled       = "disabled"
 	fieldStartupTimeout = "startup_timeout_seconds"
+	fieldToolTimeout    = "tool_timeout_seconds"
 )
 
 // yamlMapTag is the YAML tag of a mapping.
@@ -115,8 +125,8 @@ const yamlMapTag = "!!map"
 
 // knownFields are the fields of a declaration, in the spec's order.
 var knownFields = []string{
-	"id", "type", "command", fieldArgs, "env", "url", "headers", "executors", "tools", "required",
-	fieldDisabled, fieldStartupTimeout, "tool_timeout_seconds",
+	fieldID, fieldType, fieldCommand, fieldArgs, fieldEnv, fieldURL, fieldHeaders, fieldExecutors,
+	fieldTools, fieldRequired, fieldDisabled, fieldStartupTimeout, fieldToolTimeout,
 }
 
 // nodeBudget bounds the YAML nodes one declaration may expand to through
@@ -154,7 +164,7 @@ func ParseFile(data []byte, fileID string, src Source) (srv Server, probs []laye
 	}
 	srv = decode(top, src, ps)
 	if len(ps.list) == 0 && srv.ID != fileID {
-		ps.add("id", "%q does not match the file name %s.yaml; rename one of them", srv.ID, fileID)
+		ps.add(fieldID, "%q does not match the file name %s.yaml; rename one of them", srv.ID, fileID)
 	}
 	if len(ps.list) > 0 {
 		return Server{}, ps.list
@@ -226,40 +236,40 @@ func decode(n *yaml.Node, src Source, ps *problems) Server {
 			ps.add(key, "unknown field (line %d); the fields are %s", k.Line, strings.Join(knownFields, ", "))
 			continue
 		}
-		if key == "executors" && src.Plugin != "" {
+		if key == fieldExecutors && src.Plugin != "" {
 			ps.add(key, "not allowed in a plugin: a plugin's servers run on local; "+
 				"declare the server in mcp_servers/%s.yaml to run it elsewhere", "<id>")
 			continue
 		}
 		switch key {
-		case "id":
+		case fieldID:
 			srv.ID = ps.str(key, v)
-		case "type":
+		case fieldType:
 			srv.Type = Type(ps.str(key, v))
-		case "command":
+		case fieldCommand:
 			srv.Command = ps.str(key, v)
 		case fieldArgs:
 			srv.Args = ps.list_(key, v)
-		case "env":
+		case fieldEnv:
 			srv.Env = ps.mapping(key, v)
-		case "url":
+		case fieldURL:
 			srv.URL = ps.str(key, v)
-		case "headers":
+		case fieldHeaders:
 			srv.Headers = ps.mapping(key, v)
-		case "executors":
+		case fieldExecutors:
 			srv.Executors = ps.list_(key, v)
-		case "tools":
+		case fieldTools:
 			srv.Tools = ps.list_(key, v)
 			if srv.Tools == nil {
 				srv.Tools = []string{}
 			}
-		case "required":
+		case fieldRequired:
 			srv.Required = ps.boolean(key, v)
 		case fieldDisabled:
 			srv.Disabled = ps.boolean(key, v)
 		case fieldStartupTimeout:
 			srv.StartupTimeout = ps.seconds(key, v)
-		case "tool_timeout_seconds":
+		case fieldToolTimeout:
 			srv.ToolTimeout = ps.seconds(key, v)
 		}
 	}
@@ -277,11 +287,11 @@ func validate(srv *Server, seen map[string]*yaml.Node, src Source, ps *problems)
 	case TypeHTTP, TypeSSE:
 		validateRemote(srv, seen, ps)
 	case "":
-		if seen["type"] == nil {
-			ps.add("type", "missing; one of stdio, http, sse")
+		if seen[fieldType] == nil {
+			ps.add(fieldType, "missing; one of stdio, http, sse")
 		}
 	default:
-		ps.add("type", "%q: one of stdio, http, sse", srv.Type)
+		ps.add(fieldType, "%q: one of stdio, http, sse", srv.Type)
 	}
 	validateExecutors(srv, seen, src, ps)
 	if srv.StartupTimeout == 0 {
@@ -294,20 +304,20 @@ func validate(srv *Server, seen map[string]*yaml.Node, src Source, ps *problems)
 
 // The fields of each transport, which the other transport refuses.
 var (
-	stdioFields = []string{"command", fieldArgs, "env"}
-	httpFields  = []string{"url", "headers"}
+	stdioFields = []string{fieldCommand, fieldArgs, fieldEnv}
+	httpFields  = []string{fieldURL, fieldHeaders}
 )
 
 // validateID checks the server's id.
 func validateID(srv *Server, seen map[string]*yaml.Node, ps *problems) {
 	switch {
-	case seen["id"] == nil:
-		ps.add("id", "missing; name the server with letters, digits, - and _")
+	case seen[fieldID] == nil:
+		ps.add(fieldID, "missing; name the server with letters, digits, - and _")
 	case srv.ID == "": // str reported it
 	case !idPattern().MatchString(srv.ID):
-		ps.add("id", "%q: use only letters, digits, - and _", srv.ID)
+		ps.add(fieldID, "%q: use only letters, digits, - and _", srv.ID)
 	case strings.Contains(srv.ID, "__"):
-		ps.add("id", "%q contains \"__\", which separates the id from the tool name in mcp__<id>__<tool>", srv.ID)
+		ps.add(fieldID, "%q contains \"__\", which separates the id from the tool name in mcp__<id>__<tool>", srv.ID)
 	}
 }
 
@@ -318,8 +328,8 @@ func validateStdio(srv *Server, seen map[string]*yaml.Node, ps *problems) {
 			ps.add(f, "not allowed for a stdio server (only for http and sse)")
 		}
 	}
-	if seen["command"] == nil {
-		ps.add("command", "missing; a stdio server needs the program that runs it")
+	if seen[fieldCommand] == nil {
+		ps.add(fieldCommand, "missing; a stdio server needs the program that runs it")
 	}
 	for _, name := range slices.Sorted(maps.Keys(srv.Env)) {
 		if name == "" || strings.ContainsAny(name, "=\x00") {
@@ -334,7 +344,7 @@ func validateStdio(srv *Server, seen map[string]*yaml.Node, ps *problems) {
 		}
 	}
 	if strings.ContainsRune(srv.Command, 0) {
-		ps.add("command", "contains a NUL byte")
+		ps.add(fieldCommand, "contains a NUL byte")
 	}
 }
 
@@ -345,17 +355,17 @@ func validateRemote(srv *Server, seen map[string]*yaml.Node, ps *problems) {
 			ps.add(f, "not allowed for an %s server (only for stdio)", srv.Type)
 		}
 	}
-	if seen["url"] == nil {
-		ps.add("url", "missing; an %s server needs its http(s) URL", srv.Type)
+	if seen[fieldURL] == nil {
+		ps.add(fieldURL, "missing; an %s server needs its http(s) URL", srv.Type)
 	} else if srv.URL != "" {
 		u, err := url.Parse(srv.URL)
 		switch {
 		case err != nil:
-			ps.add("url", "%q is not a URL: %v", srv.URL, unwrapURL(err))
+			ps.add(fieldURL, "%q is not a URL: %v", srv.URL, unwrapURL(err))
 		case u.Scheme != "http" && u.Scheme != "https":
-			ps.add("url", "%q must be an http or https URL", srv.URL)
+			ps.add(fieldURL, "%q must be an http or https URL", srv.URL)
 		case u.Host == "":
-			ps.add("url", "%q has no host", srv.URL)
+			ps.add(fieldURL, "%q has no host", srv.URL)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(srv.Headers)) {
@@ -375,11 +385,11 @@ func validateExecutors(srv *Server, seen map[string]*yaml.Node, src Source, ps *
 		srv.Executors = []string{ExecutorLocal}
 		return
 	}
-	if seen["executors"] == nil || seen["executors"].Kind != yaml.SequenceNode {
+	if seen[fieldExecutors] == nil || seen[fieldExecutors].Kind != yaml.SequenceNode {
 		return
 	}
 	if len(srv.Executors) == 0 {
-		ps.add("executors", "is empty; leave it out to run the server on local")
+		ps.add(fieldExecutors, "is empty; leave it out to run the server on local")
 	}
 	for i, e := range srv.Executors {
 		if e != ExecutorLocal && !slices.Contains(src.Executors, e) {

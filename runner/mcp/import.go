@@ -36,7 +36,7 @@ var expansion = sync.OnceValue(func() *regexp.Regexp {
 
 // claudeFields are the fields of a Claude server entry aerie
 // translates.
-var claudeFields = []string{"type", "command", "args", "env", "url", "headers"}
+var claudeFields = []string{"type", "command", "args", "env", "url", "headers"} //nolint:goconst // Claude's own keys
 
 // ImportClaude translates the servers of a Claude .mcp.json or
 // claude_desktop_config.json: either {"mcpServers": {<id>: {...}}} or
@@ -82,7 +82,7 @@ func ImportClaude(data []byte, file string) (servers []Server, probs []layer.Pro
 			ps.add(path, "must be an object declaring a server")
 			continue
 		}
-		entry := &yaml.Node{Kind: yaml.MappingNode, Tag: yamlMapTag, Content: []*yaml.Node{str("id"), str(id)}}
+		entry := &yaml.Node{Kind: yaml.MappingNode, Tag: yamlMapTag, Content: []*yaml.Node{str(fieldID), str(id)}}
 		before := len(ps.list)
 		hasType := false
 		for j := 0; j+1 < len(v.Content); j += 2 {
@@ -97,7 +97,7 @@ func ImportClaude(data []byte, file string) (servers []Server, probs []layer.Pro
 			entry.Content = append(entry.Content, fk, fv)
 		}
 		if !hasType {
-			entry.Content = append(entry.Content, str("type"), str(string(TypeStdio)))
+			entry.Content = append(entry.Content, str(fieldType), str(string(TypeStdio)))
 		}
 		srv := translate(entry, path, ps)
 		if len(ps.list) == before {
@@ -111,10 +111,10 @@ func ImportClaude(data []byte, file string) (servers []Server, probs []layer.Pro
 // aerie's; those mapped to "" cannot be translated, for the reason in
 // codexRefused.
 var codexFields = map[string]string{
-	"command": "command", "args": fieldArgs, "env": "env", "url": "url", "http_headers": "headers",
-	"enabled": fieldDisabled, "required": "required", "enabled_tools": "tools",
+	"command": fieldCommand, "args": fieldArgs, "env": fieldEnv, "url": fieldURL, "http_headers": fieldHeaders,
+	"enabled": fieldDisabled, "required": fieldRequired, "enabled_tools": fieldTools,
 	"startup_timeout_sec": fieldStartupTimeout, "startup_timeout_ms": fieldStartupTimeout,
-	"tool_timeout_sec": "tool_timeout_seconds",
+	"tool_timeout_sec": fieldToolTimeout,
 }
 
 var codexRefused = map[string]string{
@@ -156,7 +156,7 @@ func ImportCodex(data []byte, file string) (servers []Server, probs []layer.Prob
 			continue
 		}
 		before := len(ps.list)
-		entry := &yaml.Node{Kind: yaml.MappingNode, Tag: yamlMapTag, Content: []*yaml.Node{str("id"), str(id)}}
+		entry := &yaml.Node{Kind: yaml.MappingNode, Tag: yamlMapTag, Content: []*yaml.Node{str(fieldID), str(id)}}
 		typ := ""
 		for _, k := range slices.Sorted(maps.Keys(t)) {
 			v := t[k]
@@ -204,7 +204,7 @@ func ImportCodex(data []byte, file string) (servers []Server, probs []layer.Prob
 			ps.add(path, "declares neither a command nor a url")
 			continue
 		}
-		entry.Content = append(entry.Content, str("type"), str(typ))
+		entry.Content = append(entry.Content, str(fieldType), str(typ))
 		srv := translate(entry, path, ps)
 		if len(ps.list) == before {
 			servers = append(servers, srv)
@@ -354,31 +354,31 @@ func (srv Server) Declaration() []byte {
 		}
 		n.Content = append(n.Content, str(k), &vn)
 	}
-	add("id", srv.ID)
-	add("type", string(srv.Type))
+	add(fieldID, srv.ID)
+	add(fieldType, string(srv.Type))
 	if srv.Command != "" {
-		add("command", srv.Command)
+		add(fieldCommand, srv.Command)
 	}
 	if len(srv.Args) > 0 {
 		add(fieldArgs, srv.Args)
 	}
 	if len(srv.Env) > 0 {
-		add("env", srv.Env)
+		add(fieldEnv, srv.Env)
 	}
 	if srv.URL != "" {
-		add("url", srv.URL)
+		add(fieldURL, srv.URL)
 	}
 	if len(srv.Headers) > 0 {
-		add("headers", srv.Headers)
+		add(fieldHeaders, srv.Headers)
 	}
 	if len(srv.Executors) > 0 && !slices.Equal(srv.Executors, []string{ExecutorLocal}) {
-		add("executors", srv.Executors)
+		add(fieldExecutors, srv.Executors)
 	}
 	if srv.Tools != nil {
-		add("tools", srv.Tools)
+		add(fieldTools, srv.Tools)
 	}
 	if srv.Required {
-		add("required", true)
+		add(fieldRequired, true)
 	}
 	if srv.Disabled {
 		add(fieldDisabled, true)
@@ -387,7 +387,7 @@ func (srv Server) Declaration() []byte {
 		add(fieldStartupTimeout, srv.StartupTimeout.Seconds())
 	}
 	if srv.ToolTimeout != 0 && srv.ToolTimeout != DefaultToolTimeout {
-		add("tool_timeout_seconds", srv.ToolTimeout.Seconds())
+		add(fieldToolTimeout, srv.ToolTimeout.Seconds())
 	}
 	if err := enc.Encode(n); err != nil {
 		panic(fmt.Sprintf("encode the declaration: %v", err))

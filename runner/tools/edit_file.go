@@ -23,11 +23,11 @@ func (*EditFile) Description() string {
 
 func (*EditFile) Schema() json.RawMessage {
 	return schema(map[string]any{
-		"path":        prop("string", "File path, relative to the workspace root."),
+		argPath:       prop("string", "File path, relative to the workspace root."),
 		"old_string":  prop("string", "The exact text to replace."),
 		"new_string":  prop("string", "The replacement text."),
 		"replace_all": prop("boolean", "Replace every occurrence instead of exactly one."),
-	}, "path", "old_string", "new_string")
+	}, argPath, "old_string", "new_string")
 }
 
 type editFileArgs struct {
@@ -42,7 +42,7 @@ func (t *EditFile) Run(ctx context.Context, call json.RawMessage) Result {
 	if r := decode("edit_file", call, &a); r != nil {
 		return *r
 	}
-	if r := required("edit_file", "path", a.Path); r != nil {
+	if r := required("edit_file", argPath, a.Path); r != nil {
 		return *r
 	}
 	if a.OldString == "" {

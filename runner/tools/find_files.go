@@ -29,7 +29,7 @@ func (*FindFiles) Description() string {
 func (*FindFiles) Schema() json.RawMessage {
 	return schema(map[string]any{
 		"pattern": prop("string", "Glob pattern."),
-		"path":    prop("string", "Directory to search, relative to the workspace root (default: the root)."),
+		argPath:   prop("string", "Directory to search, relative to the workspace root (default: the root)."),
 	}, "pattern")
 }
 

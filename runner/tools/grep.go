@@ -36,7 +36,7 @@ func (*Grep) Description() string {
 func (*Grep) Schema() json.RawMessage {
 	return schema(map[string]any{
 		"pattern":     prop("string", "Go regular expression; (?i) for case-insensitive."),
-		"path":        prop("string", "File or directory to search, relative to the workspace root (default: the root)."),
+		argPath:       prop("string", "File or directory to search, relative to the workspace root (default: the root)."),
 		"glob":        prop("string", "Only search files matching this glob."),
 		"max_results": prop("integer", "Maximum number of matching lines (default 100)."),
 	}, "pattern")

@@ -25,7 +25,7 @@ func (*ListDirectory) Description() string {
 
 func (*ListDirectory) Schema() json.RawMessage {
 	return schema(map[string]any{
-		"path": prop("string", "Directory path, relative to the workspace root (default: the root)."),
+		argPath: prop("string", "Directory path, relative to the workspace root (default: the root)."),
 	})
 }
 

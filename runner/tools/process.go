@@ -28,11 +28,17 @@ func (*ProcessTool) Description() string {
 		"kill: terminate the process and its whole process group. poll, write and kill need the id."
 }
 
+// The process tool's actions.
+const (
+	actionList  = "list"
+	actionPoll  = "poll"
+	actionWrite = "write"
+	actionKill  = "kill"
+)
+
 func (*ProcessTool) Schema() json.RawMessage {
 	return schema(map[string]any{
-		"action": map[string]any{
-			"type": "string", "enum": []string{"list", "poll", "write", "kill"}, "description": "What to do.",
-		},
+		"action":  enum("What to do.", actionList, actionPoll, actionWrite, actionKill),
 		"id":      prop("string", "The background process id returned by bash."),
 		"input":   prop("string", "Input to send (write)."),
 		"newline": prop("boolean", "Append a newline to the input (default true)."),
@@ -52,9 +58,9 @@ func (t *ProcessTool) Run(ctx context.Context, call json.RawMessage) Result {
 		return *r
 	}
 	switch a.Action {
-	case "list":
+	case actionList:
 		return t.list()
-	case "poll", "write", "kill":
+	case actionPoll, actionWrite, actionKill:
 	case "":
 		return errorf("process: missing required argument \"action\"")
 	default:
@@ -68,13 +74,13 @@ func (t *ProcessTool) Run(ctx context.Context, call json.RawMessage) Result {
 		return errorf("process: %v", err)
 	}
 	switch a.Action {
-	case "poll":
+	case actionPoll:
 		out, status := bp.poll()
 		if out == "" {
 			out = "[no new output]"
 		}
 		return Result{Content: fmt.Sprintf("%s\n[process %s: %s]", strings.TrimSuffix(out, "\n"), a.ID, status)}
-	case "write":
+	case actionWrite:
 		in := a.Input
 		if a.Newline == nil || *a.Newline {
 			in += "\n"

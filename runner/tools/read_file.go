@@ -25,10 +25,10 @@ func (*ReadFile) Description() string {
 
 func (*ReadFile) Schema() json.RawMessage {
 	return schema(map[string]any{
-		"path":   prop("string", "File path, relative to the workspace root."),
+		argPath:  prop("string", "File path, relative to the workspace root."),
 		"offset": prop("integer", "First line to read, from 1."),
 		"limit":  prop("integer", "Number of lines to read."),
-	}, "path")
+	}, argPath)
 }
 
 type readFileArgs struct {
@@ -42,7 +42,7 @@ func (t *ReadFile) Run(ctx context.Context, call json.RawMessage) Result {
 	if r := decode("read_file", call, &a); r != nil {
 		return *r
 	}
-	if r := required("read_file", "path", a.Path); r != nil {
+	if r := required("read_file", argPath, a.Path); r != nil {
 		return *r
 	}
 	if a.Offset < 0 || a.Limit < 0 {

@@ -98,6 +98,10 @@ func decode(tool string, call json.RawMessage, v any) *Result {
 	return nil
 }
 
+// argPath is the argument of the file tools that names the file or
+// directory they act on, relative to the workspace root.
+const argPath = "path"
+
 // required reports the first of the named fields that is empty.
 func required(tool string, fields ...string) *Result {
 	for i := 0; i+1 < len(fields); i += 2 {
@@ -126,6 +130,13 @@ func schema(props map[string]any, req ...string) json.RawMessage {
 
 func prop(typ, desc string) map[string]any {
 	return map[string]any{"type": typ, "description": desc}
+}
+
+// enum is a string property that takes one of values.
+func enum(desc string, values ...string) map[string]any {
+	p := prop("string", desc)
+	p["enum"] = values
+	return p
 }
 
 // Registry holds the tools offered to the model, in order, and runs calls

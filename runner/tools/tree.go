@@ -29,7 +29,7 @@ func (*Tree) Description() string {
 
 func (*Tree) Schema() json.RawMessage {
 	return schema(map[string]any{
-		"path":  prop("string", "Directory path, relative to the workspace root (default: the root)."),
+		argPath: prop("string", "Directory path, relative to the workspace root (default: the root)."),
 		"depth": prop("integer", "How many levels to show (default 3)."),
 	})
 }

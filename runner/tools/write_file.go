@@ -21,9 +21,9 @@ func (*WriteFile) Description() string {
 
 func (*WriteFile) Schema() json.RawMessage {
 	return schema(map[string]any{
-		"path":    prop("string", "File path, relative to the workspace root."),
+		argPath:   prop("string", "File path, relative to the workspace root."),
 		"content": prop("string", "The file's complete new content."),
-	}, "path", "content")
+	}, argPath, "content")
 }
 
 type writeFileArgs struct {
@@ -36,7 +36,7 @@ func (t *WriteFile) Run(ctx context.Context, call json.RawMessage) Result {
 	if r := decode("write_file", call, &a); r != nil {
 		return *r
 	}
-	if r := required("write_file", "path", a.Path); r != nil {
+	if r := required("write_file", argPath, a.Path); r != nil {
 		return *r
 	}
 	if a.Content == nil {

@@ -130,7 +130,8 @@ func (m *Manager) entry(root *os.Root, kind Kind, name, rel, key string) (Entry,
 		e.State, e.Reason = layer.StatusInactive, "cannot inspect it: "+sanitize(err.Error())
 		return e, true
 	case !fi.Mode().IsRegular():
-		e.State, e.Reason = layer.StatusInactive, "not a regular file (a symbolic link, a directory…): the manager does not handle it"
+		e.State = layer.StatusInactive
+		e.Reason = "not a regular file (a symbolic link, a directory…): the manager does not handle it"
 		return e, true
 	}
 	d, size, err := digestFile(root, rel)

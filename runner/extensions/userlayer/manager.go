@@ -151,7 +151,12 @@ func (m *Manager) Apply(ctx context.Context, req Request) (Result, error) {
 			return Result{}, err
 		}
 	}
-	res := Result{Operation: req.Operation, Kind: req.Kind, Name: name, Path: filepath.Join(m.home.Dir, filepath.FromSlash(rel))}
+	res := Result{
+		Operation: req.Operation,
+		Kind:      req.Kind,
+		Name:      name,
+		Path:      filepath.Join(m.home.Dir, filepath.FromSlash(rel)),
+	}
 	ch, err := m.commit(ctx, req, rel, content)
 	if err != nil {
 		return Result{}, err
@@ -193,7 +198,11 @@ func (m *Manager) note(req Request) string {
 func (m *Manager) check(kind Kind, name, rel string, content []byte) *Error {
 	switch {
 	case len(content) > MaxContentBytes:
-		return fail(InvalidContent, "content", "%d bytes, over the %d KiB limit; make the artifact smaller", len(content), MaxContentBytes>>10)
+		return fail(
+			InvalidContent, "content",
+			"%d bytes, over the %d KiB limit; make the artifact smaller",
+			len(content), MaxContentBytes>>10,
+		)
 	case len(strings.TrimSpace(string(content))) == 0:
 		return fail(InvalidContent, "content", "empty; give the artifact's complete content (to remove it, use delete)")
 	case strings.IndexByte(string(content), 0) >= 0:
@@ -202,16 +211,28 @@ func (m *Manager) check(kind Kind, name, rel string, content []byte) *Error {
 		return fail(InvalidContent, "content", "is not valid UTF-8 text; artifacts are text")
 	}
 	if s, ok := FindSecret(content); ok {
-		return fail(InvalidContent, "content", "line %d holds what looks like %s; remove it and read the credential from the environment at run time instead", s.Line, s.Kind)
+		return fail(
+			InvalidContent, "content",
+			"line %d holds what looks like %s; remove it and read the credential from the environment at run time instead",
+			s.Line, s.Kind,
+		)
 	}
 	switch kind {
 	case KindSkill:
 		fm, err := skills.ParseFrontmatter(content)
 		if err != nil {
-			return fail(InvalidContent, "content", "SKILL.md frontmatter: %v; start with a line ---, then name: and description: fields, then a line ---", err)
+			return fail(
+				InvalidContent, "content",
+				"SKILL.md frontmatter: %v; start with a line ---, then name: and description: fields, then a line ---",
+				err,
+			)
 		}
 		if fm.Name != "" && fm.Name != name {
-			return fail(InvalidContent, "content", "the frontmatter's name %q differs from the request's name %q; make them the same", fm.Name, name)
+			return fail(
+				InvalidContent, "content",
+				"the frontmatter's name %q differs from the request's name %q; make them the same",
+				fm.Name, name,
+			)
 		}
 	case KindTool:
 		mf, err := extensions.ParseManifest(rel, content)
@@ -219,10 +240,18 @@ func (m *Manager) check(kind Kind, name, rel string, content []byte) *Error {
 			return fail(InvalidContent, "content", "tool manifest: %v", err)
 		}
 		if mf.Name != name {
-			return fail(InvalidContent, "content", "the manifest's name %q differs from the request's name %q; make them the same", mf.Name, name)
+			return fail(
+				InvalidContent, "content",
+				"the manifest's name %q differs from the request's name %q; make them the same",
+				mf.Name, name,
+			)
 		}
 		if slices.Contains(m.opts.Builtins, name) {
-			return fail(NameCollision, "name", "%s is a built-in tool, and custom tools cannot shadow built-ins; choose another name", name)
+			return fail(
+				NameCollision, "name",
+				"%s is a built-in tool, and custom tools cannot shadow built-ins; choose another name",
+				name,
+			)
 		}
 	case KindHooks:
 		file := filepath.Join(m.home.Dir, HooksFile)
@@ -257,7 +286,11 @@ func (m *Manager) collision(kind Kind, name string) *Error {
 		}
 		for _, a := range arts {
 			if a.Type == extensions.TypeTool && a.Name == name && a.Status != layer.StatusSkipped {
-				return fail(NameCollision, "name", "the %s layer %s defines a tool %s (%s), which wins over the user layer's; choose another name", a.LayerKind, a.Layer, name, a.Path)
+				return fail(
+					NameCollision, "name",
+					"the %s layer %s defines a tool %s (%s), which wins over the user layer's; choose another name",
+					a.LayerKind, a.Layer, name, a.Path,
+				)
 			}
 		}
 	case KindSystemPrompt:
@@ -267,14 +300,23 @@ func (m *Manager) collision(kind Kind, name string) *Error {
 		}
 		for _, a := range arts {
 			if a.Type == extensions.TypeSystemPrompt && a.Layer != layer.EnvironmentLayer {
-				return fail(NameCollision, "kind", "the %s layer %s has a %s (%s), which replaces the persona prompt before the user layer's would; change that file, or use append_system", a.LayerKind, a.Layer, extensions.SystemFile, a.Path)
+				return fail(
+					NameCollision, "kind",
+					"the %s layer %s has a %s (%s), which replaces the persona prompt before the "+
+						"user layer's would; change that file, or use append_system",
+					a.LayerKind, a.Layer, extensions.SystemFile, a.Path,
+				)
 			}
 		}
 	case KindHooks:
 		loaded, _ := hooks.Load(m.nearer, nil, hooks.LoadOptions{Dir: m.opts.WorkDir})
 		for _, f := range loaded.Files {
 			if f.Format == hooks.FormatTOML {
-				return fail(NameCollision, "kind", "the %s layer %s has a %s (%s), and the nearest hooks.toml wins; change that file instead", f.Layer.Kind, f.Layer.Name, HooksFile, f.Path)
+				return fail(
+					NameCollision, "kind",
+					"the %s layer %s has a %s (%s), and the nearest hooks.toml wins; change that file instead",
+					f.Layer.Kind, f.Layer.Name, HooksFile, f.Path,
+				)
 			}
 		}
 	}
@@ -282,7 +324,11 @@ func (m *Manager) collision(kind Kind, name string) *Error {
 }
 
 func storage(err error) *Error {
-	return &Error{Category: StorageUnavailable, Message: sanitize(err.Error()) + "; check that $AERIE_HOME is a writable directory, then retry", Err: err}
+	return &Error{
+		Category: StorageUnavailable,
+		Message:  sanitize(err.Error()) + "; check that $AERIE_HOME is a writable directory, then retry",
+		Err:      err,
+	}
 }
 
 // sanitize keeps a storage error's message to one line.

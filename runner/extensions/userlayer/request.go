@@ -170,7 +170,11 @@ const MaxRequestBytes = 6*layer.MaxArtifactBytes + 4096
 // request is carried out.
 func DecodeRequest(raw []byte) (Request, error) {
 	if len(raw) > MaxRequestBytes {
-		return Request{}, fail(InvalidContent, "content", "the request is %d bytes; an artifact is at most %d KiB", len(raw), layer.MaxArtifactBytes>>10)
+		return Request{}, fail(
+			InvalidContent, "content",
+			"the request is %d bytes; an artifact is at most %d KiB",
+			len(raw), layer.MaxArtifactBytes>>10,
+		)
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = []byte("{}")
@@ -182,7 +186,11 @@ func DecodeRequest(raw []byte) (Request, error) {
 		return Request{}, decodeError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Request{}, fail(UnsupportedOperation, "", "the arguments have data after the JSON object; send one object with the fields %s", requestFields)
+		return Request{}, fail(
+			UnsupportedOperation, "",
+			"the arguments have data after the JSON object; send one object with the fields %s",
+			requestFields,
+		)
 	}
 	if err := r.Validate(); err != nil {
 		return Request{}, err
@@ -207,14 +215,22 @@ func decodeError(err error) *Error {
 			c = StaleRevision
 		}
 		if field == "" {
-			return fail(UnsupportedOperation, "", "the arguments must be a JSON object with the fields %s, not %s", requestFields, te.Value)
+			return fail(
+				UnsupportedOperation, "",
+				"the arguments must be a JSON object with the fields %s, not %s",
+				requestFields, te.Value,
+			)
 		}
 		return fail(c, field, "must be a string, not %s", te.Value)
 	}
 	if m := unknownField().FindStringSubmatch(err.Error()); m != nil {
 		return fail(UnsupportedOperation, m[1], "unknown field; the fields are %s", requestFields)
 	}
-	return fail(UnsupportedOperation, "", "the arguments are not a JSON object (%v); send one object with the fields %s", err, requestFields)
+	return fail(
+		UnsupportedOperation, "",
+		"the arguments are not a JSON object (%v); send one object with the fields %s",
+		err, requestFields,
+	)
 }
 
 // Validate checks the shape of r: a known operation and kind, a well-formed
@@ -258,10 +274,17 @@ func (r Request) Validate() error {
 	}
 	if r.ExpectedDigest != "" {
 		if r.Operation == OpCreate {
-			return fail(UnsupportedOperation, "expected_digest", "create takes no expected_digest: there is no revision yet; leave it out, or use replace")
+			return fail(
+				UnsupportedOperation, "expected_digest",
+				"create takes no expected_digest: there is no revision yet; leave it out, or use replace",
+			)
 		}
 		if !layer.IsDigest(r.ExpectedDigest) {
-			return fail(StaleRevision, "expected_digest", "%q is not a digest; copy the artifact's current digest (sha256:<64 hex digits>) from list", truncate(r.ExpectedDigest, 80))
+			return fail(
+				StaleRevision, "expected_digest",
+				"%q is not a digest; copy the artifact's current digest (sha256:<64 hex digits>) from list",
+				truncate(r.ExpectedDigest, 80),
+			)
 		}
 	}
 	return nil
@@ -276,16 +299,30 @@ func checkName(kind Kind, name string) *Error {
 	case KindSkill:
 		switch {
 		case name == "":
-			return fail(InvalidName, "name", "missing; a skill is named by lowercase letters, digits and single hyphens, such as release-notes")
+			return fail(
+				InvalidName, "name",
+				"missing; a skill is named by lowercase letters, digits and single hyphens, such as release-notes",
+			)
 		case len(name) > maxSkillName || !skills.ValidName(name):
-			return fail(InvalidName, "name", "%q is not a skill name: use 1 to %d lowercase letters, digits and single hyphens, such as release-notes", truncate(name, 80), maxSkillName)
+			return fail(
+				InvalidName, "name",
+				"%q is not a skill name: use 1 to %d lowercase letters, digits and single hyphens, such as release-notes",
+				truncate(name, 80), maxSkillName,
+			)
 		}
 	case KindTool:
 		switch {
 		case name == "":
-			return fail(InvalidName, "name", "missing; a tool is named by 1 to 64 lowercase letters, digits or underscores, the name in its manifest")
+			return fail(
+				InvalidName, "name",
+				"missing; a tool is named by 1 to 64 lowercase letters, digits or underscores, the name in its manifest",
+			)
 		case !extensions.ValidToolName(name):
-			return fail(InvalidName, "name", "%q is not a tool name: use 1 to 64 lowercase letters, digits or underscores, as in the manifest's name field", truncate(name, 80))
+			return fail(
+				InvalidName, "name",
+				"%q is not a tool name: use 1 to 64 lowercase letters, digits or underscores, as in the manifest's name field",
+				truncate(name, 80),
+			)
 		}
 	default:
 		if name != "" && name != fileOf(kind) {

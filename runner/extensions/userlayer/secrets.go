@@ -36,19 +36,36 @@ var secretPatterns = sync.OnceValue(func() []secretPattern {
 	return []secretPattern{
 		{kind: "a private key (PEM)", re: regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`)},
 		{kind: "an Anthropic API key", re: regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_-]{16,}`)},
-		{kind: "an OpenAI API key", re: regexp.MustCompile(`\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}`), check: randomish},
+		{
+			kind:  "an OpenAI API key",
+			re:    regexp.MustCompile(`\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}`),
+			check: randomish,
+		},
 		{kind: "a GitHub token", re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})`)},
 		{kind: "a GitLab token", re: regexp.MustCompile(`\bglpat-[A-Za-z0-9_-]{20,}`)},
 		{kind: "an AWS access key id", re: regexp.MustCompile(`\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b`)},
-		{kind: "an AWS secret access key", re: regexp.MustCompile(`(?i)aws_secret_access_key["']?\s*[:=]\s*["']?[A-Za-z0-9/+]{40}\b`)},
+		{
+			kind: "an AWS secret access key",
+			re:   regexp.MustCompile(`(?i)aws_secret_access_key["']?\s*[:=]\s*["']?[A-Za-z0-9/+]{40}\b`),
+		},
 		{kind: "a Slack token", re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`)},
 		{kind: "a Google API key", re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}\b`)},
 		{kind: "a Stripe secret key", re: regexp.MustCompile(`\b[rs]k_live_[0-9A-Za-z]{20,}`)},
-		{kind: "a JSON web token", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}`)},
-		{kind: "a password or token in a URL", re: regexp.MustCompile(`\b[a-z][a-z0-9+.-]*://[^\s:/@'"]+:[^\s@/'"$<{]{6,}@`), check: notPlaceholder},
 		{
-			kind:  "a secret assigned to a credential name",
-			re:    regexp.MustCompile(`(?i)(?:api[_-]?key|secret|token|passw(?:or)?d|auth)[a-z0-9_-]*["']?\s*[:=]\s*["']?([A-Za-z0-9_+/=.-]{20,})`),
+			kind: "a JSON web token",
+			re:   regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}`),
+		},
+		{
+			kind:  "a password or token in a URL",
+			re:    regexp.MustCompile(`\b[a-z][a-z0-9+.-]*://[^\s:/@'"]+:[^\s@/'"$<{]{6,}@`),
+			check: notPlaceholder,
+		},
+		{
+			kind: "a secret assigned to a credential name",
+			re: regexp.MustCompile(
+				`(?i)(?:api[_-]?key|secret|token|passw(?:or)?d|auth)[a-z0-9_-]*` + // the credential name
+					`["']?\s*[:=]\s*["']?([A-Za-z0-9_+/=.-]{20,})`, // then what is assigned to it
+			),
 			check: func(m []byte) bool { return randomish(assigned().FindSubmatch(m)[1]) },
 		},
 	}

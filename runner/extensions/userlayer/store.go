@@ -64,11 +64,24 @@ func (m *Manager) commit(ctx context.Context, req Request, rel string, content [
 	abs := filepath.Join(m.home.Dir, filepath.FromSlash(rel))
 	switch {
 	case req.Operation == OpCreate && cur.exists:
-		return change{}, fail(AlreadyExists, "name", "%s already exists (digest %s); replace it with expected_digest set to that digest, or choose another name", abs, cur.digest)
+		return change{}, fail(
+			AlreadyExists, "name",
+			"%s already exists (digest %s); replace it with expected_digest set to that digest, or choose another name",
+			abs, cur.digest,
+		)
 	case req.Operation != OpCreate && !cur.exists:
-		return change{}, fail(NotFound, "name", "there is no %s in the user layer (%s); list shows what there is, and create makes a new one", req.Kind, abs)
+		return change{}, fail(
+			NotFound, "name",
+			"there is no %s in the user layer (%s); list shows what there is, and create makes a new one",
+			req.Kind, abs,
+		)
 	case req.ExpectedDigest != "" && req.ExpectedDigest != cur.digest:
-		return change{}, fail(StaleRevision, "expected_digest", "%s has digest %s, not %s: it changed since you read it; list it again, check the change, and retry with its current digest", abs, cur.digest, req.ExpectedDigest)
+		return change{}, fail(
+			StaleRevision, "expected_digest",
+			"%s has digest %s, not %s: it changed since you read it; list it again, "+
+				"check the change, and retry with its current digest",
+			abs, cur.digest, req.ExpectedDigest,
+		)
 	}
 
 	ch = change{operationID: m.opts.NewOperationID(), previous: cur.digest}
@@ -149,9 +162,18 @@ func (m *Manager) dirs(root *os.Root, dir string, create bool) ([]string, error)
 		case err == nil && fi.IsDir():
 			continue
 		case err == nil && fi.Mode()&fs.ModeSymlink != 0:
-			return made, fail(UnsupportedOperation, "name", "%s is a symbolic link; the manager writes only inside real directories of the user layer: replace the link by a directory by hand", filepath.Join(m.home.Dir, cur))
+			return made, fail(
+				UnsupportedOperation, "name",
+				"%s is a symbolic link; the manager writes only inside real directories of "+
+					"the user layer: replace the link by a directory by hand",
+				filepath.Join(m.home.Dir, cur),
+			)
 		case err == nil:
-			return made, fail(UnsupportedOperation, "name", "%s is not a directory; move it away by hand", filepath.Join(m.home.Dir, cur))
+			return made, fail(
+				UnsupportedOperation, "name",
+				"%s is not a directory; move it away by hand",
+				filepath.Join(m.home.Dir, cur),
+			)
 		case !errors.Is(err, fs.ErrNotExist):
 			return made, storage(fmt.Errorf("inspect %s: %w", cur, err))
 		case !create:
@@ -184,10 +206,19 @@ func inspect(root *os.Root, rel string) (current, error) {
 		return current{}, storage(fmt.Errorf("inspect %s: %w", rel, err))
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		return current{}, fail(UnsupportedOperation, "name", "%s in the user layer is a symbolic link, which the manager never follows or replaces; remove the link by hand, or use another name", rel)
+		return current{}, fail(
+			UnsupportedOperation, "name",
+			"%s in the user layer is a symbolic link, which the manager never follows "+
+				"or replaces; remove the link by hand, or use another name",
+			rel,
+		)
 	}
 	if !fi.Mode().IsRegular() {
-		return current{}, fail(UnsupportedOperation, "name", "%s in the user layer is not a regular file (%s); the manager handles only regular files: move it away by hand", rel, fi.Mode().Type())
+		return current{}, fail(
+			UnsupportedOperation, "name",
+			"%s in the user layer is not a regular file (%s); the manager handles only regular files: move it away by hand",
+			rel, fi.Mode().Type(),
+		)
 	}
 	d, size, err := digestFile(root, rel)
 	if err != nil {

@@ -29,19 +29,27 @@ func (*Tool) Description() string {
 	return "Manage your own extensions in the user layer ($AERIE_HOME), for this and later sessions: " +
 		"create, replace, delete or list skills (skills/<name>/SKILL.md), the replacement system prompt (SYSTEM.md), " +
 		"the appended system prompt (APPEND_SYSTEM.md), custom tools (tools/<name>.toml) and hooks (hooks.toml). " +
-		"create and replace take the complete content (at most 256 KiB of text, no secrets), checked as a session loads it. " +
+		"create and replace take the complete content (at most 256 KiB of text, no secrets), " +
+		"checked as a session loads it. " +
 		"Pass expected_digest (from list) to replace or delete, so that you never overwrite a change you have not seen. " +
-		"A change takes effect at the next turn boundary. Tools and hooks you write stay inactive until a person pins them in trust.toml. " +
+		"A change takes effect at the next turn boundary. " +
+		"Tools and hooks you write stay inactive until a person pins them in trust.toml. " +
 		"list returns names, digests, provenance and states, never the contents. " +
-		"A failure names its category (invalid_name, invalid_content, name_collision, already_exists, not_found, stale_revision, unsupported_operation, storage_unavailable), the field and the fix."
+		"A failure names its category (invalid_name, invalid_content, name_collision, already_exists, not_found, " +
+		"stale_revision, unsupported_operation, storage_unavailable), the field and the fix."
 }
 
 var toolSchema = json.RawMessage(`{"type":"object","properties":{` +
 	`"operation":{"type":"string","enum":["create","replace","delete","list"],"description":"What to do."},` +
-	`"kind":{"type":"string","enum":["skill","system_prompt","append_system","tool","hooks"],"description":"The kind of artifact; optional for list."},` +
-	`"name":{"type":"string","description":"A skill's name (lowercase letters, digits, hyphens) or a tool's (lowercase letters, digits, underscores; the manifest's name). Omit for system_prompt, append_system and hooks."},` +
-	`"content":{"type":"string","description":"create and replace: the complete file — SKILL.md with frontmatter, prompt text, a tool's TOML manifest, or hooks.toml."},` +
-	`"expected_digest":{"type":"string","description":"replace and delete: the artifact's digest as list shows it (sha256:…); a mismatch fails with stale_revision and writes nothing."}` +
+	`"kind":{"type":"string","enum":["skill","system_prompt","append_system","tool","hooks"],` +
+	`"description":"The kind of artifact; optional for list."},` +
+	`"name":{"type":"string","description":"A skill's name (lowercase letters, digits, hyphens) ` +
+	`or a tool's (lowercase letters, digits, underscores; the manifest's name). ` +
+	`Omit for system_prompt, append_system and hooks."},` +
+	`"content":{"type":"string","description":"create and replace: the complete file — ` +
+	`SKILL.md with frontmatter, prompt text, a tool's TOML manifest, or hooks.toml."},` +
+	`"expected_digest":{"type":"string","description":"replace and delete: the artifact's digest as list shows it ` +
+	`(sha256:…); a mismatch fails with stale_revision and writes nothing."}` +
 	`},"required":["operation"],"additionalProperties":false}`)
 
 // Schema implements tools.Tool.

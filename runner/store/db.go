@@ -33,6 +33,13 @@ func (db *DB) Create(ctx context.Context, tenant string, ns NewSession) (Session
 	if err != nil {
 		return Session{}, fmt.Errorf("create session: %w", err)
 	}
+	rows, err := encodeFirst(ns.Entries)
+	if err != nil {
+		return Session{}, fmt.Errorf("create session: %w", err)
+	}
+	if len(rows) > 0 {
+		s.EntryCount, s.LastSeq = int64(len(rows)), rows[len(rows)-1].Seq
+	}
 	err = WithTx(ctx, db.b.Write, func(tx Tx) error {
 		if s.ParentID != uuid.Nil {
 			parent, err := live(ctx, tx, tenant, s.ParentID)
@@ -41,7 +48,17 @@ func (db *DB) Create(ctx context.Context, tenant string, ns NewSession) (Session
 			}
 			s.RootID = parent.RootID
 		}
-		return insert(ctx, tx, s)
+		if err := insert(ctx, tx, s); err != nil {
+			return err
+		}
+		// A statement per entry: a new session's first entries are a
+		// few, and they share the session's transaction.
+		for _, r := range rows {
+			if err := tx.InsertEntry(ctx, tenant, s.ID, r); err != nil {
+				return fmt.Errorf("entry %d: %w", r.Seq, err)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return Session{}, fmt.Errorf("create session: %w", err)

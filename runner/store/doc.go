@@ -33,7 +33,8 @@
 // # Sessions
 //
 // Create stores a new session (a subagent passes its parent in
-// NewSession.Parent); Session, List and Resolve find sessions (Resolve
+// NewSession.Parent) together with its first entries, in one transaction,
+// so that a session is never found without them; Session, List and Resolve find sessions (Resolve
 // accepts a full id, a unique id prefix or a label, and reports an
 // ambiguous one as an *AmbiguousError listing the candidates); BuildTree
 // arranges a List into the parent/child trees of forks and subagents;

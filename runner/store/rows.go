@@ -56,6 +56,18 @@ func encodeEntries(entries []transcript.Entry) ([]EntryRow, error) {
 	return out, nil
 }
 
+// encodeFirst checks and encodes a new session's first entries for
+// Create: Append's rules, and no compaction, which would have nothing to
+// compact.
+func encodeFirst(entries []transcript.Entry) ([]EntryRow, error) {
+	for _, e := range entries {
+		if _, ok := e.Payload.(transcript.Compaction); ok {
+			return nil, fmt.Errorf("entry %d: a new session's first entries cannot compact: %w", e.Seq, ErrInvalid)
+		}
+	}
+	return encodeEntries(entries)
+}
+
 // EntryRows collects the entry rows of one session as a Backend reads them,
 // to be decoded together: decoding JSON is most of the cost of reading a
 // long session, and decode spreads it over the available cores.

@@ -23,7 +23,10 @@ import (
 //
 // Implementations are safe for concurrent use.
 type Store interface {
-	// Create stores a new session.
+	// Create stores a new session with its first entries
+	// (NewSession.Entries), in one transaction: the session and its
+	// entries are stored together or not at all, so a session is never
+	// found without them. Later entries are appended after them.
 	Create(ctx context.Context, tenant string, s NewSession) (Session, error)
 	// Session returns the session with the given id. A soft-deleted session
 	// is ErrNotFound.
@@ -194,6 +197,14 @@ type NewSession struct {
 	Parent uuid.UUID
 	// State defaults to StateActive.
 	State State
+	// Entries are the session's first entries, stored with it: what a run
+	// journals before its first model request (the layers it uses, the
+	// user's prompt), so that a crash after the session is stored cannot
+	// leave it without them. Their sequence numbers follow Append's rules;
+	// a compaction is refused (a new session has nothing to compact), and
+	// so is every entry Append would refuse, and then nothing is stored.
+	// The session's EntryCount and LastSeq count them.
+	Entries []transcript.Entry
 }
 
 // ListOptions narrows List.

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +43,8 @@ func Run(t *testing.T, newURL func(t *testing.T) string) {
 	}{
 		{"Migrations", testMigrations},
 		{"CreateAndGet", testCreateAndGet},
+		{"CreateWithEntries", testCreateWithEntries},
+		{"CreateWithEntriesIsAtomic", testCreateWithEntriesIsAtomic},
 		{"AppendAndRead", testAppendAndRead},
 		{"AppendIsIdempotent", testAppendIsIdempotent},
 		{"ConcurrentWritersKeepOrder", testConcurrentWriters},
@@ -272,6 +275,158 @@ func testCreateAndGet(t *testing.T, newURL func(t *testing.T) string) {
 	wantErr(t, "create with unknown parent", err, store.ErrNotFound)
 	_, err = st.Session(ctx(t), tenant, uuid.New())
 	wantErr(t, "get unknown session", err, store.ErrNotFound)
+}
+
+// firstEntries are what a run stores with a new session: the layers it
+// uses and the user's prompt.
+func firstEntries(s *stream, prompt string) []transcript.Entry {
+	return []transcript.Entry{
+		s.add(transcript.Layers{Layers: []transcript.Layer{{Name: "bundled", Kind: "bundled"}}}),
+		s.add(user(prompt)),
+	}
+}
+
+func testCreateWithEntries(t *testing.T, newURL func(t *testing.T) string) {
+	st := open(t, newURL(t))
+	str := newStream()
+	first := firstEntries(str, "fix the build")
+	ns := store.NewSession{ID: uuid.New(), Dir: tenant, Kind: store.SessionHeadless, Entries: first}
+	got := create(t, st, tenant, ns)
+	if got.EntryCount != 2 || got.LastSeq != 2 {
+		t.Errorf("Create counts %d entries, last %d; want 2, 2", got.EntryCount, got.LastSeq)
+	}
+	if diff := cmp.Diff(got, session(t, st, tenant, ns.ID)); diff != "" {
+		t.Errorf("Session differs from Create (-create +get):\n%s", diff)
+	}
+	if diff := cmp.Diff(first, entries(t, st, tenant, ns.ID), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("Entries after Create (-created +read):\n%s", diff)
+	}
+	_, snap, err := st.Load(ctx(t), tenant, ns.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(first, snap.Entries, cmpopts.EquateEmpty()); diff != "" || snap.LastSeq != 2 {
+		t.Errorf("Load after Create: last %d, entries (-created +loaded):\n%s", snap.LastSeq, diff)
+	}
+
+	// The stream goes on after them; a retry of the first entries, or of
+	// a batch that repeats them, writes nothing twice.
+	more := []transcript.Entry{str.add(assistant("done")), str.add(transcript.Checkpoint{Turn: 1, Outcome: "completed"})}
+	appendEntries(t, st, tenant, ns.ID, more...)
+	appendEntries(t, st, tenant, ns.ID, first...)
+	appendEntries(t, st, tenant, ns.ID, append(first[1:], more...)...)
+	all := append(slices.Clone(first), more...)
+	if diff := cmp.Diff(all, entries(t, st, tenant, ns.ID), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("Entries after appends (-want +got):\n%s", diff)
+	}
+	if s := session(t, st, tenant, ns.ID); s.EntryCount != 4 || s.LastSeq != 4 {
+		t.Errorf("after appends: %d entries, last %d; want 4, 4", s.EntryCount, s.LastSeq)
+	}
+
+	// A fork of it copies them like any other entries.
+	child, err := st.Fork(ctx(t), tenant, ns.ID, store.ForkOptions{At: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es := entries(t, st, tenant, child.ID); len(es) != 3 || es[1].Kind() != transcript.KindUserMessage || es[2].Kind() != transcript.KindFork {
+		t.Errorf("fork at the prompt: %v", kindsOf(es))
+	}
+
+	// A batch Append would refuse refuses the whole creation: neither the
+	// session nor any of its entries is stored, and the id stays free.
+	valid := user("valid")
+	refused := map[string][]transcript.Entry{
+		"an invalid payload":                {{Seq: 1, Payload: valid}, {Seq: 2, Payload: transcript.ToolCall{CallID: "x"}}},
+		"sequence numbers that do not rise": {{Seq: 2, Payload: valid}, {Seq: 2, Payload: valid}},
+		"sequence number 0":                 {{Seq: 0, Payload: valid}},
+		"a compaction":                      {{Seq: 1, Payload: valid}, {Seq: 2, Payload: transcript.Compaction{FirstKept: 2}}},
+	}
+	id := uuid.New()
+	for what, es := range refused {
+		_, err := st.Create(ctx(t), tenant, store.NewSession{ID: id, Dir: tenant, Entries: es})
+		wantErr(t, "create with "+what, err, store.ErrInvalid)
+		_, err = st.Session(ctx(t), tenant, id)
+		wantErr(t, "the session after a create with "+what, err, store.ErrNotFound)
+	}
+	// An id already taken stores none of the entries either.
+	_, err = st.Create(ctx(t), tenant, store.NewSession{ID: ns.ID, Dir: tenant, Entries: firstEntries(newStream(), "again")})
+	wantErr(t, "create with a taken id and entries", err, store.ErrExists)
+	if diff := cmp.Diff(all, entries(t, st, tenant, ns.ID), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("Entries after a refused create with the same id (-want +got):\n%s", diff)
+	}
+	create(t, st, tenant, store.NewSession{ID: id, Dir: tenant, Entries: firstEntries(newStream(), "now")})
+	if es := entries(t, st, tenant, id); len(es) != 2 {
+		t.Errorf("the id refused before: %d entries, want 2", len(es))
+	}
+}
+
+// testCreateWithEntriesIsAtomic reads sessions while others are created
+// with their first entries: a session that can be found has them all.
+func testCreateWithEntriesIsAtomic(t *testing.T, newURL func(t *testing.T) string) {
+	st := open(t, newURL(t))
+	done := make(chan struct{})
+	var checked atomic.Int64
+	var readErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			ss, err := st.List(ctx(t), tenant, store.ListOptions{})
+			if err != nil {
+				readErr = err
+				return
+			}
+			for _, s := range ss {
+				_, snap, err := st.Load(ctx(t), tenant, s.ID)
+				if err != nil {
+					readErr = err
+					return
+				}
+				checked.Add(1)
+				if s.EntryCount != 2 || len(snap.Entries) != 2 || snap.LastSeq != 2 {
+					readErr = fmt.Errorf("session %s found with %d entries counted, %d loaded, last %d; want 2", s.ID, s.EntryCount, len(snap.Entries), snap.LastSeq)
+					return
+				}
+			}
+		}
+	})
+	// At least 40 sessions, and more until the reader has checked some.
+	n := 0
+	for ; n < 40 || (checked.Load() < 10 && n < 10000); n++ {
+		create(t, st, tenant, store.NewSession{Dir: tenant, Entries: firstEntries(newStream(), fmt.Sprintf("task %d", n))})
+	}
+	close(done)
+	wg.Wait()
+	if readErr != nil {
+		t.Fatal(readErr)
+	}
+	if checked.Load() == 0 {
+		t.Fatalf("the reader checked no session while %d were created", n)
+	}
+	if got := len(list(t, st)); got != n {
+		t.Errorf("%d sessions stored, want %d", got, n)
+	}
+}
+
+func list(t *testing.T, st store.Store) []store.Session {
+	t.Helper()
+	ss, err := st.List(ctx(t), tenant, store.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss
+}
+
+func kindsOf(es []transcript.Entry) []transcript.EntryKind {
+	ks := make([]transcript.EntryKind, len(es))
+	for i, e := range es {
+		ks[i] = e.Kind()
+	}
+	return ks
 }
 
 // everyKind is one entry of every kind, so that each payload type makes the

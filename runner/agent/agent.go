@@ -110,6 +110,11 @@ type Config struct {
 	// compaction that keeps a history message journals where the kept tail
 	// starts. Without them only the messages of this run can start a tail.
 	HistorySeqs []int64
+	// PromptSeq is the sequence number of the prompt Run is given when
+	// the prompt is journaled already, as UserEntry makes it: a new
+	// session's prompt is stored with the session. Run then adds it to the
+	// conversation without appending it again. Zero: Run journals it.
+	PromptSeq int64
 	// OnStop, when set, may keep the loop going after the model ends its
 	// turn (see StopHook). It is asked at most MaxStopContinues times.
 	OnStop StopHook
@@ -204,7 +209,11 @@ func (l *Loop) Run(ctx context.Context, prompt string) Result {
 		defer cancel()
 	}
 	if prompt != "" {
-		l.addUser(prompt)
+		seq := l.cfg.PromptSeq
+		if seq == 0 {
+			seq = l.append(UserEntry(prompt))
+		}
+		l.addUser(prompt, seq)
 	}
 	continues := 0
 	for {
@@ -245,7 +254,7 @@ func (l *Loop) Run(ctx context.Context, prompt string) Result {
 		if r.Outcome == transcript.OutcomeCompleted && l.cfg.OnStop != nil && continues < MaxStopContinues {
 			if reason, block := l.cfg.OnStop(ctx, r.Answer); block {
 				continues++
-				l.addUser(reason)
+				l.addUser(reason, l.append(UserEntry(reason)))
 				l.turnBarrier(ctx)
 				continue
 			}
@@ -324,10 +333,15 @@ func (l *Loop) lastAnswer() string {
 	return ""
 }
 
-func (l *Loop) addUser(text string) {
-	msg := provider.UserMessage(text)
-	seq := l.append(transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: text}}})
-	l.addMessage(msg, seq)
+// UserEntry is the journal entry of a user message of text.
+func UserEntry(text string) transcript.UserMessage {
+	return transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: text}}}
+}
+
+// addUser adds a user message, journaled with sequence number seq, to the
+// conversation.
+func (l *Loop) addUser(text string, seq int64) {
+	l.addMessage(provider.UserMessage(text), seq)
 	l.emit(events.Event{Type: events.UserMessage, Seq: seq, Turn: l.turns + 1, Text: text})
 }
 

@@ -152,6 +152,37 @@ func TestLoopJournalsEveryStep(t *testing.T) {
 	}
 }
 
+// TestLoopPromptJournaledBefore: a prompt journaled before the run (a new
+// session's, stored with the session) is sent and reported with its
+// sequence number, and not journaled again.
+func TestLoopPromptJournaledBefore(t *testing.T) {
+	t.Parallel()
+	j := &recorder{}
+	model := &requests{Model: provider.NewScripted("s", []provider.Response{textTurn("done")})}
+	var prompted []events.Event
+	l := New(Config{
+		Model: model, Journal: j, PromptSeq: 7,
+		Observe: func(e events.Event) {
+			if e.Type == events.UserMessage {
+				prompted = append(prompted, e)
+			}
+		},
+	}, nil, transcript.Usage{})
+	if r := l.Run(t.Context(), "go"); r.Outcome != transcript.OutcomeCompleted {
+		t.Fatalf("result = %+v", r)
+	}
+	want := []transcript.EntryKind{transcript.KindAssistantMessage, transcript.KindUsage, transcript.KindCheckpoint}
+	if diff := cmp.Diff(want, j.kinds()); diff != "" {
+		t.Errorf("journal (-want +got):\n%s", diff)
+	}
+	if len(prompted) != 1 || prompted[0].Seq != 7 || prompted[0].Text != "go" {
+		t.Errorf("user_message events %+v, want one of sequence number 7", prompted)
+	}
+	if len(model.got) != 1 || len(model.got[0].Messages) != 1 || model.got[0].Messages[0].Text() != "go" {
+		t.Errorf("requests %+v, want one with the prompt", model.got)
+	}
+}
+
 func TestLoopStopConditions(t *testing.T) {
 	t.Parallel()
 	turns := []provider.Response{echoTurn("x"), echoTurn("x"), echoTurn("x"), textTurn("done")}

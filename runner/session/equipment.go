@@ -54,8 +54,11 @@ type equipment struct {
 	// prompt, kept across reloads.
 	startContext string
 
-	// prompt is the user's prompt with the skills it names attached.
-	prompt string
+	// prompt is the user's prompt with the skills it names attached, and
+	// promptSeq its sequence number when it was journaled before the loop
+	// runs (a new session is stored with it; see pendingSession).
+	prompt    string
+	promptSeq int64
 
 	// compactor compacts the conversation (see converse).
 	compactor *compaction.Policy
@@ -298,6 +301,7 @@ func (eq *equipment) converse(
 		BeforeRequest: eq.turnBoundary(func() *agent.Loop { return loop }),
 		Compactor:     compactor,
 		HistorySeqs:   seqs,
+		PromptSeq:     eq.promptSeq,
 		Observe:       opts.Observe,
 		Logger:        opts.Logger.With("session", eq.session),
 	}, history, usage)
@@ -393,6 +397,12 @@ func (eq *equipment) sessionStart(ctx context.Context, source string) {
 		return
 	}
 	eq.startContext = v.Context
+}
+
+// promptFinal reports whether the prompt is journaled as it is: no
+// UserPromptSubmit hook can block it or add to it first.
+func (eq *equipment) promptFinal() bool {
+	return eq.prompt != "" && !slices.ContainsFunc(eq.ext.Hooks.Hooks, func(h hooks.Hook) bool { return h.Event == hooks.UserPromptSubmit })
 }
 
 // hasStartHooks reports whether hooks run before the first model request.

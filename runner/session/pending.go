@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -14,15 +15,27 @@ import (
 
 // pendingSession is a session being stored. A new session is created
 // while the run starts, so that opening the database and writing the
-// session's row are off the path to the first model request. Nothing acts
-// on the workspace before the session exists: hooks and tools wait for it
-// (see gatedTools and run.converse), and so does the journal's first write (see
-// afterCreate). If it cannot be stored, the run stops and fails as if it
-// had not started.
+// session's row are off the path to the first model request. It is stored
+// with the entries the journal would write first — the layers, the
+// settings, and the user's prompt when no UserPromptSubmit hook can change
+// it first — in one transaction (see create), so that a crash once it is
+// stored cannot leave it without its prompt; the journal goes on after
+// them. Nothing acts on the workspace before the session exists: hooks and
+// tools wait for it (see gatedTools and run.converse), and so does the
+// journal's first write (see afterCreate). If it cannot be stored, the run
+// stops and fails as if it had not started.
+//
+// With a UserPromptSubmit hook the prompt is journaled once the hook has
+// passed it, which it does only after the session exists: a crash while
+// the hook runs leaves a session that has no prompt, as one whose prompt
+// the hook blocked has none.
 type pendingSession struct {
 	done chan struct{}
 	sess store.Session
 	err  error
+	// unstored is a new session that create has not started to store.
+	unstored *store.NewSession
+	tenant   string
 }
 
 // storedSession is the pending form of a session that already exists (a
@@ -33,18 +46,35 @@ func storedSession(s store.Session) *pendingSession {
 	return p
 }
 
-// createSession stores a new session in the background. The creation
-// outlives a cancel of ctx: a run cancelled while it starts still records
-// its session and how it ended.
-func createSession(ctx context.Context, st Store, tenant string, ns store.NewSession) *pendingSession {
-	p := &pendingSession{done: make(chan struct{})}
+// newSession is the pending form of a new session of tenant: create
+// stores it, once the run knows its first entries.
+func newSession(tenant string, ns store.NewSession) *pendingSession {
+	return &pendingSession{done: make(chan struct{}), unstored: &ns, tenant: tenant}
+}
+
+// toCreate reports whether the session is new and create has not been
+// called.
+func (p *pendingSession) toCreate() bool { return p.unstored != nil }
+
+// create stores the new session in the background, with first as its
+// entries 1 to len(first), and returns the sequence number of the entry
+// that follows them. The creation outlives a cancel of ctx: a run
+// cancelled while it starts still records its session and how it ended.
+func (p *pendingSession) create(ctx context.Context, st Store, first []transcript.Payload) int64 {
+	ns := *p.unstored
+	p.unstored = nil
+	at := time.Now()
+	ns.Entries = make([]transcript.Entry, len(first))
+	for i, e := range first {
+		ns.Entries[i] = transcript.Entry{Seq: int64(i + 1), Payload: e, CreatedAt: at}
+	}
 	ctx = context.WithoutCancel(ctx)
 	go func() {
 		defer close(p.done)
 		// The stores say "create session" in their errors.
-		p.sess, p.err = st.Create(ctx, tenant, ns)
+		p.sess, p.err = st.Create(ctx, p.tenant, ns)
 	}()
-	return p
+	return int64(len(first)) + 1
 }
 
 // wait returns the stored session, or why it could not be stored; it gives

@@ -52,9 +52,11 @@ type run struct {
 	model    agent.Model
 	window   int64
 
-	// Set by start: the journal, and whether the session_start event went
-	// out (then a session_end event follows it).
+	// Set by start: the journal, the entries a new session was stored
+	// with, and whether the session_start event went out (then a
+	// session_end event follows it).
 	w       *journal.Writer
+	first   int
 	started bool
 
 	// Set by converse.
@@ -78,7 +80,7 @@ func newRun(st Store, opts Options) (*run, error) {
 }
 
 // open readies the session: the persona, the extensions and their MCP
-// servers, the stored session (a new one is stored meanwhile, see
+// servers, the stored session (a new one is stored from start on, see
 // pendingSession), the settings in force and the model.
 func (r *run) open(ctx context.Context) error {
 	var err error
@@ -123,17 +125,28 @@ func (r *run) open(ctx context.Context) error {
 
 // start opens the journal, with the layers used and the settings changed,
 // answers the tool calls the session's last run left open, and makes the
-// session's hook engine and tools.
+// session's hook engine and tools. A new session is stored from here on,
+// with those first entries and the user's prompt (see pendingSession); the
+// journal follows them.
 func (r *run) start(ctx context.Context) error {
 	opts := r.opts
 	jopts := opts.Journal
 	if jopts.Logger == nil {
 		jopts.Logger = opts.Logger
 	}
-	r.w = journal.New(ctx, afterCreate{r.st, r.pending}, opts.Session.Tenant, r.sess.ID, r.snap.LastSeq+1, jopts)
-	r.w.Append(layersEntry(r.layers()))
-	for _, c := range r.changes {
-		r.w.Append(c)
+	first := append([]transcript.Payload{layersEntry(r.layers())}, r.changes...)
+	next := r.snap.LastSeq + 1
+	if r.pending.toCreate() {
+		if r.eq.promptFinal() {
+			first = append(first, agent.UserEntry(r.eq.prompt))
+			r.eq.promptSeq = int64(len(first))
+		}
+		next, r.first = r.pending.create(ctx, r.st, first), len(first)
+		first = nil
+	}
+	r.w = journal.New(ctx, afterCreate{r.st, r.pending}, opts.Session.Tenant, r.sess.ID, next, jopts)
+	for _, e := range first {
+		r.w.Append(e)
 	}
 	r.snap.Entries = answerUnanswered(r.w, r.sess.ID, r.snap, opts.Logger)
 	if err := r.eq.start(r.sess.ID.String(), r.w); err != nil {
@@ -230,6 +243,11 @@ func (r *run) finish(ctx context.Context, err error) (Report, error) {
 			"session", r.sess.ID.String(), "err", jerr)
 	}
 	rep.Journal = r.w.Stats()
+	if r.first > 0 {
+		// The entries stored with the new session were its first batch.
+		rep.Journal.Batches++
+		rep.Journal.Entries += int64(r.first)
+	}
 	if err := r.st.SetState(ctx, r.opts.Session.Tenant, r.sess.ID, finalState(r.res.Outcome)); err != nil {
 		r.opts.Logger.Warn("record the session's final state", "session", r.sess.ID.String(), "err", err)
 	}
@@ -265,9 +283,9 @@ func (r *run) teardown(ctx context.Context) []process.Report {
 
 // settled waits for what the run started in the background: the storing
 // of a new session and the layers' digests. Run never returns before they
-// are done.
+// are done. (A new session the run stopped before storing is not stored.)
 func (r *run) settled() {
-	if r.pending != nil {
+	if r.pending != nil && !r.pending.toCreate() {
 		<-r.pending.done
 	}
 	if r.layers != nil {
@@ -303,7 +321,7 @@ func openSession(
 			ID: ns.ID, Tenant: s.Tenant, Dir: ns.Dir, Settings: ns.Settings, Kind: ns.Kind, Label: ns.Label,
 			RootID: ns.ID, State: store.StateActive,
 		}
-		return sess, transcript.Snapshot{Settings: sess.Settings}, createSession(ctx, st, s.Tenant, ns), nil
+		return sess, transcript.Snapshot{Settings: sess.Settings}, newSession(s.Tenant, ns), nil
 	}
 	src, err := st.Resolve(ctx, s.Tenant, ref)
 	if err != nil {

@@ -232,7 +232,8 @@ type Report struct {
 	Preserved []process.Record
 	// Teardown reports the process groups ended after the run.
 	Teardown []process.Report
-	// Journal counts what the journal wrote.
+	// Journal counts what the journal wrote. The entries a new session
+	// was stored with count as its first batch.
 	Journal journal.Stats
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -199,4 +201,138 @@ func (e *e2e) sessionStored(label string) bool {
 	}
 	_, err := e.store().Resolve(e.t.Context(), e.ws, label)
 	return err == nil
+}
+
+// TestRunCrashWhileSessionStarts kills `aerie run` with SIGKILL at moments
+// spread over its start, before and after its new session is stored and
+// its first model request goes out, and then resumes every session a
+// killed run left. A session that was stored holds its prompt, once, and
+// its resume completes with the prompt sent to the model; a run killed
+// before it stored its session left nothing.
+func TestRunCrashWhileSessionStarts(t *testing.T) {
+	t.Parallel()
+	// The model answers a run that is to be killed only after it is
+	// killed, and a resume at once.
+	var resuming atomic.Bool
+	turns := make([]testenv.Turn, 200)
+	for i := range turns {
+		turns[i] = testenv.Turn{Respond: func(testenv.ModelRequest) testenv.Turn {
+			if resuming.Load() {
+				return answer("done")
+			}
+			return testenv.Turn{Text: "too late", Delay: time.Minute}
+		}}
+	}
+	e := newE2E(t, turns...)
+	// Layers whose digests take a while: the journal's first entry
+	// records them, so a session's row can be stored well before that
+	// entry, unless they are stored together.
+	blob := bytes.Repeat([]byte("aerie"), 12<<20) // under a layer's digest cap
+	for _, dir := range []string{filepath.Join(e.ws, ".aerie"), filepath.Join(e.ws, ".osprey"), filepath.Join(e.home, "skills")} {
+		if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "data", "blob"), blob, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A first run creates the database, as it exists in real use.
+	resuming.Store(true)
+	var toRequest time.Duration // the last start's time up to its first request
+	if out := e.run("run", "--label", "first", "create the database"); out.code != 0 {
+		t.Fatalf("the first run exited %d; stderr:\n%s", out.code, out.stderr)
+	}
+	resuming.Store(false)
+
+	const kills = 24
+	prompts := map[string]string{} // label → prompt
+	for i := range kills {
+		label, prompt := fmt.Sprintf("start%d", i), fmt.Sprintf("task number %d", i)
+		prompts[label] = prompt
+		asked, start := len(e.model.Requests()), time.Now()
+		cmd, stdout, stderr := e.start("run", "--label", label, prompt)
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		// Two runs in three are killed before their first request, from
+		// a quarter of the last start's time up to it; the third from
+		// the moment the request arrives to 64ms after it, and it times
+		// the start.
+		var kill <-chan time.Time
+		if n := i / 3 * 2; i%3 != 2 && toRequest > 0 {
+			kill = time.After(time.Duration(int64(toRequest) * int64(kills+3*(n+i%3)) / int64(4*kills)))
+		} else {
+			for len(e.model.Requests()) == asked && time.Since(start) < time.Minute {
+				time.Sleep(time.Millisecond)
+			}
+			if reqs := e.model.Requests(); len(reqs) > asked {
+				toRequest = reqs[asked].Time.Sub(start)
+			}
+			kill = time.After(time.Millisecond << (i / 3) / 2)
+		}
+		select {
+		case err := <-exited:
+			out := e.output(err, stdout.String(), stderr.String())
+			t.Fatalf("run %d exited %d before it was killed; stderr:\n%s", i, out.code, out.stderr)
+		case <-kill:
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			<-exited
+		}
+	}
+
+	resuming.Store(true)
+	stored := 0
+	for i := range kills {
+		label := fmt.Sprintf("start%d", i)
+		if e.sessionStored(label) {
+			stored++
+			e.resumeStarted(label, prompts[label])
+		}
+	}
+	t.Logf("%d of %d killed runs had stored their session; the last start up to the first request took %v", stored, kills, toRequest)
+	if stored == 0 {
+		t.Error("no killed run had stored its session: the test did not reach the moments it is about")
+	}
+}
+
+// resumeStarted resumes the session labelled label, killed while it
+// started: the resume must complete and send the model the session's
+// prompt, which the session then holds once, in an unbroken stream.
+func (e *e2e) resumeStarted(label, prompt string) {
+	t := e.t
+	t.Helper()
+	asked := len(e.model.Requests())
+	out := e.run("run", "--resume", label)
+	if out.code != 0 {
+		t.Errorf("resume of %s exited %d; stderr:\n%s", label, out.code, out.stderr)
+		return
+	}
+	reqs := e.model.Requests()[asked:]
+	if len(reqs) == 0 {
+		t.Fatalf("resume of %s made no model request", label)
+	}
+	var req anthropicRequest
+	if err := reqs[0].Decode(&req); err != nil {
+		t.Fatal(err)
+	}
+	if len(req.Messages) == 0 || len(req.Messages[0].Content) == 0 || req.Messages[0].Content[0].Text != prompt {
+		t.Errorf("resume of %s sent %+v, want the prompt %q first", label, req.Messages, prompt)
+	}
+	sess, err := e.store().Resolve(t.Context(), e.ws, label)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users []string
+	for j, en := range e.entries(sess.ID.String()) {
+		if en.Seq != int64(j+1) {
+			t.Errorf("%s: entry %d has sequence number %d", label, j, en.Seq)
+		}
+		if u, ok := en.Payload.(transcript.UserMessage); ok && len(u.Content) > 0 {
+			users = append(users, u.Content[0].Text)
+		}
+	}
+	if len(users) != 1 || users[0] != prompt {
+		t.Errorf("%s holds the user messages %q, want its prompt once", label, users)
+	}
 }

@@ -402,7 +402,9 @@ func (eq *equipment) sessionStart(ctx context.Context, source string) {
 // promptFinal reports whether the prompt is journaled as it is: no
 // UserPromptSubmit hook can block it or add to it first.
 func (eq *equipment) promptFinal() bool {
-	return eq.prompt != "" && !slices.ContainsFunc(eq.ext.Hooks.Hooks, func(h hooks.Hook) bool { return h.Event == hooks.UserPromptSubmit })
+	return eq.prompt != "" && !slices.ContainsFunc(eq.ext.Hooks.Hooks, func(h hooks.Hook) bool {
+		return h.Event == hooks.UserPromptSubmit
+	})
 }
 
 // hasStartHooks reports whether hooks run before the first model request.

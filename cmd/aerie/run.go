@@ -345,10 +345,7 @@ func writeTrajectory(
 	}
 	s := rep.Session
 	traj, err := atif.BuildTrajectory(atif.TrajectoryInput{
-		Session: atif.SessionRecord{
-			ID: s.ID, Kind: string(s.Kind), Label: s.Label, ParentID: s.ParentID, RootID: s.RootID,
-			CreatedAt: s.CreatedAt, Settings: s.Settings,
-		},
+		Session:             trajectorySession(s),
 		Entries:             entries,
 		SystemPrompt:        system,
 		IncludeSystemPrompt: f.atifPlaintext,

@@ -44,7 +44,8 @@ func newSessionCmd(a *app) *cobra.Command {
 		Long: `The session commands work on the session database of the global config
 (database_url in $AERIE_HOME/config.toml; by default the SQLite file
 $AERIE_HOME/sessions.db), and only on the sessions of the current directory:
-sessions started in other directories are neither listed nor found.
+sessions started in other directories are neither listed nor found (export
+also reaches a cluster session's, with --namespace and --db).
 
 SESSION is a full session id, a unique prefix of one, or a label (a branch
 label given by fork --label). A prefix or label that matches several sessions
@@ -63,6 +64,7 @@ failure, such as an unknown or ambiguous SESSION or an invalid fork cut.`,
 		newSessionForkCmd(a),
 		newSessionSwitchCmd(a),
 		newSessionDeleteCmd(a),
+		newSessionExportCmd(a),
 	)
 	return cmd
 }

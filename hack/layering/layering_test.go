@@ -35,7 +35,7 @@ func rules() []rule {
 		{
 			name: "the transcript's speakers link no driver or SDK",
 			roots: []string{"runner/transcript", "runner/store", "runner/journal", "runner/agent",
-				"runner/events", "runner/atif", "cmd/kubectl-aerie"},
+				"runner/events", "runner/atif", "runner/export", "cmd/kubectl-aerie"},
 			forbidden: slices.Concat(drivers, modelSDKs, mcpSDK),
 			why: "the drivers belong to store/postgres and store/sqlite, the model SDKs to provider/anthropic " +
 				"and provider/openai, the MCP SDK to runner/mcp; the program (cmd/aerie) picks them",

@@ -191,7 +191,12 @@ type TrajectoryInput struct {
 	// SHA-256 digest, and the text itself only with IncludeSystemPrompt.
 	SystemPrompt        string
 	IncludeSystemPrompt bool
-	Agent               AgentInfo
+	// SystemPromptUnrecorded says the system prompt is not known: the
+	// trajectory is made from the session store alone, which keeps the
+	// entries but not the prompt each run rendered. Step 1 then says so,
+	// and its extra.system_prompt is {"recorded": false}.
+	SystemPromptUnrecorded bool
+	Agent                  AgentInfo
 	// Tools are the tools offered to the model.
 	Tools []provider.Tool
 	// Provider and Model are the settings the session started with; empty
@@ -357,6 +362,15 @@ func (b *builder) agent() Agent {
 // session without entries still makes a valid trajectory (ATIF requires a
 // step) and the digest has a place next to where the prompt would be.
 func (b *builder) systemPrompt() {
+	if b.in.SystemPromptUnrecorded {
+		b.add(0, Step{
+			Timestamp: timestamp(b.in.Session.CreatedAt),
+			Source:    sourceSystem,
+			Message:   "[system prompt not recorded: the session store keeps the entries, not the prompt a run rendered]",
+			Extra:     map[string]any{"system_prompt": map[string]any{"recorded": false}},
+		})
+		return
+	}
 	sum := sha256.Sum256([]byte(b.in.SystemPrompt))
 	digest := hex.EncodeToString(sum[:])
 	msg := fmt.Sprintf("[system prompt not included: sha256:%s, %d bytes]", digest, len(b.in.SystemPrompt))

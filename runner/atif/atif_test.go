@@ -12,16 +12,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/aerie-run/aerie/hack/testenv"
+	"github.com/aerie-run/aerie/runner/atif/atiftest"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
@@ -177,85 +176,8 @@ func realisticInput() TrajectoryInput {
 	}
 }
 
-const schemaURL = "https://aerie.run/schemas/atif-v1.7.schema.json"
-
-// atifSchema is the ATIF-v1.7 JSON Schema in testdata, compiled once.
-var atifSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
-	data, err := os.ReadFile(filepath.Join("testdata", "atif-v1.7.schema.json"))
-	if err != nil {
-		return nil, err
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("parse schema: %w", err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, err
-	}
-	return c.Compile(schemaURL)
-})
-
-// checkATIF validates a trajectory document against the ATIF-v1.7 schema
-// and against the rules of Harbor's model validators that a schema cannot
-// express.
-func checkATIF(data []byte) error {
-	sch, err := atifSchema()
-	if err != nil {
-		return fmt.Errorf("compile schema: %w", err)
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("parse trajectory: %w", err)
-	}
-	if err := sch.Validate(inst); err != nil {
-		return fmt.Errorf("schema: %v", err)
-	}
-	var doc struct {
-		Steps []struct {
-			StepID    int `json:"step_id"`
-			ToolCalls []struct {
-				ToolCallID string `json:"tool_call_id"`
-			} `json:"tool_calls"`
-			Observation *struct {
-				Results []struct {
-					SourceCallID *string `json:"source_call_id"`
-				} `json:"results"`
-			} `json:"observation"`
-		} `json:"steps"`
-		FinalMetrics *struct {
-			TotalSteps int `json:"total_steps"`
-		} `json:"final_metrics"`
-	}
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return err
-	}
-	for i, s := range doc.Steps {
-		if s.StepID != i+1 {
-			return fmt.Errorf("steps[%d].step_id is %d, want %d", i, s.StepID, i+1)
-		}
-		ids := map[string]bool{}
-		for _, c := range s.ToolCalls {
-			if ids[c.ToolCallID] {
-				return fmt.Errorf("step %d: duplicate tool_call_id %q", s.StepID, c.ToolCallID)
-			}
-			ids[c.ToolCallID] = true
-		}
-		if s.Observation == nil {
-			continue
-		}
-		for _, r := range s.Observation.Results {
-			if r.SourceCallID != nil && !ids[*r.SourceCallID] {
-				return fmt.Errorf("step %d: source_call_id %q names no tool call of the step", s.StepID, *r.SourceCallID)
-			}
-		}
-	}
-	if doc.FinalMetrics == nil || doc.FinalMetrics.TotalSteps != len(doc.Steps) {
-		return fmt.Errorf("final_metrics.total_steps does not count the %d steps", len(doc.Steps))
-	}
-	return nil
-}
+// checkATIF validates a trajectory document as every trajectory test does.
+func checkATIF(data []byte) error { return atiftest.Check(data) }
 
 // build builds and marshals a trajectory and checks it is valid ATIF.
 func build(t *testing.T, in TrajectoryInput) (*Trajectory, []byte) {

@@ -1,6 +1,8 @@
 // Package atif writes a session as an Agent Trajectory Interchange Format
 // document, version 1.7 (Harbor's RFC 0001, "trajectory-format"), for
-// `aerie run --atif-output PATH`.
+// `aerie run --atif-output PATH` and `aerie session export --format atif`
+// (which builds it from the store alone: SystemPromptUnrecorded). Package
+// atiftest checks a document against the published schema.
 //
 // BuildTrajectory turns the session's journaled entries, exactly as the
 // store returns them, into a Trajectory; it is a pure function, so the same

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/aerie-run/aerie/runner/atif"
+	"github.com/aerie-run/aerie/runner/atomicfile"
+	"github.com/aerie-run/aerie/runner/export"
+	"github.com/aerie-run/aerie/runner/runconfig"
+	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/transcript"
+)
+
+// exportFlags are aerie session export's options.
+type exportFlags struct {
+	format, output string
+	// db and namespace reach a cluster session: its store and its tenant.
+	db, namespace string
+}
+
+// exportStore is what export needs of runner/store.
+type exportStore interface {
+	Resolve(ctx context.Context, tenant, ref string) (store.Session, error)
+	Entries(ctx context.Context, tenant string, session uuid.UUID) ([]transcript.Entry, error)
+}
+
+func newSessionExportCmd(a *app) *cobra.Command {
+	f := exportFlags{format: string(export.Markdown)}
+	cmd := &cobra.Command{
+		Use:   "export SESSION [--format atif|jsonl|markdown] [-o FILE]",
+		Short: "Write a session's whole transcript as ATIF, JSON Lines or Markdown",
+		Long: `Export renders SESSION from its stored entries: the whole history in order,
+entries a compaction replaced in the model's context included (marked
+compacted), so it works for any session the store holds, one that ran in a
+cluster's pod too.
+
+Formats:
+  markdown  a transcript for a person: the user's and the model's messages,
+            each tool call with its arguments and its result, compaction
+            checkpoints with their summaries, and the usage at the end.
+  jsonl     one JSON object per entry, in order:
+            {"session": ID, "seq": N, "kind": KIND, "created_at": TIME,
+             "compacted_by": SEQ or null, "payload": {...}}
+            where payload is the entry as stored; the shape is stable.
+  atif      an ATIF v1.7 trajectory, as aerie run --atif-output writes it,
+            except that the store keeps neither the system prompt nor the
+            tools a run offered: the first step says the prompt is not
+            recorded and no tool definitions are listed.
+
+-o FILE replaces FILE atomically (a reader never sees a part of it); without
+-o, or with -o -, the export goes to standard output.
+
+A session that ran in a cluster is stored under its namespace, in the
+cluster's session database: pass --namespace and --db (or set
+$AERIE_DATABASE_URL). aerie logs NAME --transcript does this for an
+AgentSession.`,
+		Example: `  aerie session export main -o main.md
+  aerie session export 3f2a --format atif -o trajectory.json
+  AERIE_DATABASE_URL=postgres://... aerie session export 3f2a0c1e-... --namespace agents`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.exportSession(cmd, args[0], f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.format, "format", f.format, "the `format`: atif, jsonl or markdown")
+	fl.StringVarP(&f.output, "output", "o", "",
+		"write to `FILE`, replacing it atomically (default, or -: standard output)")
+	fl.StringVar(&f.db, "db", "",
+		"the session database `URL` (default: $"+runconfig.DatabaseURLEnv+", then database_url of the global config)")
+	fl.StringVar(&f.namespace, "namespace", "",
+		"export a cluster session: the `namespace` its entries are stored under (default: this directory's sessions)")
+	return cmd
+}
+
+// exportSession is aerie session export: the flags are checked before the
+// store is opened, and the output is written only once the whole export is
+// rendered, so a failure leaves no part of it in FILE.
+func (a *app) exportSession(cmd *cobra.Command, ref string, f exportFlags) error {
+	format, err := export.ParseFormat(f.format)
+	if err != nil {
+		return fmt.Errorf("export: --format: %w", err)
+	}
+	if err := checkOutput(f.output); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	dir, err := a.workDir()
+	if err != nil {
+		return fmt.Errorf("find the current directory: %w", err)
+	}
+	tenant := f.namespace
+	if tenant == "" {
+		tenant = dir
+	}
+	url, err := a.exportDatabase(cmd, dir, f.db)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer closeStore(cmd, st)
+	var out bytes.Buffer
+	if err := a.renderSession(ctx, &out, st, tenant, ref, format); err != nil {
+		return err
+	}
+	if f.output == "" || f.output == "-" {
+		_, err := cmd.OutOrStdout().Write(out.Bytes())
+		return err
+	}
+	if err := atomicfile.Write(f.output, out.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("export: -o %s: %w (choose a file in a writable directory, or - for standard output)",
+			f.output, err)
+	}
+	return nil
+}
+
+// renderSession writes the export of the session ref names in tenant.
+func (a *app) renderSession(
+	ctx context.Context, w io.Writer, st exportStore, tenant, ref string, format export.Format,
+) error {
+	sess, err := resolveExported(ctx, st, tenant, ref)
+	if err != nil {
+		return err
+	}
+	entries, err := st.Entries(ctx, tenant, sess.ID)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", describeSession(sess), err)
+	}
+	err = export.Write(w, format, export.Input{
+		Session: trajectorySession(sess),
+		Entries: entries,
+		Agent:   atif.AgentInfo{Version: a.version}, // named aerie by default
+	})
+	if err != nil {
+		return fmt.Errorf("export %s: %w", describeSession(sess), err)
+	}
+	return nil
+}
+
+// resolveExported finds the session ref names in tenant. Its errors are
+// resolve's, with the way to a cluster session.
+func resolveExported(ctx context.Context, st exportStore, tenant, ref string) (store.Session, error) {
+	sess, err := st.Resolve(ctx, tenant, ref)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Session{}, fmt.Errorf("no session %q in %s (aerie session list shows this directory's sessions; "+
+			"a cluster session takes --namespace and --db): %w", ref, tenant, store.ErrNotFound)
+	case err != nil:
+		return store.Session{}, err // an *AmbiguousError lists the candidates
+	}
+	return sess, nil
+}
+
+// exportDatabase is the URL of the session database to export from: --db,
+// then $AERIE_DATABASE_URL (the runner's), then the global configuration's.
+// A SQLite file that does not exist holds no session: it is an error, not a
+// new empty database.
+func (a *app) exportDatabase(cmd *cobra.Command, dir, flag string) (string, error) {
+	url, from := flag, "--db"
+	if url == "" {
+		url, from = a.getenv(runconfig.DatabaseURLEnv), "$"+runconfig.DatabaseURLEnv
+	}
+	if url == "" {
+		loaded, err := a.loadConfig(cmd, dir, "")
+		if err != nil {
+			return "", err
+		}
+		url, from = loaded.Config.DatabaseURL, "the configuration's database_url"
+	}
+	u, err := store.ParseURL(url)
+	if err != nil {
+		return "", fmt.Errorf("export: %s: %w", from, err)
+	}
+	if u.Database == store.SQLite {
+		if _, err := os.Stat(u.Path); errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("export: no session database at %s (%s): give the database that holds the session with --db",
+				u.Path, from)
+		}
+	}
+	return url, nil
+}
+
+// checkOutput refuses an -o whose directory does not exist before anything
+// is read.
+func checkOutput(path string) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("export: -o %s: not a regular file (choose a file path, or - for standard output)", path)
+	}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("export: -o %s: its directory %s does not exist (create it first, or choose another path)",
+			path, filepath.Dir(path))
+	}
+	return nil
+}
+
+// trajectorySession is what a trajectory and an export take from a stored
+// session's record.
+func trajectorySession(s store.Session) atif.SessionRecord {
+	return atif.SessionRecord{
+		ID: s.ID, Kind: string(s.Kind), Label: s.Label, ParentID: s.ParentID, RootID: s.RootID,
+		CreatedAt: s.CreatedAt, Settings: s.Settings,
+	}
+}

@@ -1,0 +1,96 @@
+// Package atiftest checks that a document is a valid ATIF v1.7 trajectory,
+// for the tests of every package that writes one: against the published
+// JSON Schema (Harbor's RFC 0001, kept in this package) and against the
+// rules of Harbor's model validators that a schema cannot express.
+package atiftest
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+const schemaURL = "https://aerie.run/schemas/atif-v1.7.schema.json"
+
+//go:embed atif-v1.7.schema.json
+var schemaJSON []byte
+
+// schema is the ATIF-v1.7 JSON Schema, compiled once.
+var schema = sync.OnceValues(func() (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
+	if err != nil {
+		return nil, fmt.Errorf("parse schema: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	if err := c.AddResource(schemaURL, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(schemaURL)
+})
+
+// Check validates a trajectory document against the ATIF-v1.7 schema and
+// against the rules of Harbor's model validators that a schema cannot
+// express: step ids count from 1, tool call ids are unique in their step,
+// a result's source_call_id names a call of its step, and
+// final_metrics.total_steps counts the steps.
+func Check(data []byte) error {
+	sch, err := schema()
+	if err != nil {
+		return fmt.Errorf("compile schema: %w", err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("parse trajectory: %w", err)
+	}
+	if err := sch.Validate(inst); err != nil {
+		return fmt.Errorf("schema: %v", err)
+	}
+	var doc struct {
+		Steps []struct {
+			StepID    int `json:"step_id"`
+			ToolCalls []struct {
+				ToolCallID string `json:"tool_call_id"`
+			} `json:"tool_calls"`
+			Observation *struct {
+				Results []struct {
+					SourceCallID *string `json:"source_call_id"`
+				} `json:"results"`
+			} `json:"observation"`
+		} `json:"steps"`
+		FinalMetrics *struct {
+			TotalSteps int `json:"total_steps"`
+		} `json:"final_metrics"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return err
+	}
+	for i, s := range doc.Steps {
+		if s.StepID != i+1 {
+			return fmt.Errorf("steps[%d].step_id is %d, want %d", i, s.StepID, i+1)
+		}
+		ids := map[string]bool{}
+		for _, c := range s.ToolCalls {
+			if ids[c.ToolCallID] {
+				return fmt.Errorf("step %d: duplicate tool_call_id %q", s.StepID, c.ToolCallID)
+			}
+			ids[c.ToolCallID] = true
+		}
+		if s.Observation == nil {
+			continue
+		}
+		for _, r := range s.Observation.Results {
+			if r.SourceCallID != nil && !ids[*r.SourceCallID] {
+				return fmt.Errorf("step %d: source_call_id %q names no tool call of the step", s.StepID, *r.SourceCallID)
+			}
+		}
+	}
+	if doc.FinalMetrics == nil || doc.FinalMetrics.TotalSteps != len(doc.Steps) {
+		return fmt.Errorf("final_metrics.total_steps does not count the %d steps", len(doc.Steps))
+	}
+	return nil
+}

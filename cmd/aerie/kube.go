@@ -3,13 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/aerie-run/aerie/cmd/internal/cli"
 )
 
 // kubeBinary is aerie's client for clusters. Its commands live in a binary
@@ -63,27 +62,16 @@ func newKubeCmds(a *app) []*cobra.Command {
 	return cmds
 }
 
-// findKubeBinary finds kubectl-aerie beside the running aerie (where
-// `make build` and `go install` put both), then on PATH.
+// findKubeBinary finds kubectl-aerie beside the running aerie, then on
+// PATH.
 func findKubeBinary() (string, error) {
-	if self, err := os.Executable(); err == nil {
-		if self, err = filepath.EvalSymlinks(self); err == nil {
-			p := filepath.Join(filepath.Dir(self), kubeBinary)
-			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
-				return p, nil
-			}
-		}
-	}
-	p, err := exec.LookPath(kubeBinary)
-	if err == nil {
-		return p, nil
-	}
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+	p, err := cli.FindCompanion(kubeBinary)
+	if errors.Is(err, cli.ErrNoCompanion) {
 		return "", fmt.Errorf("this command needs %s, aerie's client for clusters, beside aerie or on PATH: "+
 			"build both with `make build`, or install it with "+
 			"`go install github.com/aerie-run/aerie/cmd/%s@VERSION` (the version of your aerie)", kubeBinary, kubeBinary)
 	}
-	return "", fmt.Errorf("find %s: %w", kubeBinary, err)
+	return p, err
 }
 
 // execProcess replaces this process with the program at path.

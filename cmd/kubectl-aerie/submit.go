@@ -409,17 +409,34 @@ func newCancelCmd() *cobra.Command {
 
 func newLogsCmd() *cobra.Command {
 	var (
-		kube   kubeFlags
-		follow bool
+		kube               kubeFlags
+		follow, transcript bool
+		db                 string
 	)
 	cmd := &cobra.Command{
 		Use:   "logs NAME",
 		Short: "Print the events of an AgentSession's runner pod (JSON Lines)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Logs prints the JSON Lines events of the session's runner pod.
+
+--transcript prints the session's whole transcript in Markdown instead, from
+the session store (every attempt, compacted entries included): aerie, found
+beside kubectl-aerie or on PATH, runs aerie session export on the session's
+stored id, in its namespace, with the database of --db (default:
+$` + runconfig.DatabaseURLEnv + `).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if transcript && follow {
+				return errors.New("--transcript and --follow are exclusive: the transcript is read from the store once")
+			}
+			if !transcript && cmd.Flags().Changed("db") {
+				return errors.New("--db is for --transcript")
+			}
 			kc, err := kube.client()
 			if err != nil {
 				return err
+			}
+			if transcript {
+				return kc.transcript(cmd, args[0], cmp.Or(db, os.Getenv(runconfig.DatabaseURLEnv)))
 			}
 			s, err := kc.get(cmd.Context(), args[0])
 			if err != nil {
@@ -439,5 +456,9 @@ func newLogsCmd() *cobra.Command {
 	}
 	kube.add(cmd.Flags())
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream the log while the pod runs")
+	cmd.Flags().BoolVar(&transcript, "transcript", false,
+		"print the session's transcript (Markdown) from the session store")
+	cmd.Flags().StringVar(&db, "db", "",
+		"the session store's database `URL`, for --transcript (default: $"+runconfig.DatabaseURLEnv+")")
 	return cmd
 }

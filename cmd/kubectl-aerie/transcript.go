@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aerie-run/aerie/cmd/internal/cli"
+	"github.com/aerie-run/aerie/runner/runconfig"
+)
+
+// aerieBinary is the program that reads the session store. kubectl-aerie
+// links no database driver (a cluster client has no business with the
+// store's drivers, and the layering test keeps it so), so for a transcript
+// it resolves the AgentSession to its stored session and runs
+// `aerie session export` on it.
+const aerieBinary = "aerie"
+
+// transcript writes the Markdown transcript of the AgentSession name from
+// the session store at db, with aerie: the session's id is its status's,
+// and its tenant is its namespace, as the runner stores it. The database
+// URL goes to aerie in $AERIE_DATABASE_URL rather than on its command line,
+// where any user of the machine could read a password in it.
+func (c *kubeClient) transcript(cmd *cobra.Command, name, db string) error {
+	if db == "" {
+		return fmt.Errorf("--transcript reads the session store: give its URL with --db or $%s "+
+			"(the database the controller's --database-secret names)", runconfig.DatabaseURLEnv)
+	}
+	s, err := c.get(cmd.Context(), name)
+	if err != nil {
+		return fmt.Errorf("get session %s: %w", name, err)
+	}
+	id := s.Status.SessionID
+	if id == "" {
+		return fmt.Errorf("session %s has no stored session id yet (phase %s): its runner has not started; "+
+			"try again once it runs", s.Name, cli.Dash(string(s.Status.Phase)))
+	}
+	path, err := cli.FindCompanion(aerieBinary)
+	if errors.Is(err, cli.ErrNoCompanion) {
+		return errors.New("--transcript needs aerie beside kubectl-aerie or on PATH: build both with `make build`, " +
+			"or install it with `go install github.com/aerie-run/aerie/cmd/aerie@VERSION` (the version of your kubectl-aerie)")
+	}
+	if err != nil {
+		return err
+	}
+	return runAerie(cmd, path, db, "session", "export", id, "--format", "markdown", "--namespace", s.Namespace)
+}
+
+// runAerie runs aerie with args, its output and errors the command's. A
+// failure aerie reported keeps its exit status and is not reported again.
+func runAerie(cmd *cobra.Command, path, db string, args ...string) error {
+	run := exec.CommandContext(cmd.Context(), path, args...)
+	run.Env = append(os.Environ(), runconfig.DatabaseURLEnv+"="+db)
+	run.Stdout, run.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+	err := run.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit) && cmd.Context().Err() == nil:
+		return &cli.ExitError{Code: exit.ExitCode()}
+	case err != nil && cmd.Context().Err() != nil:
+		return context.Cause(cmd.Context())
+	case err != nil:
+		return fmt.Errorf("run %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	aeriev1 "github.com/aerie-run/aerie/api/v1alpha1"
+	"github.com/aerie-run/aerie/hack/testenv"
+	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/store/sqlite"
+	"github.com/aerie-run/aerie/runner/transcript"
+)
+
+// storeAsRunner stores a session as a runner pod does: under the
+// namespace, with the AgentSession's uid as its id.
+func storeAsRunner(t *testing.T, path, namespace string, id uuid.UUID) {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	if _, err := st.Create(t.Context(), namespace, store.NewSession{
+		ID: id, Kind: store.SessionHeadless, Dir: "/workspace", Label: "fix-tests",
+		Settings: transcript.Settings{Provider: "scripted", Model: "demo"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	var entries []transcript.Entry
+	for i, p := range []transcript.Payload{
+		transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: "make the tests pass"}}},
+		transcript.AssistantMessage{Content: []transcript.Block{
+			{Type: transcript.BlockToolUse, ID: "c1", Name: "bash", Input: json.RawMessage(`{"command":"go test ./..."}`)},
+		}},
+		transcript.ToolCall{CallID: "c1", Name: "bash", Input: json.RawMessage(`{"command":"go test ./..."}`)},
+		transcript.ToolResult{CallID: "c1", Content: []transcript.Block{{Type: transcript.BlockText, Text: "ok  example.com/x"}}},
+		transcript.ToolCompletion{CallID: "c1", Status: transcript.ToolOK},
+		transcript.AssistantMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: "The tests pass."}}},
+		transcript.Usage{InputTokens: 300, OutputTokens: 20, Requests: 2},
+		transcript.Checkpoint{Turn: 2, Outcome: transcript.OutcomeCompleted},
+	} {
+		entries = append(entries, transcript.Entry{Seq: int64(i + 1), Payload: p, CreatedAt: now})
+	}
+	if err := st.Append(t.Context(), namespace, id, entries); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLogsTranscript prints the transcript of an AgentSession from a SQLite
+// session store: kubectl-aerie resolves the session to its stored id and
+// has the aerie beside it export it, as kubectl-aerie and through aerie.
+func TestLogsTranscript(t *testing.T) {
+	t.Parallel()
+	cp := testenv.StartControlPlane(t)
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+"/", "../aerie", ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ns := cp.Namespace(t)
+	s := &aeriev1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Name: "fix-tests", Namespace: ns},
+		Spec:       aeriev1.AgentSessionSpec{Prompt: "make the tests pass", Model: aeriev1.ModelSpec{Provider: "scripted", Name: "demo"}},
+	}
+	if err := cp.Client.Create(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	pending := &aeriev1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Name: "pending", Namespace: ns},
+		Spec:       s.Spec,
+	}
+	if err := cp.Client.Create(t.Context(), pending); err != nil {
+		t.Fatal(err)
+	}
+	s.Status.Phase = aeriev1.PhaseSucceeded
+	s.Status.SessionID = string(s.UID)
+	if err := cp.Client.Status().Update(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "sessions.db")
+	storeAsRunner(t, db, ns, uuid.MustParse(string(s.UID)))
+
+	const systemPath = "/usr/local/bin:/usr/bin:/bin"
+	run := func(t *testing.T, env []string, path string, args ...string) (stdout, stderr string, code int) {
+		t.Helper()
+		cmd := exec.Command(path, args...)
+		cmd.Env = append([]string{"PATH=" + systemPath, "HOME=" + t.TempDir()}, env...)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+	kube := []string{"--kubeconfig", cp.Kubeconfig, "-n", ns}
+	for _, tt := range []struct {
+		name, program string
+		env, args     []string
+	}{
+		{"kubectl-aerie with --db", "kubectl-aerie", nil, []string{"--db", "sqlite://" + db}},
+		{"aerie with the environment", "aerie", []string{"AERIE_DATABASE_URL=sqlite://" + db}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			args := append(append([]string{"logs", "fix-tests", "--transcript"}, kube...), tt.args...)
+			out, stderr, code := run(t, tt.env, filepath.Join(bin, tt.program), args...)
+			if code != 0 {
+				t.Fatalf("exit %d\n%s", code, stderr)
+			}
+			for _, want := range []string{
+				"# Session " + string(s.UID),
+				"## #1 · User\n\nmake the tests pass",
+				"**Tool call** `bash` · `c1`",
+				"### #4 · Result of `bash` · `c1`\n\n```\nok  example.com/x\n```",
+				"The tests pass.",
+				"| Input tokens | 300 |",
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("the transcript lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+
+	t.Run("refusals", func(t *testing.T) {
+		t.Parallel()
+		dbFlag := []string{"--db", "sqlite://" + db}
+		alone := t.TempDir() // kubectl-aerie without aerie
+		testenv.CopyFile(t, filepath.Join(bin, "kubectl-aerie"), filepath.Join(alone, "kubectl-aerie"), 0o755)
+		for _, tt := range []struct {
+			name, program string
+			args          []string
+			code          int
+			want          []string
+		}{
+			{"no database", filepath.Join(bin, "kubectl-aerie"), []string{"fix-tests"}, 1, []string{"--db", "$AERIE_DATABASE_URL"}},
+			{"no session id yet", filepath.Join(bin, "kubectl-aerie"), append([]string{"pending"}, dbFlag...), 1, []string{"session pending has no stored session id yet"}},
+			{"no aerie", filepath.Join(alone, "kubectl-aerie"), append([]string{"fix-tests"}, dbFlag...), 1, []string{"needs aerie", "go install github.com/aerie-run/aerie/cmd/aerie@"}},
+			{"another database", filepath.Join(bin, "kubectl-aerie"), []string{"fix-tests", "--db", "sqlite://" + filepath.Join(t.TempDir(), "none.db")}, 1, []string{"no session database at"}},
+		} {
+			args := append(append([]string{"logs", "--transcript"}, kube...), tt.args...)
+			_, stderr, code := run(t, nil, tt.program, args...)
+			if code != tt.code {
+				t.Errorf("%s: exit %d, want %d\n%s", tt.name, code, tt.code, stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("%s: stderr %q lacks %q", tt.name, stderr, w)
+				}
+			}
+		}
+	})
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aerie-run/aerie/runner/atif"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/aerie-run/aerie/cmd/internal/cli"
@@ -44,10 +45,13 @@ type runFlags struct {
 	maxDuration      time.Duration
 	eventsJSONL      bool
 	rawDir           string
-	atifOutput       string
-	atifPlaintext    bool
-	toolset          string
-	hookApproval     string
+	// compress is --compress-context; compressSet says it was given, so
+	// that it overrides [tool_results] compress_context either way.
+	compress, compressSet bool
+	atifOutput            string
+	atifPlaintext         bool
+	toolset               string
+	hookApproval          string
 }
 
 // Default models, used when --model is not given for a new session.
@@ -116,6 +120,9 @@ cancelled by SIGINT or SIGTERM.`,
 			"as too large is compacted)")
 	fl.DurationVar(&f.maxDuration, "max-duration", time.Hour, "stop after this much wall time (0: no limit)")
 	fl.BoolVar(&f.eventsJSONL, "events-jsonl", false, "write JSON Lines events to standard output, even on a terminal")
+	fl.BoolVar(&f.compress, "compress-context", false,
+		"replace large structured tool outputs (JSON, search results, code, directory listings) with compact views, "+
+			"the originals kept for the retrieve tool (default: [tool_results] compress_context, else false)")
 	fl.StringVar(&f.rawDir, "tool-result-raw-dir", "",
 		"`directory` for the full output of capped tool results (default: raw/ beside --atif-output)")
 	fl.StringVar(&f.atifOutput, "atif-output", "", "write the session's ATIF v1.7 trajectory to `file` at the end")
@@ -129,6 +136,7 @@ cancelled by SIGINT or SIGTERM.`,
 func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	ctx := cmd.Context()
 	f.contextWindowSet = cmd.Flags().Changed("context-window")
+	f.compressSet = cmd.Flags().Changed("compress-context")
 	if err := f.validate(); err != nil {
 		return configErr(err)
 	}
@@ -150,7 +158,7 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 		return configErr(err)
 	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	capper := resultCapper(p.config.ToolResults, f, logger)
+	capper, originals := resultCapper(p.config.ToolResults, f, p.home, logger)
 	exe, closeExecutor, err := localExecutor(ctx, p.workspace, logger)
 	if err != nil {
 		return configErr(err)
@@ -172,6 +180,7 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 		Budget:     f.budget(),
 		Executor:   exe,
 		Capper:     capper,
+		Originals:  originals,
 		Preserve:   process.NewRegistry(p.home),
 		Observe:    observe,
 		Logger:     logger,
@@ -227,24 +236,34 @@ func (a *app) runPlace(cmd *cobra.Command, workspaceFlag string) (place, error) 
 	return place{dir: dir, workspace: workspace, home: home, config: loaded.Config}, nil
 }
 
-// resultCapper caps the tool results as [tool_results] says, spilling the
-// full output to --tool-result-raw-dir (by default raw/ beside
-// --atif-output), where outputs past their retention are swept first.
-func resultCapper(c config.ToolResults, f runFlags, logger *slog.Logger) *tools.Capper {
+// resultCapper caps the tool results as [tool_results] says, and
+// compresses them when compress_context (or --compress-context) asks. The
+// full outputs are kept as sidecar files in --tool-result-raw-dir (by
+// default raw/ beside --atif-output; with neither, none are kept, except
+// that compression keeps its originals in $AERIE_HOME/raw/), where outputs
+// past their retention are swept first.
+func resultCapper(c config.ToolResults, f runFlags, home string, logger *slog.Logger) (*tools.Capper, func(uuid.UUID) tools.Originals) {
+	if f.compressSet {
+		c.CompressContext = f.compress
+	}
 	dir := f.rawDir
 	if dir == "" && f.atifOutput != "" {
 		dir = filepath.Join(filepath.Dir(f.atifOutput), "raw")
 	}
+	if dir == "" && c.CompressContext {
+		dir = filepath.Join(home, "raw")
+	}
 	capper := &tools.Capper{
 		Max: c.MaxBytes, MaxLines: c.MaxLines, Head: c.HeadBytes, Tail: c.TailBytes,
-		Dir: dir, Logger: logger,
+		Compress: c.CompressContext, Logger: logger,
 	}
-	if capper.Dir != "" {
-		if _, err := tools.Sweep(capper.Dir, tools.DefaultRetention); err != nil {
-			logger.Warn("sweep old tool outputs", "dir", capper.Dir, "err", err)
-		}
+	if dir == "" {
+		return capper, nil
 	}
-	return capper
+	if _, err := tools.Sweep(dir, tools.DefaultRetention); err != nil {
+		logger.Warn("sweep old tool outputs", "dir", dir, "err", err)
+	}
+	return capper, func(id uuid.UUID) tools.Originals { return tools.Sidecars{Dir: dir, Session: id.String()} }
 }
 
 // localExecutor runs the tools in workspace on this machine, aerie a child

@@ -62,6 +62,10 @@ type equipment struct {
 
 	// compactor compacts the conversation (see converse).
 	compactor *compaction.Policy
+
+	// capper caps and compresses the session's tool results, keeping
+	// their originals where opts.Originals says (see start).
+	capper *tools.Capper
 }
 
 // newEquipment loads the layers' artifacts. A malformed artifact in a
@@ -203,7 +207,12 @@ func (eq *equipment) build(x *Extensions) (loadout, error) {
 		Approve: opts.Approve,
 		Logger:  opts.Logger,
 	})
-	reg, err := registry(opts, hooks.WrapAll(all, engine))
+	if eq.capper.Compresses() {
+		// The originals compression keeps are the session's, like the
+		// retrieve tool that returns them.
+		all = append(all, tools.NewRetrieve(eq.capper))
+	}
+	reg, err := registry(opts, eq.capper, hooks.WrapAll(all, engine))
 	if err != nil {
 		return loadout{}, &ConfigError{Err: err}
 	}
@@ -215,8 +224,9 @@ func (eq *equipment) build(x *Extensions) (loadout, error) {
 }
 
 // start makes the session's hook engine and tools.
-func (eq *equipment) start(session string, w *journal.Writer) error {
-	eq.session, eq.journal = session, w
+func (eq *equipment) start(session uuid.UUID, w *journal.Writer) error {
+	eq.session, eq.journal = session.String(), w
+	eq.capper = sessionCapper(eq.opts, session)
 	l, err := eq.build(eq.ext)
 	if err != nil {
 		return err
@@ -308,17 +318,31 @@ func (eq *equipment) converse(
 	return loop.Run(ctx, prompt)
 }
 
+// sessionCapper is the capper of the session's tool results: opts.Capper
+// (the default limits when nil) keeping the originals where opts.Originals
+// says.
+func sessionCapper(opts Options, session uuid.UUID) *tools.Capper {
+	c := tools.NewCapper()
+	if opts.Capper != nil {
+		c = new(*opts.Capper)
+	}
+	if c.Logger == nil {
+		c.Logger = opts.Logger
+	}
+	c.Originals = nil
+	if opts.Originals != nil {
+		c.Originals = opts.Originals(session)
+	}
+	return c
+}
+
 // registry makes the registry of the tools offered: each wrapped by
-// opts.Wrap, their results capped.
-func registry(opts Options, all []tools.Tool) (*tools.Registry, error) {
+// opts.Wrap, their results passed through capper.
+func registry(opts Options, capper *tools.Capper, all []tools.Tool) (*tools.Registry, error) {
 	if opts.Wrap != nil {
 		for i, t := range all {
 			all[i] = opts.Wrap(t)
 		}
-	}
-	capper := opts.Capper
-	if capper == nil {
-		capper = tools.NewCapper("")
 	}
 	reg, err := tools.NewRegistry(capper, all...)
 	if err != nil {

@@ -229,7 +229,7 @@ func BuiltinToolNames() []string {
 	for _, t := range ts {
 		names = append(names, t.Name())
 	}
-	return append(names, skills.ToolName, userlayer.ToolName)
+	return append(names, skills.ToolName, userlayer.ToolName, tools.RetrieveName)
 }
 
 // PluginServers are a plugin's MCP servers as runner/mcp declares them.

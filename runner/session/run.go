@@ -149,7 +149,7 @@ func (r *run) start(ctx context.Context) error {
 		r.w.Append(e)
 	}
 	r.snap.Entries = answerUnanswered(r.w, r.sess.ID, r.snap, opts.Logger)
-	if err := r.eq.start(r.sess.ID.String(), r.w); err != nil {
+	if err := r.eq.start(r.sess.ID, r.w); err != nil {
 		return err
 	}
 	emit(opts.Observe, events.Event{

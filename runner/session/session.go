@@ -145,8 +145,14 @@ type Options struct {
 	Tools []tools.Tool
 	// Wrap, when set, wraps every tool (hooks, permissions).
 	Wrap func(tools.Tool) tools.Tool
-	// Capper caps tool results; nil means the defaults without spilling.
+	// Capper caps tool results, and compresses them when it says so; nil
+	// means the default limits. Its Originals are set by Originals.
 	Capper *tools.Capper
+	// Originals makes where the full output of the session's capped and
+	// compressed tool results is kept (sidecar files locally; StoreOriginals
+	// in a pod); nil keeps none, and then nothing is compressed and the
+	// retrieve tool is not offered.
+	Originals func(session uuid.UUID) tools.Originals
 
 	// Observe receives the run's events. Nil discards them.
 	Observe func(events.Event)

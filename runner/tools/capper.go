@@ -1,6 +1,9 @@
 package tools
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,7 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/aerie-run/aerie/runner/atomicfile"
+	"github.com/aerie-run/aerie/runner/tools/compress"
 )
 
 // Default capping limits, in bytes.
@@ -27,9 +30,18 @@ const (
 // or than MaxLines lines, keeps its first Head and last Tail bytes, cut on
 // UTF-8 boundaries, and with MaxLines set no more than MaxLines lines of
 // them (the first half from the start, the rest from the end), with a
-// marker between them saying how much was dropped. When Dir is set the full
-// output is first written, byte-exact, to Dir/<call id>.txt, and the marker
-// names that file.
+// marker between them saying how much was dropped. When Originals is set
+// the full output is first kept there, byte-exact, and the marker says
+// where.
+//
+// With Compress set, a large output (one the limits would cap; with
+// capping off, one over DefaultMaxBytes) whose structure package compress
+// knows — JSON, search results, code, a directory listing — is replaced by
+// a view of that structure instead, once its original is kept: the view
+// ends with the original's size and SHA-256 digest and the call that
+// retrieves it, retrieve(handle=CALL_ID). The output of bash and of
+// retrieve is never compressed, nor is an error's. An original that cannot
+// be kept leaves the result uncompressed, capped as without Compress.
 type Capper struct {
 	// Max is the largest result in bytes kept whole; zero sets no byte
 	// limit.
@@ -40,29 +52,115 @@ type Capper struct {
 	MaxLines int
 	// Head and Tail are the bytes kept from the start and the end.
 	Head, Tail int
-	// Dir is the sidecar directory for full outputs; empty: no spilling.
-	Dir string
-	// Logger receives spill failures, which are warnings. Nil discards.
+	// Compress turns on the compression of large structured outputs; it
+	// needs Originals.
+	Compress bool
+	// Originals keeps the full output of the session's capped and
+	// compressed results; nil keeps none, and compresses none.
+	Originals Originals
+	// Logger receives the failures to keep an original, which are
+	// warnings. Nil discards.
 	Logger *slog.Logger
 }
 
-// NewCapper returns a Capper with the default limits spilling to dir
-// (empty: no spilling).
-func NewCapper(dir string) *Capper {
-	return &Capper{Max: DefaultMaxBytes, Head: DefaultHeadBytes, Tail: DefaultTailBytes, Dir: dir}
+// NewCapper returns a Capper with the default limits that keeps no
+// originals.
+func NewCapper() *Capper {
+	return &Capper{Max: DefaultMaxBytes, Head: DefaultHeadBytes, Tail: DefaultTailBytes}
 }
 
-// Cap returns r with its content capped. A nil Capper returns r as is.
-func (c *Capper) Cap(callID string, r Result) Result {
-	if c == nil {
+// Compresses reports whether c compresses outputs, and so whether the
+// retrieve tool is offered beside it.
+func (c *Capper) Compresses() bool { return c != nil && c.Compress && c.Originals != nil }
+
+// Cap returns r, the result of the call callID of the tool named tool,
+// capped or compressed. A nil Capper returns r as is.
+func (c *Capper) Cap(ctx context.Context, callID, tool string, r Result) Result {
+	if c == nil || (tool == RetrieveName && c.Compresses()) {
+		// retrieve pages the originals within the limits itself.
 		return r
 	}
 	s := r.Content
-	overBytes := c.Max > 0 && len(s) > c.Max
-	overLines := c.MaxLines > 0 && lineCount(s) > c.MaxLines
-	if !overBytes && !overLines {
+	over := c.over(s)
+	large := over || (c.Max == 0 && c.MaxLines == 0 && len(s) > DefaultMaxBytes)
+	keep := c.Originals != nil
+	if large && c.Compresses() && !r.IsError && tool != "bash" {
+		view, kept, err := c.compress(ctx, callID, s)
+		if err == nil && kept {
+			r.Content = view
+			return r
+		}
+		if err != nil {
+			// The spec: a failed write disables compression for this
+			// result, which is capped as usual, without another try.
+			c.logger().Warn("keep the original of a tool output; not compressing it", "tool_call", callID, "tool", tool, "error", err)
+			keep = false
+		}
+	}
+	if !over {
 		return r
 	}
+	r.Content = c.truncate(ctx, callID, s, keep)
+	return r
+}
+
+// over reports whether s is over the limits.
+func (c *Capper) over(s string) bool {
+	return (c.Max > 0 && len(s) > c.Max) || (c.MaxLines > 0 && lineCount(s) > c.MaxLines)
+}
+
+// markerReserve is room a compressed view leaves under Max for the lines
+// that say how to retrieve the original.
+const markerReserve = 256
+
+// compress replaces s with a view of its structure once its original is
+// kept. kept is false, and err nil, when s has no structure a view
+// shortens.
+func (c *Capper) compress(ctx context.Context, callID, s string) (string, bool, error) {
+	limit := c.Max
+	if limit == 0 {
+		limit = DefaultMaxBytes
+	}
+	view, kind, ok := compress.Compress(s, max(limit-markerReserve, limit/2))
+	if !ok {
+		return "", false, nil
+	}
+	if _, err := c.Originals.Keep(ctx, callID, s); err != nil {
+		return "", false, err
+	}
+	sum := sha256.Sum256([]byte(s))
+	out := fmt.Sprintf("%s\n[%s output compressed from %d to %d bytes; the original (sha256:%s) in full: retrieve(handle=%s)]",
+		strings.TrimSuffix(view, "\n"), kind, len(s), len(view), hex.EncodeToString(sum[:]), callID)
+	if c.over(out) {
+		// A view can stay over a line limit, or over Max when even its
+		// tightest level is long: capped, it keeps its end, which says how
+		// to retrieve the original.
+		out = c.cut(out, fmt.Sprintf("; the original in full: retrieve(handle=%s)", callID))
+	}
+	return out, true, nil
+}
+
+// truncate keeps the head and tail of s, the full output kept first when
+// keep says so.
+func (c *Capper) truncate(ctx context.Context, callID, s string, keep bool) string {
+	where := ""
+	if keep {
+		loc, err := c.Originals.Keep(ctx, callID, s)
+		switch {
+		case err != nil:
+			c.logger().Warn("keep the full tool output", "tool_call", callID, "error", err)
+		case c.Compresses():
+			where = fmt.Sprintf("; full output: retrieve(handle=%s)", callID)
+		default:
+			where = "; full output in " + loc
+		}
+	}
+	return c.cut(s, where)
+}
+
+// cut keeps the head and tail of s within the limits, with a marker
+// between them saying how much was dropped, and where (after "; ").
+func (c *Capper) cut(s, where string) string {
 	headEnd := cutBack(s, min(c.Head, len(s)))
 	tailStart := cutForward(s, max(0, len(s)-c.Tail))
 	if c.MaxLines > 0 {
@@ -72,17 +170,7 @@ func (c *Capper) Cap(callID string, r Result) Result {
 	}
 	head, tail := s[:headEnd], s[max(headEnd, tailStart):]
 	dropped := len(s) - len(head) - len(tail)
-	where := ""
-	if c.Dir != "" {
-		path, err := c.spill(callID, s)
-		if err != nil {
-			c.logger().Warn("spill tool output", "tool_call", callID, "error", err)
-		} else {
-			where = "; full output in " + path
-		}
-	}
-	r.Content = fmt.Sprintf("%s\n\n[... %d bytes dropped%s ...]\n\n%s", head, dropped, where, tail)
-	return r
+	return fmt.Sprintf("%s\n\n[... %d bytes dropped%s ...]\n\n%s", head, dropped, where, tail)
 }
 
 // lineCount counts the lines of s; a last line without a newline counts.
@@ -130,37 +218,6 @@ func (c *Capper) logger() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return c.Logger
-}
-
-// spill writes s to the sidecar file of callID, atomically, mode 0600.
-func (c *Capper) spill(callID, s string) (string, error) {
-	name := sidecarName(callID)
-	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
-		return "", fmt.Errorf("create sidecar directory: %w", err)
-	}
-	path := filepath.Join(c.Dir, name)
-	if err := atomicfile.Write(path, []byte(s), 0o600); err != nil {
-		return "", fmt.Errorf("write sidecar file: %w", err)
-	}
-	return path, nil
-}
-
-// sidecarName turns a call id, which comes from the model provider, into
-// a safe file name.
-func sidecarName(callID string) string {
-	var b strings.Builder
-	for _, r := range callID {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	if b.Len() == 0 {
-		return fmt.Sprintf("call-%d.txt", time.Now().UnixNano())
-	}
-	return b.String() + ".txt"
 }
 
 // cutBack moves i back to the start of the rune it falls in.

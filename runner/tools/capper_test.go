@@ -11,7 +11,7 @@ import (
 
 func TestCapperBoundaries(t *testing.T) {
 	t.Parallel()
-	c := NewCapper("")
+	c := NewCapper()
 	ascii := func(n int) string { return strings.Repeat("a", n) }
 	tests := []struct {
 		name       string
@@ -59,7 +59,7 @@ func TestCapperBoundaries(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := tt.capper.Cap("call", Result{Content: tt.in, IsError: true})
+			got := tt.capper.Cap(t.Context(), "call", "read_file", Result{Content: tt.in, IsError: true})
 			if !got.IsError {
 				t.Error("IsError lost")
 			}
@@ -91,9 +91,9 @@ func TestCapperBoundaries(t *testing.T) {
 func TestCapperSpill(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "raw")
-	c := &Capper{Max: 10, Head: 4, Tail: 4, Dir: dir}
+	c := &Capper{Max: 10, Head: 4, Tail: 4, Originals: Sidecars{Dir: dir}}
 	in := "héllo, wörld\x00\xff binary and all"
-	got := c.Cap("toolu_01/../x", Result{Content: in})
+	got := c.Cap(t.Context(), "toolu_01/../x", "read_file", Result{Content: in})
 	path := filepath.Join(dir, "toolu_01____x.txt")
 	if !strings.Contains(got.Content, "full output in "+path) {
 		t.Errorf("marker does not name %s: %q", path, got.Content)
@@ -113,7 +113,7 @@ func TestCapperSpill(t *testing.T) {
 		t.Errorf("sidecar mode = %v, want 0600", perm)
 	}
 	// Below the cap nothing is spilled.
-	c.Cap("small", Result{Content: "short"})
+	c.Cap(t.Context(), "small", "read_file", Result{Content: "short"})
 	if _, err := os.Stat(filepath.Join(dir, "small.txt")); err == nil {
 		t.Error("small output was spilled")
 	}
@@ -125,8 +125,8 @@ func TestCapperSpillFailureStillCaps(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := &Capper{Max: 10, Head: 4, Tail: 4, Dir: filepath.Join(file, "raw")}
-	got := c.Cap("c1", Result{Content: strings.Repeat("x", 50)})
+	c := &Capper{Max: 10, Head: 4, Tail: 4, Originals: Sidecars{Dir: filepath.Join(file, "raw")}}
+	got := c.Cap(t.Context(), "c1", "read_file", Result{Content: strings.Repeat("x", 50)})
 	if want := "xxxx\n\n[... 42 bytes dropped ...]\n\nxxxx"; got.Content != want {
 		t.Errorf("content = %q, want %q", got.Content, want)
 	}

@@ -5,7 +5,9 @@
 // arguments, a missing file, a command that failed or timed out all come
 // back as a Result with IsError set, for the model to read and correct.
 // Every result passes through one Capper, so no tool can flood the
-// model's context.
+// model's context; with compression on, it replaces large structured
+// outputs with views of them (package compress), and the retrieve tool
+// returns the originals it kept.
 package tools
 
 import (
@@ -218,7 +220,8 @@ func (r *Registry) Run(ctx context.Context, id, name string, args json.RawMessag
 		if p := recover(); p != nil {
 			res = errorf("%s: internal error: %v", name, p)
 		}
-		res = r.capper.Cap(id, res)
+		// The original is kept even when the call was cancelled.
+		res = r.capper.Cap(context.WithoutCancel(ctx), id, name, res)
 	}()
 	t, ok := r.byName[name]
 	if !ok {

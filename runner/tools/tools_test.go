@@ -86,7 +86,7 @@ func TestRegistry(t *testing.T) {
 func TestBuiltinDefinitions(t *testing.T) {
 	t.Parallel()
 	l, _ := newWorkspace(t)
-	r, err := NewRegistry(NewCapper(""), Builtin(l, l, nil)...)
+	r, err := NewRegistry(NewCapper(), Builtin(l, l, nil)...)
 	if err != nil {
 		t.Fatal(err)
 	}

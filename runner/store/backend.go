@@ -100,4 +100,12 @@ type Queries interface {
 	// and then ID, with the data it was stored with; add's error stops the
 	// read and is returned.
 	Traces(ctx context.Context, tenant string, session uuid.UUID, add func(tr Trace, data []byte) error) error
+
+	// PutToolOutput stores data as the output of a call of a live session
+	// of the tenant, replacing what was stored for it; found is false if
+	// there is no such session.
+	PutToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string, data []byte, at time.Time) (found bool, err error)
+	// ToolOutput returns what PutToolOutput stored for the call; found is
+	// false if nothing was.
+	ToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string) (data []byte, found bool, err error)
 }

@@ -320,6 +320,45 @@ func (db *DB) Traces(ctx context.Context, tenant string, session uuid.UUID) ([]T
 	return traces, nil
 }
 
+func (db *DB) PutToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string, data []byte) error {
+	if err := checkTenant(tenant); err != nil {
+		return fmt.Errorf("keep tool output: %w", err)
+	}
+	if callID == "" {
+		return fmt.Errorf("keep tool output: empty call id: %w", ErrInvalid)
+	}
+	found, err := db.b.PutToolOutput(ctx, tenant, session, callID, data, now())
+	switch {
+	case err != nil:
+		return fmt.Errorf("keep tool output: %w", err)
+	case !found:
+		return fmt.Errorf("keep tool output: session %s: %w", session, ErrNotFound)
+	}
+	return nil
+}
+
+func (db *DB) ToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string) ([]byte, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, fmt.Errorf("read tool output: %w", err)
+	}
+	var data []byte
+	err := WithTx(ctx, db.b.Read, func(tx Tx) error {
+		if _, err := live(ctx, tx, tenant, session); err != nil {
+			return err
+		}
+		d, found, err := tx.ToolOutput(ctx, tenant, session, callID)
+		if err == nil && !found {
+			err = fmt.Errorf("call %q: %w", callID, ErrNotFound)
+		}
+		data = d
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read tool output: %w", err)
+	}
+	return data, nil
+}
+
 // live returns the tenant's live session id through q, an ErrNotFound
 // naming the id if there is none.
 func live(ctx context.Context, q Queries, tenant string, id uuid.UUID) (Session, error) {

@@ -72,6 +72,14 @@ type Store interface {
 	// Traces returns a session's traces in the order they were added.
 	Traces(ctx context.Context, tenant string, session uuid.UUID) ([]Trace, error)
 
+	// PutToolOutput keeps the full, byte-exact output of a tool call whose
+	// result reached the model shortened, replacing what was kept for the
+	// same call. Outputs live in their own table, outside the entry stream.
+	PutToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string, data []byte) error
+	// ToolOutput returns what PutToolOutput kept for the call;
+	// ErrNotFound if nothing was, or there is no such session.
+	ToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string) ([]byte, error)
+
 	// Close releases the store's connections. The SQLite store also
 	// checkpoints and truncates its write-ahead log.
 	Close() error

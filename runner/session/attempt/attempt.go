@@ -1,7 +1,8 @@
 // Package attempt runs one attempt of an AgentSession in its runner pod: it
 // turns the runner configuration the controller rendered into a session —
 // the workspace's project layers and the mounted ones with their trust,
-// the submitter's pins, the budgets, the model and its credentials — runs
+// the submitter's pins, the budgets, the model and its credentials, the
+// session store as the keeper of the tool outputs' originals — runs
 // it over the workspace container's executor, and makes the report the
 // controller reads back from the termination log.
 package attempt
@@ -36,6 +37,7 @@ import (
 // the report counts.
 type Store interface {
 	session.Store
+	session.OutputStore
 	Entries(ctx context.Context, tenant string, id uuid.UUID) ([]transcript.Entry, error)
 }
 
@@ -168,6 +170,9 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 		Persona:  cfg.Persona,
 		Budget:   budget(cfg.Budget),
 		Executor: env.Executor,
+		// The full output of capped (and compressed) tool results is kept
+		// in the store, not in the pod, so that a later attempt has it.
+		Originals: session.StoreOriginals(st, cfg.Namespace),
 		// Preserve stays nil: nothing outlives the pod, so every process
 		// group is torn down at the end.
 		Logger: logger,

@@ -377,6 +377,30 @@ func (q queries) Traces(
 	return pgError(rows.Err())
 }
 
+func (q queries) PutToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string, data []byte, at time.Time) (bool, error) {
+	if data == nil {
+		data = []byte{} // NOT NULL
+	}
+	return q.update(ctx, `INSERT INTO tool_outputs (session_id, tenant, call_id, created_at, data)
+		SELECT $1, $2, $3, $4, $5 WHERE EXISTS (
+			SELECT 1 FROM sessions WHERE id = $1 AND tenant = $2 AND deleted_at IS NULL)
+		ON CONFLICT (session_id, call_id) DO UPDATE SET created_at = excluded.created_at, data = excluded.data`,
+		session, tenant, callID, at, data)
+}
+
+func (q queries) ToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string) ([]byte, bool, error) {
+	var data []byte
+	err := q.c.QueryRow(ctx, `SELECT data FROM tool_outputs WHERE session_id = $1 AND tenant = $2 AND call_id = $3`,
+		session, tenant, callID).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, pgError(err)
+	}
+	return data, true, nil
+}
+
 // appendSQL inserts a batch and accounts for it in the session row, in one
 // statement and so one round trip. Entries already stored are skipped (the
 // retry of a batch whose commit was not acknowledged), and only the rows

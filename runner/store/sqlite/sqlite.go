@@ -601,6 +601,30 @@ func (q queries) Traces(
 	return sqliteError(rows.Err())
 }
 
+func (q queries) PutToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string, data []byte, at time.Time) (bool, error) {
+	if data == nil {
+		data = []byte{} // NOT NULL
+	}
+	return q.update(ctx, `INSERT INTO tool_outputs (session_id, tenant, call_id, created_at, data)
+		SELECT ?, ?, ?, ?, ? WHERE EXISTS (
+			SELECT 1 FROM sessions WHERE id = ? AND tenant = ? AND deleted_at IS NULL)
+		ON CONFLICT (session_id, call_id) DO UPDATE SET created_at = excluded.created_at, data = excluded.data`,
+		session, tenant, callID, at.UnixMicro(), data, session, tenant)
+}
+
+func (q queries) ToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string) ([]byte, bool, error) {
+	var data []byte
+	err := q.read.QueryRowContext(ctx, `SELECT data FROM tool_outputs WHERE session_id = ? AND tenant = ? AND call_id = ?`,
+		session, tenant, callID).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, sqliteError(err)
+	}
+	return data, true, nil
+}
+
 func (b *backend) Append(
 	ctx context.Context, tenant string, session uuid.UUID, rows []store.EntryRow, at time.Time,
 ) error {

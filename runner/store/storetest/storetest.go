@@ -14,6 +14,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,6 +60,7 @@ func Run(t *testing.T, newURL func(t *testing.T) string) {
 		{"TenantIsolation", testTenantIsolation},
 		{"SetState", testSetState},
 		{"Traces", testTraces},
+		{"ToolOutputs", testToolOutputs},
 		{"EmptyTenant", testEmptyTenant},
 	}
 	for _, c := range cases {
@@ -1126,6 +1128,62 @@ func testSetState(t *testing.T, newURL func(t *testing.T) string) {
 	}
 	wantErr(t, "unknown state", st.SetState(ctx(t), tenant, s.ID, "asleep"), store.ErrInvalid)
 	wantErr(t, "unknown session", st.SetState(ctx(t), tenant, uuid.New(), store.StateIdle), store.ErrNotFound)
+}
+
+// testToolOutputs keeps the full output of tool calls by session and call
+// id, byte-exact (NUL bytes and invalid UTF-8 included), replaced when the
+// same call is kept again, and scoped like the sessions.
+func testToolOutputs(t *testing.T, newURL func(t *testing.T) string) {
+	st := open(t, newURL(t))
+	s := create(t, st, tenant, store.NewSession{Dir: tenant})
+	other := create(t, st, tenant, store.NewSession{Dir: tenant})
+	big := bytes.Repeat([]byte("héllo\x00\xff\xfe wörld\n"), 1<<16)
+	for call, data := range map[string][]byte{"toolu_01": big, "call/2": []byte("second"), "empty": {}} {
+		if err := st.PutToolOutput(ctx(t), tenant, s.ID, call, data); err != nil {
+			t.Fatalf("PutToolOutput %s: %v", call, err)
+		}
+	}
+	get := func(tenant string, id uuid.UUID, call string) ([]byte, error) {
+		return st.ToolOutput(ctx(t), tenant, id, call)
+	}
+	if got, err := get(tenant, s.ID, "toolu_01"); err != nil || !bytes.Equal(got, big) {
+		t.Errorf("ToolOutput = %d bytes, %v; want the %d bytes kept", len(got), err, len(big))
+	}
+	if got, err := get(tenant, s.ID, "empty"); err != nil || len(got) != 0 {
+		t.Errorf("ToolOutput(empty) = %q, %v", got, err)
+	}
+	if err := st.PutToolOutput(ctx(t), tenant, s.ID, "call/2", []byte("replaced")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := get(tenant, s.ID, "call/2"); err != nil || string(got) != "replaced" {
+		t.Errorf("ToolOutput after a second put = %q, %v", got, err)
+	}
+	for name, c := range map[string]struct {
+		tenant string
+		id     uuid.UUID
+		call   string
+	}{
+		"unknown call":    {tenant, s.ID, "nosuch"},
+		"another session": {tenant, other.ID, "toolu_01"},
+		"another tenant":  {"/elsewhere", s.ID, "toolu_01"},
+		"unknown session": {tenant, uuid.New(), "toolu_01"},
+	} {
+		if _, err := get(c.tenant, c.id, c.call); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s: ToolOutput err = %v, want ErrNotFound", name, err)
+		}
+	}
+	if err := st.PutToolOutput(ctx(t), "/elsewhere", s.ID, "x", []byte("x")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("PutToolOutput in another tenant: %v, want ErrNotFound", err)
+	}
+	if err := st.PutToolOutput(ctx(t), tenant, uuid.New(), "x", []byte("x")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("PutToolOutput of an unknown session: %v, want ErrNotFound", err)
+	}
+	if err := st.Delete(ctx(t), tenant, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := get(tenant, s.ID, "toolu_01"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ToolOutput of a deleted session: %v, want ErrNotFound", err)
+	}
 }
 
 func testTraces(t *testing.T, newURL func(t *testing.T) string) {

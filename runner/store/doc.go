@@ -1,7 +1,7 @@
 // Package store persists sessions: their records, their ordered entry
-// streams (in the vocabulary of package transcript) and their
-// Mixture-of-Agents traces, in PostgreSQL (pods) or in a SQLite file
-// (`aerie run`).
+// streams (in the vocabulary of package transcript), their
+// Mixture-of-Agents traces and the full output of their shortened tool
+// results, in PostgreSQL (pods) or in a SQLite file (`aerie run`).
 //
 // # Opening
 //

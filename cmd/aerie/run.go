@@ -242,7 +242,9 @@ func (a *app) runPlace(cmd *cobra.Command, workspaceFlag string) (place, error) 
 // default raw/ beside --atif-output; with neither, none are kept, except
 // that compression keeps its originals in $AERIE_HOME/raw/), where outputs
 // past their retention are swept first.
-func resultCapper(c config.ToolResults, f runFlags, home string, logger *slog.Logger) (*tools.Capper, func(uuid.UUID) tools.Originals) {
+func resultCapper(
+	c config.ToolResults, f runFlags, home string, logger *slog.Logger,
+) (*tools.Capper, func(uuid.UUID) tools.Originals) {
 	if f.compressSet {
 		c.CompressContext = f.compress
 	}

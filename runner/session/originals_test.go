@@ -79,13 +79,13 @@ func TestStoreOriginalsAcrossRuns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { st.Close() })
+			t.Cleanup(func() { _ = st.Close() })
 			ws := t.TempDir()
 			exe, err := executor.NewLocal(ws, executor.Options{Reaper: reaper})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { exe.Close(context.Background()) })
+			t.Cleanup(func() { _ = exe.Close(context.Background()) })
 			var items []string
 			for i := range 300 {
 				items = append(items, fmt.Sprintf(`{"id": %d, "name": "item-%d", "note": "%s"}`, i, i, strings.Repeat("n", 100)))

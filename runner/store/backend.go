@@ -104,7 +104,9 @@ type Queries interface {
 	// PutToolOutput stores data as the output of a call of a live session
 	// of the tenant, replacing what was stored for it; found is false if
 	// there is no such session.
-	PutToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string, data []byte, at time.Time) (found bool, err error)
+	PutToolOutput(
+		ctx context.Context, tenant string, session uuid.UUID, callID string, data []byte, at time.Time,
+	) (found bool, err error)
 	// ToolOutput returns what PutToolOutput stored for the call; found is
 	// false if nothing was.
 	ToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string) (data []byte, found bool, err error)

@@ -84,7 +84,7 @@ func (c *Capper) Cap(ctx context.Context, callID, tool string, r Result) Result 
 	over := c.over(s)
 	large := over || (c.Max == 0 && c.MaxLines == 0 && len(s) > DefaultMaxBytes)
 	keep := c.Originals != nil
-	if large && c.Compresses() && !r.IsError && tool != "bash" {
+	if large && c.Compresses() && !r.IsError && tool != bashName {
 		view, kept, err := c.compress(ctx, callID, s)
 		if err == nil && kept {
 			r.Content = view
@@ -93,7 +93,8 @@ func (c *Capper) Cap(ctx context.Context, callID, tool string, r Result) Result 
 		if err != nil {
 			// The spec: a failed write disables compression for this
 			// result, which is capped as usual, without another try.
-			c.logger().Warn("keep the original of a tool output; not compressing it", "tool_call", callID, "tool", tool, "error", err)
+			c.logger().Warn("keep the original of a tool output; not compressing it",
+				"tool_call", callID, "tool", tool, "error", err)
 			keep = false
 		}
 	}
@@ -108,6 +109,9 @@ func (c *Capper) Cap(ctx context.Context, callID, tool string, r Result) Result 
 func (c *Capper) over(s string) bool {
 	return (c.Max > 0 && len(s) > c.Max) || (c.MaxLines > 0 && lineCount(s) > c.MaxLines)
 }
+
+// bashName is the bash tool's name: its output is never compressed.
+const bashName = "bash"
 
 // markerReserve is room a compressed view leaves under Max for the lines
 // that say how to retrieve the original.
@@ -129,7 +133,8 @@ func (c *Capper) compress(ctx context.Context, callID, s string) (string, bool, 
 		return "", false, err
 	}
 	sum := sha256.Sum256([]byte(s))
-	out := fmt.Sprintf("%s\n[%s output compressed from %d to %d bytes; the original (sha256:%s) in full: retrieve(handle=%s)]",
+	out := fmt.Sprintf(
+		"%s\n[%s output compressed from %d to %d bytes; the original (sha256:%s) in full: retrieve(handle=%s)]",
 		strings.TrimSuffix(view, "\n"), kind, len(s), len(view), hex.EncodeToString(sum[:]), callID)
 	if c.over(out) {
 		// A view can stay over a line limit, or over Max when even its

@@ -57,7 +57,8 @@ func (t *Retrieve) Run(ctx context.Context, call json.RawMessage) Result {
 	}
 	text, err := c.Originals.Original(ctx, a.Handle)
 	if errors.Is(err, ErrNoOriginal) {
-		return errorf("retrieve: no original output is kept for handle %q; use the call id a shortened result names", a.Handle)
+		return errorf("retrieve: no original output is kept for handle %q; use the call id a shortened result names",
+			a.Handle)
 	}
 	if err != nil {
 		return errorf("retrieve: %v", err)
@@ -78,8 +79,10 @@ func (t *Retrieve) Run(ctx context.Context, call json.RawMessage) Result {
 	}
 	next := a.Offset + end
 	if next == len(text) {
-		return Result{Content: page[:end] + fmt.Sprintf("\n[retrieve: bytes %d to %d of %d, the end]", a.Offset, next, len(text))}
+		return Result{Content: page[:end] + fmt.Sprintf("\n[retrieve: bytes %d to %d of %d, the end]",
+			a.Offset, next, len(text))}
 	}
-	return Result{Content: page[:end] + fmt.Sprintf("\n[retrieve: bytes %d to %d of %d; the rest: retrieve(handle=%s, offset=%d)]",
+	return Result{Content: page[:end] + fmt.Sprintf(
+		"\n[retrieve: bytes %d to %d of %d; the rest: retrieve(handle=%s, offset=%d)]",
 		a.Offset, next, len(text), a.Handle, next)}
 }

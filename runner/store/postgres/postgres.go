@@ -377,7 +377,9 @@ func (q queries) Traces(
 	return pgError(rows.Err())
 }
 
-func (q queries) PutToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string, data []byte, at time.Time) (bool, error) {
+func (q queries) PutToolOutput(
+	ctx context.Context, tenant string, session uuid.UUID, callID string, data []byte, at time.Time,
+) (bool, error) {
 	if data == nil {
 		data = []byte{} // NOT NULL
 	}
@@ -388,7 +390,9 @@ func (q queries) PutToolOutput(ctx context.Context, tenant string, session uuid.
 		session, tenant, callID, at, data)
 }
 
-func (q queries) ToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string) ([]byte, bool, error) {
+func (q queries) ToolOutput(
+	ctx context.Context, tenant string, session uuid.UUID, callID string,
+) ([]byte, bool, error) {
 	var data []byte
 	err := q.c.QueryRow(ctx, `SELECT data FROM tool_outputs WHERE session_id = $1 AND tenant = $2 AND call_id = $3`,
 		session, tenant, callID).Scan(&data)

@@ -601,7 +601,9 @@ func (q queries) Traces(
 	return sqliteError(rows.Err())
 }
 
-func (q queries) PutToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string, data []byte, at time.Time) (bool, error) {
+func (q queries) PutToolOutput(
+	ctx context.Context, tenant string, session uuid.UUID, callID string, data []byte, at time.Time,
+) (bool, error) {
 	if data == nil {
 		data = []byte{} // NOT NULL
 	}
@@ -612,7 +614,9 @@ func (q queries) PutToolOutput(ctx context.Context, tenant string, session uuid.
 		session, tenant, callID, at.UnixMicro(), data, session, tenant)
 }
 
-func (q queries) ToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string) ([]byte, bool, error) {
+func (q queries) ToolOutput(
+	ctx context.Context, tenant string, session uuid.UUID, callID string,
+) ([]byte, bool, error) {
 	var data []byte
 	err := q.read.QueryRowContext(ctx, `SELECT data FROM tool_outputs WHERE session_id = ? AND tenant = ? AND call_id = ?`,
 		session, tenant, callID).Scan(&data)

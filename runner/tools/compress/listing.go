@@ -134,7 +134,8 @@ func renderListing(parsed any, level int) string {
 	for _, d := range out.dirs {
 		total += len(d.entries)
 	}
-	fmt.Fprintf(&b, "%d entries (%d files, %d directories) in %d directories\n", total, out.files, total-out.files, len(out.dirs))
+	fmt.Fprintf(&b, "%d entries (%d files, %d directories) in %d directories\n",
+		total, out.files, total-out.files, len(out.dirs))
 	shown := min(len(out.dirs), l.dirs)
 	for _, d := range out.dirs[:shown] {
 		fmt.Fprintf(&b, "%s: %d entries\n", d.path, len(d.entries))

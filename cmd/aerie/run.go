@@ -170,9 +170,10 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 		Session: session.Spec{Tenant: p.dir, Label: f.label, Resume: f.resume, ForkFrom: f.forkFrom},
 		Prompt:  prompt,
 		Model: session.Model{
-			Settings:      transcript.Settings{Provider: f.provider, Model: f.model},
-			New:           a.modelFactory(f, src.Layers, logger),
-			ContextWindow: f.contextWindow,
+			Settings:        transcript.Settings{Provider: f.provider, Model: f.model},
+			New:             a.modelFactory(f, src.Layers, logger),
+			ContextWindow:   f.contextWindow,
+			CompactionModel: p.config.Compaction.Model,
 		},
 		Extensions: src,
 		Toolset:    f.toolset,

@@ -1,16 +1,19 @@
-// Package config resolves aerie's home directory and reads the global and
-// project configuration files: $AERIE_HOME/config.toml, and the nearest
+// Package config resolves aerie's home directory and reads the configuration
+// files: on a laptop $AERIE_HOME/config.toml and the nearest
 // .aerie/config.toml (or its .osprey/ alias) between the working directory and
-// the workspace boundary. It also writes database_url into the global file
-// without disturbing the rest of it.
+// the workspace boundary (Load); in a runner pod the config.toml of each
+// mounted extension layer and the same project file (LoadLayers). It also
+// writes database_url into the global file without disturbing the rest of it.
 //
-// The two files are layered: the project file overrides the global one, key by
-// key, except for database_url, which only the global file may set. The
-// layering is lenient where the spec asks for it (a malformed global file is a
-// warning and its values are dropped) and strict where it does not (a
-// malformed project file stops launch). Unknown keys are ignored, so files
-// written for a newer aerie still load; other sections are added to Config as
-// the features that read them arrive.
+// The files are layered, farthest first, each nearer one overriding the
+// farther ones key by key: locally the global file, then the project file; in
+// a pod the platform layers, the namespace layers, the spec's layers, then the
+// project file. Only the global file may set database_url. The layering is
+// lenient where the spec asks for it (a malformed global file is a warning
+// and its values are dropped) and strict where it does not (a malformed
+// project or mounted layer's file stops launch). Unknown keys are ignored, so
+// files written for a newer aerie still load; other sections are added to
+// Config as the features that read them arrive.
 package config
 
 import (
@@ -33,12 +36,26 @@ type Config struct {
 
 	// Plugins is the [plugins] table.
 	Plugins Plugins
+
+	// Compaction is the [compaction] table.
+	Compaction Compaction
+}
+
+// Compaction is the [compaction] table.
+type Compaction struct {
+	// Model names the model, of the session's provider, that writes the
+	// summaries of conversation compaction (model); empty is the session's
+	// own model. A cheaper model can summarize for an expensive one.
+	Model string
 }
 
 // Plugins is the [plugins] table.
 type Plugins struct {
 	// Disabled names plugins that are not used, whatever layer holds them
-	// (disabled = ["name", ...]). A project file replaces the global list.
+	// (disabled = ["name", ...]). A nearer file replaces a farther one's
+	// list, except in a runner pod, where the workspace's project file can
+	// only add to the list the submitter's layers give: a repository cannot
+	// turn on a plugin the cluster turned off.
 	Disabled []string
 }
 
@@ -92,9 +109,13 @@ const keyDatabaseURL = "database_url"
 
 // Validate reports the first value that cannot be used. The error names the
 // key in file syntax (tool_results.max_bytes) so it can be placed in a file.
+// An empty DatabaseURL is not checked: a runner pod's configuration names no
+// store (the pod's comes from its environment).
 func (c Config) Validate() error {
-	if _, err := store.ParseURL(c.DatabaseURL); err != nil {
-		return &keyError{key: keyDatabaseURL, err: err}
+	if c.DatabaseURL != "" {
+		if _, err := store.ParseURL(c.DatabaseURL); err != nil {
+			return &keyError{key: keyDatabaseURL, err: err}
+		}
 	}
 	return c.ToolResults.validate()
 }
@@ -139,9 +160,18 @@ func (e *keyError) Unwrap() error { return e.err }
 // database connection.
 var ErrDatabaseURLInProject = errors.New("a project config cannot replace the database connection")
 
+// ErrDatabaseURLInLayer is returned (inside a *FileError) when a mounted
+// layer's file sets database_url: a runner pod's session store is the one
+// its environment names (the controller's --database-secret).
+var ErrDatabaseURLInLayer = errors.New("a layer config cannot replace the database connection")
+
 // FileError is a problem in one configuration file. Line and Column are
 // 1-based and zero when the problem has no single place (an unreadable file).
 type FileError struct {
+	// Layer names the extension layer that holds the file ("namespace
+	// layer team-defaults (configmap/team-defaults)"), when it is a mounted
+	// layer's: its path in the pod says little.
+	Layer string
 	// Path is the file.
 	Path string
 	// Line and Column locate the problem in Path.
@@ -156,6 +186,9 @@ type FileError struct {
 
 func (e *FileError) Error() string {
 	s := e.Path
+	if e.Layer != "" {
+		s = e.Layer + ": " + s
+	}
 	if e.Line > 0 {
 		s += fmt.Sprintf(":%d:%d", e.Line, e.Column)
 	}

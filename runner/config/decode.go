@@ -18,6 +18,7 @@ type settings struct {
 	DatabaseURL     *string
 	ToolResults     toolResultsLayer
 	PluginsDisabled *[]string
+	CompactionModel *string
 }
 
 type toolResultsLayer struct {
@@ -38,6 +39,7 @@ func (l settings) apply(c Config) Config {
 	set(&t.HeadBytes, l.ToolResults.HeadBytes)
 	set(&t.TailBytes, l.ToolResults.TailBytes)
 	set(&c.Plugins.Disabled, l.PluginsDisabled)
+	set(&c.Compaction.Model, l.CompactionModel)
 	return c
 }
 
@@ -111,7 +113,29 @@ func parse(path string, doc []byte) (settings, error) {
 			l.PluginsDisabled = &names
 		}
 	}
+	var key string
+	if l.CompactionModel, key, err = parseCompaction(root); err != nil {
+		return settings{}, fail(key, err)
+	}
 	return l, nil
+}
+
+// parseCompaction reads the [compaction] table: the summarizer's model.
+// key is the dotted key at fault when it fails.
+func parseCompaction(root map[string]any) (model *string, key string, err error) {
+	c, err := get[map[string]any](root, "compaction")
+	if err != nil || c == nil {
+		return nil, "compaction", err
+	}
+	m, err := get[string](*c, "model")
+	if err != nil {
+		return nil, "compaction.model", err
+	}
+	if m != nil && strings.TrimSpace(*m) == "" {
+		return nil, "compaction.model",
+			errors.New("empty: name a model, or remove the key to summarize with the session's model")
+	}
+	return m, "", nil
 }
 
 // get returns table[key] as a T, nil when the key is absent.

@@ -48,7 +48,11 @@ func Home(env Env) string {
 	return homeDirName
 }
 
+// FileName is the configuration file's name: in $AERIE_HOME, in a project
+// layer directory and in a mounted layer.
+const FileName = "config.toml"
+
 // GlobalFile returns the global configuration file under home.
 func GlobalFile(home string) string {
-	return filepath.Join(home, "config.toml")
+	return filepath.Join(home, FileName)
 }

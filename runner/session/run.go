@@ -51,6 +51,11 @@ type run struct {
 	changes  []transcript.Payload
 	model    agent.Model
 	window   int64
+	// summarizer writes the compaction summaries, with the settings
+	// summarySettings: the session's model unless [compaction] names
+	// another.
+	summarizer      agent.Model
+	summarySettings transcript.Settings
 
 	// Set by start: the journal, the entries a new session was stored
 	// with, and whether the session_start event went out (then a
@@ -110,6 +115,13 @@ func (r *run) open(ctx context.Context) error {
 	r.settings, r.changes = settle(r.sess, r.snap, opts.Model.Settings)
 	if r.model, err = opts.Model.New(r.settings); err != nil {
 		return &ConfigError{Err: fmt.Errorf("session %s: provider %s: %w", r.sess.ID, r.settings.Provider, err)}
+	}
+	r.summarizer, r.summarySettings = r.model, r.settings
+	if m := opts.Model.CompactionModel; m != "" && m != r.settings.Model {
+		r.summarySettings.Model = m
+		if r.summarizer, err = opts.Model.New(r.summarySettings); err != nil {
+			return &ConfigError{Err: fmt.Errorf("compaction.model %s: provider %s: %w", m, r.settings.Provider, err)}
+		}
 	}
 	if opts.Session.Resume != "" {
 		if err := r.st.SetState(ctx, opts.Session.Tenant, r.sess.ID, store.StateActive); err != nil {
@@ -184,15 +196,15 @@ func (r *run) converse(ctx context.Context) {
 }
 
 // compactor is the policy that compacts the run's conversation: the
-// session's model summarizes, within the window in force less the
-// responses' cap. With the window unknown it compacts only a request the
-// model refused as too large.
+// session's model (or the one [compaction] names) summarizes, within the
+// window in force less the responses' cap. With the window unknown it
+// compacts only a request the model refused as too large.
 func (r *run) compactor() *compaction.Policy {
 	return compaction.New(compaction.Config{
 		Window:     compaction.UsableWindow(r.window, r.opts.Model.MaxOutputTokens),
-		Summarizer: r.model,
-		Provider:   r.settings.Provider,
-		Model:      r.settings.Model,
+		Summarizer: r.summarizer,
+		Provider:   r.summarySettings.Provider,
+		Model:      r.summarySettings.Model,
 	})
 }
 

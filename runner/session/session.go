@@ -202,6 +202,10 @@ type Model struct {
 	// with (0: the provider's default); the window less it is what a
 	// request's input may fill.
 	MaxOutputTokens int64
+	// CompactionModel names the model, of the session's provider, that
+	// writes the compaction summaries ([compaction] model); empty is the
+	// session's model.
+	CompactionModel string
 }
 
 // Budget bounds a run.

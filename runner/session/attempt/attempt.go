@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
@@ -29,6 +30,7 @@ import (
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/session"
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
 
@@ -147,6 +149,14 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 	if err != nil {
 		return session.Options{}, &session.ConfigError{Err: err}
 	}
+	// The workspace's project layers (the workspace is mounted read-only
+	// here), then the mounted ones.
+	project, readable := projectLayers(cfg.Executor.Workspace, dir, logger)
+	layers := append(project, mountedLayers(cfg)...)
+	conf, err := layerConfig(layers, cfg.Executor.Workspace, dir, readable, logger)
+	if err != nil {
+		return session.Options{}, err
+	}
 	opts := session.Options{
 		Session: session.Spec{Tenant: cfg.Namespace, ID: id, Label: cfg.AgentSession},
 		Prompt:  cfg.Prompt,
@@ -155,15 +165,21 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 			New:             modelFactory(cfg, env),
 			ContextWindow:   cfg.Model.ContextWindow,
 			MaxOutputTokens: cfg.Model.MaxOutputTokens,
+			CompactionModel: conf.Compaction.Model,
 		},
 		Extensions: session.LoadOptions{
-			// The workspace's project layers (the workspace is mounted
-			// read-only here), then the mounted ones.
-			Layers:    append(projectLayers(cfg.Executor.Workspace, dir, logger), mountedLayers(cfg)...),
-			Workspace: cfg.Executor.Workspace,
-			Dir:       dir,
-			Pins:      pins,
-			System:    session.DefaultSystemPrompt(dir),
+			Layers:          layers,
+			Workspace:       cfg.Executor.Workspace,
+			Dir:             dir,
+			Pins:            pins,
+			DisabledPlugins: conf.Plugins.Disabled,
+			System:          session.DefaultSystemPrompt(dir),
+		},
+		// Capped outputs are not spilled: nothing written in the pod
+		// outlives it.
+		Capper: &tools.Capper{
+			Max: conf.ToolResults.MaxBytes, MaxLines: conf.ToolResults.MaxLines,
+			Head: conf.ToolResults.HeadBytes, Tail: conf.ToolResults.TailBytes, Logger: logger,
 		},
 		Toolset:  cfg.Toolset,
 		Approve:  hooks.ApprovalPolicies[cfg.HookApproval],
@@ -259,14 +275,35 @@ func sessionPins(cfg *runconfig.Config) ([]layer.Pin, error) {
 // agent container mounts the workspace read-only and reads it only
 // through an os.Root, so a link planted in the repository cannot lead it
 // to its own secrets. A workspace it cannot read (a pod from a controller
-// that does not mount it) has none, with a warning.
-func projectLayers(workspace, dir string, logger *slog.Logger) []layer.Layer {
+// that does not mount it) has none, with a warning; readable says so.
+func projectLayers(workspace, dir string, logger *slog.Logger) (_ []layer.Layer, readable bool) {
 	layers, err := layer.ProjectLayers(workspace, dir)
 	if err != nil {
 		logger.Warn("the workspace cannot be read here: its project layers are not used", "workspace", workspace, "err", err)
-		return nil
+		return nil, false
 	}
-	return layers
+	return layers, true
+}
+
+// layerConfig is the session's configuration: the config.toml files of
+// the layers merged over the spec's defaults (see config.LoadLayers), the
+// project's only when the workspace can be read. A file that cannot be
+// used stops the attempt as a configuration error.
+func layerConfig(layers []layer.Layer, workspace, dir string, readable bool, logger *slog.Logger) (config.Config, error) {
+	opts := config.LayerOptions{Layers: layers}
+	if readable {
+		opts.Workspace, opts.WorkDir = workspace, dir
+	}
+	loaded, err := config.LoadLayers(opts)
+	if err != nil {
+		return config.Config{}, &session.ConfigError{Err: fmt.Errorf("configuration: %w", err)}
+	}
+	for _, w := range loaded.Warnings {
+		logger.Warn("configuration", "err", w)
+	}
+	files := append(slices.Clone(loaded.LayerFiles), loaded.ProjectFile)
+	logger.Info("configuration", "files", slices.DeleteFunc(files, func(f string) bool { return f == "" }))
+	return loaded.Config, nil
 }
 
 // priorToolCalls counts the tool calls stored in what the session

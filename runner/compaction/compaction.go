@@ -110,6 +110,11 @@ type Config struct {
 	// SummaryTimeout bounds the summary request; zero is SummaryTimeout,
 	// the spec's.
 	SummaryTimeout time.Duration
+	// Restore, when set, returns what the replacement must bring back
+	// besides the summary, given the tail a compaction keeps: context the
+	// replaced messages carried that the tail does not (the project
+	// instructions found deeper in the tree). "" is nothing.
+	Restore func(tail []provider.Message) string
 }
 
 // UsableWindow returns the part of a model's context window a request's
@@ -240,6 +245,11 @@ func (p *Policy) Compact(ctx context.Context, msgs []provider.Message, trigger T
 
 	before := p.tracker.Tokens()
 	text := Replacement(summary, cut.Index, pending)
+	if p.cfg.Restore != nil {
+		if r := p.cfg.Restore(msgs[cut.Index:]); r != "" {
+			text += "\n\n" + r
+		}
+	}
 	out := make([]provider.Message, 0, 1+len(msgs)-cut.Index)
 	out = append(out, provider.UserMessage(text))
 	out = append(out, msgs[cut.Index:]...)

@@ -49,6 +49,9 @@ type described struct {
 
 func (d described) Description() string { return d.description }
 
+// Unwrap returns the tool described.
+func (d described) Unwrap() tools.Tool { return d.Tool }
+
 // ParseDescriptions parses a tool-descriptions.toml: one key per tool,
 // whose value is the description the model sees instead of the tool's own.
 //

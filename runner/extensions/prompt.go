@@ -212,30 +212,40 @@ func readPromptFile(lv layer.Opened, name string) promptFile {
 	return f
 }
 
-// readInstructions reads AGENTS.md (or CLAUDE.md where AGENTS.md is
-// absent) in each directory from the workspace root down to the working
-// directory, through the workspace's os.Root, within InstructionBudget.
-// No file is read past the budget.
+// readInstructions reads the project instructions of each directory from
+// the workspace root down to the working directory (ReadInstructions).
 func readInstructions(v *layer.View) ([]Fragment, bool, []layer.Artifact) {
 	if v.WorkspaceDir() == nil {
 		return nil, false, nil
 	}
+	return ReadInstructions(v.WorkspaceDir(), v.Workspace, dirsDown(v.WorkRel))
+}
+
+// ReadInstructions reads AGENTS.md (or CLAUDE.md where AGENTS.md is
+// absent) in each of dirs, relative to the workspace root ws (whose path
+// is workspace), in order, within InstructionBudget: each fragment is
+// headed by the file's path in the workspace, and truncated says the
+// budget cut the last one (whose text then does not end with
+// TruncatedMarker: InstructionText adds it). No file is read past the
+// budget, and every read goes through ws, so a link cannot lead out of the
+// workspace. The system prompt's instructions and those that follow the
+// agent deeper into the tree are read by these same rules.
+func ReadInstructions(ws *layer.Dir, workspace string, dirs []string) (_ []Fragment, truncated bool, _ []layer.Artifact) {
 	var (
-		frags     []Fragment
-		arts      []layer.Artifact
-		used      int
-		truncated bool
+		frags []Fragment
+		arts  []layer.Artifact
+		used  int
 	)
-	for _, dir := range dirsDown(v.WorkRel) {
+	for _, dir := range dirs {
 		chosen := -1 // the file this directory contributes, in arts
 		for _, name := range instructionFiles {
 			rel := filepath.Join(dir, name)
-			if _, err := v.WorkspaceDir().Lstat(filepath.ToSlash(rel)); layer.Absent(err) {
+			if _, err := ws.Lstat(filepath.ToSlash(rel)); layer.Absent(err) {
 				continue
 			}
 			a := layer.Artifact{
 				Type: TypeInstructions, Name: name, Layer: "workspace", LayerKind: layer.KindProject,
-				Path: filepath.Join(v.Workspace, rel),
+				Path: filepath.Join(workspace, rel),
 			}
 			if chosen >= 0 {
 				a.Shadow(&arts[chosen])
@@ -256,7 +266,7 @@ func readInstructions(v *layer.View) ([]Fragment, bool, []layer.Artifact) {
 				arts = append(arts, a)
 				continue
 			}
-			doc, more, err := readHead(v.WorkspaceDir(), rel, int64(room))
+			doc, more, err := readHead(ws, rel, int64(room))
 			if err != nil {
 				a.Skip(fmt.Errorf("read %s: %w", name, layer.ExplainEscape(err)))
 				arts = append(arts, a)

@@ -16,9 +16,11 @@ import (
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/extensions/userlayer"
 	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/instructions"
 	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/mcp"
+	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/skills"
 	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
@@ -66,6 +68,10 @@ type equipment struct {
 	// capper caps and compresses the session's tool results, keeping
 	// their originals where opts.Originals says (see start).
 	capper *tools.Capper
+
+	// follower adds the project instructions below the working directory
+	// as the file tools reach them; nil when the workspace cannot be read.
+	follower *instructions.Follower
 }
 
 // newEquipment loads the layers' artifacts. A malformed artifact in a
@@ -83,6 +89,9 @@ func newEquipment(opts Options, builtin []tools.Tool) (*equipment, error) {
 	}
 	warnProblems(opts.Logger, x)
 	eq := &equipment{opts: opts, load: lo, loadout: loadout{ext: x}, builtin: slices.Clip(builtin), prompt: opts.Prompt}
+	if eq.follower, err = instructions.New(lo.workspace(), lo.Dir); err != nil {
+		opts.Logger.Warn("the project instructions below the working directory are not followed", "err", err)
+	}
 	m, err := userlayer.New(userlayer.Options{
 		Layers: lo.Layers, Workspace: lo.workspace(), WorkDir: lo.Dir, Builtins: BuiltinToolNames(),
 	})
@@ -296,6 +305,9 @@ func (eq *equipment) converse(
 	eq.compactor = compactor
 	eq.compactor.SetFixed(eq.systemPrompt(), eq.reg.Definitions())
 	history, seqs := agent.HistoryWithSeqs(snap)
+	if eq.follower != nil {
+		eq.follower.Seed(history)
+	}
 	var loop *agent.Loop
 	loop = agent.New(agent.Config{
 		Model:       model,
@@ -375,6 +387,23 @@ func (eq *equipment) ensureMCP(ctx context.Context) error {
 		return nil
 	}
 	return eq.servers.Ensure(ctx)
+}
+
+// restore is the compaction policy's Restore: the project instructions
+// the compacted messages carried come back in the replacement.
+func (eq *equipment) restore(tail []provider.Message) string {
+	if eq.follower == nil {
+		return ""
+	}
+	return eq.follower.Restore(tail)
+}
+
+// closeFollower releases the workspace the follower reads.
+func (eq *equipment) closeFollower() {
+	if eq.follower != nil {
+		_ = eq.follower.Close() // a read-only root: nothing to lose
+		eq.follower = nil
+	}
 }
 
 // closeMCP ends the MCP connections (stdio servers exit, or are torn down

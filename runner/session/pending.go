@@ -142,11 +142,16 @@ func (g gatedTools) Run(ctx context.Context, id, name string, args json.RawMessa
 	return g.Tools.Run(ctx, id, name, args)
 }
 
-// loopTools are the tools the loop calls: they wait for the session while
-// it is being stored.
+// loopTools are the tools the loop calls: the file tools' results followed
+// by the project instructions they reach, and every call waiting for the
+// session while it is being stored.
 func (eq *equipment) loopTools() agent.Tools {
-	if eq.pending == nil || eq.pending.stored() {
-		return eq.reg
+	var t agent.Tools = eq.reg
+	if eq.follower != nil {
+		t = eq.follower.Tools(eq.reg)
 	}
-	return gatedTools{eq.reg, eq.pending}
+	if eq.pending == nil || eq.pending.stored() {
+		return t
+	}
+	return gatedTools{t, eq.pending}
 }

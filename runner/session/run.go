@@ -205,6 +205,7 @@ func (r *run) compactor() *compaction.Policy {
 		Summarizer: r.summarizer,
 		Provider:   r.summarySettings.Provider,
 		Model:      r.summarySettings.Model,
+		Restore:    r.eq.restore,
 	})
 }
 
@@ -227,6 +228,7 @@ func (r *run) finish(ctx context.Context, err error) (Report, error) {
 	}
 	if r.eq != nil {
 		r.eq.closeMCP()
+		r.eq.closeFollower()
 	}
 	var rep Report
 	if r.conversed && err == nil {

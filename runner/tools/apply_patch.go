@@ -229,3 +229,24 @@ func (t *ApplyPatch) remove(ctx context.Context, path string) error {
 	}
 	return nil
 }
+
+// FilePaths returns the files a call's patch adds, updates, moves or
+// deletes, as the patch names them.
+func (*ApplyPatch) FilePaths(call json.RawMessage) []string {
+	var a applyPatchArgs
+	if decode("apply_patch", call, &a) != nil {
+		return nil
+	}
+	p, err := ParsePatch(a.Patch)
+	if err != nil {
+		return nil
+	}
+	var paths []string
+	for _, fp := range p.Files {
+		paths = append(paths, fp.Path)
+		if fp.MoveTo != "" {
+			paths = append(paths, fp.MoveTo)
+		}
+	}
+	return paths
+}

@@ -77,3 +77,12 @@ func (t *EditFile) Run(ctx context.Context, call json.RawMessage) Result {
 	}
 	return Result{Content: fmt.Sprintf("replaced %s in %s", plural(n, "occurrence", "occurrences"), a.Path)}
 }
+
+// FilePaths returns the file a call edits, as the call names it.
+func (*EditFile) FilePaths(call json.RawMessage) []string {
+	var a editFileArgs
+	if decode("edit_file", call, &a) != nil || a.Path == "" {
+		return nil
+	}
+	return []string{a.Path}
+}

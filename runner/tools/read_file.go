@@ -88,3 +88,12 @@ func (t *ReadFile) Run(ctx context.Context, call json.RawMessage) Result {
 	}
 	return Result{Content: sb.String()}
 }
+
+// FilePaths returns the file a call reads, as the call names it.
+func (*ReadFile) FilePaths(call json.RawMessage) []string {
+	var a readFileArgs
+	if decode("read_file", call, &a) != nil || a.Path == "" {
+		return nil
+	}
+	return []string{a.Path}
+}

@@ -50,3 +50,12 @@ func (t *WriteFile) Run(ctx context.Context, call json.RawMessage) Result {
 	}
 	return Result{Content: fmt.Sprintf("wrote %d bytes to %s", len(*a.Content), a.Path)}
 }
+
+// FilePaths returns the file a call writes, as the call names it.
+func (*WriteFile) FilePaths(call json.RawMessage) []string {
+	var a writeFileArgs
+	if decode("write_file", call, &a) != nil || a.Path == "" {
+		return nil
+	}
+	return []string{a.Path}
+}

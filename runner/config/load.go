@@ -231,7 +231,9 @@ func readLayerFile(l layer.Layer) (file string, doc []byte, err error) {
 		if absent(err) {
 			return "", nil, nil
 		}
-		return "", nil, &FileError{Layer: layerName(l), Path: file, Err: err, Fix: "fix the layer or remove it from the session"}
+		return "", nil, &FileError{
+			Layer: layerName(l), Path: file, Err: err, Fix: "fix the layer or remove it from the session",
+		}
 	}
 	defer d.Close() //nolint:errcheck // read-only
 	doc, err = d.ReadFile(FileName, maxFileBytes)

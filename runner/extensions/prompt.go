@@ -230,7 +230,9 @@ func readInstructions(v *layer.View) ([]Fragment, bool, []layer.Artifact) {
 // budget, and every read goes through ws, so a link cannot lead out of the
 // workspace. The system prompt's instructions and those that follow the
 // agent deeper into the tree are read by these same rules.
-func ReadInstructions(ws *layer.Dir, workspace string, dirs []string) (_ []Fragment, truncated bool, _ []layer.Artifact) {
+func ReadInstructions(
+	ws *layer.Dir, workspace string, dirs []string,
+) (_ []Fragment, truncated bool, _ []layer.Artifact) {
 	var (
 		frags []Fragment
 		arts  []layer.Artifact

@@ -229,13 +229,18 @@ func (f *Follower) read(dirs []string, carrier string, restored bool) string {
 	if len(kept) == 0 {
 		return ""
 	}
-	intro := "The project's instructions for the files this tool call reached, from the directories below the working directory."
+	intro := " for the files this tool call reached, from the directories below the working directory."
 	if restored {
-		intro = "The project's instructions from the directories below the working directory that the conversation had reached before it was compacted."
+		intro = " from the directories below the working directory that the conversation had reached" +
+			" before it was compacted."
 	}
-	return "<system-reminder>\n" + intro + " Deeper files take precedence over higher ones, and what the user asks directly over all of them.\n\n" +
+	return reminderStart + intro +
+		" Deeper files take precedence over higher ones, and what the user asks directly over all of them.\n\n" +
 		extensions.Prompt{Instructions: kept, Truncated: truncated}.InstructionText() + "\n</system-reminder>"
 }
+
+// reminderStart opens every reminder.
+const reminderStart = "<system-reminder>\nThe project's instructions"
 
 // reminderHeader finds the files a reminder (or the system prompt) holds.
 var reminderHeader = regexp.MustCompile(`(?m)^Project instructions from (.+):$`)
@@ -255,7 +260,7 @@ func (f *Follower) Seed(history []provider.Message) {
 			case c.Type != provider.ContentText || m.Role != provider.RoleUser:
 				continue
 			}
-			i := strings.Index(c.Text, "<system-reminder>\nThe project's instructions")
+			i := strings.Index(c.Text, reminderStart)
 			if i < 0 {
 				continue
 			}

@@ -289,7 +289,9 @@ func projectLayers(workspace, dir string, logger *slog.Logger) (_ []layer.Layer,
 // the layers merged over the spec's defaults (see config.LoadLayers), the
 // project's only when the workspace can be read. A file that cannot be
 // used stops the attempt as a configuration error.
-func layerConfig(layers []layer.Layer, workspace, dir string, readable bool, logger *slog.Logger) (config.Config, error) {
+func layerConfig(
+	layers []layer.Layer, workspace, dir string, readable bool, logger *slog.Logger,
+) (config.Config, error) {
 	opts := config.LayerOptions{Layers: layers}
 	if readable {
 		opts.Workspace, opts.WorkDir = workspace, dir

@@ -222,3 +222,37 @@ func toolResults(t *testing.T, r testenv.ModelRequest) map[string]string {
 	}
 	return out
 }
+
+// testNamespaceLayerConfig caps tool results in a namespace layer
+// ConfigMap's config.toml: the runner pod reads it, and the model gets the
+// bash output capped at the layer's max_bytes, not the spec's default.
+func testNamespaceLayerConfig(t *testing.T, e *e2e) {
+	ns := e.namespace(t)
+	e = e.in(ns)
+	layer := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "team-defaults", Namespace: ns, Labels: map[string]string{runconfig.LayerLabel: ""}},
+		Data:       map[string]string{"config.toml": "[tool_results]\nmax_bytes = 400\nhead_bytes = 150\ntail_bytes = 150\n"},
+	}
+	if err := e.cp.Client.Create(t.Context(), layer); err != nil {
+		t.Fatalf("create the namespace layer: %v", err)
+	}
+	e.startController(t, ns, e.cp.Namespace(t))
+
+	model := testenv.StartModelServer(t,
+		bashTurn("big", `printf 'x%.0s' $(seq 1 5000); echo; echo the-end`),
+		testenv.Turn{Text: "Done.", Usage: testenv.TokenUsage{InputTokens: 100, OutputTokens: 5}})
+	e.session(t, "layer-config", model)
+	s := e.waitFinished(t, "layer-config")
+	if s.Status.Phase != aeriev1alpha1.PhaseSucceeded {
+		b, _ := json.MarshalIndent(s.Status, "", "  ")
+		t.Fatalf("phase %s, want Succeeded; status:\n%s", s.Status.Phase, b)
+	}
+	rc := runnerConfigOf(t, e, "layer-config", 1)
+	if len(rc.Layers) != 1 || rc.Layers[0].Kind != runconfig.LayerNamespace || rc.Layers[0].Name != layer.Name {
+		t.Errorf("runner config layers %+v, want the namespace layer %s", rc.Layers, layer.Name)
+	}
+	got := toolResults(t, requestForTurn(t, model, 2))["big"]
+	if len(got) > 400 || !strings.Contains(got, "bytes dropped") || !strings.HasSuffix(strings.TrimSpace(got), "the-end") {
+		t.Errorf("bash result (%d bytes) not capped at the layer's 400 bytes:\n%s", len(got), got)
+	}
+}

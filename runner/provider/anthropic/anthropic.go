@@ -174,10 +174,6 @@ func (a *Messages) params(req provider.Request) (anthropic.MessageNewParams, err
 	p := anthropic.MessageNewParams{
 		Model:     a.model,
 		MaxTokens: a.outputTokens(req),
-		// Automatic prompt caching: the API puts a cache breakpoint on the last
-		// cacheable block, so each turn reads the conversation so far from the
-		// cache instead of paying for it again.
-		CacheControl: anthropic.NewCacheControlEphemeralParam(),
 	}
 	p.System = systemBlocks(system)
 	for _, t := range req.Tools {
@@ -189,9 +185,19 @@ func (a *Messages) params(req provider.Request) (anthropic.MessageNewParams, err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	turns, assistant, err := a.turns(conv)
+	turns, assistant, tail, err := a.turns(conv)
 	if err != nil {
 		return p, err
+	}
+	if tail.ok {
+		// The rolling breakpoint, as the SDK encodes it: see body.
+		block, _ := contentBlock(tail.c)
+		*block.GetCacheControl() = anthropic.NewCacheControlEphemeralParam()
+		js, err := block.MarshalJSON()
+		if err != nil {
+			return p, fmt.Errorf("encode %s content: %w", tail.c.Type, err)
+		}
+		turns[tail.turn][tail.block] = js
 	}
 	for i, blocks := range turns {
 		p.Messages = append(p.Messages, param.Override[anthropic.MessageParam](messageJSON(roleName(assistant[i]), blocks)))
@@ -208,8 +214,9 @@ func systemBlocks(system []string) []anthropic.TextBlockParam {
 	for i, text := range system {
 		blocks[i] = anthropic.TextBlockParam{Text: text}
 	}
-	// A breakpoint of its own, so that the system prompt and the tools stay
-	// cached even when the conversation's prefix changes (compaction).
+	// The stable breakpoint: the API caches tools, then system, then
+	// messages, so this one keeps the tools and the system prompt cached
+	// even when the conversation's prefix changes (compaction).
 	blocks[len(blocks)-1].CacheControl = anthropic.NewCacheControlEphemeralParam()
 	return blocks
 }
@@ -248,14 +255,13 @@ func (a *Messages) body(req provider.Request) ([]byte, error) {
 	b = append(b, model...)
 	b = append(b, `,"max_tokens":`...)
 	b = strconv.AppendInt(b, a.outputTokens(req), 10)
-	// Automatic prompt caching: see params.
-	b = append(b, `,"cache_control":{"type":"ephemeral"}`...)
 	b = append(b, head...)
 	// The messages are written as appendMessage writes them. No
 	// messages (nothing but empty text) is left out, as the SDK leaves it,
 	// for the API to refuse.
 	role := ""
-	err = a.blocks(conv, func(assistant, first bool, block json.RawMessage) {
+	tailEnd := 0 // where the last block that takes a breakpoint ends
+	err = a.blocks(conv, func(assistant, first bool, c provider.Content, block json.RawMessage) {
 		switch {
 		case role == "":
 			b = append(b, `,"messages":[{"content":[`...)
@@ -267,10 +273,22 @@ func (a *Messages) body(req provider.Request) ([]byte, error) {
 			b = append(b, ',')
 		}
 		b = append(b, block...)
+		if cacheable(c) {
+			tailEnd = len(b)
+		}
 		role = roleName(assistant)
 	})
 	if err != nil {
 		return nil, err
+	}
+	if tailEnd > 0 {
+		// The rolling breakpoint, on the last block that takes one, so that
+		// each turn reads the conversation so far from the cache and caches
+		// it up to its end for the next. It is the block's last key, where
+		// the SDK puts it in the middle: the next request's bytes then
+		// repeat this one's to the end of this block's content. The same
+		// JSON value as params's.
+		b = slices.Insert(b, tailEnd-1, []byte(`,"cache_control":{"type":"ephemeral"}`)...)
 	}
 	if role != "" {
 		b = append(b, `],"role":"`...)
@@ -334,17 +352,35 @@ func sameTool(a, b provider.Tool) bool {
 }
 
 // turns groups the conversation's encoded blocks into the API's messages
-// (see blocks). a.mu must be held.
-func (a *Messages) turns(conv []provider.Message) (turns [][]json.RawMessage, assistant []bool, err error) {
-	err = a.blocks(conv, func(isAssistant, first bool, b json.RawMessage) {
+// (see blocks), and says which block takes the rolling breakpoint. a.mu
+// must be held.
+func (a *Messages) turns(
+	conv []provider.Message,
+) (turns [][]json.RawMessage, assistant []bool, tail tailBlock, err error) {
+	err = a.blocks(conv, func(isAssistant, first bool, c provider.Content, b json.RawMessage) {
 		if first {
 			turns = append(turns, nil)
 			assistant = append(assistant, isAssistant)
 		}
 		turns[len(turns)-1] = append(turns[len(turns)-1], b)
+		if cacheable(c) {
+			tail = tailBlock{c: c, turn: len(turns) - 1, block: len(turns[len(turns)-1]) - 1, ok: true}
+		}
 	})
-	return turns, assistant, err
+	return turns, assistant, tail, err
 }
+
+// tailBlock is the block of a request that takes the rolling cache
+// breakpoint: the last one sent that can carry one.
+type tailBlock struct {
+	c           provider.Content
+	turn, block int
+	ok          bool
+}
+
+// cacheable says whether a sent block of c can carry a cache breakpoint:
+// thinking cannot.
+func cacheable(c provider.Content) bool { return c.Type != provider.ContentReasoning }
 
 // blocks encodes the conversation's content blocks, reusing the encodings
 // of the last request, and yields those that are sent, in order, saying
@@ -356,7 +392,10 @@ func (a *Messages) turns(conv []provider.Message) (turns [][]json.RawMessage, as
 // after turn, finds its blocks at the same places in a.last, and the new
 // ones are appended to it. Any other (compacted, forked) has its blocks
 // looked up by value among the last request's.
-func (a *Messages) blocks(conv []provider.Message, yield func(assistant, first bool, b json.RawMessage)) error {
+func (a *Messages) blocks(
+	conv []provider.Message,
+	yield func(assistant, first bool, c provider.Content, b json.RawMessage),
+) error {
 	n := 0                                      // blocks so far
 	var index map[provider.Content]encodedBlock // the last request's blocks, once the prefix is left
 	var kept []keptBlock                        // this request's blocks, once the prefix is left
@@ -398,7 +437,7 @@ func (a *Messages) blocks(conv []provider.Message, yield func(assistant, first b
 			if b.ok {
 				first := !started || side != isAssistant
 				started, side = true, isAssistant
-				yield(isAssistant, first, b.json)
+				yield(isAssistant, first, c, b.json)
 			}
 		}
 	}

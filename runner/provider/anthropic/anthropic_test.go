@@ -2,6 +2,8 @@ package anthropic_test
 
 import (
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -34,7 +36,6 @@ func kind() providertest.Kind {
 		ReasoningSignature: "modelserver-signature-1",
 		RequestBody: `{
 			"model": "claude-test", "max_tokens": 1000, "stream": true,
-			"cache_control": {"type": "ephemeral"},
 			"system": [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}],
 			"messages": [
 				{"role": "user", "content": [{"type": "text", "text": "List the files."}]},
@@ -43,6 +44,7 @@ func kind() providertest.Kind {
 					{"type": "text", "text": "Listing."},
 					{"type": "tool_use", "id": "call_1", "name": "bash", "input": {"command": "ls"}}]},
 				{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "is_error": true,
+					"cache_control": {"type": "ephemeral"},
 					"content": [{"type": "text", "text": "ls: permission denied"}]}]}],
 			"tools": [{"name": "bash", "description": "Run a command.", "input_schema": ` + providertest.BodySchema + `}]}`,
 	}
@@ -93,5 +95,89 @@ func TestNew(t *testing.T) {
 				t.Errorf("error %q shows a password", err)
 			}
 		})
+	}
+}
+
+// TestCacheBreakpoints checks where the requests put their cache
+// breakpoints, on the wire: one on the system prompt's last block, which
+// keeps the tools and the system prompt cached, and one on the last block
+// of the conversation that can carry one (thinking cannot), which moves
+// with the conversation; none elsewhere, and never more than the API's
+// four.
+func TestCacheBreakpoints(t *testing.T) {
+	t.Parallel()
+	conv := []provider.Message{
+		provider.SystemMessage("You are terse."),
+		provider.SystemMessage("Work in /src."),
+		provider.UserMessage("List the files."),
+		{Role: provider.RoleAssistant, Content: []provider.Content{provider.ToolCall("call_1", "bash", `{"command":"ls"}`)}},
+		{Role: provider.RoleTool, Content: []provider.Content{provider.ToolResult("call_1", "a.go", false)}},
+	}
+	thinking := provider.Message{Role: provider.RoleAssistant, Content: []provider.Content{
+		provider.Text("Listed."),
+		{Type: provider.ContentReasoning, Text: "done", Signature: "sig"},
+	}}
+	tools := []provider.Tool{{Name: "bash", Description: "Run a command."}, {Name: "read", Description: "Read a file."}}
+	for _, tc := range []struct {
+		name string
+		conv []provider.Message
+		want string // the path of the rolling breakpoint's block
+	}{
+		{name: "tool result", conv: conv, want: "messages.2.content.0"},
+		{name: "prompt", conv: append(conv[:len(conv):len(conv)], provider.UserMessage("Now build.")), want: "messages.2.content.1"},
+		{name: "thinking last", conv: append(conv[:len(conv):len(conv)], thinking), want: "messages.3.content.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ms := testenv.StartModelServer(t, testenv.Turn{Text: "ok"})
+			p, err := anthropic.New(kind().Config(ms))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, err := range p.Stream(t.Context(), provider.Request{Messages: tc.conv, Tools: tools}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			var body any
+			if err := ms.Requests()[0].Decode(&body); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			breakpoints(body, "", &got)
+			want := []string{tc.want, "system.1"}
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("cache breakpoints at %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// breakpoints appends the paths of the objects in v that carry a
+// cache_control of type ephemeral, in the order of their keys.
+func breakpoints(v any, path string, out *[]string) {
+	join := func(k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		if cc, ok := v["cache_control"].(map[string]any); ok && cc["type"] == "ephemeral" {
+			*out = append(*out, path)
+		}
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			breakpoints(v[k], join(k), out)
+		}
+	case []any:
+		for i, e := range v {
+			breakpoints(e, join(strconv.Itoa(i)), out)
+		}
 	}
 }

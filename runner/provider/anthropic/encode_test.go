@@ -216,6 +216,9 @@ func TestRequestMatchesSDK(t *testing.T) {
 		turns = append(turns, blocks)
 		sides = append(sides, assistant)
 	}
+	// The last block takes the rolling cache breakpoint.
+	last := turns[len(turns)-1]
+	*last[len(last)-1].GetCacheControl() = anthropic.NewCacheControlEphemeralParam()
 	var want []anthropic.MessageParam
 	for i, blocks := range turns {
 		if sides[i] {

@@ -219,6 +219,14 @@ type ModelRequest struct {
 	// Prefix is the number of bytes at the start of the body that repeat
 	// the start of the previous request's body (0 for the first request).
 	Prefix int
+	// Prompt is the body's prompt in the order the APIs' prompt caches
+	// read it, whatever the order of the body's keys: the tools, then
+	// the system prompt (Anthropic's system, the Responses API's
+	// instructions), then the conversation (messages or input), each as
+	// the body has it. PromptPrefix is the number of its bytes that
+	// repeat the start of the previous request's Prompt.
+	Prompt       []byte
+	PromptPrefix int
 }
 
 // Decode decodes the request's JSON body into v.
@@ -231,6 +239,31 @@ func (r ModelRequest) PrefixShare() float64 {
 		return 0
 	}
 	return float64(r.Prefix) / float64(len(r.Body))
+}
+
+// PromptShare is the share of the prompt's bytes that repeat the previous
+// request's prompt from its start (see Prompt), from 0 to 1; 0 for an
+// empty prompt.
+func (r ModelRequest) PromptShare() float64 {
+	if len(r.Prompt) == 0 {
+		return 0
+	}
+	return float64(r.PromptPrefix) / float64(len(r.Prompt))
+}
+
+// cachedPrompt returns the prompt of a request body in the order the
+// prompt caches read it (see ModelRequest.Prompt); nil for a body that is
+// not a JSON object.
+func cachedPrompt(body []byte) []byte {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return nil
+	}
+	var b []byte
+	for _, k := range []string{"tools", "system", "instructions", "messages", "input"} {
+		b = append(b, fields[k]...)
+	}
+	return b
 }
 
 // StartModelServer starts a fake model server that serves turns, and closes
@@ -421,8 +454,10 @@ func (s *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 func (s *ModelServer) record(r ModelRequest) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	r.Prompt = cachedPrompt(r.Body)
 	if len(s.requests) > 0 {
 		r.Prefix = commonPrefix(s.last, r.Body)
+		r.PromptPrefix = commonPrefix(s.requests[len(s.requests)-1].Prompt, r.Prompt)
 	}
 	s.last = r.Body
 	s.requests = append(s.requests, r)

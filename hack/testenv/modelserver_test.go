@@ -674,3 +674,35 @@ func TestModelServerPrefix(t *testing.T) {
 		t.Errorf("the first request's PrefixShare is %v, want 0", got)
 	}
 }
+
+// TestModelServerPromptPrefix checks the prompt in the order the caches
+// read it: tools first, then the system prompt, then the conversation,
+// whatever the order of the body's keys.
+func TestModelServerPromptPrefix(t *testing.T) {
+	t.Parallel()
+	ms := StartModelServer(t, Turn{Text: "a"}, Turn{Text: "b"})
+	first := `{"input":[{"role":"user","content":"hi"}],"instructions":"be terse","tools":[{"name":"bash"}]}`
+	second := `{"input":[{"role":"user","content":"hi"},{"role":"assistant","content":"a"}],` +
+		`"instructions":"be terse","tools":[{"name":"bash"}]}`
+	for _, b := range []string{first, second} {
+		if status, _ := postModel(t, ms, "/v1/responses", b); status != http.StatusOK {
+			t.Fatalf("status %d", status)
+		}
+	}
+	reqs := ms.Requests()
+	const prompt = `[{"name":"bash"}]"be terse"[{"role":"user","content":"hi"},{"role":"assistant","content":"a"}]`
+	if string(reqs[1].Prompt) != prompt {
+		t.Errorf("Prompt %s, want %s", reqs[1].Prompt, prompt)
+	}
+	shared := len(`[{"name":"bash"}]"be terse"[{"role":"user","content":"hi"}`)
+	if reqs[0].PromptPrefix != 0 || reqs[1].PromptPrefix != shared {
+		t.Errorf("PromptPrefix %d, %d; want 0, %d", reqs[0].PromptPrefix, reqs[1].PromptPrefix, shared)
+	}
+	if got, want := reqs[1].PromptShare(), float64(shared)/float64(len(prompt)); got != want {
+		t.Errorf("PromptShare %v, want %v", got, want)
+	}
+	if reqs[1].PrefixShare() >= reqs[1].PromptShare() {
+		t.Errorf("the body's share %v is not below the prompt's %v: the tools after the input do not count",
+			reqs[1].PrefixShare(), reqs[1].PromptShare())
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -91,8 +92,19 @@ func cacheShares(t *testing.T, w cacheShareWire) (shares []float64, exempt []boo
 		t.Fatalf("session end %s %q: %s", end.Outcome, end.Text, end.Reason)
 	}
 	summary := false
+	var head string
 	for i, req := range e.model.Requests() {
 		isSummary := strings.Contains(string(req.Body), summaryPrompt)
+		if !isSummary {
+			// The tools and the system prompt stay byte for byte the same
+			// for the whole session: what changes enters as messages.
+			h := stableHead(t, req.Body)
+			if head == "" {
+				head = h
+			} else if h != head {
+				t.Errorf("request %d changes the tools or the system prompt:\n%s\nfirst:\n%s", i+1, h, head)
+			}
+		}
 		shares = append(shares, req.PromptShare())
 
 		exempt = append(exempt, i == 0 || isSummary || summary)
@@ -101,8 +113,31 @@ func cacheShares(t *testing.T, w cacheShareWire) (shares []float64, exempt []boo
 	return shares, exempt
 }
 
+// stableHead is what of a request body must stay the same for a whole
+// session: its tools and its system prompt (Anthropic's system, the
+// Responses API's instructions, Chat Completions' first message).
+func stableHead(t *testing.T, body []byte) string {
+	t.Helper()
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		t.Fatalf("a request body that is not a JSON object: %v", err)
+	}
+	var messages []json.RawMessage
+	if m, ok := fields["messages"]; ok && fields["system"] == nil {
+		if err := json.Unmarshal(m, &messages); err != nil || len(messages) == 0 {
+			t.Fatalf("messages %s: %v", m, err)
+		}
+	}
+	head := string(fields["tools"]) + string(fields["system"]) + string(fields["instructions"])
+	if len(messages) > 0 {
+		head += string(messages[0])
+	}
+	return head
+}
+
 // TestCacheShare runs a long session that compacts several times over
-// each wire format: every request repeats at least 95 % of its bytes
+// each wire format: the tools and the system prompt never change, and
+// every request repeats at least 95 % of its bytes
 // from the start of the request before it, except a compaction's summary
 // request and the first request after it.
 func TestCacheShare(t *testing.T) {

@@ -175,11 +175,13 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 			DisabledPlugins: conf.Plugins.Disabled,
 			System:          session.DefaultSystemPrompt(dir),
 		},
-		// Capped outputs are not spilled: nothing written in the pod
-		// outlives it.
+		// The layers' [tool_results] caps and compresses outputs as
+		// `aerie run`'s config does; the originals go to the store
+		// (Originals below), never to a file in the pod.
 		Capper: &tools.Capper{
 			Max: conf.ToolResults.MaxBytes, MaxLines: conf.ToolResults.MaxLines,
-			Head: conf.ToolResults.HeadBytes, Tail: conf.ToolResults.TailBytes, Logger: logger,
+			Head: conf.ToolResults.HeadBytes, Tail: conf.ToolResults.TailBytes,
+			Compress: conf.ToolResults.CompressContext, Logger: logger,
 		},
 		Toolset:  cfg.Toolset,
 		Approve:  hooks.ApprovalPolicies[cfg.HookApproval],

@@ -18,11 +18,15 @@ import (
 // times the windows below.
 const compactionSteps = 40
 
-// longBuild is a model that runs compactionSteps bash steps one after the
-// other, each appending its number to steps.log and printing a long log,
-// then ends; it answers the summary requests with a summary. Each turn
-// looks at the request it answers.
-func longBuild() []testenv.Turn {
+// longBuild is a model that runs compactionSteps bash steps (see
+// buildSteps).
+func longBuild() []testenv.Turn { return buildSteps(compactionSteps) }
+
+// buildSteps is a model that runs n bash steps one after the other, each
+// appending its number to steps.log and printing a long log, then ends;
+// it answers the summary requests with a summary. Each turn looks at the
+// request it answers.
+func buildSteps(n int) []testenv.Turn {
 	var mu sync.Mutex
 	step := 0
 	respond := func(req testenv.ModelRequest) testenv.Turn {
@@ -32,7 +36,7 @@ func longBuild() []testenv.Turn {
 		mu.Lock()
 		defer mu.Unlock()
 		step++
-		if step > compactionSteps {
+		if step > n {
 			return testenv.Turn{Text: "All steps built."}
 		}
 		cmd := fmt.Sprintf("echo step %d >> steps.log && yes 'compiling unit %d of the build' | head -n 220", step, step)
@@ -40,7 +44,7 @@ func longBuild() []testenv.Turn {
 	}
 	// A turn for each step, each summary and the answer, with room for the
 	// summaries.
-	turns := make([]testenv.Turn, 2*compactionSteps+1)
+	turns := make([]testenv.Turn, 2*n+4)
 	for i := range turns {
 		turns[i].Respond = respond
 	}

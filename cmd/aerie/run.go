@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/agent"
@@ -99,11 +100,7 @@ cancelled by SIGINT or SIGTERM.`,
 		return &cli.ExitError{Code: runconfig.ExitConfig, Err: err}
 	})
 	fl := cmd.Flags()
-	fl.StringVar(&f.provider, "provider", "", "model `provider`: anthropic, openai, openai-compatible or scripted")
-	fl.StringVar(&f.model, "model", "", "`model` name (default claude-sonnet-4-5 for anthropic, gpt-5 for openai)")
-	fl.StringVar(&f.baseURL, "base-url", "", "the provider's endpoint `URL` (required for openai-compatible)")
-	fl.StringVar(&f.api, "api", "", "OpenAI wire `API`: responses or chat-completions")
-	fl.StringVar(&f.script, "script", "", "the model turns the scripted provider replays (a YAML `file`)")
+	f.modelFlags(fl)
 	fl.StringVar(&f.resume, "resume", "", "continue `SESSION` (id, unique prefix or label)")
 	fl.StringVar(&f.forkFrom, "fork-from", "", "copy `SESSION` into a new child session and continue that")
 	fl.StringVar(&f.label, "label", "", "a `label` for the new session")
@@ -114,10 +111,6 @@ cancelled by SIGINT or SIGTERM.`,
 		"the `policy` for tool calls a hook asks a person to approve: deny, or allow (approved in advance)")
 	fl.IntVar(&f.maxTurns, "max-turns", 100, "stop after this many model requests (0: no limit)")
 	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "stop once input and output tokens reach this many (0: no limit)")
-	fl.Int64Var(&f.contextWindow, "context-window", 0,
-		"the model's context window in `tokens`, which automatic compaction keeps the conversation within "+
-			"(default: the window aerie knows for the model; unknown, only a request the model refuses "+
-			"as too large is compacted)")
 	fl.DurationVar(&f.maxDuration, "max-duration", time.Hour, "stop after this much wall time (0: no limit)")
 	fl.BoolVar(&f.eventsJSONL, "events-jsonl", false, "write JSON Lines events to standard output, even on a terminal")
 	fl.BoolVar(&f.compress, "compress-context", false,
@@ -131,10 +124,23 @@ cancelled by SIGINT or SIGTERM.`,
 	return cmd
 }
 
+// modelFlags are the flags that say which model a session talks to and
+// how: aerie run's, which aerie session compact shares.
+func (f *runFlags) modelFlags(fl *pflag.FlagSet) {
+	fl.StringVar(&f.provider, "provider", "", "model `provider`: anthropic, openai, openai-compatible or scripted")
+	fl.StringVar(&f.model, "model", "", "`model` name (default claude-sonnet-4-5 for anthropic, gpt-5 for openai)")
+	fl.StringVar(&f.baseURL, "base-url", "", "the provider's endpoint `URL` (required for openai-compatible)")
+	fl.StringVar(&f.api, "api", "", "OpenAI wire `API`: responses or chat-completions")
+	fl.StringVar(&f.script, "script", "", "the model turns the scripted provider replays (a YAML `file`)")
+	fl.Int64Var(&f.contextWindow, "context-window", 0,
+		"the model's context window in `tokens`, which automatic compaction keeps the conversation within "+
+			"(default: the window aerie knows for the model; unknown, only a request the model refuses "+
+			"as too large is compacted)")
+}
+
 // run is aerie run. Errors before the session starts exit 2 (configuration)
 // or 1; once it has run, the exit status is its outcome's.
 func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
-	ctx := cmd.Context()
 	f.contextWindowSet = cmd.Flags().Changed("context-window")
 	f.compressSet = cmd.Flags().Changed("compress-context")
 	if err := f.validate(); err != nil {
@@ -147,25 +153,54 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 	if err != nil {
 		return configErr(err)
 	}
-	p, err := a.runPlace(cmd, f.workspace)
+	observe, flush := a.observer(cmd, f)
+	l, err := a.launch(cmd, f, prompt, observe)
+	flush()
 	if err != nil {
 		return err
 	}
+	defer closeStore(cmd, l.st)
+	return a.ran(cmd.Context(), l.st, l.dir, l.rep, l.system, f, l.logger)
+}
+
+// launched is a session that ran: its report, and the store it is in,
+// which the caller closes.
+type launched struct {
+	rep    session.Report
+	st     *openingStore
+	dir    string
+	system string
+	logger *slog.Logger
+}
+
+// launch runs a session as aerie run does, with the flags f and prompt,
+// its events going to observe: aerie session compact runs one too.
+// Errors before the session starts are configuration errors (exit 2) or
+// aerie's (exit 1).
+func (a *app) launch(cmd *cobra.Command, f runFlags, prompt string, observe func(events.Event)) (_ launched, err error) {
+	ctx := cmd.Context()
+	p, err := a.runPlace(cmd, f.workspace)
+	if err != nil {
+		return launched{}, err
+	}
 	st := openStoreAsync(ctx, p.config.DatabaseURL)
-	defer closeStore(cmd, st)
+	defer func() {
+		if err != nil {
+			closeStore(cmd, st)
+		}
+	}()
 	src, err := a.extensionSource(p.dir, p.workspace, p.config.Plugins.Disabled)
 	if err != nil {
-		return configErr(err)
+		return launched{}, configErr(err)
 	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	capper, originals := resultCapper(p.config.ToolResults, f, p.home, logger)
 	exe, closeExecutor, err := localExecutor(ctx, p.workspace, logger)
 	if err != nil {
-		return configErr(err)
+		return launched{}, configErr(err)
 	}
 	defer closeExecutor()
 
-	observe, flush := a.observer(cmd, f)
 	opts := session.Options{
 		Session: session.Spec{Tenant: p.dir, Label: f.label, Resume: f.resume, ForkFrom: f.forkFrom},
 		Prompt:  prompt,
@@ -187,21 +222,20 @@ func (a *app) run(cmd *cobra.Command, args []string, f runFlags) error {
 		Logger:     logger,
 	}
 	if err := a.newSessionSettings(&opts); err != nil {
-		return configErr(err)
+		return launched{}, configErr(err)
 	}
 	rep, err := session.Run(ctx, st, opts)
-	flush()
 	if _, oerr := st.get(context.WithoutCancel(ctx)); oerr != nil {
-		return oerr
+		return launched{}, oerr
 	}
 	if err != nil {
 		var ce *session.ConfigError
 		if errors.As(err, &ce) {
-			return configErr(err)
+			return launched{}, configErr(err)
 		}
-		return err
+		return launched{}, err
 	}
-	return a.ran(ctx, st, p.dir, rep, opts.Extensions.System, f, logger)
+	return launched{rep: rep, st: st, dir: p.dir, system: opts.Extensions.System, logger: logger}, nil
 }
 
 // configErr is an error of the caller's making: it exits 2.

@@ -40,7 +40,7 @@ type sessions struct {
 func newSessionCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "session",
-		Short: "List, fork, switch and delete the sessions of the current directory",
+		Short: "List, fork, switch, delete and compact the sessions of the current directory",
 		Long: `The session commands work on the session database of the global config
 (database_url in $AERIE_HOME/config.toml; by default the SQLite file
 $AERIE_HOME/sessions.db), and only on the sessions of the current directory:
@@ -65,6 +65,7 @@ failure, such as an unknown or ambiguous SESSION or an invalid fork cut.`,
 		newSessionSwitchCmd(a),
 		newSessionDeleteCmd(a),
 		newSessionExportCmd(a),
+		newSessionCompactCmd(a),
 	)
 	return cmd
 }

@@ -67,12 +67,14 @@ type SyncJournal interface {
 // (without the system prompt) and the session's usage, and compacts it when
 // its policy says so (false: not now). Overflow is asked once when the
 // model refused a request as larger than its context window, to compact it
-// whatever the policy, so that the loop can send it again. Either may fail
-// or skip for a reason (see package compaction); the conversation is then
-// kept as it is.
+// whatever the policy, so that the loop can send it again. Manual is the
+// user's request (see Loop.Compact), with focus instructions for the
+// summary. Each may fail or skip for a reason (see package compaction);
+// the conversation is then kept as it is.
 type Compactor interface {
 	Before(ctx context.Context, msgs []provider.Message, u transcript.Usage) (compaction.Result, bool, error)
 	Overflow(ctx context.Context, msgs []provider.Message) (compaction.Result, error)
+	Manual(ctx context.Context, msgs []provider.Message, instructions string) (compaction.Result, error)
 }
 
 // StopHook is asked when the model ends its turn whether the run may end. It
@@ -145,6 +147,8 @@ type Loop struct {
 	appended, turnEnd int64
 	// journalErr is the first journal failure, reported once.
 	journalErr error
+	// compactions are the compactions made so far.
+	compactions []transcript.Provenance
 }
 
 // New returns a loop that continues the conversation history (empty for a new
@@ -189,6 +193,8 @@ type Result struct {
 	// JournalErr is the journal's failure, if it failed during the run:
 	// the outcome stands, but the stored transcript lacks later entries.
 	JournalErr error
+	// Compactions are the compactions made during the run, in order.
+	Compactions []transcript.Provenance
 }
 
 // Errors that end a run, as context causes. Cancel the context of Run with
@@ -310,7 +316,7 @@ func (l *Loop) checkStop() (Result, bool) {
 // end records the outcome and finishes the run. The journal barrier runs even
 // when ctx has ended, so that a cancelled run is still recorded whole.
 func (l *Loop) end(ctx context.Context, r Result) Result {
-	r.Turns, r.Usage = l.turns, l.usage
+	r.Turns, r.Usage, r.Compactions = l.turns, l.usage, l.compactions
 	if r.Answer == "" {
 		r.Answer = l.lastAnswer()
 	}

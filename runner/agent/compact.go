@@ -26,6 +26,44 @@ func (l *Loop) compactBefore(ctx context.Context) {
 	l.compactionFailed(ctx, err)
 }
 
+// Compact compacts the conversation at the user's request (a manual
+// compaction, with instructions, if any, for the summary) and ends the run
+// without a model request, the way `/compact` does: the run completes
+// with the compaction in Result.Compactions. A gate that does not let it
+// run (too short a conversation, child agents running) also completes the
+// run, with nothing compacted and the gate's error as Err and, in words,
+// Reason; a failed summary is a model error; a spent time budget is the
+// budget's outcome.
+func (l *Loop) Compact(ctx context.Context, instructions string) Result {
+	if l.cfg.MaxDuration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, l.cfg.MaxDuration, ErrDeadline)
+		defer cancel()
+	}
+	if l.cfg.Compactor == nil {
+		err := errors.New("this session has no compactor")
+		return l.end(ctx, Result{Outcome: transcript.OutcomeFailed, Reason: err.Error(), Err: err})
+	}
+	res, err := l.cfg.Compactor.Manual(ctx, l.messages, instructions)
+	if err == nil {
+		err = l.applyCompaction(res)
+	}
+	switch {
+	case err == nil:
+		p := res.Provenance
+		return l.end(ctx, Result{Outcome: transcript.OutcomeCompleted, Reason: fmt.Sprintf(
+			"compacted %d messages: %d estimated tokens before, %d after", p.Messages, p.TokensBefore, p.TokensAfter)})
+	case ctx.Err() != nil:
+		return l.end(ctx, stopped(ctx))
+	case errors.Is(err, compaction.ErrBudget):
+		return l.end(ctx, Result{Outcome: transcript.OutcomeDeadlineExceeded, Reason: "nothing compacted: " + err.Error(), Err: err})
+	case errors.Is(err, compaction.ErrNoCut), errors.Is(err, compaction.ErrChildrenActive):
+		return l.end(ctx, Result{Outcome: transcript.OutcomeCompleted, Reason: "nothing compacted: " + err.Error(), Err: err})
+	}
+	l.compactionFailed(ctx, err)
+	return l.end(ctx, Result{Outcome: transcript.OutcomeModelError, Reason: "compaction failed: " + err.Error(), Err: err})
+}
+
 // compactionFailed reports a compaction that did not happen.
 func (l *Loop) compactionFailed(ctx context.Context, err error) {
 	switch {
@@ -96,6 +134,7 @@ func (l *Loop) applyCompaction(res compaction.Result) error {
 	l.seqs = append([]int64{seq}, l.seqs[cut:]...)
 	l.messages = res.Messages
 	prov := res.Provenance
+	l.compactions = append(l.compactions, prov)
 	l.emit(events.Event{Type: events.Compaction, Seq: seq, Turn: l.turns, Compaction: &prov})
 	return nil
 }

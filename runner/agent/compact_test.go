@@ -278,6 +278,10 @@ func (c *cutAt) Overflow(context.Context, []provider.Message) (compaction.Result
 	return compaction.Result{}, compaction.ErrNoCut
 }
 
+func (c *cutAt) Manual(context.Context, []provider.Message, string) (compaction.Result, error) {
+	return compaction.Result{}, compaction.ErrNoCut
+}
+
 // TestLoopCompactsResumedHistory: a compaction that keeps messages of the
 // history journals the entry of the first one kept, which HistorySeqs
 // gives; without them it is not made.

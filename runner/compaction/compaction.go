@@ -17,7 +17,9 @@
 //
 // Before and Overflow are the two questions the agent loop asks (its
 // Compactor): before each request, and once after a request the model
-// refused as larger than its context window.
+// refused as larger than its context window. Manual is the user's request
+// (aerie session compact, /compact), with optional focus instructions for
+// the summarizer; Hooks are told of every compaction.
 //
 // Triggers differ as the spec says: manual compaction bypasses the 85 %
 // and anti-thrash rules; provider-overflow recovery also runs when the
@@ -115,6 +117,20 @@ type Config struct {
 	// replaced messages carried that the tail does not (the project
 	// instructions found deeper in the tree). "" is nothing.
 	Restore func(tail []provider.Message) string
+
+	// Hooks, when set, are told of each compaction (the lifecycle hooks
+	// PreCompact and SessionStart with source compact).
+	Hooks Hooks
+}
+
+// Hooks are told of the compactions a Policy makes. Pre runs once the
+// gates passed, before the summary is asked for, with the trigger and the
+// focus instructions of a manual compaction; it only observes. Post runs
+// after the summary was made, and what it returns (empty: nothing) is
+// added to the replacement, for the model to read after the cut.
+type Hooks interface {
+	Pre(ctx context.Context, trigger Trigger, instructions string)
+	Post(ctx context.Context, trigger Trigger) string
 }
 
 // UsableWindow returns the part of a model's context window a request's
@@ -193,6 +209,13 @@ func (p *Policy) Overflow(ctx context.Context, msgs []provider.Message) (Result,
 	return p.Compact(ctx, msgs, TriggerOverflow)
 }
 
+// Manual compacts msgs at the user's request (TriggerManual): the 85 %
+// and anti-thrash rules do not apply, the gates do (see Compact).
+// instructions, when not empty, tell the summarizer what to focus on.
+func (p *Policy) Manual(ctx context.Context, msgs []provider.Message, instructions string) (Result, error) {
+	return p.compact(ctx, msgs, TriggerManual, instructions)
+}
+
 // Result is a compaction made.
 type Result struct {
 	// Messages is the new conversation: the replacement as a user message,
@@ -217,6 +240,11 @@ type Result struct {
 // Compact does not check Due: the caller asks for automatic compaction when
 // Due says so.
 func (p *Policy) Compact(ctx context.Context, msgs []provider.Message, trigger Trigger) (Result, error) {
+	return p.compact(ctx, msgs, trigger, "")
+}
+
+// compact is Compact, with the focus instructions of a manual compaction.
+func (p *Policy) compact(ctx context.Context, msgs []provider.Message, trigger Trigger, instructions string) (Result, error) {
 	if deadline, ok := ctx.Deadline(); ok && deadline.Sub(p.cfg.Now()) < MinBudget {
 		return Result{}, ErrBudget
 	}
@@ -230,9 +258,12 @@ func (p *Policy) Compact(ctx context.Context, msgs []provider.Message, trigger T
 		return Result{}, ErrNoCut
 	}
 
+	if p.cfg.Hooks != nil {
+		p.cfg.Hooks.Pre(ctx, trigger, instructions)
+	}
 	sctx, cancel := context.WithTimeout(ctx, p.cfg.SummaryTimeout)
 	defer cancel()
-	summary, err := p.summarize(sctx, msgs[:cut.Index])
+	summary, err := p.summarize(sctx, msgs[:cut.Index], instructions)
 	if err != nil && trigger == TriggerAuto && ctx.Err() == nil {
 		p.failures++
 	}
@@ -248,6 +279,11 @@ func (p *Policy) Compact(ctx context.Context, msgs []provider.Message, trigger T
 	if p.cfg.Restore != nil {
 		if r := p.cfg.Restore(msgs[cut.Index:]); r != "" {
 			text += "\n\n" + r
+		}
+	}
+	if p.cfg.Hooks != nil {
+		if extra := p.cfg.Hooks.Post(ctx, trigger); extra != "" {
+			text += "\n\n" + extra
 		}
 	}
 	out := make([]provider.Message, 0, 1+len(msgs)-cut.Index)
@@ -280,8 +316,9 @@ func (p *Policy) Compact(ctx context.Context, msgs []provider.Message, trigger T
 // and at most a quarter for the summary; unknown, the input is at most half
 // the conversation's size, since the conversation is what overflowed. A
 // summary request the model refuses as too large too is made again with
-// half the input, twice at most.
-func (p *Policy) summarize(ctx context.Context, prefix []provider.Message) (string, error) {
+// half the input, twice at most. instructions, when not empty, are the
+// user's focus for the summary.
+func (p *Policy) summarize(ctx context.Context, prefix []provider.Message, instructions string) (string, error) {
 	limit, maxOutput := MaxSummaryInput, int64(maxSummaryOutput)
 	if w := p.cfg.Window; w > 0 {
 		limit = int(min(int64(limit), w/2*BytesPerToken))
@@ -290,7 +327,7 @@ func (p *Policy) summarize(ctx context.Context, prefix []provider.Message) (stri
 		limit = int(min(int64(limit), p.tracker.Tokens()*BytesPerToken/2))
 	}
 	for attempt := 0; ; attempt++ {
-		summary, err := summarize(ctx, p.cfg.Summarizer, Render(prefix, limit), maxOutput)
+		summary, err := summarize(ctx, p.cfg.Summarizer, Render(prefix, limit), instructions, maxOutput)
 		if err == nil || attempt == 2 || !errors.Is(err, provider.ErrContextOverflow) {
 			return summary, err
 		}

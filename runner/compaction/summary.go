@@ -48,21 +48,26 @@ const summaryInstructions = "You summarize the first part of a conversation betw
 	"out pleasantries and anything already superseded. Do not continue the conversation and do not call tools: answer " +
 	"with the summary only."
 
-// summaryRequest is the request that asks for a summary of input.
-func summaryRequest(input string, maxOutput int64) provider.Request {
+// summaryRequest is the request that asks for a summary of input, with
+// the user's focus instructions, if any, after the conversation.
+func summaryRequest(input, instructions string, maxOutput int64) provider.Request {
+	ask := "<conversation>\n" + input + "</conversation>\n\nSummarize the conversation above as instructed."
+	if instructions = strings.TrimSpace(instructions); instructions != "" {
+		ask += "\n\nThe user asked for this compaction with these instructions; follow them in the summary:\n" +
+			"<instructions>\n" + instructions + "\n</instructions>"
+	}
 	return provider.Request{
 		Messages: []provider.Message{
 			provider.SystemMessage(summaryInstructions),
-			provider.UserMessage("<conversation>\n" + input +
-				"</conversation>\n\nSummarize the conversation above as instructed."),
+			provider.UserMessage(ask),
 		},
 		MaxOutputTokens: maxOutput,
 	}
 }
 
 // summarize asks s for a summary of input and returns its text.
-func summarize(ctx context.Context, s Summarizer, input string, maxOutput int64) (string, error) {
-	resp, err := provider.Collect(s.Stream(ctx, summaryRequest(input, maxOutput)))
+func summarize(ctx context.Context, s Summarizer, input, instructions string, maxOutput int64) (string, error) {
+	resp, err := provider.Collect(s.Stream(ctx, summaryRequest(input, instructions, maxOutput)))
 	if err != nil {
 		return "", err
 	}

@@ -155,6 +155,10 @@ type Input struct {
 	StopCount            *int    `json:"stop_count,omitempty"`
 	StopHookActive       *bool   `json:"stop_hook_active,omitempty"`
 	LastAssistantMessage *string `json:"last_assistant_message,omitempty"`
+	// PreCompact: manual or auto, and the user's instructions of a
+	// manual compaction (empty otherwise).
+	Trigger            string  `json:"trigger,omitempty"`
+	CustomInstructions *string `json:"custom_instructions,omitempty"`
 	// In a subagent, and on the subagent events.
 	AgentID   string `json:"agent_id,omitempty"`
 	AgentType string `json:"agent_type,omitempty"`
@@ -182,6 +186,14 @@ type StopInput struct {
 // Context goes to the model; nothing blocks a start.
 func (e *Engine) SessionStart(ctx context.Context, source string) (Verdict, error) {
 	return e.fire(ctx, Input{HookEventName: SessionStart, Source: source}, source)
+}
+
+// PreCompact runs the PreCompact hooks before a conversation compaction;
+// trigger is manual or auto, and is what their matchers match;
+// instructions are the user's for a manual compaction. They only
+// observe; after the compaction, SessionStart runs with source compact.
+func (e *Engine) PreCompact(ctx context.Context, trigger, instructions string) (Verdict, error) {
+	return e.fire(ctx, Input{HookEventName: PreCompact, Trigger: trigger, CustomInstructions: &instructions}, trigger)
 }
 
 // SessionEnd runs the SessionEnd hooks, which only observe.

@@ -31,9 +31,9 @@
 // The agent loop uses the engine in two ways. Tools are wrapped with Wrap,
 // which fires PreToolUse and PostToolUse around every call; the loop
 // itself calls SessionStart, UserPromptSubmit, Stop, SubagentStart,
-// SubagentStop and SessionEnd at those points and acts on the returned
-// Verdict: add its Context for the model, end the turn when Stop is set,
-// and for a blocked Stop continue with its Reason as the next user
+// SubagentStop, PreCompact and SessionEnd at those points and acts on the
+// returned Verdict: add its Context for the model, end the turn when Stop
+// is set, and for a blocked Stop continue with its Reason as the next user
 // message. Every verdict with the hook runs behind it also goes to
 // Options.Observe, for the journal.
 package hooks
@@ -50,8 +50,9 @@ import (
 type Event string
 
 // The events. Osprey's hooks.toml defines the first five; OpenVaala's
-// YAML adds UserPromptSubmit and the subagent events. aerie accepts all
-// eight in both formats.
+// YAML adds UserPromptSubmit and the subagent events; PreCompact is Claude
+// Code's, before a conversation compaction. aerie accepts all nine in both
+// formats.
 const (
 	SessionStart     Event = "SessionStart"
 	SessionEnd       Event = "SessionEnd"
@@ -61,11 +62,12 @@ const (
 	UserPromptSubmit Event = "UserPromptSubmit"
 	SubagentStart    Event = "SubagentStart"
 	SubagentStop     Event = "SubagentStop"
+	PreCompact       Event = "PreCompact"
 )
 
 // Events lists every event, in the order of a session.
 var Events = []Event{
-	SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Stop, SubagentStart, SubagentStop, SessionEnd,
+	SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Stop, SubagentStart, SubagentStop, PreCompact, SessionEnd,
 }
 
 // The names both hook file formats share: the key of a list of hooks, the
@@ -96,17 +98,19 @@ func eventNames() string {
 
 // matched reports whether the event's hooks are selected by their
 // matchers: tool events match the tool name, SessionStart the source, the
-// subagent events the agent type. Other events run every hook.
+// subagent events the agent type, PreCompact the trigger (manual or auto).
+// Other events run every hook.
 func (e Event) matched() bool {
 	switch e {
-	case PreToolUse, PostToolUse, SessionStart, SubagentStart, SubagentStop:
+	case PreToolUse, PostToolUse, SessionStart, SubagentStart, SubagentStop, PreCompact:
 		return true
 	}
 	return false
 }
 
 // canBlock reports whether a hook can stop what the event announces.
-// SessionStart, SubagentStart and SessionEnd can only be observed.
+// SessionStart, SubagentStart, PreCompact and SessionEnd can only be
+// observed.
 func (e Event) canBlock() bool {
 	switch e {
 	case PreToolUse, PostToolUse, UserPromptSubmit, Stop, SubagentStop:
@@ -157,8 +161,9 @@ type Hook struct {
 	// Format is the format the hook was declared in.
 	Format Format `json:"format"`
 	// Matcher selects the tool calls (tool events), the session start
-	// sources (SessionStart) or the subagent types (subagent events) the
-	// hook runs for. Other events ignore it.
+	// sources (SessionStart), the subagent types (subagent events) or the
+	// compaction triggers (PreCompact) the hook runs for. Other events
+	// ignore it.
 	Matcher Matcher `json:"matcher"`
 	// Command is the shell command line, run as Shell -c Command in the
 	// agent's working directory. A script hook's command is the quoted

@@ -286,7 +286,6 @@ func (eq *equipment) converse(
 	ctx context.Context, source string, model agent.Model, compactor *compaction.Policy,
 	w *journal.Writer, snap transcript.Snapshot,
 ) agent.Result {
-	opts := eq.opts
 	eq.sessionStart(ctx, source)
 	// The hooks of this prompt's turn — UserPromptSubmit, the tool hooks,
 	// Stop — share its id (turn_id).
@@ -298,6 +297,25 @@ func (eq *equipment) converse(
 	if endTurn != "" {
 		return agent.Result{Outcome: transcript.OutcomeCompleted, Reason: endTurn}
 	}
+	return eq.loop(model, compactor, w, snap).Run(ctx, prompt)
+}
+
+// compactNow compacts the conversation at the user's request (a /compact
+// prompt) with the focus instructions, if any, and ends the run without a
+// model request (see agent.Loop.Compact).
+func (eq *equipment) compactNow(
+	ctx context.Context, model agent.Model, compactor *compaction.Policy, w *journal.Writer, snap transcript.Snapshot,
+	instructions string,
+) agent.Result {
+	return eq.loop(model, compactor, w, snap).Compact(ctx, instructions)
+}
+
+// loop makes the loop that continues snap, with compactor compacting its
+// conversation.
+func (eq *equipment) loop(
+	model agent.Model, compactor *compaction.Policy, w *journal.Writer, snap transcript.Snapshot,
+) *agent.Loop {
+	opts := eq.opts
 	var usage transcript.Usage
 	if snap.Usage != nil {
 		usage = *snap.Usage
@@ -327,7 +345,37 @@ func (eq *equipment) converse(
 		Observe:       opts.Observe,
 		Logger:        opts.Logger.With("session", eq.session),
 	}, history, usage)
-	return loop.Run(ctx, prompt)
+	return loop
+}
+
+// compactHooks tell the session's hooks of its compactions: PreCompact
+// before one, SessionStart with source compact after it, whose added
+// context enters the replacement, so that the model reads it after the
+// cut; the system prompt stays as it is.
+type compactHooks struct{ eq *equipment }
+
+// hookTrigger is the trigger PreCompact hooks are told: Claude Code's two,
+// manual and auto; overflow recovery is automatic.
+func hookTrigger(t compaction.Trigger) string {
+	if t == compaction.TriggerManual {
+		return string(compaction.TriggerManual)
+	}
+	return string(compaction.TriggerAuto)
+}
+
+func (h compactHooks) Pre(ctx context.Context, trigger compaction.Trigger, instructions string) {
+	if _, err := h.eq.engine.PreCompact(ctx, hookTrigger(trigger), instructions); err != nil {
+		h.eq.opts.Logger.Warn("PreCompact hooks", "err", err)
+	}
+}
+
+func (h compactHooks) Post(ctx context.Context, _ compaction.Trigger) string {
+	v, err := h.eq.engine.SessionStart(ctx, "compact")
+	if err != nil {
+		h.eq.opts.Logger.Warn("SessionStart hooks", "source", "compact", "err", err)
+		return ""
+	}
+	return v.Context
 }
 
 // sessionCapper is the capper of the session's tool results: opts.Capper

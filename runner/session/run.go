@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 
@@ -64,6 +65,13 @@ type run struct {
 	first   int
 	started bool
 
+	// compact is set when the prompt is /compact: the run compacts the
+	// conversation and ends without a model request (see compactCommand);
+	// it holds the focus instructions. prior is the stored state of the
+	// session it compacts, which it keeps.
+	compact *string
+	prior   store.State
+
 	// Set by converse.
 	conversed bool
 	res       agent.Result
@@ -81,8 +89,34 @@ func newRun(st Store, opts Options) (*run, error) {
 	if opts.Prompt == "" && s.Resume == "" && s.ForkFrom == "" {
 		return nil, configErrorf("no prompt: give the task as an argument or on standard input")
 	}
-	return &run{st: st, opts: opts}, nil
+	r := &run{st: st, opts: opts}
+	if instructions, ok := compactCommand(opts.Prompt); ok {
+		if s.Resume == "" && s.ForkFrom == "" {
+			return nil, configErrorf("%s compacts a stored conversation: resume the session to compact", CompactCommand)
+		}
+		r.compact, r.opts.Prompt = &instructions, ""
+	}
+	return r, nil
 }
+
+// CompactCommand, as a resumed run's prompt, compacts the conversation
+// (a manual compaction) and ends the run without a model request; the
+// text after it, if any, is the summary's focus.
+const CompactCommand = "/compact"
+
+// compactCommand reports whether prompt is CompactCommand, and returns
+// the focus instructions that follow it.
+func compactCommand(prompt string) (instructions string, ok bool) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(prompt), CompactCommand)
+	if !ok || (rest != "" && !unicode.IsSpace(rune(rest[0]))) {
+		return "", false
+	}
+	return strings.TrimSpace(rest), true
+}
+
+// ErrActive: the session to compact is active, in use by a run (or marked
+// active by aerie session switch).
+var ErrActive = errors.New("the session is active")
 
 // open readies the session: the persona, the extensions and their MCP
 // servers, the stored session (a new one is stored from start on, see
@@ -122,6 +156,11 @@ func (r *run) open(ctx context.Context) error {
 		if r.summarizer, err = opts.Model.New(r.summarySettings); err != nil {
 			return &ConfigError{Err: fmt.Errorf("compaction.model %s: provider %s: %w", m, r.settings.Provider, err)}
 		}
+	}
+	r.prior = r.sess.State
+	if r.compact != nil && opts.Session.Resume != "" && r.prior == store.StateActive {
+		return &ConfigError{Err: fmt.Errorf("compact session %s: %w: a run may be writing to it; "+
+			"compact it once it has ended, or after switching to another session", r.sess.ID, ErrActive)}
 	}
 	if opts.Session.Resume != "" {
 		if err := r.st.SetState(ctx, opts.Session.Tenant, r.sess.ID, store.StateActive); err != nil {
@@ -190,15 +229,20 @@ func (r *run) converse(ctx context.Context) {
 		// Hooks act on the workspace: the session exists first.
 		_, _ = r.pending.wait(ctx)
 	}
-	if !r.pending.failed() {
+	switch {
+	case r.pending.failed():
+	case r.compact != nil:
+		r.res = r.eq.compactNow(ctx, r.model, r.compactor(), r.w, r.snap, *r.compact)
+	default:
 		r.res = r.eq.converse(ctx, source, r.model, r.compactor(), r.w, r.snap)
 	}
 }
 
 // compactor is the policy that compacts the run's conversation: the
 // session's model (or the one [compaction] names) summarizes, within the
-// window in force less the responses' cap. With the window unknown it
-// compacts only a request the model refused as too large.
+// window in force less the responses' cap, and the session's hooks are
+// told. With the window unknown it compacts only a request the model
+// refused as too large.
 func (r *run) compactor() *compaction.Policy {
 	return compaction.New(compaction.Config{
 		Window:     compaction.UsableWindow(r.window, r.opts.Model.MaxOutputTokens),
@@ -206,6 +250,7 @@ func (r *run) compactor() *compaction.Policy {
 		Provider:   r.summarySettings.Provider,
 		Model:      r.summarySettings.Model,
 		Restore:    r.eq.restore,
+		Hooks:      compactHooks{r.eq},
 	})
 }
 
@@ -262,7 +307,11 @@ func (r *run) finish(ctx context.Context, err error) (Report, error) {
 		rep.Journal.Batches++
 		rep.Journal.Entries += int64(r.first)
 	}
-	if err := r.st.SetState(ctx, r.opts.Session.Tenant, r.sess.ID, finalState(r.res.Outcome)); err != nil {
+	state := finalState(r.res.Outcome)
+	if r.compact != nil && r.opts.Session.Resume != "" && r.prior != "" {
+		state = r.prior // compacting changes the conversation, not how the session ended
+	}
+	if err := r.st.SetState(ctx, r.opts.Session.Tenant, r.sess.ID, state); err != nil {
 		r.opts.Logger.Warn("record the session's final state", "session", r.sess.ID.String(), "err", err)
 	}
 	code := rep.ExitCode

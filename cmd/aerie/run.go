@@ -177,7 +177,9 @@ type launched struct {
 // its events going to observe: aerie session compact runs one too.
 // Errors before the session starts are configuration errors (exit 2) or
 // aerie's (exit 1).
-func (a *app) launch(cmd *cobra.Command, f runFlags, prompt string, observe func(events.Event)) (_ launched, err error) {
+func (a *app) launch(
+	cmd *cobra.Command, f runFlags, prompt string, observe func(events.Event),
+) (_ launched, err error) {
 	ctx := cmd.Context()
 	p, err := a.runPlace(cmd, f.workspace)
 	if err != nil {

@@ -129,7 +129,8 @@ func (a *app) sessionCompact(cmd *cobra.Command, args []string, f runFlags, asJS
 		fmt.Fprintf(w, "Compacted %s: %d messages replaced by a summary (%s %s); estimated tokens %d before, %d after.\n",
 			describeSession(sess), out.Messages, out.Provider, out.Model, out.TokensBefore, out.TokensAfter)
 	} else {
-		fmt.Fprintf(w, "Nothing to compact in %s: %s.\n", describeSession(sess), strings.TrimPrefix(res.Reason, "nothing compacted: "))
+		fmt.Fprintf(w, "Nothing to compact in %s: %s.\n",
+			describeSession(sess), strings.TrimPrefix(res.Reason, "nothing compacted: "))
 	}
 	return w.Err()
 }

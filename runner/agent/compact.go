@@ -56,7 +56,9 @@ func (l *Loop) Compact(ctx context.Context, instructions string) Result {
 	case ctx.Err() != nil:
 		return l.end(ctx, stopped(ctx))
 	case errors.Is(err, compaction.ErrBudget):
-		return l.end(ctx, Result{Outcome: transcript.OutcomeDeadlineExceeded, Reason: "nothing compacted: " + err.Error(), Err: err})
+		return l.end(ctx, Result{
+			Outcome: transcript.OutcomeDeadlineExceeded, Reason: "nothing compacted: " + err.Error(), Err: err,
+		})
 	case errors.Is(err, compaction.ErrNoCut), errors.Is(err, compaction.ErrChildrenActive):
 		return l.end(ctx, Result{Outcome: transcript.OutcomeCompleted, Reason: "nothing compacted: " + err.Error(), Err: err})
 	}

@@ -244,7 +244,9 @@ func (p *Policy) Compact(ctx context.Context, msgs []provider.Message, trigger T
 }
 
 // compact is Compact, with the focus instructions of a manual compaction.
-func (p *Policy) compact(ctx context.Context, msgs []provider.Message, trigger Trigger, instructions string) (Result, error) {
+func (p *Policy) compact(
+	ctx context.Context, msgs []provider.Message, trigger Trigger, instructions string,
+) (Result, error) {
 	if deadline, ok := ctx.Deadline(); ok && deadline.Sub(p.cfg.Now()) < MinBudget {
 		return Result{}, ErrBudget
 	}

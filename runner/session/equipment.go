@@ -305,9 +305,9 @@ func (eq *equipment) converse(
 // model request (see agent.Loop.Compact).
 func (eq *equipment) compactNow(
 	ctx context.Context, model agent.Model, compactor *compaction.Policy, w *journal.Writer, snap transcript.Snapshot,
-	instructions string,
+	focus string,
 ) agent.Result {
-	return eq.loop(model, compactor, w, snap).Compact(ctx, instructions)
+	return eq.loop(model, compactor, w, snap).Compact(ctx, focus)
 }
 
 // loop makes the loop that continues snap, with compactor compacting its
@@ -363,8 +363,8 @@ func hookTrigger(t compaction.Trigger) string {
 	return string(compaction.TriggerAuto)
 }
 
-func (h compactHooks) Pre(ctx context.Context, trigger compaction.Trigger, instructions string) {
-	if _, err := h.eq.engine.PreCompact(ctx, hookTrigger(trigger), instructions); err != nil {
+func (h compactHooks) Pre(ctx context.Context, trigger compaction.Trigger, focus string) {
+	if _, err := h.eq.engine.PreCompact(ctx, hookTrigger(trigger), focus); err != nil {
 		h.eq.opts.Logger.Warn("PreCompact hooks", "err", err)
 	}
 }

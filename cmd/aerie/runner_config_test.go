@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,10 @@ import (
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/runconfig"
 )
+
+// droppedNote is the note a capped tool result carries between its head
+// and its tail.
+var droppedNote = regexp.MustCompile(`\[\.\.\. \d+ bytes dropped[^\]]*\]`)
 
 // TestRunnerLayerConfig runs a pod whose namespace layer caps tool results
 // in its config.toml: the model gets the capped output, the cap of the
@@ -45,8 +50,13 @@ func TestRunnerLayerConfig(t *testing.T) {
 		}
 		reqs := p.model.Requests()
 		got := toolResults(t, reqs[1])["c1"].text
-		if len(got) > 300 || !strings.Contains(got, "bytes dropped") || !strings.HasSuffix(strings.TrimSpace(got), "the-end") {
-			t.Errorf("tool result (%d bytes) not capped at the namespace layer's 300 bytes:\n%s", len(got), got)
+		// What the model sees is the kept head and tail and, on a line of
+		// its own between them (a line break either side), the note that
+		// says what was dropped and where the whole is.
+		kept := droppedNote.ReplaceAllString(got, "")
+		if len(kept) > 100+100+4 || kept == got || !strings.HasSuffix(strings.TrimSpace(got), "the-end") {
+			t.Errorf("tool result keeps %d bytes besides its note, want the namespace layer's 100 + 100:\n%s",
+				len(kept), got)
 		}
 	})
 
@@ -61,6 +71,24 @@ func TestRunnerLayerConfig(t *testing.T) {
 		got := toolResults(t, p.model.Requests()[1])["c1"].text
 		if len(got) > 32768 || !strings.Contains(got, "bytes dropped") {
 			t.Errorf("tool result is %d bytes, want it capped at the default 32768", len(got))
+		}
+	})
+
+	t.Run("a namespace layer turns compression on", func(t *testing.T) {
+		t.Parallel()
+		for _, on := range []bool{true, false} {
+			p := newPod(t, "", answer("Done."))
+			ns := ""
+			if on {
+				ns = "[tool_results]\ncompress_context = true\n"
+			}
+			res := p.run(t.Context(), p.config(func(c *runconfig.Config) { c.Layers = layers(t, ns, "") }))
+			if res.code != 0 {
+				t.Fatalf("exit %d; stderr:\n%s", res.code, res.stderr)
+			}
+			if got := offersRetrieve(t, p.model.Requests()[0]); got != on {
+				t.Errorf("compress_context %v in the namespace layer: retrieve offered is %v", on, got)
+			}
 		}
 	})
 

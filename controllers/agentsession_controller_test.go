@@ -401,10 +401,10 @@ func testSucceeded(t *testing.T) {
 	e.setPod(pod, corev1.PodRunning, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
 	e.waitPhase("done", aeriev1alpha1.PhaseRunning)
 	e.finishPod(pod, 0, &runconfig.Report{Outcome: runconfig.OutcomeCompleted, SessionID: string(pod.OwnerReferences[0].UID), Summary: "Fixed the off-by-one in the parser.",
-		Usage: runconfig.Usage{InputTokens: 1000, OutputTokens: 200, CacheReadTokens: 50, Requests: 4, ToolCalls: 6}})
+		Usage: runconfig.Usage{InputTokens: 1000, OutputTokens: 200, CacheReadTokens: 50, Requests: 4, ToolCalls: 6, Compactions: 2}})
 	s := e.waitPhase("done", aeriev1alpha1.PhaseSucceeded)
 
-	want := &aeriev1alpha1.Usage{InputTokens: 1000, OutputTokens: 200, CacheReadTokens: 50, TotalTokens: 1250, Turns: 4, ToolCalls: 6}
+	want := &aeriev1alpha1.Usage{InputTokens: 1000, OutputTokens: 200, CacheReadTokens: 50, TotalTokens: 1250, Turns: 4, ToolCalls: 6, Compactions: 2}
 	if diff := cmp.Diff(want, s.Status.Usage); diff != "" {
 		t.Errorf("usage (-want +got):\n%s", diff)
 	}

@@ -634,6 +634,9 @@ type Usage struct {
 	// toolCalls is the number of tool calls run.
 	// +optional
 	ToolCalls int32 `json:"toolCalls,omitempty"`
+	// compactions is the number of times the conversation was compacted.
+	// +optional
+	Compactions int32 `json:"compactions,omitempty"`
 }
 
 // Result is how a finished session ended.

@@ -32,7 +32,7 @@ func finish(t *testing.T, cp *testenv.ControlPlane, ns, name string, phase aerie
 			if phase == aeriev1.PhaseSucceeded {
 				s.Status.Result.Outcome, s.Status.Result.Message = "Completed", ""
 			}
-			s.Status.Usage = &aeriev1.Usage{Turns: 3, TotalTokens: 1200}
+			s.Status.Usage = &aeriev1.Usage{Turns: 3, TotalTokens: 1200, Compactions: 1}
 			if err := cp.Client.Status().Update(t.Context(), &s); err == nil {
 				return
 			}
@@ -112,7 +112,7 @@ spec:
 			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
 				t.Fatalf("last line %q: %v", lines[len(lines)-1], err)
 			}
-			if last.Type != "finished" || last.Phase != tt.phase || last.Usage == nil || last.Usage.Turns != 3 {
+			if last.Type != "finished" || last.Phase != tt.phase || last.Usage == nil || last.Usage.Turns != 3 || last.Usage.Compactions != 1 {
 				t.Errorf("last record = %+v", last)
 			}
 		})

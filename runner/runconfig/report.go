@@ -52,6 +52,9 @@ type Usage struct {
 	// tokens, what the session has used so far, so that the status the
 	// controller derives from the last pod alone is the session's.
 	ToolCalls int64 `json:"toolCalls,omitempty"`
+	// Compactions counts the session's compaction checkpoints, all
+	// attempts.
+	Compactions int64 `json:"compactions,omitempty"`
 }
 
 // maxReasonBytes bounds the reason before the summary is fitted, so that a

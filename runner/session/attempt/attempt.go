@@ -90,12 +90,14 @@ func Run(ctx context.Context, st Store, cfg *runconfig.Config, env Env) (runconf
 			"digest", l.Digest, "ignorePins", l.IgnorePins)
 	}
 	// The report's usage is the session's, all attempts: the tokens come
-	// from the usage snapshot the loop resumes with, the tool calls are
-	// counted in what the session continues from.
-	toolCalls, err := priorToolCalls(ctx, st, cfg.Namespace, opts.Session)
+	// from the usage snapshot the loop resumes with, the tool calls and
+	// compactions are counted in what the session continues from.
+	prior, err := priorCounts(ctx, st, cfg.Namespace, opts.Session)
 	if err != nil {
-		logger.Warn("count the session's earlier tool calls; the report counts this attempt's only", "err", err)
+		logger.Warn("count the session's earlier tool calls and compactions; the report counts this attempt's only",
+			"err", err)
 	}
+	toolCalls := prior.toolCalls
 	jsonl := events.NewJSONL(env.Events, false)
 	opts.Observe = func(e events.Event) {
 		if e.Type == events.ToolCall {
@@ -117,11 +119,13 @@ func Run(ctx context.Context, st Store, cfg *runconfig.Config, env Env) (runconf
 		logger.Error("the journal failed: the stored transcript is incomplete", "err", r.JournalErr)
 	}
 	logger.Info("session ended", "outcome", r.Outcome, "exitCode", res.ExitCode, "reason", r.Reason)
-	return report(res, toolCalls), nil
+	return report(res, toolCalls, prior.compactions), nil
 }
 
-// report is the termination log's report of a session that ran.
-func report(res session.Report, toolCalls int64) runconfig.Report {
+// report is the termination log's report of a session that ran: toolCalls
+// are the session's, all attempts; priorCompactions are those the session
+// had before this attempt, to which the run's own are added.
+func report(res session.Report, toolCalls, priorCompactions int64) runconfig.Report {
 	r := res.Result
 	return runconfig.Report{
 		Outcome:   string(r.Outcome),
@@ -132,6 +136,7 @@ func report(res session.Report, toolCalls int64) runconfig.Report {
 		Usage: runconfig.Usage{
 			InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, CacheReadTokens: r.Usage.CacheReadTokens,
 			Requests: r.Usage.Requests, ToolCalls: toolCalls,
+			Compactions: priorCompactions + int64(len(r.Compactions)),
 		},
 	}
 }
@@ -310,32 +315,40 @@ func layerConfig(
 	return loaded.Config, nil
 }
 
-// priorToolCalls counts the tool calls stored in what the session
-// continues from: the session itself when it is resumed (a retry, or
-// spec.resumeFrom), the copied part of the source of a fork.
-func priorToolCalls(ctx context.Context, st Store, tenant string, s session.Spec) (int64, error) {
+// counts are what priorCounts counts in a session's stored entries.
+type counts struct {
+	toolCalls, compactions int64
+}
+
+// priorCounts counts the tool calls and compaction checkpoints stored in
+// what the session continues from: the session itself when it is resumed (a
+// retry, or spec.resumeFrom), the copied part of the source of a fork.
+func priorCounts(ctx context.Context, st Store, tenant string, s session.Spec) (counts, error) {
 	ref, through := s.Resume, int64(0)
 	if ref == "" {
 		ref, through = s.ForkFrom, s.ForkAt
 	}
 	if ref == "" {
-		return 0, nil
+		return counts{}, nil
 	}
 	id, err := uuid.Parse(ref)
 	if err != nil {
-		return 0, fmt.Errorf("session %q: %w", ref, err)
+		return counts{}, fmt.Errorf("session %q: %w", ref, err)
 	}
 	es, err := st.Entries(ctx, tenant, id)
 	if err != nil {
-		return 0, fmt.Errorf("read session %s: %w", id, err)
+		return counts{}, fmt.Errorf("read session %s: %w", id, err)
 	}
-	var n int64
+	var n counts
 	for _, e := range es {
 		if through > 0 && e.Seq > through {
 			break
 		}
-		if _, ok := e.Payload.(transcript.ToolCall); ok {
-			n++
+		switch e.Payload.(type) {
+		case transcript.ToolCall:
+			n.toolCalls++
+		case transcript.Compaction:
+			n.compactions++
 		}
 	}
 	return n, nil

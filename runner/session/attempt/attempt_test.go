@@ -219,3 +219,67 @@ func TestModelCredentials(t *testing.T) {
 		t.Errorf("no key: %v", err)
 	}
 }
+
+// TestReportCounts: the report counts the session's tool calls and
+// compactions, all attempts: those stored in what the attempt continues
+// from (up to the cut of a fork) and the run's own compactions.
+func TestReportCounts(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sessions.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	id := uuid.New()
+	if _, err := st.Create(t.Context(), "team-a", store.NewSession{ID: id, Dir: t.TempDir(), Kind: store.SessionHeadless}); err != nil {
+		t.Fatal(err)
+	}
+	text := func(s string) []transcript.Block { return []transcript.Block{{Type: transcript.BlockText, Text: s}} }
+	now := time.Now()
+	es := []transcript.Entry{
+		{Seq: 1, Payload: transcript.UserMessage{Content: text("Fix the failing tests.")}, CreatedAt: now},
+		{Seq: 2, Payload: transcript.ToolCall{CallID: "c1", Name: "bash", Input: []byte(`{"command":"go test"}`)}, CreatedAt: now},
+		{Seq: 3, Payload: transcript.Compaction{Replacement: text("Ran the tests."), FirstKept: 3, Provenance: transcript.Provenance{Trigger: "auto"}}, CreatedAt: now},
+		{Seq: 4, Payload: transcript.ToolCall{CallID: "c2", Name: "bash", Input: []byte(`{"command":"go vet"}`)}, CreatedAt: now},
+		{Seq: 5, Payload: transcript.Compaction{Replacement: text("Ran the tests and vet."), FirstKept: 5, Provenance: transcript.Provenance{Trigger: "manual"}}, CreatedAt: now},
+	}
+	if err := st.Append(t.Context(), "team-a", id, es); err != nil {
+		t.Fatal(err)
+	}
+	for name, tt := range map[string]struct {
+		spec session.Spec
+		want counts
+	}{
+		"new":          {session.Spec{}, counts{}},
+		"resumed":      {session.Spec{Resume: id.String()}, counts{toolCalls: 2, compactions: 2}},
+		"fork":         {session.Spec{ForkFrom: id.String()}, counts{toolCalls: 2, compactions: 2}},
+		"fork, at cut": {session.Spec{ForkFrom: id.String(), ForkAt: 3}, counts{toolCalls: 1, compactions: 1}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := priorCounts(t.Context(), st, "team-a", tt.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("priorCounts = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	if _, err := priorCounts(t.Context(), st, "team-a", session.Spec{Resume: "lost"}); err == nil {
+		t.Error("priorCounts of a bad session id: no error")
+	}
+
+	res := session.Report{Session: store.Session{ID: id}, ExitCode: 0}
+	res.Result.Outcome = transcript.OutcomeCompleted
+	res.Result.Usage = transcript.Usage{InputTokens: 100, OutputTokens: 10, Requests: 3}
+	res.Result.Compactions = []transcript.Provenance{{Trigger: "auto", Messages: 12}}
+	got := report(res, 4, 2).Usage
+	want := runconfig.Usage{InputTokens: 100, OutputTokens: 10, Requests: 3, ToolCalls: 4, Compactions: 3}
+	if got != want {
+		t.Errorf("report usage = %+v, want %+v", got, want)
+	}
+}

@@ -208,7 +208,27 @@ func messagesOf(t *testing.T, r testenv.ModelRequest) []any {
 	if err := r.Decode(&body); err != nil {
 		t.Fatalf("decode request: %v", err)
 	}
+	for _, m := range body.Messages {
+		dropCacheControl(m)
+	}
 	return body.Messages
+}
+
+// dropCacheControl removes the cache breakpoints from a decoded message:
+// they mark where each request's cached prefix ends, which moves on with
+// the conversation, and are not part of what was said.
+func dropCacheControl(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		delete(v, "cache_control")
+		for _, x := range v {
+			dropCacheControl(x)
+		}
+	case []any:
+		for _, x := range v {
+			dropCacheControl(x)
+		}
+	}
 }
 
 // storedEntries are the session's entries in PostgreSQL, after checking

@@ -58,3 +58,73 @@ func Seed(tb testing.TB, st store.Store, n int) uuid.UUID {
 	}
 	return s.ID
 }
+
+// SeedCompacted stores a session of tenant "tenant" of n entries shaped like
+// Transcript's, compactions of them compaction checkpoints, as the journal
+// writes them: one append per round (an assistant message and what follows
+// it), a checkpoint opening the round after it was made. The checkpoints
+// come at even intervals, each with a summary of a few KiB and a kept tail
+// of about 100 entries starting at a round. It returns the session and the
+// number of entries Load returns for it: the latest checkpoint's tail.
+func SeedCompacted(tb testing.TB, st store.Store, n, compactions int) (uuid.UUID, int) {
+	tb.Helper()
+	const keep = 100
+	ctx := context.Background()
+	s, err := st.Create(ctx, "tenant", store.NewSession{Dir: "/"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	summary := strings.Repeat("The flaky test in runner/journal fails when the writer's batch is retried. ", 60)
+	every := n / (compactions + 1)
+	var (
+		batch     []transcript.Entry
+		rounds    []int64 // the sequence numbers of the rounds' assistant messages
+		seq       int64
+		made      int
+		firstKept int64
+	)
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		if err := st.Append(ctx, "tenant", s.ID, batch); err != nil {
+			tb.Fatal(err)
+		}
+		batch = nil
+	}
+	add := func(p transcript.Payload) {
+		seq++
+		batch = append(batch, transcript.Entry{Seq: seq, Payload: p})
+	}
+	for _, e := range Transcript(n - compactions) {
+		if _, ok := e.Payload.(transcript.AssistantMessage); ok {
+			flush()
+			if made < compactions && len(rounds) > 0 && seq >= int64((made+1)*every) {
+				firstKept = rounds[0]
+				for _, r := range rounds {
+					if r <= seq-keep {
+						firstKept = r
+					}
+				}
+				made++
+				add(transcript.Compaction{
+					Replacement: []transcript.Block{{Type: transcript.BlockText, Text: summary}},
+					FirstKept:   firstKept,
+					Provenance: transcript.Provenance{
+						Trigger: "auto", Provider: "anthropic", Model: "claude-sonnet-4-5",
+						Messages: int(seq - firstKept), TokensBefore: 27_000, TokensAfter: 4_000,
+					},
+				})
+			}
+			rounds = append(rounds, seq+1)
+		}
+		add(e.Payload)
+	}
+	flush()
+	if made != compactions {
+		tb.Fatalf("seeded %d compactions, want %d", made, compactions)
+	}
+	// The tail: every entry from the latest checkpoint's first kept one on,
+	// but the checkpoint itself.
+	return s.ID, int(seq-firstKept+1) - 1
+}

@@ -175,8 +175,11 @@ func (db *DB) Load(ctx context.Context, tenant string, session uuid.UUID) (Sessi
 			return err
 		}
 		applyLatest(&snap, latest)
-		tail = newEntryRows(session, s.EntryCount)
-		return tx.ActiveEntries(ctx, tenant, session, tailStart(snap), tail)
+		// Room for the tail only: after many compactions it is a small
+		// part of the session's entries.
+		from := tailStart(snap)
+		tail = newEntryRows(session, max(0, min(s.EntryCount, s.LastSeq-from+1)))
+		return tx.ActiveEntries(ctx, tenant, session, from, tail)
 	})
 	if err == nil {
 		// Decoded once the transaction is over: the read holds a

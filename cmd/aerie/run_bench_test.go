@@ -310,3 +310,38 @@ func BenchmarkRunLongSession(b *testing.B) {
 }
 
 func median(xs []float64) float64 { return percentile(xs, 50) }
+
+// BenchmarkRunCompactedSession compares the peak RSS of a 2,000-step build
+// with a 32k window, compacted automatically again and again, with that of
+// a 10-step one: what a long task keeps in memory must not grow with its
+// history. It also reports how many compactions the run made.
+func BenchmarkRunCompactedSession(b *testing.B) {
+	const window = 32_000
+	for _, n := range []int{10, 2000} {
+		b.Run("turns="+strconv.Itoa(n), func(b *testing.B) {
+			r := newBenchRun(b).withRSS()
+			r.model.SetContextWindow(testenv.ContextWindow{Tokens: window})
+			var peak float64
+			compactions := 0
+			for b.Loop() {
+				_, evs, rss := r.run(buildSteps(n), "--context-window", strconv.Itoa(window), "Build every step.")
+				peak = max(peak, rss)
+				compactions = 0
+				var end events.Event
+				for _, ev := range evs {
+					switch ev.Type {
+					case events.Compaction:
+						compactions++
+					case events.SessionEnd:
+						end = ev
+					}
+				}
+				if end.Text != "All steps built." {
+					b.Fatalf("session end %s %q: %s", end.Outcome, end.Text, end.Reason)
+				}
+			}
+			b.ReportMetric(peak, "peak-RSS-MiB")
+			b.ReportMetric(float64(compactions), "compactions")
+		})
+	}
+}

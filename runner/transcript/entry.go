@@ -317,12 +317,19 @@ type Layer struct {
 }
 
 // SubagentOutcome records the terminal outcome of a child session in its
-// parent's stream.
+// parent's stream: the answer to the parent's spawn_agent call CallID.
 type SubagentOutcome struct {
 	Session uuid.UUID `json:"session"`
 	Outcome Outcome   `json:"outcome"`
 	Summary string    `json:"summary,omitempty"`
 	Usage   *Usage    `json:"usage,omitempty"`
+	// CallID is the parent's tool call that spawned the child.
+	CallID string `json:"call_id,omitempty"`
+	// AgentType is the child's persona ("" for the session's own).
+	AgentType string `json:"agent_type,omitempty"`
+	// AnswerDigest is the content digest ("sha256:…") of the child's
+	// final answer, which the parent's tool result carries.
+	AnswerDigest string `json:"answer_digest,omitempty"`
 }
 
 // HookVerdict records what lifecycle hooks decided at one point of the

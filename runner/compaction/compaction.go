@@ -113,10 +113,11 @@ type Config struct {
 	// the spec's.
 	SummaryTimeout time.Duration
 	// Restore, when set, returns what the replacement must bring back
-	// besides the summary, given the tail a compaction keeps: context the
-	// replaced messages carried that the tail does not (the project
-	// instructions found deeper in the tree). "" is nothing.
-	Restore func(tail []provider.Message) string
+	// besides the summary, given the messages a compaction replaces and
+	// the tail it keeps: context the replaced messages carried that the
+	// tail does not (the project instructions found deeper in the tree,
+	// the skills read). "" is nothing.
+	Restore func(compacted, tail []provider.Message) string
 
 	// Hooks, when set, are told of each compaction (the lifecycle hooks
 	// PreCompact and SessionStart with source compact).
@@ -279,7 +280,7 @@ func (p *Policy) compact(
 	before := p.tracker.Tokens()
 	text := Replacement(summary, cut.Index, pending)
 	if p.cfg.Restore != nil {
-		if r := p.cfg.Restore(msgs[cut.Index:]); r != "" {
+		if r := p.cfg.Restore(msgs[:cut.Index], msgs[cut.Index:]); r != "" {
 			text += "\n\n" + r
 		}
 	}

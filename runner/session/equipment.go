@@ -2,9 +2,11 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -437,13 +439,63 @@ func (eq *equipment) ensureMCP(ctx context.Context) error {
 	return eq.servers.Ensure(ctx)
 }
 
-// restore is the compaction policy's Restore: the project instructions
-// the compacted messages carried come back in the replacement.
-func (eq *equipment) restore(tail []provider.Message) string {
-	if eq.follower == nil {
-		return ""
+// restorer returns the compaction policy's Restore: the project
+// instructions and the skills the compacted messages carried come back in
+// the replacement. With the usable window known (tokens, 0 unknown) the
+// skills take at most an eighth of it, and never more than their own cap.
+func (eq *equipment) restorer(window int64) func(compacted, tail []provider.Message) string {
+	total := 0
+	if window > 0 {
+		total = int(min(int64(skills.RestoreTotalBytes), window*compaction.BytesPerToken/8))
 	}
-	return eq.follower.Restore(tail)
+	return func(compacted, tail []provider.Message) string { return eq.restore(compacted, tail, total) }
+}
+
+func (eq *equipment) restore(compacted, tail []provider.Message, skillBytes int) string {
+	var parts []string
+	if eq.follower != nil {
+		if r := eq.follower.Restore(tail); r != "" {
+			parts = append(parts, r)
+		}
+	}
+	sr := skills.Restorer{
+		Set:        func() *skills.Set { return eq.ext.Skills },
+		Reads:      eq.reads,
+		TotalBytes: skillBytes,
+	}
+	if r := sr.Restore(compacted, tail); r != "" {
+		parts = append(parts, r)
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// reads returns the absolute paths of the files a read_file call reads:
+// a read of a skill's SKILL.md loads the skill.
+func (eq *equipment) reads(name string, args json.RawMessage) []string {
+	if eq.reg == nil {
+		return nil
+	}
+	t, ok := eq.reg.Lookup(name)
+	if !ok {
+		return nil
+	}
+	for {
+		if rf, ok := t.(*tools.ReadFile); ok {
+			var out []string
+			for _, p := range rf.FilePaths(args) {
+				if !filepath.IsAbs(p) {
+					p = filepath.Join(eq.load.workspace(), p)
+				}
+				out = append(out, filepath.Clean(p))
+			}
+			return out
+		}
+		u, ok := t.(interface{ Unwrap() tools.Tool })
+		if !ok {
+			return nil
+		}
+		t = u.Unwrap()
+	}
 }
 
 // closeFollower releases the workspace the follower reads.

@@ -244,12 +244,13 @@ func (r *run) converse(ctx context.Context) {
 // told. With the window unknown it compacts only a request the model
 // refused as too large.
 func (r *run) compactor() *compaction.Policy {
+	window := compaction.UsableWindow(r.window, r.opts.Model.MaxOutputTokens)
 	return compaction.New(compaction.Config{
-		Window:     compaction.UsableWindow(r.window, r.opts.Model.MaxOutputTokens),
+		Window:     window,
 		Summarizer: r.summarizer,
 		Provider:   r.summarySettings.Provider,
 		Model:      r.summarySettings.Model,
-		Restore:    r.eq.restore,
+		Restore:    r.eq.restorer(window),
 		Hooks:      compactHooks{r.eq},
 	})
 }

@@ -484,7 +484,7 @@ func (d *discovery) walk(dir string) {
 		d.items = make([]item, 0, len(entries))
 	}
 	for _, e := range entries {
-		if e.Name() == "SKILL.md" {
+		if e.Name() == fileName {
 			r := d.treeRead.read(path.Join(dir, "SKILL.md"))
 			d.skill(dir, r)
 			r.release()

@@ -77,7 +77,7 @@ func (t *Tool) Run(ctx context.Context, call json.RawMessage) tools.Result {
 	if !ok {
 		return errorf("%v", t.set.notAvailable(name))
 	}
-	if f := strings.TrimSpace(args.File); f != "" && f != "SKILL.md" && f != "./SKILL.md" {
+	if f := strings.TrimSpace(args.File); !readsSkill(f) {
 		return t.file(sk, f)
 	}
 	content, err := sk.Content()
@@ -87,6 +87,13 @@ func (t *Tool) Run(ctx context.Context, call json.RawMessage) tools.Result {
 	return tools.Result{Content: fmt.Sprintf(
 		"Skill %s\nDirectory: %s (files the skill refers to are relative to it)\n\n%s", sk.Name, sk.Dir, content)}
 }
+
+// fileName is the name of a skill's file.
+const fileName = "SKILL.md"
+
+// readsSkill reports whether a skill tool call's file argument (trimmed)
+// reads the skill itself.
+func readsSkill(file string) bool { return file == "" || file == fileName || file == "./"+fileName }
 
 // file reads a file of the skill's directory, or lists a directory.
 func (t *Tool) file(sk Skill, name string) tools.Result {

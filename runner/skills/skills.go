@@ -3,7 +3,8 @@
 // use them: a catalog of names and descriptions for the system prompt, a
 // `skill` tool that reads a skill in full when a task calls for it, and
 // the attachment of skills named in a prompt (/release-notes,
-// /skill:release-notes, /review:checklist).
+// /skill:release-notes, /review:checklist), and the skills a compaction
+// re-attaches after the messages that read them are summarized (Restorer).
 //
 // Skills are searched, first one first, in the working directory's
 // .agents/skills and .claude/skills, the skills/ directory of every

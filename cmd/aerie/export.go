@@ -25,12 +25,15 @@ type exportFlags struct {
 	format, output string
 	// db and namespace reach a cluster session: its store and its tenant.
 	db, namespace string
+	// originals inlines the originals of shortened results (Markdown).
+	originals bool
 }
 
 // exportStore is what export needs of runner/store.
 type exportStore interface {
 	Resolve(ctx context.Context, tenant, ref string) (store.Session, error)
 	Entries(ctx context.Context, tenant string, session uuid.UUID) ([]transcript.Entry, error)
+	ToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string) ([]byte, error)
 }
 
 func newSessionExportCmd(a *app) *cobra.Command {
@@ -56,6 +59,11 @@ Formats:
             tools a run offered: the first step says the prompt is not
             recorded and no tool definitions are listed.
 
+A tool result the model saw shortened (capped, or compressed with
+compress_context) is marked in the Markdown transcript with the aerie session
+output command that prints its byte-exact original; --originals shows each
+original in full under its result instead.
+
 -o FILE replaces FILE atomically (a reader never sees a part of it); without
 -o, or with -o -, the export goes to standard output.
 
@@ -79,6 +87,8 @@ AgentSession.`,
 		"the session database `URL` (default: $"+runconfig.DatabaseURLEnv+", then database_url of the global config)")
 	fl.StringVar(&f.namespace, "namespace", "",
 		"export a cluster session: the `namespace` its entries are stored under (default: this directory's sessions)")
+	fl.BoolVar(&f.originals, "originals", false,
+		"markdown: show the original of each shortened tool result under it")
 	return cmd
 }
 
@@ -112,7 +122,10 @@ func (a *app) exportSession(cmd *cobra.Command, ref string, f exportFlags) error
 	}
 	defer closeStore(cmd, st)
 	var out bytes.Buffer
-	if err := a.renderSession(ctx, &out, st, tenant, ref, format); err != nil {
+	if f.originals && format != export.Markdown {
+		return fmt.Errorf("export: --originals is for --format markdown (aerie session output prints one original)")
+	}
+	if err := a.renderSession(ctx, &out, st, tenant, ref, format, f); err != nil {
 		return err
 	}
 	if f.output == "" || f.output == "-" {
@@ -128,7 +141,7 @@ func (a *app) exportSession(cmd *cobra.Command, ref string, f exportFlags) error
 
 // renderSession writes the export of the session ref names in tenant.
 func (a *app) renderSession(
-	ctx context.Context, w io.Writer, st exportStore, tenant, ref string, format export.Format,
+	ctx context.Context, w io.Writer, st exportStore, tenant, ref string, format export.Format, f exportFlags,
 ) error {
 	sess, err := resolveExported(ctx, st, tenant, ref)
 	if err != nil {
@@ -138,11 +151,18 @@ func (a *app) renderSession(
 	if err != nil {
 		return fmt.Errorf("read %s: %w", describeSession(sess), err)
 	}
-	err = export.Write(w, format, export.Input{
-		Session: trajectorySession(sess),
-		Entries: entries,
-		Agent:   atif.AgentInfo{Version: a.version}, // named aerie by default
-	})
+	in := export.Input{
+		Session:         trajectorySession(sess),
+		Entries:         entries,
+		Agent:           atif.AgentInfo{Version: a.version}, // named aerie by default
+		OriginalCommand: outputCommand(sess.ID, f.namespace),
+	}
+	if f.originals {
+		o := originals{st: st, tenant: tenant, session: sess.ID, entries: entries,
+			sidecars: a.sidecarDirs(outputFlags{namespace: f.namespace})}
+		in.Original = func(callID string) ([]byte, error) { return o.original(ctx, callID) }
+	}
+	err = export.Write(w, format, in)
 	if err != nil {
 		return fmt.Errorf("export %s: %w", describeSession(sess), err)
 	}

@@ -65,6 +65,7 @@ failure, such as an unknown or ambiguous SESSION or an invalid fork cut.`,
 		newSessionSwitchCmd(a),
 		newSessionDeleteCmd(a),
 		newSessionExportCmd(a),
+		newSessionOutputCmd(a),
 		newSessionCompactCmd(a),
 	)
 	return cmd

@@ -18,7 +18,6 @@ var skillsTree = map[string]string{
 		"LINT-RULE: run the linter twice.\n",
 }
 
-
 // TestRunSkillsAfterCompaction reads two skills, then runs a long task
 // within a small window: every request after a compaction carries both
 // skills once, in the replacement; so does the first request of a resumed

@@ -409,9 +409,9 @@ func newCancelCmd() *cobra.Command {
 
 func newLogsCmd() *cobra.Command {
 	var (
-		kube               kubeFlags
-		follow, transcript bool
-		db                 string
+		kube                          kubeFlags
+		follow, transcript, originals bool
+		db, toolOutput                string
 	)
 	cmd := &cobra.Command{
 		Use:   "logs NAME",
@@ -422,21 +422,25 @@ func newLogsCmd() *cobra.Command {
 the session store (every attempt, compacted entries included): aerie, found
 beside kubectl-aerie or on PATH, runs aerie session export on the session's
 stored id, in its namespace, with the database of --db (default:
-$` + runconfig.DatabaseURLEnv + `).`,
+$` + runconfig.DatabaseURLEnv + `). A tool result the model saw shortened
+(capped, or compressed) is marked in it; --originals shows each original in
+full under its result, and --tool-output CALL_ID prints one original's bytes
+alone (aerie session output).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if transcript && follow {
-				return errors.New("--transcript and --follow are exclusive: the transcript is read from the store once")
-			}
-			if !transcript && cmd.Flags().Changed("db") {
-				return errors.New("--db is for --transcript")
+			if err := logsFlagsConflict(cmd, transcript, follow, toolOutput != ""); err != nil {
+				return err
 			}
 			kc, err := kube.client()
 			if err != nil {
 				return err
 			}
-			if transcript {
-				return kc.transcript(cmd, args[0], cmp.Or(db, os.Getenv(runconfig.DatabaseURLEnv)))
+			db = cmp.Or(db, os.Getenv(runconfig.DatabaseURLEnv))
+			switch {
+			case transcript:
+				return kc.transcript(cmd, args[0], db, originals)
+			case toolOutput != "":
+				return kc.toolOutput(cmd, args[0], db, toolOutput)
 			}
 			s, err := kc.get(cmd.Context(), args[0])
 			if err != nil {
@@ -458,7 +462,27 @@ $` + runconfig.DatabaseURLEnv + `).`,
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream the log while the pod runs")
 	cmd.Flags().BoolVar(&transcript, "transcript", false,
 		"print the session's transcript (Markdown) from the session store")
+	cmd.Flags().BoolVar(&originals, "originals", false,
+		"with --transcript: show the original of each shortened tool result under it")
+	cmd.Flags().StringVar(&toolOutput, "tool-output", "",
+		"print the byte-exact original of the tool call `CALL_ID`'s shortened result, from the session store")
 	cmd.Flags().StringVar(&db, "db", "",
-		"the session store's database `URL`, for --transcript (default: $"+runconfig.DatabaseURLEnv+")")
+		"the session store's database `URL`, for --transcript and --tool-output (default: $"+runconfig.DatabaseURLEnv+")")
 	return cmd
+}
+
+// logsFlagsConflict refuses the logs options that do not go together:
+// what is read from the store is read once, and only it takes --db.
+func logsFlagsConflict(cmd *cobra.Command, transcript, follow, toolOutput bool) error {
+	switch {
+	case transcript && follow:
+		return errors.New("--transcript and --follow are exclusive: the transcript is read from the store once")
+	case toolOutput && (transcript || follow):
+		return errors.New("--tool-output prints one original alone: give it without --transcript and --follow")
+	case cmd.Flags().Changed("originals") && !transcript:
+		return errors.New("--originals is for --transcript")
+	case !transcript && !toolOutput && cmd.Flags().Changed("db"):
+		return errors.New("--db is for --transcript and --tool-output")
+	}
+	return nil
 }

@@ -25,10 +25,27 @@ const aerieBinary = "aerie"
 // and its tenant is its namespace, as the runner stores it. The database
 // URL goes to aerie in $AERIE_DATABASE_URL rather than on its command line,
 // where any user of the machine could read a password in it.
-func (c *kubeClient) transcript(cmd *cobra.Command, name, db string) error {
+func (c *kubeClient) transcript(cmd *cobra.Command, name, db string, originals bool) error {
+	args := []string{"export", "", "--format", "markdown"}
+	if originals {
+		args = append(args, "--originals")
+	}
+	return c.fromStore(cmd, name, db, "--transcript", args...)
+}
+
+// toolOutput writes the byte-exact original of the AgentSession name's tool
+// call callID, a result the model saw shortened, with aerie session output.
+func (c *kubeClient) toolOutput(cmd *cobra.Command, name, db, callID string) error {
+	return c.fromStore(cmd, name, db, "--tool-output", "output", "", callID)
+}
+
+// fromStore runs `aerie session ARGS --namespace NS` for the stored
+// session of the AgentSession name, its id in place of args[1]. flag names
+// the option that asked, for the errors.
+func (c *kubeClient) fromStore(cmd *cobra.Command, name, db, flag string, args ...string) error {
 	if db == "" {
-		return fmt.Errorf("--transcript reads the session store: give its URL with --db or $%s "+
-			"(the database the controller's --database-secret names)", runconfig.DatabaseURLEnv)
+		return fmt.Errorf("%s reads the session store: give its URL with --db or $%s "+
+			"(the database the controller's --database-secret names)", flag, runconfig.DatabaseURLEnv)
 	}
 	s, err := c.get(cmd.Context(), name)
 	if err != nil {
@@ -41,13 +58,14 @@ func (c *kubeClient) transcript(cmd *cobra.Command, name, db string) error {
 	}
 	path, err := cli.FindCompanion(aerieBinary)
 	if errors.Is(err, cli.ErrNoCompanion) {
-		return errors.New("--transcript needs aerie beside kubectl-aerie or on PATH: build both with `make build`, " +
+		return errors.New(flag + " needs aerie beside kubectl-aerie or on PATH: build both with `make build`, " +
 			"or install it with `go install github.com/aerie-run/aerie/cmd/aerie@VERSION` (the version of your kubectl-aerie)")
 	}
 	if err != nil {
 		return err
 	}
-	return runAerie(cmd, path, db, "session", "export", id, "--format", "markdown", "--namespace", s.Namespace)
+	args[1] = id
+	return runAerie(cmd, path, db, append(append([]string{"session"}, args...), "--namespace", s.Namespace)...)
 }
 
 // runAerie runs aerie with args, its output and errors the command's. A

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +58,36 @@ func storeAsRunner(t *testing.T, path, namespace string, id uuid.UUID) {
 	}
 }
 
+// storeShortened adds to the session a listing the model saw compressed,
+// its original kept in the store as a runner pod keeps it, and returns the
+// original.
+func storeShortened(t *testing.T, path, namespace string, id uuid.UUID) string {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	var original strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&original, "file_%04d.txt (0 bytes)\n", i)
+	}
+	view := "file_0000.txt (0 bytes)\n[... 999 more files]\n" +
+		"[directory listing output compressed from 24000 to 40 bytes; the original (sha256:00) in full: retrieve(handle=c2)]"
+	entries := []transcript.Entry{
+		{Seq: 9, Payload: transcript.ToolCall{CallID: "c2", Name: "list_directory", Input: json.RawMessage(`{"path":"many"}`)}},
+		{Seq: 10, Payload: transcript.ToolResult{CallID: "c2", Content: []transcript.Block{{Type: transcript.BlockText, Text: view}}}},
+		{Seq: 11, Payload: transcript.ToolCompletion{CallID: "c2", Status: transcript.ToolOK}},
+	}
+	if err := st.Append(t.Context(), namespace, id, entries); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutToolOutput(t.Context(), namespace, id, "c2", []byte(original.String())); err != nil {
+		t.Fatal(err)
+	}
+	return original.String()
+}
+
 // TestLogsTranscript prints the transcript of an AgentSession from a SQLite
 // session store: kubectl-aerie resolves the session to its stored id and
 // has the aerie beside it export it, as kubectl-aerie and through aerie.
@@ -89,6 +121,7 @@ func TestLogsTranscript(t *testing.T) {
 	}
 	db := filepath.Join(t.TempDir(), "sessions.db")
 	storeAsRunner(t, db, ns, uuid.MustParse(string(s.UID)))
+	original := storeShortened(t, db, ns, uuid.MustParse(string(s.UID)))
 
 	const systemPath = "/usr/local/bin:/usr/bin:/bin"
 	run := func(t *testing.T, env []string, path string, args ...string) (stdout, stderr string, code int) {
@@ -134,6 +167,27 @@ func TestLogsTranscript(t *testing.T) {
 		})
 	}
 
+	t.Run("originals", func(t *testing.T) {
+		t.Parallel()
+		for _, program := range []string{"kubectl-aerie", "aerie"} {
+			dbFlag := []string{"--db", "sqlite://" + db}
+			out, stderr, code := run(t, nil, filepath.Join(bin, program), append(append([]string{"logs", "fix-tests", "--tool-output", "c2"}, kube...), dbFlag...)...)
+			if code != 0 || out != original {
+				t.Errorf("%s logs --tool-output: exit %d, %q, want %q\n%s", program, code, out, original, stderr)
+			}
+			out, stderr, code = run(t, nil, filepath.Join(bin, program), append(append([]string{"logs", "fix-tests", "--transcript", "--originals"}, kube...), dbFlag...)...)
+			for _, want := range []string{
+				"The original: `aerie session output " + string(s.UID) + " c2 --namespace " + ns + "`",
+				"Original of `c2` (" + strconv.Itoa(len(original)) + " bytes):",
+				"file_0999.txt",
+			} {
+				if code != 0 || !strings.Contains(out, want) {
+					t.Errorf("%s logs --transcript --originals: exit %d, no %q\n%s", program, code, want, stderr)
+				}
+			}
+		}
+	})
+
 	t.Run("refusals", func(t *testing.T) {
 		t.Parallel()
 		dbFlag := []string{"--db", "sqlite://" + db}
@@ -148,6 +202,7 @@ func TestLogsTranscript(t *testing.T) {
 			{"no database", filepath.Join(bin, "kubectl-aerie"), []string{"fix-tests"}, 1, []string{"--db", "$AERIE_DATABASE_URL"}},
 			{"no session id yet", filepath.Join(bin, "kubectl-aerie"), append([]string{"pending"}, dbFlag...), 1, []string{"session pending has no stored session id yet"}},
 			{"no aerie", filepath.Join(alone, "kubectl-aerie"), append([]string{"fix-tests"}, dbFlag...), 1, []string{"needs aerie", "go install github.com/aerie-run/aerie/cmd/aerie@"}},
+			{"originals without the transcript", filepath.Join(bin, "kubectl-aerie"), append([]string{"fix-tests", "--tool-output", "c2", "--originals"}, dbFlag...), 1, []string{"--tool-output prints one original alone"}},
 			{"another database", filepath.Join(bin, "kubectl-aerie"), []string{"fix-tests", "--db", "sqlite://" + filepath.Join(t.TempDir(), "none.db")}, 1, []string{"no session database at"}},
 		} {
 			args := append(append([]string{"logs", "--transcript"}, kube...), tt.args...)

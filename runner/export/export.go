@@ -53,6 +53,14 @@ type Input struct {
 	// Agent names the program that exports, for the trajectory's agent
 	// block; its Version must not be empty for ATIF.
 	Agent atif.AgentInfo
+	// OriginalCommand, when set, is the command that prints the original
+	// of a tool call's result the model saw shortened (capped or
+	// compressed); the Markdown transcript names it under such a result.
+	OriginalCommand func(callID string) string
+	// Original, when set, returns that original, which the Markdown
+	// transcript then shows in full under the result; an error says why
+	// it cannot (none was kept, the store failed).
+	Original func(callID string) ([]byte, error)
 }
 
 // Write renders in as f to w.

@@ -219,3 +219,22 @@ func TestFormats(t *testing.T) {
 		t.Errorf("an empty session:\n%s", got)
 	}
 }
+
+func TestShortened(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		text string
+		want bool
+	}{
+		{"view\n[json output compressed from 9 to 3 bytes; the original (sha256:ab) in full: retrieve(handle=c1)]", true},
+		{"head\n\n[... 10 bytes dropped; full output: retrieve(handle=c1) ...]\n\ntail", true},
+		{"head\n\n[... 10 bytes dropped; full output in /tmp/raw/s_c1.txt ...]\n\ntail", true},
+		{"head\n\n[... 10 bytes dropped ...]\n\ntail", false}, // nothing kept
+		{"a view naming retrieve(handle=c2)", false},          // another call's
+		{"whole", false},
+	} {
+		if got := Shortened(c.text, "c1"); got != c.want {
+			t.Errorf("Shortened(%q) = %v, want %v", c.text, got, c.want)
+		}
+	}
+}

@@ -25,10 +25,16 @@ type markdown struct {
 	// shown are the call ids whose call the transcript already shows.
 	shown     map[string]bool
 	lastUsage *transcript.Usage
+	// command and original are Input's OriginalCommand and Original.
+	command  func(callID string) string
+	original func(callID string) ([]byte, error)
 }
 
 func writeMarkdown(w io.Writer, in Input) error {
-	m := &markdown{w: bufio.NewWriter(w), calls: map[string]string{}, shown: map[string]bool{}}
+	m := &markdown{
+		w: bufio.NewWriter(w), calls: map[string]string{}, shown: map[string]bool{},
+		command: in.OriginalCommand, original: in.Original,
+	}
 	m.header(in)
 	for _, e := range in.Entries {
 		m.entry(e)
@@ -236,7 +242,40 @@ func (m *markdown) toolResult(e transcript.Entry, r transcript.ToolResult) {
 		m.printf("(no output)\n\n")
 		return
 	}
-	m.fenced("", strings.Join(texts, "\n\n"))
+	text := strings.Join(texts, "\n\n")
+	m.fenced("", text)
+	if Shortened(text, r.CallID) {
+		m.shortened(r.CallID)
+	}
+}
+
+// Shortened reports whether a tool result's text is one the model saw
+// shortened with its original kept: a compressed view, or a capped output
+// whose full text was kept, both of which say where.
+func Shortened(text, callID string) bool {
+	return strings.Contains(text, "retrieve(handle="+callID+")") ||
+		strings.Contains(text, " bytes dropped; full output in ")
+}
+
+// shortened says, under a shortened result, how to read its original,
+// and shows it when the export inlines originals.
+func (m *markdown) shortened(callID string) {
+	switch {
+	case m.command != nil:
+		m.printf("The model saw this result shortened. The original: `%s`\n\n", m.command(callID))
+	default:
+		m.printf("The model saw this result shortened; its original was kept.\n\n")
+	}
+	if m.original == nil {
+		return
+	}
+	b, err := m.original(callID)
+	if err != nil {
+		m.printf("Original of `%s`: not available (%v).\n\n", callID, err)
+		return
+	}
+	m.printf("Original of `%s` (%d bytes):\n\n", callID, len(b))
+	m.fenced("", string(b))
 }
 
 func (m *markdown) toolCompletion(e transcript.Entry, c transcript.ToolCompletion) {

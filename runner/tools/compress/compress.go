@@ -7,7 +7,10 @@
 // to have it back, is the caller's job (tools.Capper).
 package compress
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Kind is the structure a view was made for.
 type Kind string
@@ -110,4 +113,19 @@ func notes(ls []string) (body, tail []string) {
 		end--
 	}
 	return ls[:end], ls[end:]
+}
+
+// moreGroups writes the line that ends a view which leaves n groups out
+// (directories of a listing, files of a search): how many, what they hold
+// (what), and the paths of the first limit of them.
+func moreGroups(b *strings.Builder, what string, n, limit int, path func(i int) string) {
+	fmt.Fprintf(b, "… %d more %s:", n, what)
+	for i := range n {
+		if i == limit {
+			fmt.Fprintf(b, " … (%d more)", n-i)
+			break
+		}
+		b.WriteString(" " + path(i))
+	}
+	b.WriteByte('\n')
 }

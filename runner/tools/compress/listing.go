@@ -152,15 +152,8 @@ func renderListing(parsed any, level int) string {
 		for _, d := range rest {
 			n += len(d.entries)
 		}
-		fmt.Fprintf(&b, "… %d more directories with %d entries:", len(rest), n)
-		for i, d := range rest {
-			if i == 3*l.dirs {
-				fmt.Fprintf(&b, " … (%d more)", len(rest)-i)
-				break
-			}
-			b.WriteString(" " + d.path)
-		}
-		b.WriteByte('\n')
+		moreGroups(&b, fmt.Sprintf("directories with %d entries", n), len(rest), 3*l.dirs,
+			func(i int) string { return rest[i].path })
 	}
 	if out.other > 0 {
 		fmt.Fprintf(&b, "(%d lines that are not entries left out)\n", out.other)

@@ -120,15 +120,8 @@ func renderSearch(parsed any, level int) string {
 		for _, f := range rest {
 			matches += len(f.matches)
 		}
-		fmt.Fprintf(&b, "… %d more files with %d matches:", len(rest), matches)
-		for i, f := range rest {
-			if i == 3*l.files {
-				fmt.Fprintf(&b, " … (%d more)", len(rest)-i)
-				break
-			}
-			b.WriteString(" " + f.path)
-		}
-		b.WriteByte('\n')
+		moreGroups(&b, fmt.Sprintf("files with %d matches", matches), len(rest), 3*l.files,
+			func(i int) string { return rest[i].path })
 	}
 	for _, o := range out.other[:min(len(out.other), l.files)] {
 		b.WriteString(clip(o, max(l.text, 80)) + "\n")

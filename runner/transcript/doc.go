@@ -12,7 +12,8 @@
 // ProviderChange, ModelChange, PersonaChange and ReasoningChange, Usage
 // snapshots, completion Checkpoints, Compaction checkpoints, Fork metadata,
 // SubagentOutcomes, the Layers record of the extension layers each run used
-// and the HookVerdicts of lifecycle hooks. The set is closed: every kind a
+// the HookVerdicts of lifecycle hooks, and the ApprovalRequests and
+// ApprovalDecisions of tool calls a hook asked a person about. The set is closed: every kind a
 // store holds has its decoder here. How a run ended is an Outcome, as
 // checkpoints store it.
 //

@@ -36,6 +36,8 @@ const (
 	KindSubagentOutcome  EntryKind = "subagent_outcome"
 	KindLayers           EntryKind = "layers"
 	KindHookVerdict      EntryKind = "hook_verdict"
+	KindApprovalRequest  EntryKind = "approval_request"
+	KindApprovalDecision EntryKind = "approval_decision"
 )
 
 // KindOf returns the EntryKind stored as b. It does not allocate for the
@@ -75,6 +77,10 @@ func KindOf(b []byte) EntryKind {
 		return KindLayers
 	case KindHookVerdict:
 		return KindHookVerdict
+	case KindApprovalRequest:
+		return KindApprovalRequest
+	case KindApprovalDecision:
+		return KindApprovalDecision
 	}
 	return EntryKind(b)
 }
@@ -248,6 +254,11 @@ const (
 	OutcomeModelError Outcome = "model_error"
 	// OutcomeFailed: aerie itself failed (configuration, storage at launch).
 	OutcomeFailed Outcome = "failed"
+	// OutcomeAwaitingApproval: a hook asked a person to approve a tool
+	// call, and the session paused with the call pending (an
+	// ApprovalRequest entry) until a decision (an ApprovalDecision entry)
+	// lets a resumed run go on.
+	OutcomeAwaitingApproval Outcome = "awaiting_approval"
 )
 
 // Checkpoint records that a turn completed, and how. The latest one is the
@@ -375,6 +386,36 @@ type HookApproval struct {
 	Policy  string `json:"policy,omitempty"`
 }
 
+// ApprovalRequest records a tool call a hook asked a person to approve,
+// under the "ask" approval policy: the call (its ToolCall entry comes
+// before) did not run, and the session paused. It stays pending until an
+// ApprovalDecision for CallID follows it; a resumed run then journals the
+// call again (a ToolCall entry after this one) before it runs it, so that
+// an approved call runs once even if that run crashes.
+type ApprovalRequest struct {
+	// CallID and Tool name the pending call.
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Preview is the start of the call's arguments, for a person to read
+	// (the whole arguments are in the ToolCall entry).
+	Preview string `json:"preview,omitempty"`
+	// Hooks are the hooks that asked, and Reason their reasons.
+	Hooks  []string `json:"hooks,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+}
+
+// ApprovalDecision records a person's decision on the pending call CallID
+// (an ApprovalRequest): allowed, it runs when the session resumes; denied,
+// the model gets an error result with Reason.
+type ApprovalDecision struct {
+	CallID  string `json:"call_id"`
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason,omitempty"`
+	// By says where the decision came from: "aerie approve",
+	// "spec.approvals", "approvals.toml", "approvalTimeout".
+	By string `json:"by,omitempty"`
+}
+
 // HookRun is one hook of a HookVerdict.
 type HookRun struct {
 	// Hook identifies the hook: its file and its place in it.
@@ -413,6 +454,8 @@ func (Fork) EntryKind() EntryKind             { return KindFork }
 func (SubagentOutcome) EntryKind() EntryKind  { return KindSubagentOutcome }
 func (Layers) EntryKind() EntryKind           { return KindLayers }
 func (HookVerdict) EntryKind() EntryKind      { return KindHookVerdict }
+func (ApprovalRequest) EntryKind() EntryKind  { return KindApprovalRequest }
+func (ApprovalDecision) EntryKind() EntryKind { return KindApprovalDecision }
 
 func (m UserMessage) validate() error      { return validateBlocks(m.Content) }
 func (m AssistantMessage) validate() error { return validateBlocks(m.Content) }
@@ -520,6 +563,23 @@ func (v HookVerdict) validate() error {
 	return nil
 }
 
+func (r ApprovalRequest) validate() error {
+	switch {
+	case r.CallID == "":
+		return errors.New("approval request without call id")
+	case r.Tool == "":
+		return errors.New("approval request without tool name")
+	}
+	return nil
+}
+
+func (d ApprovalDecision) validate() error {
+	if d.CallID == "" {
+		return errors.New("approval decision without call id")
+	}
+	return nil
+}
+
 func validateBlocks(blocks []Block) error {
 	for i, b := range blocks {
 		if b.Type == "" {
@@ -565,6 +625,10 @@ func decodePayload(kind EntryKind, data []byte) (Payload, error) {
 		return decodeAs[Layers](data)
 	case KindHookVerdict:
 		return decodeAs[HookVerdict](data)
+	case KindApprovalRequest:
+		return decodeAs[ApprovalRequest](data)
+	case KindApprovalDecision:
+		return decodeAs[ApprovalDecision](data)
 	}
 	return nil, errors.New("unknown entry kind")
 }

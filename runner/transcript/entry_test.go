@@ -45,6 +45,8 @@ func TestDecodeEntryRoundTrip(t *testing.T) {
 			Approval: &transcript.HookApproval{Reason: "nobody can approve", Policy: "deny"}, UpdatedInput: json.RawMessage(`{"a":2}`),
 			Context: "ctx", SystemMessages: []string{"m"}, Stop: true, StopReason: "s",
 			Runs: []transcript.HookRun{{Hook: "/h.yaml#PreToolUse[0].hooks[0]", Exit: 0, Duration: time.Second, Decision: "ask", Reason: "sure?"}, {Hook: "x", Exit: -1, Skipped: "modified"}}},
+		transcript.ApprovalRequest{CallID: "c", Tool: "bash", Preview: `{"command":"rm -rf build"}`, Hooks: []string{"h#0"}, Reason: "rm needs a person"},
+		transcript.ApprovalDecision{CallID: "c", Allowed: true, Reason: "fine", By: "aerie approve"},
 	}
 	for _, p := range payloads {
 		t.Run(string(p.EntryKind()), func(t *testing.T) {
@@ -91,6 +93,10 @@ func TestDecodeEntryRejects(t *testing.T) {
 		{"outcome without session", "subagent_outcome", `{"outcome":"done"}`, "without session"},
 		{"verdict without event", "hook_verdict", `{"decision":"block"}`, "without event"},
 		{"verdict run without hook", "hook_verdict", `{"event":"Stop","runs":[{"exit":0}]}`, "run 0 without hook"},
+		{"approval request without call", "approval_request", `{"tool":"bash"}`, "approval request without call id"},
+		{"approval request without tool", "approval_request", `{"call_id":"c"}`, "without tool name"},
+		{"approval decision without call", "approval_decision", `{"allowed":true}`, "approval decision without call id"},
+		{"approval decision allowed not a boolean", "approval_decision", `{"call_id":"c","allowed":"yes"}`, "decode payload"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

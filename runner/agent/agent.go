@@ -195,6 +195,9 @@ type Result struct {
 	JournalErr error
 	// Compactions are the compactions made during the run, in order.
 	Compactions []transcript.Provenance
+	// Approval is the tool call the run paused on, with
+	// OutcomeAwaitingApproval.
+	Approval *transcript.ApprovalRequest
 }
 
 // Errors that end a run, as context causes. Cancel the context of Run with
@@ -247,8 +250,11 @@ func (l *Loop) Run(ctx context.Context, prompt string) Result {
 		}
 		calls := resp.Message.ToolCalls()
 		if len(calls) > 0 {
-			endTurn := l.runTools(ctx, calls)
+			endTurn, await := l.runTools(ctx, calls)
 			l.turnBarrier(ctx)
+			if await != nil {
+				return l.end(ctx, awaiting(*await))
+			}
 			if endTurn != "" && ctx.Err() == nil {
 				// A hook ended the turn: the run is over, as the model's
 				// own end of turn would have it, and says why.
@@ -417,11 +423,18 @@ func addUsage(u transcript.Usage, r provider.Usage) transcript.Usage {
 // call left unrun because the run was stopped, or because a call before it
 // ended the turn, still gets a result, so the conversation stays
 // well-formed for a resume. endTurn is the reason of the call that ended
-// the turn, if one did.
-func (l *Loop) runTools(ctx context.Context, calls []provider.Content) (endTurn string) {
+// the turn, if one did. A call that awaits a person's approval gets no
+// result but an ApprovalRequest entry, and the calls after it are not
+// run: await is that request, and the run pauses on it (a resumed run
+// answers it, see ResolveApproval).
+func (l *Loop) runTools(ctx context.Context, calls []provider.Content) (endTurn string, await *transcript.ApprovalRequest) {
 	results := make([]provider.Content, 0, len(calls))
 	var first int64
 	for _, c := range calls {
+		if await != nil && endTurn == "" {
+			endTurn = fmt.Sprintf("the session paused for a person to approve call %s (%s); make this call again if it is still needed",
+				await.CallID, await.Tool)
+		}
 		callSeq := l.append(transcript.ToolCall{CallID: c.ToolCallID, Name: c.ToolName, Input: storedArguments(c.Arguments)})
 		if first == 0 {
 			first = callSeq
@@ -457,6 +470,10 @@ func (l *Loop) runTools(ctx context.Context, calls []provider.Content) (endTurn 
 			res = l.cfg.Tools.Run(ctx, c.ToolCallID, c.ToolName, json.RawMessage(c.Arguments))
 			status = toolStatus(ctx, res)
 			endTurn = res.EndTurn
+			if res.Await != nil && ctx.Err() == nil {
+				await = l.requestApproval(c, *res.Await)
+				continue
+			}
 		}
 		d := time.Since(start)
 		results = append(results, provider.ToolResult(c.ToolCallID, res.Content, res.IsError))
@@ -475,8 +492,10 @@ func (l *Loop) runTools(ctx context.Context, calls []provider.Content) (endTurn 
 			Text: res.Content, IsError: res.IsError, Status: string(status), Duration: d, Process: res.Process,
 		})
 	}
-	l.addMessage(provider.Message{Role: provider.RoleTool, Content: results}, first)
-	return endTurn
+	if len(results) > 0 {
+		l.addMessage(provider.Message{Role: provider.RoleTool, Content: results}, first)
+	}
+	return endTurn, await
 }
 
 // addMessage adds a message to the conversation, with the sequence number

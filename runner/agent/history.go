@@ -192,7 +192,8 @@ func closeCalls(msgs []provider.Message, started map[string]bool) []provider.Mes
 // but not its completion gets the completion. The session's conversation
 // then stays as the model will see it, and its last calls are closed, so a
 // fork can cut after them. Calls left open before later messages, by older
-// versions, are left to History.
+// versions, are left to History. A call pending a person's approval (see
+// PendingApproval) is left open.
 func Unanswered(snap transcript.Snapshot) []transcript.Payload {
 	last := -1
 	for i, e := range snap.Entries {
@@ -219,9 +220,12 @@ func Unanswered(snap transcript.Snapshot) []transcript.Payload {
 			completed[p.CallID] = true
 		}
 	}
+	// A call paused for a person's approval is not interrupted: it waits
+	// for its decision (see ResolveApproval).
+	pending, paused := PendingApproval(snap)
 	var out []transcript.Payload
 	for _, b := range snap.Entries[last].Payload.(transcript.AssistantMessage).Content {
-		if b.Type != transcript.BlockToolUse {
+		if b.Type != transcript.BlockToolUse || (paused && b.ID == pending.Call.CallID) {
 			continue
 		}
 		res, answered := results[b.ID]

@@ -34,8 +34,13 @@ const (
 	// what started it, how many messages it replaced, and the estimated
 	// tokens of the next request before and after.
 	Compaction Type = "compaction"
-	End        Type = "end"
-	SessionEnd Type = "session_end"
+	// ApprovalRequested reports a tool call a hook asked a person to
+	// approve, under the "ask" policy: the session pauses on it (outcome
+	// awaiting_approval) until a decision. CallID and Tool name the call,
+	// Arguments is a preview of its arguments, Reason the hooks' reason.
+	ApprovalRequested Type = "approval_requested"
+	End               Type = "end"
+	SessionEnd        Type = "session_end"
 )
 
 // Event is one thing that happened in a run, for people and programs

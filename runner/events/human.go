@@ -56,6 +56,12 @@ func (h *Human) Observe(e Event) {
 		for _, m := range e.Messages {
 			h.linef("◆ %s hook: %s", strings.SplitN(e.Status, ":", 2)[0], m)
 		}
+	case ApprovalRequested:
+		line := fmt.Sprintf("⏸ %s %s awaits a person's approval (call %s)", e.Tool, preview(e.Arguments), e.CallID)
+		if e.Reason != "" {
+			line += ": " + e.Reason
+		}
+		h.linef("%s", line)
 	case Reload:
 		line := "↻ extensions " + e.Status
 		if e.Reason != "" {

@@ -360,13 +360,19 @@ func (e *Engine) fire(ctx context.Context, in Input, target string) (Verdict, er
 	}
 	v.Context = strings.Join(contexts, "\n")
 	if v.Decision == Ask {
-		ap := e.opts.Approve(ctx, ApprovalRequest{
-			Tool: in.ToolName, Input: in.ToolInput, Hooks: asked, Reason: strings.Join(askReasons, "; "),
-		})
+		ap, ok := decisionFrom(ctx)
+		if !ok {
+			ap = e.opts.Approve(ctx, ApprovalRequest{
+				Tool: in.ToolName, Input: in.ToolInput, Hooks: asked, Reason: strings.Join(askReasons, "; "),
+			})
+		}
 		v.Approval = &ap
-		if ap.Allowed {
+		switch {
+		case ap.Pending:
+			v.Reason, v.Asked = ap.Reason, asked
+		case ap.Allowed:
 			v.Decision = Allow
-		} else {
+		default:
 			v.Decision = Block
 			reasons = append(reasons, ap.Reason)
 		}

@@ -236,6 +236,38 @@ func TestAskPolicy(t *testing.T) {
 	}
 }
 
+// TestAskPolicyPauses: under the ask policy a call a hook asked about is
+// left to a person: the verdict keeps Ask with the hooks' reason, and the
+// wrapped tool does not run but returns a result that awaits the
+// approval; with a person's decision in the context, the call runs (or is
+// refused) whatever the policy.
+func TestAskPolicyPauses(t *testing.T) {
+	t.Parallel()
+	ws := newWorkspace(t)
+	files := map[string]string{"hooks.toml": tomlFile(t, spec{Event: PreToolUse, Command: askJSON})}
+	e := ws.engine(t, files, Options{Approve: AskApprovals})
+	tool := &echoTool{name: "bash"}
+	wrapped := Wrap(tool, e)
+
+	res := wrapped.Run(t.Context(), json.RawMessage(`{"command":"rm x"}`))
+	if res.Await == nil || res.Await.Reason != "rm needs a person" || len(res.Await.Hooks) != 1 || !res.IsError {
+		t.Errorf("result %+v, want one awaiting approval", res)
+	}
+	if len(tool.calls) != 0 {
+		t.Fatalf("the tool ran before anyone approved: %v", tool.calls)
+	}
+
+	approved := WithDecision(t.Context(), Approval{Allowed: true, Reason: "ok", Policy: "aerie approve"})
+	if res := wrapped.Run(approved, json.RawMessage(`{"command":"rm x"}`)); res.IsError || res.Await != nil || len(tool.calls) != 1 {
+		t.Errorf("approved: result %+v, calls %v", res, tool.calls)
+	}
+	denied := WithDecision(t.Context(), Approval{Reason: "no", Policy: "aerie approve"})
+	if res := wrapped.Run(denied, json.RawMessage(`{"command":"rm x"}`)); !res.IsError || res.Await != nil ||
+		!strings.Contains(res.Content, "no") || len(tool.calls) != 1 {
+		t.Errorf("denied: result %+v, calls %v", res, tool.calls)
+	}
+}
+
 // TestParseApprovalPolicy names the policies a session can choose.
 func TestParseApprovalPolicy(t *testing.T) {
 	t.Parallel()
@@ -244,6 +276,7 @@ func TestParseApprovalPolicy(t *testing.T) {
 		"":      {Allowed: false, Reason: "rm needs a person (approval required; denied in a headless run)", Policy: "deny"},
 		"deny":  {Allowed: false, Reason: "rm needs a person (approval required; denied in a headless run)", Policy: "deny"},
 		"allow": {Allowed: true, Reason: "rm needs a person (approved in advance by the session's approval policy)", Policy: "allow"},
+		"ask":   {Pending: true, Reason: "rm needs a person", Policy: "ask"},
 	} {
 		p, err := ParseApprovalPolicy(name)
 		if err != nil {
@@ -253,7 +286,7 @@ func TestParseApprovalPolicy(t *testing.T) {
 			t.Errorf("policy %q (-want +got):\n%s", name, diff)
 		}
 	}
-	if _, err := ParseApprovalPolicy("ask"); err == nil || !strings.Contains(err.Error(), `unknown approval policy "ask": use deny`) {
+	if _, err := ParseApprovalPolicy("maybe"); err == nil || !strings.Contains(err.Error(), `unknown approval policy "maybe": use deny`) {
 		t.Errorf("an unknown policy: %v", err)
 	}
 }

@@ -20,8 +20,9 @@ const (
 	// Allow: a hook explicitly allowed the tool call (PreToolUse), or the
 	// approval policy allowed it after a hook asked.
 	Allow Decision = "allow"
-	// Ask: a hook asked for the user's approval. A Verdict never keeps
-	// it: the approval policy turns it into Allow or Block.
+	// Ask: a hook asked for the user's approval. The approval policy
+	// turns it into Allow or Block; a Verdict keeps it only when the
+	// policy left it to a person (Approval.Pending).
 	Ask Decision = "ask"
 	// Block: the action is blocked — a tool call denied, a prompt
 	// rejected, a tool result replaced by an error, or (Stop,
@@ -157,6 +158,9 @@ type Approval struct {
 	Reason string `json:"reason"`
 	// Policy names the policy that decided ("deny" by default).
 	Policy string `json:"policy"`
+	// Pending: nobody decided yet (the "ask" policy): the call must wait
+	// for a person. Allowed is false; Reason is the hooks' reason.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // ApprovalRequest is what the approval policy decides on.
@@ -194,15 +198,40 @@ func AllowApprovals(_ context.Context, req ApprovalRequest) Approval {
 	return Approval{Allowed: true, Reason: reason, Policy: policyAllow}
 }
 
+// AskApprovals leaves every call a hook asked about to a person: the
+// approval is pending, and the tool call pauses the session (see Wrap and
+// Result.Await) until someone decides; a resumed run then brings the
+// decision (WithDecision).
+func AskApprovals(_ context.Context, req ApprovalRequest) Approval {
+	return Approval{Pending: true, Reason: req.Reason, Policy: policyAsk}
+}
+
 // The names of the approval policies, which their approvals record.
 const (
 	policyDeny  = "deny"
 	policyAllow = "allow"
+	policyAsk   = "ask"
 )
 
 // ApprovalPolicies are the policies a session can name, by name; "deny" is
 // the default.
-var ApprovalPolicies = map[string]ApprovalPolicy{policyDeny: DenyApprovals, policyAllow: AllowApprovals}
+var ApprovalPolicies = map[string]ApprovalPolicy{
+	policyDeny: DenyApprovals, policyAllow: AllowApprovals, policyAsk: AskApprovals,
+}
+
+type decisionKey struct{}
+
+// WithDecision returns ctx carrying a person's decision on the tool call
+// run with it: a hook that asks about that call gets a, whatever the
+// session's policy. A resumed session runs an approved call with it.
+func WithDecision(ctx context.Context, a Approval) context.Context {
+	return context.WithValue(ctx, decisionKey{}, a)
+}
+
+func decisionFrom(ctx context.Context) (Approval, bool) {
+	a, ok := ctx.Value(decisionKey{}).(Approval)
+	return a, ok
+}
 
 // ParseApprovalPolicy returns the policy name names; "" is the default,
 // deny.
@@ -213,8 +242,8 @@ func ParseApprovalPolicy(name string) (ApprovalPolicy, error) {
 	if p, ok := ApprovalPolicies[name]; ok {
 		return p, nil
 	}
-	return nil, fmt.Errorf(
-		"unknown approval policy %q: use deny (the default: a call a hook asks about is refused) or allow (it runs)", name)
+	return nil, fmt.Errorf("unknown approval policy %q: use deny (the default: a call a hook asks about is refused), "+
+		"allow (it runs) or ask (the session pauses until a person decides)", name)
 }
 
 // Verdict is what the hooks of one event decided together. Hooks run one
@@ -238,7 +267,8 @@ type Verdict struct {
 	// Reason is the reason for a block: the denial the model sees, the
 	// message the loop continues with after a blocked Stop.
 	Reason string `json:"reason,omitempty"`
-	// Approval is set when a hook asked and the approval policy decided.
+	// Approval is set when a hook asked and the approval policy decided,
+	// or left the call to a person (Approval.Pending; Decision stays Ask).
 	Approval *Approval `json:"approval,omitempty"`
 	// UpdatedInput replaces the tool's arguments (PreToolUse).
 	UpdatedInput json.RawMessage `json:"updated_input,omitempty"`
@@ -251,6 +281,9 @@ type Verdict struct {
 	StopReason string `json:"stop_reason,omitempty"`
 	// Runs are the hooks that ran, in order.
 	Runs []Run `json:"runs,omitempty"`
+	// Asked are the IDs of the hooks that asked about a call left to a
+	// person (Approval.Pending); Reason is then their reasons.
+	Asked []string `json:"asked,omitempty"`
 }
 
 // Blocked reports whether the hooks blocked the action.

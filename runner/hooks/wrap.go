@@ -13,6 +13,8 @@ import (
 //   - a blocked PreToolUse verdict (a deny, an exit 2, an ask the
 //     approval policy refused) returns an error result with the reason,
 //     and the tool does not run; so does a hook that ended the turn;
+//   - an ask the approval policy left to a person returns a result that
+//     awaits the approval (Result.Await), and the tool does not run;
 //   - an updated input replaces the call's arguments;
 //   - a blocked PostToolUse verdict replaces the result with an error
 //     carrying the reason;
@@ -57,6 +59,12 @@ func (h *hooked) Run(ctx context.Context, call json.RawMessage) tools.Result {
 		endTurn = "a PreToolUse hook ended the turn: " + pre.StopReason
 	}
 	switch {
+	case pre.Decision == Ask:
+		// Left to a person: the call waits for a decision, unrun.
+		return tools.Result{
+			Content: fmt.Sprintf("%s: not run: awaiting a person's approval: %s", name, pre.Reason), IsError: true,
+			Await: &tools.Await{Hooks: pre.Asked, Reason: pre.Reason},
+		}
 	case pre.Blocked():
 		res := tools.Result{
 			Content: fmt.Sprintf("%s: blocked by a PreToolUse hook: %s", name, pre.Reason), IsError: true, EndTurn: endTurn,

@@ -54,6 +54,19 @@ type Result struct {
 	// run ends without another model request. A lifecycle hook that
 	// answers continue: false sets it.
 	EndTurn string
+	// Await, when set, pauses the session on this call: a hook asked a
+	// person to approve it and nobody has decided. The call did not run;
+	// the loop journals it as pending, leaves the calls after it unrun,
+	// and ends the run awaiting approval (Content is not the model's to
+	// read: a resumed run answers the call once someone decided).
+	Await *Await
+}
+
+// Await is a tool call left to a person's approval.
+type Await struct {
+	// Hooks are the hooks that asked, and Reason their reasons.
+	Hooks  []string
+	Reason string
 }
 
 // errorf returns an error result.

@@ -115,6 +115,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newProcessCmd(func() string { return config.Home(a.env) }),
 		newSessionCmd(a),
 		newRunCmd(a),
+		newApproveCmd(a),
 		newExecutorCmd(),
 		newExtensionsCmd(a),
 		newMCPCmd(a),

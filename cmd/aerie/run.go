@@ -89,8 +89,10 @@ when a budget ran out) and recorded for aerie process.
 
 Exit status: 0 the session completed; 1 aerie failed (storage, internal);
 2 configuration error (flags, config, unknown session, missing credentials);
-3 model or API failure; 4 a turn, token or time budget ran out; 130 or 143
-cancelled by SIGINT or SIGTERM.`,
+3 model or API failure; 4 a turn, token or time budget ran out; 5 awaiting
+approval (--hook-approval ask: a hook asked a person about a tool call; decide
+with aerie approve, continue with --resume); 130 or 143 cancelled by SIGINT or
+SIGTERM.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.run(cmd, args, f)
@@ -108,7 +110,8 @@ cancelled by SIGINT or SIGTERM.`,
 		"the workspace root the tools are confined to (default: the enclosing git repository, or the current directory)")
 	fl.StringVar(&f.toolset, "toolset", "", "offer only the tools of the `toolset` named in toolsets.toml")
 	fl.StringVar(&f.hookApproval, "hook-approval", "deny",
-		"the `policy` for tool calls a hook asks a person to approve: deny, or allow (approved in advance)")
+		"the `policy` for tool calls a hook asks a person to approve: deny, allow (approved in advance), "+
+			"or ask (the session pauses, exit 5, until aerie approve and --resume)")
 	fl.IntVar(&f.maxTurns, "max-turns", 100, "stop after this many model requests (0: no limit)")
 	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "stop once input and output tokens reach this many (0: no limit)")
 	fl.DurationVar(&f.maxDuration, "max-duration", time.Hour, "stop after this much wall time (0: no limit)")
@@ -383,6 +386,10 @@ func (a *app) ran(
 	msg := string(rep.Result.Outcome)
 	if rep.Result.Reason != "" {
 		msg += ": " + rep.Result.Reason
+	}
+	if p := rep.Result.Approval; p != nil {
+		msg += fmt.Sprintf("\n  arguments: %s\n  decide with: aerie approve %s %s [--deny --reason TEXT]\n"+
+			"  then continue with: aerie run --resume %s", p.Preview, rep.Session.ID, p.CallID, rep.Session.ID)
 	}
 	return &cli.ExitError{Code: rep.ExitCode, Err: errors.New(msg)}
 }

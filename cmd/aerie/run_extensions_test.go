@@ -525,8 +525,8 @@ func TestRunHookApproval(t *testing.T) {
 		t.Errorf("the hook event does not say who approved: %q", approval)
 	}
 
-	out = e.run("run", "--hook-approval", "ask", "go")
-	if out.code != 2 || !strings.Contains(out.stderr, `--hook-approval: unknown approval policy "ask": use deny`) {
+	out = e.run("run", "--hook-approval", "maybe", "go")
+	if out.code != 2 || !strings.Contains(out.stderr, `--hook-approval: unknown approval policy "maybe": use deny`) {
 		t.Errorf("unknown policy: exit %d\n%s", out.code, out.stderr)
 	}
 }

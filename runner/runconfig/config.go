@@ -69,6 +69,7 @@ const (
 const (
 	HookApprovalDeny  = "deny"
 	HookApprovalAllow = "allow"
+	HookApprovalAsk   = "ask"
 )
 
 // APIKeyEnv is the environment variable that carries the provider's API key
@@ -114,8 +115,15 @@ type Config struct {
 	Persona string `json:"persona,omitempty"`
 
 	// HookApproval is the policy for tool calls a hook asks a person to
-	// approve: "deny" (also when empty) or "allow".
+	// approve: "deny" (also when empty), "allow" or "ask" (the session
+	// pauses, awaiting_approval, until a decision in Approvals).
 	HookApproval string `json:"hookApproval,omitempty"`
+
+	// Approvals are the decisions on tool calls the session paused on
+	// (an AgentSession's spec.approvals, and the denials of its
+	// approvalTimeout), in order: a resumed session runs or refuses its
+	// pending call as the last decision for it says.
+	Approvals []Approval `json:"approvals,omitempty"`
 
 	// Layers are the extension layers mounted in the pod, nearest first
 	// (spec, then namespace, then platform).
@@ -351,13 +359,32 @@ func (c *Config) validateModel() (errs []error) {
 	return errs
 }
 
+// Approval is a decision on a tool call a session paused on.
+type Approval struct {
+	// CallID is the pending call's id.
+	CallID string `json:"callID"`
+	// Allowed runs the call; otherwise the model is told it was denied,
+	// with Reason.
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason,omitempty"`
+	// By says where the decision came from (spec.approvals,
+	// approvalTimeout).
+	By string `json:"by,omitempty"`
+}
+
 func (c *Config) validateHookApproval() []error {
+	var errs []error
 	switch c.HookApproval {
-	case "", HookApprovalDeny, HookApprovalAllow:
-		return nil
+	case "", HookApprovalDeny, HookApprovalAllow, HookApprovalAsk:
 	default:
-		return []error{fieldErr("hookApproval", "%q: want deny or allow", c.HookApproval)}
+		errs = append(errs, fieldErr("hookApproval", "%q: want deny, allow or ask", c.HookApproval))
 	}
+	for i, a := range c.Approvals {
+		if a.CallID == "" {
+			errs = append(errs, fieldErr(fmt.Sprintf("approvals[%d].callID", i), "missing"))
+		}
+	}
+	return errs
 }
 
 // validateLayers checks each layer and that no two share a directory.

@@ -23,6 +23,7 @@ const (
 	OutcomeCancelled        = "cancelled"
 	OutcomeModelError       = "model_error"
 	OutcomeFailed           = "failed"
+	OutcomeAwaitingApproval = "awaiting_approval"
 )
 
 // Report is how an attempt ended, as the runner writes it to its
@@ -39,7 +40,30 @@ type Report struct {
 	// Summary is the model's last message, truncated to fit.
 	Summary string `json:"summary,omitempty"`
 	Usage   Usage  `json:"usage"`
+	// Approval is the tool call a hook asked a person to approve, with
+	// outcome awaiting_approval.
+	Approval *PendingApproval `json:"approval,omitempty"`
 }
+
+// PendingApproval is a tool call the session paused on, for the
+// controller to show a person: a few hundred bytes at most (see
+// MaxPreviewBytes).
+type PendingApproval struct {
+	CallID string `json:"callID"`
+	Tool   string `json:"tool"`
+	// Preview is the start of the call's arguments.
+	Preview string `json:"preview,omitempty"`
+	// Reason is the reason the hooks gave for asking.
+	Reason string `json:"reason,omitempty"`
+}
+
+// MaxPreviewBytes bounds the preview of a pending call's arguments and
+// the hooks' reason in a Report.
+const MaxPreviewBytes = 240
+
+// Shorten cuts s to at most n bytes, ellipsis included, on a rune
+// boundary.
+func Shorten(s string, n int) string { return shorten(s, n) }
 
 // Usage is the session's cumulative usage at the end of the attempt.
 type Usage struct {
@@ -68,6 +92,11 @@ const maxReasonBytes = 1024
 func EncodeReport(r Report) ([]byte, error) {
 	if len(r.Reason) > maxReasonBytes {
 		r.Reason = shorten(r.Reason, maxReasonBytes)
+	}
+	if a := r.Approval; a != nil {
+		c := *a
+		c.Preview, c.Reason = shorten(c.Preview, MaxPreviewBytes), shorten(c.Reason, MaxPreviewBytes)
+		r.Approval = &c
 	}
 	b, err := marshalReport(r)
 	if err != nil || len(b) <= MaxReportBytes {
@@ -171,6 +200,10 @@ const (
 	ExitModel = 3
 	// ExitBudget: a turn, token or time budget ran out.
 	ExitBudget = 4
+	// ExitAwaitingApproval: a hook asked a person to approve a tool call
+	// (hook approval policy ask); the session paused until a decision
+	// (aerie approve, spec.approvals) and a resume.
+	ExitAwaitingApproval = 5
 	// ExitInterrupted and ExitTerminated: the run was cancelled by SIGINT or
 	// by SIGTERM (or a cancel request), as shells report them.
 	ExitInterrupted = 130

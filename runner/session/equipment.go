@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/approvals"
 	"github.com/aerie-run/aerie/runner/compaction"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/extensions"
@@ -71,6 +72,10 @@ type equipment struct {
 	// their originals where opts.Originals says (see start).
 	capper *tools.Capper
 
+	// approve is the session's approval policy, its saved approvals
+	// (approvals.toml) first.
+	approve hooks.ApprovalPolicy
+
 	// follower adds the project instructions below the working directory
 	// as the file tools reach them; nil when the workspace cannot be read.
 	follower *instructions.Follower
@@ -91,6 +96,7 @@ func newEquipment(opts Options, builtin []tools.Tool) (*equipment, error) {
 	}
 	warnProblems(opts.Logger, x)
 	eq := &equipment{opts: opts, load: lo, loadout: loadout{ext: x}, builtin: slices.Clip(builtin), prompt: opts.Prompt}
+	eq.approve = approvals.Load(lo.Layers, opts.Logger).Then(opts.Approve)
 	if eq.follower, err = instructions.New(lo.workspace(), lo.Dir); err != nil {
 		opts.Logger.Warn("the project instructions below the working directory are not followed", "err", err)
 	}
@@ -215,7 +221,7 @@ func (eq *equipment) build(x *Extensions) (loadout, error) {
 				eq.journal.Append(e)
 			}
 		},
-		Approve: opts.Approve,
+		Approve: eq.approve,
 		Logger:  opts.Logger,
 	})
 	if eq.capper.Compresses() {
@@ -288,6 +294,16 @@ func (eq *equipment) converse(
 	ctx context.Context, source string, model agent.Model, compactor *compaction.Policy,
 	w *journal.Writer, snap transcript.Snapshot,
 ) agent.Result {
+	if p, ok := agent.PendingApproval(snap); ok {
+		var paused bool
+		if snap, paused = eq.resolveApproval(ctx, w, snap, p); paused {
+			var usage transcript.Usage
+			if snap.Usage != nil {
+				usage = *snap.Usage
+			}
+			return agent.Paused(ctx, w, p, eq.opts.Observe, usage)
+		}
+	}
 	eq.sessionStart(ctx, source)
 	// The hooks of this prompt's turn — UserPromptSubmit, the tool hooks,
 	// Stop — share its id (turn_id).

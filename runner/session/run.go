@@ -506,6 +506,9 @@ func finalState(o transcript.Outcome) store.State {
 		return store.StateCompleted
 	case transcript.OutcomeCancelled:
 		return store.StateCancelled
+	case transcript.OutcomeAwaitingApproval:
+		// Paused, to be resumed once someone decides.
+		return store.StateIdle
 	}
 	return store.StateFailed
 }

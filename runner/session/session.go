@@ -66,6 +66,8 @@ func ExitCode(r agent.Result) int {
 		return runconfig.ExitModel
 	case transcript.OutcomeBudgetExceeded, transcript.OutcomeDeadlineExceeded:
 		return runconfig.ExitBudget
+	case transcript.OutcomeAwaitingApproval:
+		return runconfig.ExitAwaitingApproval
 	case transcript.OutcomeCancelled:
 		var sig *SignalError
 		if errors.As(r.Err, &sig) && sig.Signal == syscall.SIGINT {
@@ -131,6 +133,11 @@ type Options struct {
 	// (permissionDecision "ask"); nil is hooks.DenyApprovals, since
 	// nobody can approve in a headless run.
 	Approve hooks.ApprovalPolicy
+	// Approvals are decisions on the tool call a resumed session paused
+	// on (an AgentSession's spec.approvals); the last one for the
+	// pending call is journaled, unless the journal has it already, and
+	// applied. Decisions for other calls are ignored.
+	Approvals []transcript.ApprovalDecision
 	// Budget bounds the run.
 	Budget Budget
 

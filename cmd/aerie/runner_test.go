@@ -458,3 +458,55 @@ func TestRunnerHookApproval(t *testing.T) {
 		t.Errorf("the approved command did not run: %v", err)
 	}
 }
+
+// TestRunnerHookApprovalAsk runs the attempts of a pod whose hook asks a
+// person about a command, with hookApproval ask: the first attempt pauses
+// (exit 5, outcome awaiting_approval, the pending call in the termination
+// report); an attempt without a decision pauses again; the attempt given
+// the decision in its config resumes and runs the call once; a denial
+// refuses it with its reason.
+func TestRunnerHookApprovalAsk(t *testing.T) {
+	t.Parallel()
+	for _, allow := range []bool{true, false} {
+		t.Run(fmt.Sprintf("allowed=%v", allow), func(t *testing.T) {
+			t.Parallel()
+			p := newPod(t, "", toolTurn(call("c1", "bash", map[string]any{"command": "echo once >> ran.txt"})), answer("done"))
+			layer := t.TempDir()
+			if err := os.WriteFile(filepath.Join(layer, "hooks.toml"), []byte(askHook), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg := p.config(func(c *runconfig.Config) {
+				c.Layers = []runconfig.Layer{{Name: "guard", Kind: runconfig.LayerSpec, Dir: layer}}
+				c.Trust.Sources = []string{"Extensions"}
+				c.HookApproval = runconfig.HookApprovalAsk
+			})
+			for attempt := int32(1); attempt <= 2; attempt++ {
+				cfg.Session.Attempt = attempt
+				res := p.run(t.Context(), cfg)
+				a := res.report.Approval
+				if res.code != runconfig.ExitAwaitingApproval || res.report.Outcome != runconfig.OutcomeAwaitingApproval ||
+					a == nil || a.CallID != "c1" || a.Tool != "bash" || a.Reason != "commands need a person" ||
+					!strings.Contains(a.Preview, "echo once") {
+					t.Fatalf("attempt %d: exit %d, report %+v; stderr:\n%s", attempt, res.code, res.report, res.stderr)
+				}
+			}
+			if n := len(p.model.Requests()); n != 1 {
+				t.Errorf("%d model requests while paused, want 1", n)
+			}
+			cfg.Session.Attempt = 3
+			cfg.Approvals = []runconfig.Approval{{CallID: "c1", Allowed: allow, Reason: "decided by the reviewer"}}
+			res := p.run(t.Context(), cfg)
+			if res.code != 0 {
+				t.Fatalf("attempt 3: exit %d, report %+v; stderr:\n%s", res.code, res.report, res.stderr)
+			}
+			data, _ := os.ReadFile(filepath.Join(p.ws, "ran.txt"))
+			r := toolResults(t, p.model.Requests()[1])["c1"]
+			switch {
+			case allow && (string(data) != "once\n" || r.isError):
+				t.Errorf("approved: ran.txt %q, result %+v", data, r)
+			case !allow && (len(data) != 0 || !r.isError || !strings.Contains(r.text, "decided by the reviewer")):
+				t.Errorf("denied: ran.txt %q, result %+v", data, r)
+			}
+		})
+	}
+}

@@ -127,7 +127,12 @@ func Run(ctx context.Context, st Store, cfg *runconfig.Config, env Env) (runconf
 // had before this attempt, to which the run's own are added.
 func report(res session.Report, toolCalls, priorCompactions int64) runconfig.Report {
 	r := res.Result
+	var pending *runconfig.PendingApproval
+	if a := r.Approval; a != nil {
+		pending = &runconfig.PendingApproval{CallID: a.CallID, Tool: a.Tool, Preview: a.Preview, Reason: a.Reason}
+	}
 	return runconfig.Report{
+		Approval:  pending,
 		Outcome:   string(r.Outcome),
 		ExitCode:  res.ExitCode,
 		SessionID: res.Session.ID.String(),
@@ -188,11 +193,14 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 			Head: conf.ToolResults.HeadBytes, Tail: conf.ToolResults.TailBytes,
 			Compress: conf.ToolResults.CompressContext, Logger: logger,
 		},
-		Toolset:  cfg.Toolset,
-		Approve:  hooks.ApprovalPolicies[cfg.HookApproval],
-		Persona:  cfg.Persona,
-		Budget:   budget(cfg.Budget),
-		Executor: env.Executor,
+		Toolset: cfg.Toolset,
+		Approve: hooks.ApprovalPolicies[cfg.HookApproval],
+		// The decisions on the call the session paused on: the next
+		// attempt resumes with them.
+		Approvals: decisions(cfg.Approvals),
+		Persona:   cfg.Persona,
+		Budget:    budget(cfg.Budget),
+		Executor:  env.Executor,
 		// The full output of capped (and compressed) tool results is kept
 		// in the store, not in the pod, so that a later attempt has it.
 		Originals: session.StoreOriginals(st, cfg.Namespace),
@@ -417,4 +425,17 @@ func layerScript(layers []runconfig.Layer, model string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no script for scripted model %q in the layers: tried %v", model, tried)
+}
+
+// decisions are the config's approvals as the session journals them.
+func decisions(as []runconfig.Approval) []transcript.ApprovalDecision {
+	var out []transcript.ApprovalDecision
+	for _, a := range as {
+		by := a.By
+		if by == "" {
+			by = "spec.approvals"
+		}
+		out = append(out, transcript.ApprovalDecision{CallID: a.CallID, Allowed: a.Allowed, Reason: a.Reason, By: by})
+	}
+	return out
 }

@@ -427,13 +427,15 @@ func addUsage(u transcript.Usage, r provider.Usage) transcript.Usage {
 // result but an ApprovalRequest entry, and the calls after it are not
 // run: await is that request, and the run pauses on it (a resumed run
 // answers it, see ResolveApproval).
-func (l *Loop) runTools(ctx context.Context, calls []provider.Content) (endTurn string, await *transcript.ApprovalRequest) {
+func (l *Loop) runTools(
+	ctx context.Context, calls []provider.Content,
+) (endTurn string, await *transcript.ApprovalRequest) {
 	results := make([]provider.Content, 0, len(calls))
 	var first int64
 	for _, c := range calls {
 		if await != nil && endTurn == "" {
-			endTurn = fmt.Sprintf("the session paused for a person to approve call %s (%s); make this call again if it is still needed",
-				await.CallID, await.Tool)
+			endTurn = fmt.Sprintf("the session paused for a person to approve call %s (%s); "+
+				"make this call again if it is still needed", await.CallID, await.Tool)
 		}
 		callSeq := l.append(transcript.ToolCall{CallID: c.ToolCallID, Name: c.ToolName, Input: storedArguments(c.Arguments)})
 		if first == 0 {

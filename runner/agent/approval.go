@@ -139,7 +139,9 @@ func Denied(tool, reason string) string {
 // with the reason. It returns the entries journaled, for the snapshot the
 // loop continues from. p.Decision must be set. The caller gives ctx the
 // decision for the hooks that ask again (hooks.WithDecision).
-func ResolveApproval(ctx context.Context, t Tools, j Journal, p Pending, observe func(events.Event)) []transcript.Entry {
+func ResolveApproval(
+	ctx context.Context, t Tools, j Journal, p Pending, observe func(events.Event),
+) []transcript.Entry {
 	d := p.Decision
 	var (
 		out    []transcript.Entry
@@ -189,7 +191,9 @@ func ResolveApproval(ctx context.Context, t Tools, j Journal, p Pending, observe
 	}
 	d2 := time.Since(start)
 	record(transcript.ToolResult{
-		CallID: p.Call.CallID, Content: []transcript.Block{{Type: transcript.BlockText, Text: res.Content}}, IsError: res.IsError,
+		CallID:  p.Call.CallID,
+		Content: []transcript.Block{{Type: transcript.BlockText, Text: res.Content}},
+		IsError: res.IsError,
 	})
 	comp := transcript.ToolCompletion{CallID: p.Call.CallID, Status: status, Duration: d2}
 	if res.IsError {

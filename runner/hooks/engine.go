@@ -360,22 +360,7 @@ func (e *Engine) fire(ctx context.Context, in Input, target string) (Verdict, er
 	}
 	v.Context = strings.Join(contexts, "\n")
 	if v.Decision == Ask {
-		ap, ok := decisionFrom(ctx)
-		if !ok {
-			ap = e.opts.Approve(ctx, ApprovalRequest{
-				Tool: in.ToolName, Input: in.ToolInput, Hooks: asked, Reason: strings.Join(askReasons, "; "),
-			})
-		}
-		v.Approval = &ap
-		switch {
-		case ap.Pending:
-			v.Reason, v.Asked = ap.Reason, asked
-		case ap.Allowed:
-			v.Decision = Allow
-		default:
-			v.Decision = Block
-			reasons = append(reasons, ap.Reason)
-		}
+		reasons = e.approve(ctx, &v, in, asked, askReasons, reasons)
 	}
 	if v.Decision == Block {
 		v.Reason = strings.Join(reasons, "\n")
@@ -384,6 +369,30 @@ func (e *Engine) fire(ctx context.Context, in Input, target string) (Verdict, er
 		e.opts.Observe(ctx, v)
 	}
 	return v, nil
+}
+
+// approve settles a verdict the hooks asked about: by a person's decision
+// the context carries, else by the approval policy. A pending approval
+// keeps the Ask with the hooks' reason; a denial adds its reason to the
+// block reasons, which it returns.
+func (e *Engine) approve(ctx context.Context, v *Verdict, in Input, asked, askReasons, reasons []string) []string {
+	ap, ok := decisionFrom(ctx)
+	if !ok {
+		ap = e.opts.Approve(ctx, ApprovalRequest{
+			Tool: in.ToolName, Input: in.ToolInput, Hooks: asked, Reason: strings.Join(askReasons, "; "),
+		})
+	}
+	v.Approval = &ap
+	switch {
+	case ap.Pending:
+		v.Reason, v.Asked = ap.Reason, asked
+	case ap.Allowed:
+		v.Decision = Allow
+	default:
+		v.Decision = Block
+		reasons = append(reasons, ap.Reason)
+	}
+	return reasons
 }
 
 func appendNonEmpty(list []string, s string) []string {

@@ -429,7 +429,7 @@ func layerScript(layers []runconfig.Layer, model string) (string, error) {
 
 // decisions are the config's approvals as the session journals them.
 func decisions(as []runconfig.Approval) []transcript.ApprovalDecision {
-	var out []transcript.ApprovalDecision
+	out := make([]transcript.ApprovalDecision, 0, len(as))
 	for _, a := range as {
 		by := a.By
 		if by == "" {

@@ -226,6 +226,8 @@ func (a *app) launch(
 		Observe:    observe,
 		Logger:     logger,
 	}
+	opts.MoA.References, opts.MoA.Aggregator = p.config.MoA.Models()
+	opts.MoA.Traces = st
 	if err := a.newSessionSettings(&opts); err != nil {
 		return launched{}, configErr(err)
 	}

@@ -692,3 +692,11 @@ func (o *openingStore) SetState(ctx context.Context, tenant string, id uuid.UUID
 	}
 	return st.SetState(ctx, tenant, id, state)
 }
+
+func (o *openingStore) AddTrace(ctx context.Context, tenant string, tr store.Trace) (store.Trace, error) {
+	st, err := o.get(ctx)
+	if err != nil {
+		return store.Trace{}, err
+	}
+	return st.AddTrace(ctx, tenant, tr)
+}

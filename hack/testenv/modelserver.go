@@ -52,8 +52,9 @@ type ModelServer struct {
 
 	mu       sync.Mutex
 	turns    []Turn
-	next     int // index of the turn the next request gets
-	faults   int // faults of turns[next] already served
+	next     int    // index of the first turn not yet answered
+	done     []bool // parallel to turns: answered
+	faults   []int  // parallel to turns: faults already served
 	requests []ModelRequest
 	served   []time.Duration // parallel to requests; 0 until answered
 	// answers is closed, and replaced, at each answer (see ServerTimes).
@@ -152,6 +153,13 @@ type Turn struct {
 	// StreamError, when set, ends a streamed answer after its content with the
 	// API's error event carrying this message, instead of the normal end.
 	StreamError string
+
+	// Model, when set, makes the turn answer only a request for this
+	// model (the body's "model"); the turns for other models, and those
+	// for any, are kept for the requests they fit. Concurrent requests to
+	// several models then get their own answers whatever order they
+	// arrive in.
+	Model string
 
 	// Respond, when set, makes the answer from the request it answers,
 	// replacing this turn's other fields but Faults: a test's model can then
@@ -295,6 +303,8 @@ func (s *ModelServer) Add(turns ...Turn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.turns = append(s.turns, turns...)
+	s.done = append(s.done, make([]bool, len(turns))...)
+	s.faults = append(s.faults, make([]int, len(turns))...)
 }
 
 // Requests returns the requests received so far, in order.
@@ -334,7 +344,13 @@ func (s *ModelServer) ServerTimes(ctx context.Context) []time.Duration {
 func (s *ModelServer) Remaining() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.turns) - s.next
+	n := 0
+	for _, d := range s.done {
+		if !d {
+			n++
+		}
+	}
+	return n
 }
 
 // modelAPI is the wire format of an endpoint.
@@ -404,7 +420,7 @@ func (s *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	turn, n, fault, ok := s.take()
+	turn, n, fault, ok := s.take(req.Model)
 	rec.Turn, rec.Fault = n, fault != nil
 	if !ok {
 		rec.Turn = 0
@@ -493,23 +509,29 @@ func commonPrefix(a, b []byte) int {
 	return n
 }
 
-// take returns what the next request gets: a fault of the current turn, or
-// the turn itself, with the turn's 1-based number.
-func (s *ModelServer) take() (turn Turn, n int, fault *Fault, ok bool) {
+// take returns what the next request, for model, gets: a fault of the
+// first turn not yet answered that fits the model, or the turn itself,
+// with the turn's 1-based number.
+func (s *ModelServer) take(model string) (turn Turn, n int, fault *Fault, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.next >= len(s.turns) {
-		return Turn{}, s.next + 1, nil, false
+	for s.next < len(s.turns) && s.done[s.next] {
+		s.next++
 	}
-	turn, n = s.turns[s.next], s.next+1
-	if s.faults < len(turn.Faults) {
-		f := turn.Faults[s.faults]
-		s.faults++
-		return turn, n, &f, true
+	for i := s.next; i < len(s.turns); i++ {
+		turn = s.turns[i]
+		if s.done[i] || (turn.Model != "" && turn.Model != model) {
+			continue
+		}
+		if s.faults[i] < len(turn.Faults) {
+			f := turn.Faults[s.faults[i]]
+			s.faults[i]++
+			return turn, i + 1, &f, true
+		}
+		s.done[i] = true
+		return turn, i + 1, nil, true
 	}
-	s.next++
-	s.faults = 0
-	return turn, n, nil, true
+	return Turn{}, len(s.turns) + 1, nil, false
 }
 
 // writeModelJSON writes v as a JSON body with its Content-Length, as

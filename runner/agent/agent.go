@@ -409,6 +409,23 @@ func (l *Loop) conversation() []provider.Message {
 	return append(msgs, l.messages...)
 }
 
+// toolUsage adds what a tool's own model requests used to the session's
+// usage, journaled and reported as a response's is, so that the token
+// budget counts it. They are not the session's turns: the request count
+// and the context size stay as they are.
+func (l *Loop) toolUsage(r provider.Usage) {
+	if r == (provider.Usage{}) {
+		return
+	}
+	l.usage.InputTokens += r.InputTokens
+	l.usage.OutputTokens += r.OutputTokens
+	l.usage.CacheReadTokens += r.CacheReadTokens
+	l.usage.CacheWriteTokens += r.CacheWriteTokens
+	useq := l.append(l.usage)
+	u := l.usage
+	l.emit(events.Event{Type: events.Usage, Seq: useq, Turn: l.turns, Usage: &u})
+}
+
 func addUsage(u transcript.Usage, r provider.Usage) transcript.Usage {
 	u.InputTokens += r.InputTokens
 	u.OutputTokens += r.OutputTokens
@@ -493,6 +510,7 @@ func (l *Loop) runTools(
 			Type: events.ToolResult, Seq: seq, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName,
 			Text: res.Content, IsError: res.IsError, Status: string(status), Duration: d, Process: res.Process,
 		})
+		l.toolUsage(res.Usage)
 	}
 	if len(results) > 0 {
 		l.addMessage(provider.Message{Role: provider.RoleTool, Content: results}, first)

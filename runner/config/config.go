@@ -20,8 +20,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 
+	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // Config is the merged configuration a session runs with. Start from Defaults;
@@ -39,6 +43,75 @@ type Config struct {
 
 	// Compaction is the [compaction] table.
 	Compaction Compaction
+
+	// MoA is the [moa] table.
+	MoA MoA
+}
+
+// MoA is the [moa] table: the models of the mixture_of_agents tool, which
+// is offered only when ReferenceModels names at least one.
+type MoA struct {
+	// ReferenceModels are the models each question goes to
+	// (reference_models = ["anthropic:claude-opus-4-1", "openai:gpt-5"]).
+	ReferenceModels []ModelRef
+	// AggregatorModel writes the synthesis of their answers
+	// (aggregator_model); zero is the session's own model.
+	AggregatorModel ModelRef
+}
+
+// Models are the references and the aggregator as a session names models
+// (an empty Provider is the session's; an empty aggregator, its model).
+func (m MoA) Models() (references []transcript.Settings, aggregator transcript.Settings) {
+	for _, r := range m.ReferenceModels {
+		references = append(references, r.settings())
+	}
+	return references, m.AggregatorModel.settings()
+}
+
+func (m ModelRef) settings() transcript.Settings {
+	return transcript.Settings{Provider: m.Provider, Model: m.Model}
+}
+
+// ModelRef names a model as the configuration does: "provider:model", or a
+// bare "model" of the session's provider (Provider empty).
+type ModelRef struct {
+	Provider string
+	Model    string
+}
+
+// String is the reference as a file writes it.
+func (m ModelRef) String() string {
+	if m.Provider == "" {
+		return m.Model
+	}
+	return m.Provider + ":" + m.Model
+}
+
+// knownProviders are the providers a ModelRef may name.
+var knownProviders = []string{
+	provider.NameAnthropic, provider.NameOpenAI, provider.NameOpenAICompatible, provider.NameScripted,
+}
+
+// ParseModelRef reads "provider:model" or a bare "model". The text before
+// the first colon must be a known provider, so that a model name with a
+// colon in it is written after its provider ("openai-compatible:llama3:8b").
+func ParseModelRef(s string) (ModelRef, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return ModelRef{}, errors.New(`empty: name a model as "provider:model" or "model"`)
+	}
+	p, m, ok := strings.Cut(s, ":")
+	if !ok {
+		return ModelRef{Model: s}, nil
+	}
+	if !slices.Contains(knownProviders, p) {
+		return ModelRef{}, fmt.Errorf("%q: unknown provider %q; want one of %s (as \"provider:model\")",
+			s, p, strings.Join(knownProviders, ", "))
+	}
+	if strings.TrimSpace(m) == "" {
+		return ModelRef{}, fmt.Errorf("%q: no model after the provider", s)
+	}
+	return ModelRef{Provider: p, Model: strings.TrimSpace(m)}, nil
 }
 
 // Compaction is the [compaction] table.

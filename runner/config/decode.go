@@ -19,6 +19,12 @@ type settings struct {
 	ToolResults     toolResultsLayer
 	PluginsDisabled *[]string
 	CompactionModel *string
+	MoA             moaLayer
+}
+
+type moaLayer struct {
+	ReferenceModels *[]ModelRef
+	AggregatorModel *ModelRef
 }
 
 type toolResultsLayer struct {
@@ -40,6 +46,8 @@ func (l settings) apply(c Config) Config {
 	set(&t.TailBytes, l.ToolResults.TailBytes)
 	set(&c.Plugins.Disabled, l.PluginsDisabled)
 	set(&c.Compaction.Model, l.CompactionModel)
+	set(&c.MoA.ReferenceModels, l.MoA.ReferenceModels)
+	set(&c.MoA.AggregatorModel, l.MoA.AggregatorModel)
 	return c
 }
 
@@ -117,7 +125,55 @@ func parse(path string, doc []byte) (settings, error) {
 	if l.CompactionModel, key, err = parseCompaction(root); err != nil {
 		return settings{}, fail(key, err)
 	}
+	if l.MoA, key, err = parseMoA(root); err != nil {
+		return settings{}, fail(key, err)
+	}
 	return l, nil
+}
+
+// parseMoA reads the [moa] table: the mixture_of_agents tool's models. A
+// table that is there must name reference models: one that names none
+// would silently offer no tool. key is the dotted key at fault when it
+// fails.
+func parseMoA(root map[string]any) (l moaLayer, key string, err error) {
+	t, err := get[map[string]any](root, "moa")
+	if err != nil || t == nil {
+		return moaLayer{}, "moa", err
+	}
+	const refs = "moa.reference_models"
+	list, err := get[[]any](*t, "reference_models")
+	switch {
+	case err != nil:
+		return moaLayer{}, refs, err
+	case list == nil || len(*list) == 0:
+		return moaLayer{}, refs, errors.New(`empty: name the models each question goes to, ` +
+			`e.g. reference_models = ["anthropic:claude-opus-4-1", "openai:gpt-5"], or remove [moa]`)
+	}
+	models := make([]ModelRef, 0, len(*list))
+	for i, v := range *list {
+		s, ok := v.(string)
+		if !ok {
+			return moaLayer{}, refs, fmt.Errorf("item %d: want a string, got %s", i, kindOf(v))
+		}
+		m, err := ParseModelRef(s)
+		if err != nil {
+			return moaLayer{}, refs, fmt.Errorf("item %d: %w", i, err)
+		}
+		models = append(models, m)
+	}
+	l.ReferenceModels = &models
+	agg, err := get[string](*t, "aggregator_model")
+	if err != nil {
+		return moaLayer{}, "moa.aggregator_model", err
+	}
+	if agg != nil {
+		m, err := ParseModelRef(*agg)
+		if err != nil {
+			return moaLayer{}, "moa.aggregator_model", fmt.Errorf("%w, or remove the key to aggregate with the session's model", err)
+		}
+		l.AggregatorModel = &m
+	}
+	return l, "", nil
 }
 
 // parseCompaction reads the [compaction] table: the summarizer's model.

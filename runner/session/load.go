@@ -10,6 +10,7 @@ import (
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/mcp"
+	"github.com/aerie-run/aerie/runner/moa"
 	"github.com/aerie-run/aerie/runner/plugins"
 	"github.com/aerie-run/aerie/runner/skills"
 	"github.com/aerie-run/aerie/runner/tools"
@@ -229,7 +230,7 @@ func BuiltinToolNames() []string {
 	for _, t := range ts {
 		names = append(names, t.Name())
 	}
-	return append(names, skills.ToolName, userlayer.ToolName, tools.RetrieveName)
+	return append(names, skills.ToolName, userlayer.ToolName, tools.RetrieveName, moa.Name)
 }
 
 // PluginServers are a plugin's MCP servers as runner/mcp declares them.

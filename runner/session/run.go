@@ -157,6 +157,13 @@ func (r *run) open(ctx context.Context) error {
 			return &ConfigError{Err: fmt.Errorf("compaction.model %s: provider %s: %w", m, r.settings.Provider, err)}
 		}
 	}
+	t, err := r.moaTool()
+	if err != nil {
+		return err
+	}
+	if t != nil {
+		r.eq.builtin = append(r.eq.builtin, t)
+	}
 	r.prior = r.sess.State
 	if r.compact != nil && opts.Session.Resume != "" && r.prior == store.StateActive {
 		return &ConfigError{Err: fmt.Errorf("compact session %s: %w: a run may be writing to it; "+

@@ -161,6 +161,10 @@ type Options struct {
 	// retrieve tool is not offered.
 	Originals func(session uuid.UUID) tools.Originals
 
+	// MoA offers the mixture_of_agents tool when it names reference
+	// models.
+	MoA MoA
+
 	// Observe receives the run's events. Nil discards them.
 	Observe func(events.Event)
 	// Journal tunes the journal writer.

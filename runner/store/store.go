@@ -245,6 +245,9 @@ type Trace struct {
 	Seq int64
 	// CreatedAt is set by AddTrace when zero.
 	CreatedAt time.Time
+	// CallID is the model's tool call the trace answered, when it was
+	// made by one (mixture_of_agents).
+	CallID    string
 	Proposals []TraceCall
 	Aggregate TraceCall
 }
@@ -262,6 +265,7 @@ type TraceCall struct {
 
 // traceData is the JSON stored for a trace's calls.
 type traceData struct {
+	CallID    string      `json:"call_id,omitempty"`
 	Proposals []TraceCall `json:"proposals"`
 	Aggregate TraceCall   `json:"aggregate"`
 }

@@ -29,7 +29,7 @@ func prepareTrace(tr Trace) (Trace, []byte, error) {
 		tr.CreatedAt = now()
 	}
 	tr.CreatedAt = tr.CreatedAt.UTC().Truncate(time.Microsecond)
-	data, err := json.Marshal(traceData{Proposals: tr.Proposals, Aggregate: tr.Aggregate})
+	data, err := json.Marshal(traceData{CallID: tr.CallID, Proposals: tr.Proposals, Aggregate: tr.Aggregate})
 	if err != nil {
 		return Trace{}, nil, fmt.Errorf("encode trace: %w", err)
 	}
@@ -41,6 +41,6 @@ func decodeTrace(tr *Trace, data []byte) error {
 	if err := json.Unmarshal(data, &d); err != nil {
 		return fmt.Errorf("session %s: trace %s: %w: %w", tr.Session, tr.ID, transcript.ErrCorruptEntry, err)
 	}
-	tr.Proposals, tr.Aggregate = d.Proposals, d.Aggregate
+	tr.CallID, tr.Proposals, tr.Aggregate = d.CallID, d.Proposals, d.Aggregate
 	return nil
 }

@@ -59,6 +59,11 @@ type Result struct {
 	// the loop journals it as pending, leaves the calls after it unrun,
 	// and ends the run awaiting approval (Content is not the model's to
 	// read: a resumed run answers the call once someone decided).
+	// Usage is what the model requests the tool made itself used
+	// (mixture_of_agents asks other models): the loop adds it to the
+	// session's usage, where the token budget counts it. Not shown to the
+	// model.
+	Usage provider.Usage
 	Await *Await
 }
 

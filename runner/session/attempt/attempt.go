@@ -26,6 +26,7 @@ import (
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/moa"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/session"
@@ -40,6 +41,7 @@ import (
 type Store interface {
 	session.Store
 	session.OutputStore
+	moa.Traces
 	Entries(ctx context.Context, tenant string, id uuid.UUID) ([]transcript.Entry, error)
 }
 
@@ -208,6 +210,10 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 		// group is torn down at the end.
 		Logger: logger,
 	}
+	// The layers' [moa] offers mixture_of_agents; its traces go to the
+	// session store.
+	opts.MoA.References, opts.MoA.Aggregator = conf.MoA.Models()
+	opts.MoA.Traces = st
 	if cfg.Session.Attempt > 1 {
 		_, snap, err := st.Load(ctx, cfg.Namespace, id)
 		switch {

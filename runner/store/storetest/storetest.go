@@ -1196,6 +1196,7 @@ func testTraces(t *testing.T, newURL func(t *testing.T) string) {
 		tr, err := st.AddTrace(ctx(t), tenant, store.Trace{
 			Session: s.ID,
 			Seq:     2,
+			CallID:  fmt.Sprintf("call_%d", i),
 			Proposals: []store.TraceCall{
 				{Provider: "anthropic", Model: "a", Output: fmt.Sprintf("proposal %d", i), InputTokens: 10, Duration: time.Second},
 				{Provider: "openai", Model: "b", Error: "rate limited"},

@@ -27,6 +27,9 @@ var fuzzDocs = []string{
 	"\"database_url\" = 'x'\n[a.b]\nc = nan\nd = 1979-05-27T07:32:00Z\n",
 	"x = 1\nx = 2\n",
 	"[t\n",
+	"[moa]\nreference_models = [\"anthropic:a\", \"b\"]\naggregator_model = \"openai:c\"\n",
+	"moa = { reference_models = [], aggregator_model = 1 }\n",
+	"[moa]\nreference_models = [\"x:y\", 2]\n",
 }
 
 // FuzzParse checks that no file makes the decoder panic, and that every

@@ -45,6 +45,22 @@ func TestLoadLayers(t *testing.T) {
 			applied: []string{"layers/spec/config.toml", "layers/ns/config.toml", "layers/platform/config.toml"},
 		},
 		{
+			name: "a layer's [moa] reaches the pod, a nearer one's keys override it",
+			files: map[string]string{
+				"layers/platform/config.toml": "[moa]\nreference_models = [\"anthropic:a\", \"openai:b\"]\naggregator_model = \"agg\"\n",
+				"layers/spec/config.toml":     "[moa]\nreference_models = [\"c\"]\n",
+			},
+			want: func(c *Config) {
+				c.MoA = MoA{ReferenceModels: []ModelRef{{Model: "c"}}, AggregatorModel: ModelRef{Model: "agg"}}
+			},
+			applied: []string{"layers/spec/config.toml", "layers/platform/config.toml"},
+		},
+		{
+			name:    "a layer's [moa] with an unknown provider stops the launch",
+			files:   map[string]string{"layers/ns/config.toml": "[moa]\nreference_models = [\"vertex:gemini\"]\n"},
+			wantErr: []string{"config.toml:2:1: moa.reference_models: item 0:", `unknown provider "vertex"`},
+		},
+		{
 			name: "the project file overrides the layers, but only adds disabled plugins",
 			files: map[string]string{
 				"layers/ns/config.toml":     "[tool_results]\nmax_lines = 40\n[plugins]\ndisabled = [\"a\", \"b\"]\n",

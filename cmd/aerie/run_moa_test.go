@@ -9,8 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/moa"
+	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
@@ -342,5 +345,34 @@ func TestRunMixtureOfAgentsBadConfig(t *testing.T) {
 				t.Errorf("%d model requests before the launch failed", n)
 			}
 		})
+	}
+}
+
+// TestRunnerMixtureOfAgentsPostgres: in a pod, a namespace layer's [moa]
+// offers the tool, its trace goes to the PostgreSQL store under the
+// namespace, and the termination report's usage counts its tokens.
+func TestRunnerMixtureOfAgentsPostgres(t *testing.T) {
+	t.Parallel()
+	pg := testenv.StartPostgres(t)
+	p := newPod(t, pg.NewDatabase(t), moaTurns(testenv.Turn{Text: "Mergesort: it is stable.", Usage: usage(40, 6)})...)
+	ns := t.TempDir()
+	testenv.WriteTree(t, ns, map[string]string{"config.toml": moaConfig})
+	cfg := p.config(func(c *runconfig.Config) {
+		c.Layers = []runconfig.Layer{{Name: "team-defaults", Kind: runconfig.LayerNamespace, Dir: ns, Source: "configmap/team-defaults"}}
+	})
+	res := p.run(t.Context(), cfg)
+	if res.code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", res.code, res.stderr)
+	}
+	if u := res.report.Usage; u.InputTokens != 420 || u.OutputTokens != 48 || u.Requests != 2 {
+		t.Errorf("report usage = %+v, want 420 in, 48 out, 2 requests", u)
+	}
+	trs, err := p.store().Traces(t.Context(), cfg.Namespace, uuid.MustParse(cfg.Session.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trs) != 1 || len(trs[0].Proposals) != 2 || trs[0].Proposals[0].Output != "Quicksort: it is fast." ||
+		trs[0].Aggregate.Output != "Mergesort: it is stable, and ties keep their order." {
+		t.Errorf("traces = %+v", trs)
 	}
 }

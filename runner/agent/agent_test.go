@@ -506,3 +506,46 @@ func TestLoopTurnBarrierWaitsForThePreviousTurn(t *testing.T) {
 		t.Errorf("%d barriers for %d entries, want one for each of 2 calls and 1 at the end of 14", j.barriers, len(j.entries))
 	}
 }
+
+// spends makes every result carry the usage of model requests the tool
+// made itself.
+type spends struct{ Tools }
+
+func (s spends) Run(ctx context.Context, id, name string, args json.RawMessage) tools.Result {
+	res := s.Tools.Run(ctx, id, name, args)
+	res.Usage = provider.Usage{InputTokens: 100, OutputTokens: 7, CacheReadTokens: 40}
+	return res
+}
+
+// TestLoopToolUsage: what a tool's own model requests used joins the
+// session's usage after its result, journaled and counted by the token
+// budget, but not as turns and not in the context size.
+func TestLoopToolUsage(t *testing.T) {
+	t.Parallel()
+	j := &recorder{}
+	l := New(Config{
+		Model:   provider.NewScripted("s", []provider.Response{echoTurn("one"), textTurn("never")}),
+		Tools:   spends{registry(t, echo{})},
+		Journal: j,
+		Stop:    []StopCondition{MaxTokens(100)},
+	}, nil, transcript.Usage{})
+	r := l.Run(t.Context(), "go")
+	if r.Outcome != transcript.OutcomeBudgetExceeded || r.Turns != 1 {
+		t.Fatalf("result = %+v, want the token budget spent after 1 turn", r)
+	}
+	want := transcript.Usage{InputTokens: 110, OutputTokens: 9, CacheReadTokens: 40, Requests: 1, ContextTokens: 12}
+	if r.Usage != want {
+		t.Errorf("usage = %+v, want %+v", r.Usage, want)
+	}
+	wantKinds := []transcript.EntryKind{
+		transcript.KindUserMessage, transcript.KindAssistantMessage, transcript.KindUsage,
+		transcript.KindToolCall, transcript.KindToolResult, transcript.KindToolCompletion, transcript.KindUsage,
+		transcript.KindCheckpoint,
+	}
+	if diff := cmp.Diff(wantKinds, j.kinds()); diff != "" {
+		t.Errorf("journal (-want +got):\n%s", diff)
+	}
+	if u, ok := j.entries[6].(transcript.Usage); !ok || u != want {
+		t.Errorf("journaled usage %#v, want %+v", j.entries[6], want)
+	}
+}

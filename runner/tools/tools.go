@@ -54,16 +54,16 @@ type Result struct {
 	// run ends without another model request. A lifecycle hook that
 	// answers continue: false sets it.
 	EndTurn string
-	// Await, when set, pauses the session on this call: a hook asked a
-	// person to approve it and nobody has decided. The call did not run;
-	// the loop journals it as pending, leaves the calls after it unrun,
-	// and ends the run awaiting approval (Content is not the model's to
-	// read: a resumed run answers the call once someone decided).
 	// Usage is what the model requests the tool made itself used
 	// (mixture_of_agents asks other models): the loop adds it to the
 	// session's usage, where the token budget counts it. Not shown to the
 	// model.
 	Usage provider.Usage
+	// Await, when set, pauses the session on this call: a hook asked a
+	// person to approve it and nobody has decided. The call did not run;
+	// the loop journals it as pending, leaves the calls after it unrun,
+	// and ends the run awaiting approval (Content is not the model's to
+	// read: a resumed run answers the call once someone decided).
 	Await *Await
 }
 

@@ -43,13 +43,16 @@ const trajectoryNotes = "Written by aerie from the session's journaled entries. 
 // Trajectory is an ATIF trajectory document (Harbor RFC 0001,
 // "trajectory-format", version 1.7): the agent that ran, the ordered steps of
 // the session and its totals. Field names and optionality follow Harbor's
-// published models; fields aerie never fills (subagent_trajectories) are
-// left out.
+// published models.
 type Trajectory struct {
 	SchemaVersion string `json:"schema_version"`
 	// SessionID is the aerie session id.
 	SessionID string `json:"session_id,omitempty"`
-	Agent     Agent  `json:"agent"`
+	// TrajectoryID identifies an embedded subagent trajectory within its
+	// parent's SubagentTrajectories: the child session's id. It is empty
+	// on the root.
+	TrajectoryID string `json:"trajectory_id,omitempty"`
+	Agent        Agent  `json:"agent"`
 	// Steps has at least one element: the system prompt step comes first.
 	Steps        []Step        `json:"steps"`
 	Notes        string        `json:"notes,omitempty"`
@@ -57,6 +60,11 @@ type Trajectory struct {
 	// Extra holds the session's outcome, kind, fork origin and any entries
 	// that could not be rendered.
 	Extra map[string]any `json:"extra,omitempty"`
+	// SubagentTrajectories embeds the trajectories of the session's
+	// subagent sessions (ATIF v1.7's single-file form), each with its own
+	// embedded children; a spawning call's observation result refers to
+	// its child by TrajectoryID.
+	SubagentTrajectories []*Trajectory `json:"subagent_trajectories,omitempty"`
 }
 
 // Agent is the agent block of a trajectory.
@@ -131,9 +139,21 @@ type Result struct {
 	// result whose call the trajectory does not have.
 	SourceCallID string `json:"source_call_id,omitempty"`
 	Content      string `json:"content"`
+	// SubagentTrajectoryRef names the embedded trajectory of the child
+	// session the call spawned.
+	SubagentTrajectoryRef []SubagentRef `json:"subagent_trajectory_ref,omitempty"`
 	// Extra holds is_error and the harness's completion record (status,
 	// duration_ms, error).
 	Extra map[string]any `json:"extra,omitempty"`
+}
+
+// SubagentRef refers to an embedded subagent trajectory: TrajectoryID
+// resolves it among the SubagentTrajectories of the trajectory that holds
+// the reference; SessionID is informational.
+type SubagentRef struct {
+	TrajectoryID string         `json:"trajectory_id"`
+	SessionID    string         `json:"session_id,omitempty"`
+	Extra        map[string]any `json:"extra,omitempty"`
 }
 
 // Metrics are the token counts and cost of one agent step. PromptTokens
@@ -205,6 +225,13 @@ type TrajectoryInput struct {
 	Model    string
 	// Outcome is the run's outcome; empty means the latest checkpoint's.
 	Outcome string
+	// Subagents are the session's subagent sessions, each with its own
+	// Subagents: every one becomes an embedded trajectory, and the
+	// observation result of the call that spawned it (the CallID of its
+	// SubagentOutcome entry) refers to it. Their Agent, SystemPrompt,
+	// IncludeSystemPrompt and SystemPromptUnrecorded default to the
+	// parent's; Tools are theirs alone.
+	Subagents []TrajectoryInput
 }
 
 // BuildTrajectory renders a session as an ATIF trajectory. It is a pure
@@ -234,14 +261,21 @@ type TrajectoryInput struct {
 //     is_copied_context, and extra.fork names the source.
 //   - A subagent outcome is a system step; a checkpoint annotates the latest
 //     step's extra.checkpoint.
+//   - Each of Subagents is built the same way into subagent_trajectories,
+//     with its session id as trajectory_id; the observation result of the
+//     call that spawned it (its outcome's CallID) gets a
+//     subagent_trajectory_ref naming it, or, for a call the trajectory
+//     does not have, the outcome's step does. A child with no outcome yet
+//     is embedded without a reference.
 //   - The layers record of each run is no step: the trajectory's
 //     extra.extension_layers lists them, each with its seq.
 //   - A hook verdict joins extra.hooks of the tool call it was about, or
 //     else of the latest step.
 //
 // Entries of any other type, or without a payload, are listed in
-// extra.skipped_entries. Entries out of sequence order and an empty
-// Agent.Version are errors.
+// extra.skipped_entries. Entries out of sequence order, an empty
+// Agent.Version, and a subagent without a session id or given twice are
+// errors.
 func BuildTrajectory(in TrajectoryInput) (*Trajectory, error) {
 	if in.Agent.Version == "" {
 		return nil, errors.New("build trajectory: empty agent version: set TrajectoryInput.Agent.Version")
@@ -253,10 +287,44 @@ func BuildTrajectory(in TrajectoryInput) (*Trajectory, error) {
 		}
 	}
 	b := newBuilder(in)
+	for _, sub := range in.Subagents {
+		id := sub.Session.ID
+		switch {
+		case id == uuid.Nil:
+			return nil, errors.New("build trajectory: a subagent without a session id: " +
+				"set its TrajectoryInput.Session.ID (it is the embedded trajectory's id)")
+		case b.embedded[id]:
+			return nil, fmt.Errorf("build trajectory: subagent session %s is given twice: "+
+				"an embedded trajectory id must be unique among its siblings", id)
+		}
+		b.embedded[id] = true
+	}
 	for _, e := range in.Entries {
 		b.entry(e)
 	}
-	return b.finish(), nil
+	t := b.finish()
+	for _, sub := range in.Subagents {
+		child, err := BuildTrajectory(inheritFrom(in, sub))
+		if err != nil {
+			return nil, fmt.Errorf("subagent session %s: %w", sub.Session.ID, err)
+		}
+		child.TrajectoryID = sub.Session.ID.String()
+		t.SubagentTrajectories = append(t.SubagentTrajectories, child)
+	}
+	return t, nil
+}
+
+// inheritFrom gives a subagent's input what it leaves to its parent's: the
+// agent, and a system prompt that is not recorded when the parent's is
+// not (a trajectory made from the store alone).
+func inheritFrom(parent, sub TrajectoryInput) TrajectoryInput {
+	if sub.Agent == (AgentInfo{}) {
+		sub.Agent = parent.Agent
+	}
+	if parent.SystemPromptUnrecorded && sub.SystemPrompt == "" {
+		sub.SystemPromptUnrecorded = true
+	}
+	return sub
 }
 
 // callRef is where a tool call lives in the trajectory: its step and, once
@@ -288,12 +356,15 @@ type builder struct {
 	skipped                 []map[string]any
 	layers                  []map[string]any
 	fork                    *transcript.Fork
+	// embedded are the subagent sessions whose trajectories are embedded.
+	embedded map[uuid.UUID]bool
 }
 
 func newBuilder(in TrajectoryInput) *builder {
 	b := &builder{
 		in:         in,
 		calls:      make(map[string]callRef),
+		embedded:   make(map[uuid.UUID]bool),
 		pendingLLM: -1,
 		dispatch:   -1,
 	}
@@ -675,12 +746,33 @@ func (b *builder) subagent(e transcript.Entry, o transcript.SubagentOutcome) {
 	if o.Usage != nil {
 		detail["usage"] = usageMap(*o.Usage)
 	}
-	b.add(e.Seq, Step{
+	for k, v := range map[string]string{"call_id": o.CallID, "agent_type": o.AgentType, "answer_digest": o.AnswerDigest} {
+		if v != "" {
+			detail[k] = v
+		}
+	}
+	step := b.add(e.Seq, Step{
 		Timestamp: timestamp(e.CreatedAt),
 		Source:    sourceSystem,
 		Message:   msg,
 		Extra:     map[string]any{"subagent": detail},
 	})
+	if !b.embedded[o.Session] {
+		return
+	}
+	ref := SubagentRef{TrajectoryID: o.Session.String(), SessionID: o.Session.String()}
+	if _, ok := b.calls[o.CallID]; ok && o.CallID != "" {
+		// The spawning call's result refers to the child; the tool result
+		// that follows fills its content.
+		res := b.result(o.CallID)
+		res.SubagentTrajectoryRef = append(res.SubagentTrajectoryRef, ref)
+		return
+	}
+	// A call the trajectory does not have: the outcome's own step refers
+	// to the child.
+	b.t.Steps[step].Observation = &Observation{Results: []Result{{
+		Content: o.Summary, SubagentTrajectoryRef: []SubagentRef{ref},
+	}}}
 }
 
 func (b *builder) finish() *Trajectory {

@@ -26,6 +26,10 @@
 //		// A warning: the trajectory never changes the run's outcome.
 //	}
 //
+// A session's subagents (TrajectoryInput.Subagents, recursively) are
+// embedded in the one document as ATIF v1.7 subagent_trajectories, each
+// referred to by the result of the call that spawned it.
+//
 // The system prompt is recorded as its SHA-256 digest; its text is included
 // only when asked for, because it may hold what a project keeps private. The
 // mapping of each kind of entry to ATIF steps is described on

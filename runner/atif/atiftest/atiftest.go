@@ -35,9 +35,12 @@ var schema = sync.OnceValues(func() (*jsonschema.Schema, error) {
 
 // Check validates a trajectory document against the ATIF-v1.7 schema and
 // against the rules of Harbor's model validators that a schema cannot
-// express: step ids count from 1, tool call ids are unique in their step,
-// a result's source_call_id names a call of its step, and
-// final_metrics.total_steps counts the steps.
+// express, in the document and in every embedded subagent trajectory:
+// step ids count from 1, tool call ids are unique in their step, a
+// result's source_call_id names a call of its step, final_metrics.total_steps
+// counts the steps, embedded trajectory ids are unique among their
+// siblings, and a subagent_trajectory_ref without a trajectory_path names
+// an embedded trajectory of the trajectory that holds it.
 func Check(data []byte) error {
 	sch, err := schema()
 	if err != nil {
@@ -50,24 +53,51 @@ func Check(data []byte) error {
 	if err := sch.Validate(inst); err != nil {
 		return fmt.Errorf("schema: %v", err)
 	}
-	var doc struct {
-		Steps []struct {
-			StepID    int `json:"step_id"`
-			ToolCalls []struct {
-				ToolCallID string `json:"tool_call_id"`
-			} `json:"tool_calls"`
-			Observation *struct {
-				Results []struct {
-					SourceCallID *string `json:"source_call_id"`
-				} `json:"results"`
-			} `json:"observation"`
-		} `json:"steps"`
-		FinalMetrics *struct {
-			TotalSteps int `json:"total_steps"`
-		} `json:"final_metrics"`
-	}
+	var doc trajectory
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return err
+	}
+	return doc.check()
+}
+
+// trajectory is what the model validators read of a trajectory.
+type trajectory struct {
+	TrajectoryID *string `json:"trajectory_id"`
+	Steps        []struct {
+		StepID    int `json:"step_id"`
+		ToolCalls []struct {
+			ToolCallID string `json:"tool_call_id"`
+		} `json:"tool_calls"`
+		Observation *struct {
+			Results []struct {
+				SourceCallID *string `json:"source_call_id"`
+				Refs         []struct {
+					TrajectoryID   *string `json:"trajectory_id"`
+					TrajectoryPath *string `json:"trajectory_path"`
+				} `json:"subagent_trajectory_ref"`
+			} `json:"results"`
+		} `json:"observation"`
+	} `json:"steps"`
+	FinalMetrics *struct {
+		TotalSteps int `json:"total_steps"`
+	} `json:"final_metrics"`
+	Subagents []trajectory `json:"subagent_trajectories"`
+}
+
+func (doc trajectory) check() error {
+	embedded := map[string]bool{}
+	for i, sub := range doc.Subagents {
+		id := ""
+		if sub.TrajectoryID != nil {
+			id = *sub.TrajectoryID
+		}
+		if embedded[id] {
+			return fmt.Errorf("subagent_trajectories[%d]: duplicate trajectory_id %q", i, id)
+		}
+		embedded[id] = true
+		if err := sub.check(); err != nil {
+			return fmt.Errorf("subagent trajectory %q: %w", id, err)
+		}
 	}
 	for i, s := range doc.Steps {
 		if s.StepID != i+1 {
@@ -86,6 +116,12 @@ func Check(data []byte) error {
 		for _, r := range s.Observation.Results {
 			if r.SourceCallID != nil && !ids[*r.SourceCallID] {
 				return fmt.Errorf("step %d: source_call_id %q names no tool call of the step", s.StepID, *r.SourceCallID)
+			}
+			for _, ref := range r.Refs {
+				if ref.TrajectoryPath == nil && ref.TrajectoryID != nil && !embedded[*ref.TrajectoryID] {
+					return fmt.Errorf("step %d: subagent_trajectory_ref %q names no embedded subagent trajectory",
+						s.StepID, *ref.TrajectoryID)
+				}
 			}
 		}
 	}

@@ -11,6 +11,15 @@
 //		Agent:   atif.AgentInfo{Name: "aerie", Version: version},
 //	})
 //
+// A session's subagents come with it once LoadTree has read them through a
+// ChildLoader (the caller's store): the ATIF trajectory embeds each as a
+// subagent trajectory that the spawning call's result refers to, the
+// Markdown transcript nests each under its outcome, right after the call
+// that spawned it, and the JSON Lines follow the session's lines with each
+// child's, depth first.
+//
+//	in, err := export.LoadTree(ctx, in, children) // children lists by parent
+//
 // Every format shows the full history: an entry a compaction checkpoint
 // replaced in the model's context stays in the store and in the export,
 // marked as compacted, before the checkpoint that replaced it.

@@ -38,10 +38,19 @@ func writeJSONL(w io.Writer, in Input) error {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false) // tool output is full of < and >
+	if err := encodeLines(enc, in); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// encodeLines encodes the session's entries, then its children's, depth
+// first: a child's lines follow its parent's whole stream.
+func encodeLines(enc *json.Encoder, in Input) error {
 	for _, e := range in.Entries {
 		payload, err := transcript.EncodePayload(e.Payload)
 		if err != nil {
-			return fmt.Errorf("export entry %d: %w", e.Seq, err)
+			return fmt.Errorf("export entry %d of %s: %w", e.Seq, in.Session.ID, err)
 		}
 		l := Line{Session: in.Session.ID, Seq: e.Seq, Kind: e.Kind(), CreatedAt: e.CreatedAt.UTC(), Payload: payload}
 		if e.CompactedBy != 0 {
@@ -51,5 +60,10 @@ func writeJSONL(w io.Writer, in Input) error {
 			return fmt.Errorf("export entry %d: %w", e.Seq, err)
 		}
 	}
-	return bw.Flush()
+	for _, c := range in.Children {
+		if err := encodeLines(enc, c); err != nil {
+			return fmt.Errorf("subagent session %s: %w", c.Session.ID, err)
+		}
+	}
+	return nil
 }

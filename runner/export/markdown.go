@@ -28,19 +28,75 @@ type markdown struct {
 	// command and original are Input's OriginalCommand and Original.
 	command  func(callID string) string
 	original func(callID string) ([]byte, error)
+	// depth is 0 for the exported session, 1 for its subagents, and so
+	// on: headings go that many levels deeper.
+	depth int
+	// children are the session's subagent sessions by id; nested are
+	// those already rendered under their outcome.
+	children map[uuid.UUID]Input
+	nested   map[uuid.UUID]bool
 }
 
 func writeMarkdown(w io.Writer, in Input) error {
+	bw := bufio.NewWriter(w)
+	renderMarkdown(bw, in, 0)
+	return bw.Flush()
+}
+
+// renderMarkdown writes the transcript of in at a depth of the tree. Each
+// child is rendered under the subagent outcome that names it, which its
+// parent journals right after the spawning call; a child without one (it
+// had not finished) comes at the end, before the usage.
+func renderMarkdown(w *bufio.Writer, in Input, depth int) {
 	m := &markdown{
-		w: bufio.NewWriter(w), calls: map[string]string{}, shown: map[string]bool{},
+		w: w, calls: map[string]string{}, shown: map[string]bool{}, depth: depth,
 		command: in.OriginalCommand, original: in.Original,
+		children: make(map[uuid.UUID]Input, len(in.Children)), nested: map[uuid.UUID]bool{},
+	}
+	for _, c := range in.Children {
+		m.children[c.Session.ID] = c
 	}
 	m.header(in)
 	for _, e := range in.Entries {
 		m.entry(e)
 	}
+	var pending []Input
+	for _, c := range in.Children {
+		if !m.nested[c.Session.ID] {
+			pending = append(pending, c)
+		}
+	}
+	if len(pending) > 0 {
+		m.printf("%s Subagent sessions without an outcome\n\n", m.hashes(2))
+		m.printf("No subagent outcome in this session names them: they had not finished when it was exported, " +
+			"or the run that spawned them ended first.\n\n")
+		for _, c := range pending {
+			m.child(c)
+		}
+	}
 	m.usage()
-	return m.w.Flush()
+}
+
+// hashes is the Markdown of a heading of level at the writer's depth;
+// Markdown has six levels.
+func (m *markdown) hashes(level int) string { return strings.Repeat("#", min(6, level+m.depth)) }
+
+// child renders a subagent session as a block quote nested in this
+// transcript, one level deeper.
+func (m *markdown) child(c Input) {
+	m.nested[c.Session.ID] = true
+	var buf bytes.Buffer
+	bw := bufio.NewWriter(&buf)
+	renderMarkdown(bw, c, m.depth+1)
+	_ = bw.Flush() // a bytes.Buffer does not fail
+	for l := range strings.Lines(strings.TrimRight(buf.String(), "\n")) {
+		if l = strings.TrimRight(l, "\n"); l == "" {
+			m.printf(">\n")
+		} else {
+			m.printf("> %s\n", l)
+		}
+	}
+	m.printf("\n")
 }
 
 // printf writes to the buffered writer, which keeps the first error for
@@ -49,7 +105,11 @@ func (m *markdown) printf(format string, args ...any) { _, _ = fmt.Fprintf(m.w, 
 
 func (m *markdown) header(in Input) {
 	s := in.Session
-	m.printf("# Session %s\n\n", s.ID)
+	if m.depth == 0 {
+		m.printf("# Session %s\n\n", s.ID)
+	} else {
+		m.printf("%s Subagent session %s\n\n", m.hashes(1), s.ID)
+	}
 	field := func(name, value string) {
 		if value != "" {
 			m.printf("- %s: %s\n", name, value)
@@ -84,7 +144,7 @@ func (m *markdown) header(in Input) {
 // heading starts the section of an entry: its sequence number, what it is
 // and, for a compacted entry, the checkpoint that replaced it.
 func (m *markdown) heading(level int, e transcript.Entry, title string) {
-	m.printf("%s #%d · %s%s\n\n", strings.Repeat("#", level), e.Seq, title, compactedMark(e))
+	m.printf("%s #%d · %s%s\n\n", m.hashes(level), e.Seq, title, compactedMark(e))
 }
 
 // note is an entry of one line: a record rather than a message.
@@ -131,10 +191,7 @@ func (m *markdown) entry(e transcript.Entry) {
 		m.note(e, "forked from session %s at entry %d: the entries through #%d were copied from it",
 			p.Source, p.SourceSeq, p.SourceSeq)
 	case transcript.SubagentOutcome:
-		m.heading(2, e, fmt.Sprintf("Subagent %s: %s", p.Session, p.Outcome))
-		if p.Summary != "" {
-			m.printf("%s\n\n", strings.TrimRight(p.Summary, "\n"))
-		}
+		m.subagent(e, p)
 	case transcript.Layers:
 		names := make([]string, len(p.Layers))
 		for i, l := range p.Layers {
@@ -145,6 +202,35 @@ func (m *markdown) entry(e transcript.Entry) {
 		m.hookVerdict(e, p)
 	default:
 		m.note(e, "an entry of kind %T", e.Payload)
+	}
+}
+
+// subagent writes a subagent's outcome and, nested under it, the child
+// session's transcript.
+func (m *markdown) subagent(e transcript.Entry, o transcript.SubagentOutcome) {
+	title := fmt.Sprintf("Subagent %s: %s", o.Session, o.Outcome)
+	if o.CallID != "" {
+		title += fmt.Sprintf(" · for `%s` · `%s`", orUnknown(m.calls[o.CallID]), o.CallID)
+	}
+	m.heading(3, e, title)
+	var facts []string
+	if o.AgentType != "" {
+		facts = append(facts, "agent type "+o.AgentType)
+	}
+	if u := o.Usage; u != nil {
+		facts = append(facts, fmt.Sprintf("%d input and %d output tokens", u.InputTokens, u.OutputTokens))
+	}
+	if o.AnswerDigest != "" {
+		facts = append(facts, "answer "+o.AnswerDigest)
+	}
+	if len(facts) > 0 {
+		m.printf("%s.\n\n", strings.Join(facts, " · "))
+	}
+	if o.Summary != "" {
+		m.printf("%s\n\n", strings.TrimRight(o.Summary, "\n"))
+	}
+	if c, ok := m.children[o.Session]; ok && !m.nested[o.Session] {
+		m.child(c)
 	}
 }
 
@@ -354,7 +440,7 @@ func (m *markdown) hookVerdict(e transcript.Entry, v transcript.HookVerdict) {
 // usage ends the transcript with the session's totals, the latest usage
 // snapshot's.
 func (m *markdown) usage() {
-	m.printf("## Usage\n\n")
+	m.printf("%s Usage\n\n", m.hashes(2))
 	u := m.lastUsage
 	if u == nil {
 		m.printf("No usage recorded.\n")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -27,6 +28,8 @@ type exportFlags struct {
 	db, namespace string
 	// originals inlines the originals of shortened results (Markdown).
 	originals bool
+	// tree adds the subagent sessions' lines to a jsonl export.
+	tree bool
 }
 
 // exportStore is what export needs of runner/store.
@@ -34,6 +37,7 @@ type exportStore interface {
 	Resolve(ctx context.Context, tenant, ref string) (store.Session, error)
 	Entries(ctx context.Context, tenant string, session uuid.UUID) ([]transcript.Entry, error)
 	ToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string) ([]byte, error)
+	List(ctx context.Context, tenant string, opts store.ListOptions) ([]store.Session, error)
 }
 
 func newSessionExportCmd(a *app) *cobra.Command {
@@ -64,6 +68,16 @@ compress_context) is marked in the Markdown transcript with the aerie session
 output command that prints its byte-exact original; --originals shows each
 original in full under its result instead.
 
+Subagents: the sessions of kind subagent under SESSION (its children, theirs,
+and so on; aerie session tree shows them) come with it. atif embeds each as
+an ATIF v1.7 subagent trajectory (subagent_trajectories, trajectory_id = the
+child's session id), which the spawning call's observation result refers to
+(subagent_trajectory_ref); markdown nests each child's transcript as a
+quoted section under its subagent outcome, right after the call that spawned
+it (a child with no outcome yet comes at the end). jsonl is SESSION's lines
+only, unless --tree: then each child's lines follow its parent's, depth
+first, each line naming its session.
+
 -o FILE replaces FILE atomically (a reader never sees a part of it); without
 -o, or with -o -, the export goes to standard output.
 
@@ -85,6 +99,8 @@ AgentSession.`,
 		"write to `FILE`, replacing it atomically (default, or -: standard output)")
 	fl.StringVar(&f.db, "db", "",
 		"the session database `URL` (default: $"+runconfig.DatabaseURLEnv+", then database_url of the global config)")
+	fl.BoolVar(&f.tree, "tree", false,
+		"jsonl: add the lines of the subagent sessions under SESSION (atif and markdown always include them)")
 	fl.StringVar(&f.namespace, "namespace", "",
 		"export a cluster session: the `namespace` its entries are stored under (default: this directory's sessions)")
 	fl.BoolVar(&f.originals, "originals", false,
@@ -99,6 +115,9 @@ func (a *app) exportSession(cmd *cobra.Command, ref string, f exportFlags) error
 	format, err := export.ParseFormat(f.format)
 	if err != nil {
 		return fmt.Errorf("export: --format: %w", err)
+	}
+	if f.tree && format != export.JSONL {
+		return fmt.Errorf("export: --tree is for --format jsonl: %s always includes the subagent sessions", format)
 	}
 	if err := checkOutput(f.output); err != nil {
 		return err
@@ -139,7 +158,8 @@ func (a *app) exportSession(cmd *cobra.Command, ref string, f exportFlags) error
 	return nil
 }
 
-// renderSession writes the export of the session ref names in tenant.
+// renderSession writes the export of the session ref names in tenant,
+// with its subagent sessions unless it is jsonl without --tree.
 func (a *app) renderSession(
 	ctx context.Context, w io.Writer, st exportStore, tenant, ref string, format export.Format, f exportFlags,
 ) error {
@@ -151,19 +171,26 @@ func (a *app) renderSession(
 	if err != nil {
 		return fmt.Errorf("read %s: %w", describeSession(sess), err)
 	}
+	decorate := func(s store.Session, entries []transcript.Entry, in *export.Input) {
+		in.OriginalCommand = outputCommand(s.ID, f.namespace)
+		if f.originals {
+			o := originals{st: st, tenant: tenant, session: s.ID, entries: entries,
+				sidecars: a.sidecarDirs(outputFlags{namespace: f.namespace})}
+			in.Original = func(callID string) ([]byte, error) { return o.original(ctx, callID) }
+		}
+	}
 	in := export.Input{
-		Session:         trajectorySession(sess),
-		Entries:         entries,
-		Agent:           atif.AgentInfo{Version: a.version}, // named aerie by default
-		OriginalCommand: outputCommand(sess.ID, f.namespace),
+		Session: trajectorySession(sess),
+		Entries: entries,
+		Agent:   atif.AgentInfo{Version: a.version}, // named aerie by default
 	}
-	if f.originals {
-		o := originals{st: st, tenant: tenant, session: sess.ID, entries: entries,
-			sidecars: a.sidecarDirs(outputFlags{namespace: f.namespace})}
-		in.Original = func(callID string) ([]byte, error) { return o.original(ctx, callID) }
+	decorate(sess, entries, &in)
+	if format != export.JSONL || f.tree {
+		if in, err = export.LoadTree(ctx, in, subagentLoader(st, tenant, decorate)); err != nil {
+			return err
+		}
 	}
-	err = export.Write(w, format, in)
-	if err != nil {
+	if err = export.Write(w, format, in); err != nil {
 		return fmt.Errorf("export %s: %w", describeSession(sess), err)
 	}
 	return nil
@@ -226,6 +253,50 @@ func checkOutput(path string) error {
 			path, filepath.Dir(path))
 	}
 	return nil
+}
+
+// subagentLoader reads the subagent sessions of a parent from st: the
+// tenant's live sessions of kind subagent whose parent it is, oldest first,
+// each with its whole stream, and with what decorate adds (the way to the
+// originals of its shortened results). The tenant's sessions are listed
+// once, at the first call.
+func subagentLoader(
+	st exportStore, tenant string, decorate func(store.Session, []transcript.Entry, *export.Input),
+) export.ChildLoader {
+	var byParent map[uuid.UUID][]store.Session
+	return func(ctx context.Context, parent uuid.UUID) ([]export.Input, error) {
+		if byParent == nil {
+			list, err := st.List(ctx, tenant, store.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+			byParent = map[uuid.UUID][]store.Session{}
+			for _, s := range list {
+				if s.Kind == store.SessionSubagent && s.ParentID != uuid.Nil && s.ParentID != s.ID {
+					byParent[s.ParentID] = append(byParent[s.ParentID], s)
+				}
+			}
+			for _, children := range byParent {
+				slices.SortFunc(children, func(a, b store.Session) int {
+					if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+						return c
+					}
+					return slices.Compare(a.ID[:], b.ID[:])
+				})
+			}
+		}
+		var out []export.Input
+		for _, s := range byParent[parent] {
+			entries, err := st.Entries(ctx, tenant, s.ID)
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", describeSession(s), err)
+			}
+			in := export.Input{Session: trajectorySession(s), Entries: entries}
+			decorate(s, entries, &in)
+			out = append(out, in)
+		}
+		return out, nil
+	}
 }
 
 // trajectorySession is what a trajectory and an export take from a stored

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +31,7 @@ type sessionStore interface {
 	SetState(ctx context.Context, tenant string, id uuid.UUID, state store.State) error
 	Delete(ctx context.Context, tenant string, id uuid.UUID) error
 	Fork(ctx context.Context, tenant string, source uuid.UUID, opts store.ForkOptions) (store.Session, error)
+	Entries(ctx context.Context, tenant string, session uuid.UUID) ([]transcript.Entry, error)
 }
 
 // sessions is an open session database scoped to one tenant.
@@ -77,7 +80,9 @@ func newSessionListCmd(a *app) *cobra.Command {
 		Use:   listCmd,
 		Short: "List the sessions of the current directory, most recently updated first",
 		Long: `List shows each session's id, label, state, number of entries and how long ago
-it was last updated, most recently updated first.
+it was last updated, most recently updated first. Subagent sessions (kind
+subagent: child agents of another session) and deleted sessions are left out
+unless --all; tree shows the subagents under their parents.
 
 --json prints {"tenant": DIR, "sessions": [SESSION, ...]}, where SESSION has
 id, label, state, kind, entries, last_seq, parent_id, root_id, dir,
@@ -88,6 +93,9 @@ provider, model, created_at, updated_at and deleted_at.`,
 				list, err := s.st.List(ctx, s.tenant, store.ListOptions{IncludeDeleted: all})
 				if err != nil {
 					return err
+				}
+				if !all {
+					list = slices.DeleteFunc(list, func(s store.Session) bool { return s.Kind == store.SessionSubagent })
 				}
 				if asJSON {
 					out := sessionListJSON{Tenant: s.tenant, Sessions: make([]sessionJSON, 0, len(list))}
@@ -105,7 +113,7 @@ provider, model, created_at, updated_at and deleted_at.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
-	cmd.Flags().BoolVar(&all, "all", false, "include deleted sessions")
+	cmd.Flags().BoolVar(&all, "all", false, "include subagent and deleted sessions")
 	return cmd
 }
 
@@ -113,13 +121,23 @@ func newSessionTreeCmd(a *app) *cobra.Command {
 	var asJSON, all bool
 	cmd := &cobra.Command{
 		Use:   "tree",
-		Short: "Show the sessions of the current directory as trees of forks",
+		Short: "Show the sessions of the current directory as trees of forks and subagents",
 		Long: `Tree shows the sessions of the current directory under the sessions they were
-forked from, oldest first at every level. A session whose
+forked from or are subagents of, oldest first at every level. A session whose
 parent was deleted is shown as a root.
 
+KIND is how a session came to be (user, headless, fork, subagent). For a
+subagent, AGENT is its agent type (its persona; - for the parent session's
+own), and OUTCOME and TOKENS (input plus output) are what its parent
+recorded when it ended; a subagent still running, or whose parent never
+recorded its end, shows - there and its STATE says where it is.
+
 --json prints {"tenant": DIR, "sessions": [NODE, ...]}, where NODE has the
-fields of a session in list --json plus "children": [NODE, ...].`,
+fields of a session in list --json plus "agent_type", "outcome" (null
+but for a subagent whose end its parent recorded), "usage" (likewise: the
+subagent's input_tokens, output_tokens, cache_read_tokens,
+cache_write_tokens, reasoning_tokens, requests, cost_usd) and
+"children": [NODE, ...].`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withSessions(cmd, a, func(ctx context.Context, s sessions) error {
@@ -128,14 +146,19 @@ fields of a session in list --json plus "children": [NODE, ...].`,
 					return err
 				}
 				roots := store.BuildTree(list)
+				outcomes, err := s.subagentOutcomes(ctx, roots)
+				if err != nil {
+					return err
+				}
 				if asJSON {
-					return cli.WriteJSON(cmd.OutOrStdout(), sessionTreeJSON{Tenant: s.tenant, Sessions: toTreeJSON(roots)})
+					return cli.WriteJSON(cmd.OutOrStdout(),
+						sessionTreeJSON{Tenant: s.tenant, Sessions: toTreeJSON(roots, outcomes)})
 				}
 				if len(roots) == 0 {
 					_, err := fmt.Fprintf(cmd.OutOrStdout(), "No sessions in %s.\n", s.tenant)
 					return err
 				}
-				return printSessionTree(cmd.OutOrStdout(), roots, time.Now())
+				return printSessionTree(cmd.OutOrStdout(), roots, outcomes, time.Now())
 			})
 		},
 	}
@@ -492,6 +515,13 @@ type sessionJSON struct {
 
 type sessionNodeJSON struct {
 	sessionJSON
+	// AgentType is a subagent's persona; empty for the parent's own and
+	// for every other kind of session.
+	AgentType string `json:"agent_type"`
+	// Outcome and Usage are a subagent's, as its parent recorded them when
+	// it ended; null otherwise.
+	Outcome  *string           `json:"outcome"`
+	Usage    *transcript.Usage `json:"usage"`
 	Children []sessionNodeJSON `json:"children"`
 }
 
@@ -544,12 +574,66 @@ func toSessionJSON(s store.Session) sessionJSON {
 	return j
 }
 
-func toTreeJSON(nodes []*store.Node) []sessionNodeJSON {
+func toTreeJSON(nodes []*store.Node, outcomes map[uuid.UUID]transcript.SubagentOutcome) []sessionNodeJSON {
 	out := make([]sessionNodeJSON, 0, len(nodes))
 	for _, n := range nodes {
-		out = append(out, sessionNodeJSON{sessionJSON: toSessionJSON(n.Session), Children: toTreeJSON(n.Children)})
+		j := sessionNodeJSON{
+			sessionJSON: toSessionJSON(n.Session),
+			AgentType:   agentType(n.Session, outcomes),
+			Children:    toTreeJSON(n.Children, outcomes),
+		}
+		if o, ok := outcomes[n.Session.ID]; ok {
+			j.Outcome = ptrTo(string(o.Outcome))
+			j.Usage = o.Usage
+		}
+		out = append(out, j)
 	}
 	return out
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// subagentOutcomes reads, from the stream of every session in the trees
+// that has subagent children, the outcome it recorded for each of them:
+// where a subagent's end is recorded (its own stream may stop short of it,
+// if its process was lost). Sessions without subagents are not read.
+func (s sessions) subagentOutcomes(
+	ctx context.Context, roots []*store.Node,
+) (map[uuid.UUID]transcript.SubagentOutcome, error) {
+	outcomes := map[uuid.UUID]transcript.SubagentOutcome{}
+	var walk func(nodes []*store.Node) error
+	walk = func(nodes []*store.Node) error {
+		for _, n := range nodes {
+			if slices.ContainsFunc(n.Children, func(c *store.Node) bool { return c.Session.Kind == store.SessionSubagent }) {
+				entries, err := s.st.Entries(ctx, s.tenant, n.Session.ID)
+				if err != nil {
+					return fmt.Errorf("read the subagent outcomes of %s: %w", describeSession(n.Session), err)
+				}
+				for _, e := range entries {
+					if o, ok := e.Payload.(transcript.SubagentOutcome); ok {
+						outcomes[o.Session] = o
+					}
+				}
+			}
+			if err := walk(n.Children); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return outcomes, walk(roots)
+}
+
+// agentType is what tree shows of a subagent's agent type: its persona, as
+// its record or else its outcome names it; empty for other sessions.
+func agentType(s store.Session, outcomes map[uuid.UUID]transcript.SubagentOutcome) string {
+	if s.Kind != store.SessionSubagent {
+		return ""
+	}
+	if s.Settings.Persona != "" {
+		return s.Settings.Persona
+	}
+	return outcomes[s.ID].AgentType
 }
 
 // printSessionTable prints sessions as list shows them, ages relative to now.
@@ -563,10 +647,13 @@ func printSessionTable(w io.Writer, list []store.Session, now time.Time) error {
 	return tw.Flush()
 }
 
-// printSessionTree prints trees as tree shows them, ages relative to now.
-func printSessionTree(w io.Writer, roots []*store.Node, now time.Time) error {
+// printSessionTree prints trees as tree shows them, ages relative to now;
+// outcomes are the subagents' as their parents recorded them.
+func printSessionTree(
+	w io.Writer, roots []*store.Node, outcomes map[uuid.UUID]transcript.SubagentOutcome, now time.Time,
+) error {
 	tw := cli.NewTable(w)
-	fmt.Fprintln(tw, "ID\tLABEL\tKIND\tSTATE\tENTRIES\tUPDATED")
+	fmt.Fprintln(tw, "ID\tLABEL\tKIND\tAGENT\tSTATE\tOUTCOME\tTOKENS\tENTRIES\tUPDATED")
 	var walk func(nodes []*store.Node, indent string, top bool)
 	walk = func(nodes []*store.Node, indent string, top bool) {
 		for i, n := range nodes {
@@ -578,8 +665,15 @@ func printSessionTree(w io.Writer, roots []*store.Node, now time.Time) error {
 				branch, next = "", ""
 			}
 			s := n.Session
-			fmt.Fprintf(tw, "%s%s%s\t%s\t%s\t%s\t%d\t%s\n", indent, branch, s.ID, labelOrDash(s.Label),
-				s.Kind, stateOf(s), s.EntryCount, cli.Age(now, s.UpdatedAt))
+			outcome, tokens := "-", "-"
+			if o, ok := outcomes[s.ID]; ok {
+				outcome = string(o.Outcome)
+				if o.Usage != nil {
+					tokens = strconv.FormatInt(o.Usage.InputTokens+o.Usage.OutputTokens, 10)
+				}
+			}
+			fmt.Fprintf(tw, "%s%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", indent, branch, s.ID, labelOrDash(s.Label),
+				s.Kind, labelOrDash(agentType(s, outcomes)), stateOf(s), outcome, tokens, s.EntryCount, cli.Age(now, s.UpdatedAt))
 			walk(n.Children, indent+next, false)
 		}
 	}

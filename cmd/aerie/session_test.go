@@ -49,6 +49,11 @@ func testSessionCommands(t *testing.T, newHome func(t *testing.T) string) {
 		return seedSessions(t, newHome(t), t.TempDir())
 	}
 
+	t.Run("subagent trees", func(t *testing.T) {
+		t.Parallel()
+		testSubagentTrees(t, newHome)
+	})
+
 	t.Run("list --json", func(t *testing.T) {
 		t.Parallel()
 		f := seed(t)
@@ -100,12 +105,33 @@ func testSessionCommands(t *testing.T, newHome func(t *testing.T) string) {
 			f.main.ID.String():  {"main", "active", "7"},
 			f.other.ID.String(): {"other", "idle", "2"},
 			f.try.ID.String():   {"try", "idle", "6"},
-			f.sub.ID.String():   {"-", "completed", "0"},
 			f.twinA.ID.String(): {"dup", "idle", "0"},
 			f.twinB.ID.String(): {"dup", "idle", "0"},
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("rows (-want +got):\n%s\n%s", diff, r.stdout)
+		}
+	})
+
+	t.Run("list --all shows the subagent sessions", func(t *testing.T) {
+		t.Parallel()
+		f := seed(t)
+		r := mustRun(t, f.harness(), "session", "list", "--all", "--json")
+		var got sessionListJSON
+		decodeJSON(t, r.stdout, &got)
+		want := f.wantRows()
+		want[f.sub.ID] = sessionRow{State: "completed", Kind: "subagent", Parent: f.main.ID}
+		if diff := cmp.Diff(want, rowsOf(got.Sessions)); diff != "" {
+			t.Errorf("list --all --json (-want +got):\n%s", diff)
+		}
+		for _, s := range got.Sessions {
+			if s.ID == f.sub.ID && s.RootID != f.main.ID {
+				t.Errorf("the subagent's root_id = %s, want %s", s.RootID, f.main.ID)
+			}
+		}
+		r = mustRun(t, f.harness(), "session", "list", "--all")
+		if !strings.Contains(r.stdout, f.sub.ID.String()+"  -      completed") {
+			t.Errorf("list --all does not show the subagent session:\n%s", r.stdout)
 		}
 	})
 
@@ -139,12 +165,12 @@ func testSessionCommands(t *testing.T, newHome func(t *testing.T) string) {
 			lines = append(lines, strings.Join(fields[:len(fields)-2], " "))
 		}
 		wantLines := []string{
-			f.main.ID.String() + " main user active 7",
-			"├── " + f.try.ID.String() + " try fork idle 6",
-			"└── " + f.sub.ID.String() + " - subagent completed 0",
-			f.other.ID.String() + " other user idle 2",
-			f.twinA.ID.String() + " dup user idle 0",
-			f.twinB.ID.String() + " dup user idle 0",
+			f.main.ID.String() + " main user - active - - 7",
+			"├── " + f.try.ID.String() + " try fork - idle - - 6",
+			"└── " + f.sub.ID.String() + " - subagent - completed - - 0",
+			f.other.ID.String() + " other user - idle - - 2",
+			f.twinA.ID.String() + " dup user - idle - - 0",
+			f.twinB.ID.String() + " dup user - idle - - 0",
 		}
 		if diff := cmp.Diff(wantLines, lines); diff != "" {
 			t.Errorf("tree (-want +got):\n%s\n%s", diff, r.stdout)
@@ -616,12 +642,12 @@ func (f sessionFixture) rows(t *testing.T) map[uuid.UUID]sessionRow {
 	return rowsOf(got.Sessions)
 }
 
+// wantRows are the rows list shows: the subagent is left out.
 func (f sessionFixture) wantRows() map[uuid.UUID]sessionRow {
 	return map[uuid.UUID]sessionRow{
 		f.main.ID:  {Label: "main", State: "active", Kind: "user", Entries: 7},
 		f.other.ID: {Label: "other", State: "idle", Kind: "user", Entries: 2},
 		f.try.ID:   {Label: "try", State: "idle", Kind: "fork", Entries: 6, Parent: f.main.ID},
-		f.sub.ID:   {State: "completed", Kind: "subagent", Parent: f.main.ID},
 		f.twinA.ID: {Label: "dup", State: "idle", Kind: "user"},
 		f.twinB.ID: {Label: "dup", State: "idle", Kind: "user"},
 	}
@@ -714,15 +740,19 @@ func TestPrintSessions(t *testing.T) {
 			}},
 			{Session: lone},
 		}
-		if err := printSessionTree(&b, roots, now); err != nil {
+		outcomes := map[uuid.UUID]transcript.SubagentOutcome{
+			id(3): {Session: id(3), Outcome: transcript.OutcomeCompleted, AgentType: "reviewer",
+				Usage: &transcript.Usage{InputTokens: 1200, OutputTokens: 34}},
+		}
+		if err := printSessionTree(&b, roots, outcomes, now); err != nil {
 			t.Fatal(err)
 		}
-		want := `ID                                            LABEL  KIND      STATE      ENTRIES  UPDATED
-00000000-0000-0000-0000-000000000001          main   user      active     12       3m ago
-├── 00000000-0000-0000-0000-000000000002      try-b  fork      idle       7        2h ago
-│   └── 00000000-0000-0000-0000-000000000003  -      subagent  completed  3        5s ago
-└── 00000000-0000-0000-0000-000000000004      -      subagent  deleted    1        3d ago
-00000000-0000-0000-0000-000000000005          -      headless  idle       0        just now
+		want := `ID                                            LABEL  KIND      AGENT     STATE      OUTCOME    TOKENS  ENTRIES  UPDATED
+00000000-0000-0000-0000-000000000001          main   user      -         active     -          -       12       3m ago
+├── 00000000-0000-0000-0000-000000000002      try-b  fork      -         idle       -          -       7        2h ago
+│   └── 00000000-0000-0000-0000-000000000003  -      subagent  reviewer  completed  completed  1234    3        5s ago
+└── 00000000-0000-0000-0000-000000000004      -      subagent  -         deleted    -          -       1        3d ago
+00000000-0000-0000-0000-000000000005          -      headless  -         idle       -          -       0        just now
 `
 		if diff := cmpLines(want, b.String()); diff != "" {
 			t.Errorf("tree (-want +got):\n%s", diff)

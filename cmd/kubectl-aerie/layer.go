@@ -1,18 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
-	"sort"
-	"strconv"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -22,10 +16,6 @@ import (
 	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/runconfig"
 )
-
-// maxConfigMapBytes is what a ConfigMap can hold: the API server refuses
-// objects over 1 MiB, and the metadata needs some of it.
-const maxConfigMapBytes = 1<<20 - 16<<10
 
 func newLayerCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -84,118 +74,20 @@ that does not fit in a ConfigMap (about 1 MiB), naming the largest files.
 
 // packLayer builds the layer ConfigMap of the tree at dir.
 func packLayer(dir, name, namespace, label string) (*corev1.ConfigMap, error) {
+	packed, err := runconfig.PackLayer(runconfig.PackTree{Dir: dir})
+	if err != nil {
+		return nil, fmt.Errorf("pack %s: %w", dir, err)
+	}
 	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Annotations: packed.Annotations},
+		Data:       packed.Data,
+		BinaryData: packed.BinaryData,
 	}
 	if label != "" {
 		cm.Labels = map[string]string{runconfig.LayerLabel: label}
 	}
-	paths := map[string]string{}
-	var executables []string
-	type sized struct {
-		path string
-		size int
-	}
-	var files []sized
-	total := 0
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, fmt.Errorf("pack %s: %w", dir, err)
-	}
-	defer root.Close()
-	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return fmt.Errorf("%s is a %s; a layer holds regular files and directories only",
-				filepath.Join(dir, p), typeName(d.Type()))
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		data, err := root.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		key, ok := runconfig.PathKey(p)
-		if !ok {
-			key = "file-" + strconv.Itoa(len(paths)+1)
-			paths[key] = p
-		}
-		if utf8.Valid(data) {
-			if cm.Data == nil {
-				cm.Data = map[string]string{}
-			}
-			cm.Data[key] = string(data)
-		} else {
-			if cm.BinaryData == nil {
-				cm.BinaryData = map[string][]byte{}
-			}
-			cm.BinaryData[key] = data
-		}
-		if info.Mode()&0o111 != 0 {
-			executables = append(executables, p)
-		}
-		files = append(files, sized{p, len(data)})
-		total += len(key) + len(data)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pack %s: %w", dir, err)
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("pack %s: the directory holds no files", dir)
-	}
-	if total > maxConfigMapBytes {
-		sort.Slice(files, func(i, j int) bool { return files[i].size > files[j].size })
-		var largest bytes.Buffer
-		for i, f := range files {
-			if i == 3 {
-				break
-			}
-			fmt.Fprintf(&largest, "\n  %s (%d bytes)", f.path, f.size)
-		}
-		return nil, fmt.Errorf("pack %s: %d bytes do not fit in a ConfigMap (at most %d); the largest files:%s\n"+
-			"put large files in a volume layer (spec.extensions[].persistentVolumeClaim or image) instead",
-			dir, total, maxConfigMapBytes, largest.String())
-	}
-	if len(paths) > 0 || len(executables) > 0 {
-		cm.Annotations = map[string]string{}
-	}
-	if len(paths) > 0 {
-		b, _ := json.Marshal(paths)
-		cm.Annotations[runconfig.PathsAnnotation] = string(b)
-	}
-	if len(executables) > 0 {
-		sort.Strings(executables)
-		b, _ := json.Marshal(executables)
-		cm.Annotations[runconfig.ExecutablesAnnotation] = string(b)
-	}
-	// Check the result the way the controller and the runner read it.
-	if _, err := runconfig.LayerFiles(cm.Data, cm.BinaryData, cm.Annotations); err != nil {
-		return nil, fmt.Errorf("pack %s: %w", dir, err)
-	}
 	return cm, nil
-}
-
-func typeName(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return "special file"
 }
 
 func newLayerUnpackCmd() *cobra.Command {

@@ -11,12 +11,14 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/aerie-run/aerie/runner/atomicfile"
+	"github.com/aerie-run/aerie/runner/layer"
 )
 
 // InstallFile is the provenance record aerie plugin install writes into the
@@ -37,6 +39,54 @@ type Install struct {
 	InstalledAt time.Time `yaml:"installed_at" json:"installed_at"`
 	// Enabled is false after aerie plugin disable.
 	Enabled bool `yaml:"enabled" json:"enabled"`
+	// Marketplace and Entry name the marketplace entry installed with
+	// aerie plugin install ENTRY@MARKETPLACE; aerie plugin update resolves
+	// the entry again.
+	Marketplace string `yaml:"marketplace,omitempty" json:"marketplace,omitempty"`
+	Entry       string `yaml:"entry,omitempty" json:"entry,omitempty"`
+	// Manifest is what the marketplace entry contributes to the plugin's
+	// manifest, when it does.
+	Manifest *EntryManifest `yaml:"manifest,omitempty" json:"manifest,omitempty"`
+}
+
+// EntryManifest is the manifest a marketplace entry gives a plugin. For a
+// plugin without a manifest of its own (an entry with strict: false, or a
+// Claude plugin that relies on its entry) it is the whole manifest: Name is
+// set. Otherwise it only adds skill paths, searched after the plugin's own.
+type EntryManifest struct {
+	Format      Format   `yaml:"format" json:"format"`
+	Name        string   `yaml:"name,omitempty" json:"name,omitempty"`
+	Version     string   `yaml:"version,omitempty" json:"version,omitempty"`
+	Description string   `yaml:"description,omitempty" json:"description,omitempty"`
+	Skills      []string `yaml:"skills,omitempty" json:"skills,omitempty"`
+}
+
+// manifest checks an install record's entry manifest as a manifest of its
+// own: a record travels in packed layers, so it is input like any other.
+func (em *EntryManifest) manifest(file string) (*Manifest, error) {
+	fail := func(field string, err error) error {
+		return layer.Problem{File: file, Field: "manifest." + field, Reason: err.Error()}
+	}
+	if em.Format != FormatClaude && em.Format != FormatCodex {
+		return nil, fail("format", fmt.Errorf("format %q must be claude or codex", em.Format))
+	}
+	m := &Manifest{Format: em.Format, Name: em.Name, Version: em.Version, Description: em.Description}
+	if em.Name != "" {
+		if err := CheckName(em.Name); err != nil {
+			return nil, fail(fieldName, err)
+		}
+		m.Skills = []string{DefaultSkillsDir}
+	}
+	for _, p := range em.Skills {
+		c, err := cleanRel(p)
+		if err != nil {
+			return nil, fail("skills", err)
+		}
+		if !contains(m.Skills, c) {
+			m.Skills = append(m.Skills, c)
+		}
+	}
+	return m, nil
 }
 
 func readInstall(fsys fs.FS, rel string) (*Install, error) {
@@ -75,11 +125,16 @@ func writeInstall(dir string, in *Install) error {
 type Manager struct {
 	// Dir is the plugins directory.
 	Dir string
+	// MarketDir holds the marketplace records and the clones of git
+	// marketplaces ($AERIE_HOME/marketplaces).
+	MarketDir string
 	// Check loads the configuration after a change; nil accepts every
 	// change.
 	Check func() error
 	// Git is the git binary; "git" when empty.
 	Git string
+	// Env is the environment git runs with; os.Environ() when nil.
+	Env []string
 	// Now gives the install time; time.Now when nil.
 	Now func() time.Time
 }
@@ -94,6 +149,9 @@ type InstallOptions struct {
 	// Ref is a branch or tag to clone (git only); the default branch when
 	// empty.
 	Ref string
+	// SHA is the commit to check out (git only); the head of Ref when
+	// empty.
+	SHA string
 }
 
 func (m *Manager) now() time.Time {
@@ -119,7 +177,7 @@ func (m *Manager) Install(ctx context.Context, o InstallOptions) (string, error)
 	if err := os.MkdirAll(m.Dir, 0o755); err != nil {
 		return "", fmt.Errorf("install plugin: %w", err)
 	}
-	stage, rec, err := m.fetch(ctx, o.Source, sub, o.Ref)
+	stage, rec, err := m.fetch(ctx, InstallOptions{Source: o.Source, Path: sub, Ref: o.Ref, SHA: o.SHA})
 	if err != nil {
 		return "", err
 	}
@@ -128,14 +186,20 @@ func (m *Manager) Install(ctx context.Context, o InstallOptions) (string, error)
 	if err != nil {
 		return "", fmt.Errorf("install plugin: %w", err)
 	}
+	return m.place(stage, rec, mf.Name)
+}
+
+// place moves a staged plugin into m.Dir/name with its install record, and
+// removes it again when the configuration does not load with it.
+func (m *Manager) place(stage string, rec *Install, name string) (string, error) {
 	rec.Enabled = true
 	if err := writeInstall(stage, rec); err != nil {
 		return "", err
 	}
-	dest := filepath.Join(m.Dir, mf.Name)
+	dest := filepath.Join(m.Dir, name)
 	if _, err := os.Lstat(dest); err == nil {
 		return "", fmt.Errorf(
-			"install plugin: %s is already installed in %s; uninstall it or use aerie plugin update", mf.Name, dest)
+			"install plugin: %s is already installed in %s; uninstall it or use aerie plugin update", name, dest)
 	}
 	if err := os.Rename(stage, dest); err != nil {
 		return "", fmt.Errorf("install plugin: %w", err)
@@ -143,9 +207,9 @@ func (m *Manager) Install(ctx context.Context, o InstallOptions) (string, error)
 	if err := m.check(); err != nil {
 		_ = os.RemoveAll(dest)
 		return "", fmt.Errorf("install plugin %s: the configuration does not load with it, so it was removed: %w",
-			mf.Name, err)
+			name, err)
 	}
-	return mf.Name, nil
+	return name, nil
 }
 
 // SetEnabled enables or disables an installed plugin.
@@ -211,17 +275,28 @@ func (m *Manager) Update(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	stage, fresh, err := m.fetch(ctx, rec.Source, rec.Path, rec.Ref)
+	var stage string
+	var fresh *Install
+	if rec.Marketplace != "" {
+		// Follow the marketplace: its entry may now point elsewhere.
+		stage, fresh, err = m.fetchEntry(ctx, rec.Entry, rec.Marketplace)
+	} else {
+		stage, fresh, err = m.fetch(ctx, InstallOptions{Source: rec.Source, Path: rec.Path, Ref: rec.Ref})
+	}
 	if err != nil {
 		return fmt.Errorf("update plugin %s: %w", name, err)
 	}
 	defer os.RemoveAll(stage) //nolint:errcheck // best-effort removal of the staging directory
-	mf, err := manifestOf(stage)
-	if err != nil {
-		return fmt.Errorf("update plugin %s: %w", name, err)
+	got := fresh.Entry
+	if rec.Marketplace == "" {
+		mf, err := manifestOf(stage)
+		if err != nil {
+			return fmt.Errorf("update plugin %s: %w", name, err)
+		}
+		got = mf.Name
 	}
-	if mf.Name != name {
-		return fmt.Errorf("update plugin %s: the source now names the plugin %q", name, mf.Name)
+	if got != name {
+		return fmt.Errorf("update plugin %s: the source now names the plugin %q", name, got)
 	}
 	fresh.Enabled = rec.Enabled
 	if err := writeInstall(stage, fresh); err != nil {
@@ -318,17 +393,23 @@ func manifestOf(dir string) (*Manifest, error) {
 		}
 		return ParseManifest(mf.Format, file, data)
 	}
-	return nil, errors.New(noManifest + " in the source")
+	return nil, errNoManifest
 }
 
-// fetch copies the plugin at sub of source into a new staging directory
+// errNoManifest is manifestOf's error for a source without a manifest.
+var errNoManifest = errors.New(noManifest + " in the source")
+
+// fetch copies the plugin at sub of a source into a new staging directory
 // inside m.Dir (a dot name, so discovery ignores it, and on the same file
 // system, so the final rename is atomic).
-func (m *Manager) fetch(ctx context.Context, source, sub, ref string) (string, *Install, error) {
-	if source == "" {
+func (m *Manager) fetch(ctx context.Context, f InstallOptions) (string, *Install, error) {
+	if f.Source == "" {
 		return "", nil, errors.New("install plugin: the source is empty")
 	}
-	rec := &Install{Source: source, Ref: ref, Path: sub, InstalledAt: m.now()}
+	if err := os.MkdirAll(m.Dir, 0o755); err != nil {
+		return "", nil, fmt.Errorf("install plugin: %w", err)
+	}
+	rec := &Install{Source: f.Source, Ref: f.Ref, Path: f.Path, InstalledAt: m.now()}
 	stage, err := os.MkdirTemp(m.Dir, ".stage-")
 	if err != nil {
 		return "", nil, fmt.Errorf("install plugin: %w", err)
@@ -338,32 +419,24 @@ func (m *Manager) fetch(ctx context.Context, source, sub, ref string) (string, *
 		_ = os.RemoveAll(stage)
 		return "", nil, err
 	}
-	if st, err := os.Stat(source); err == nil && st.IsDir() && ref == "" {
-		abs, err := filepath.Abs(source)
+	if st, err := os.Stat(f.Source); err == nil && st.IsDir() && f.Ref == "" && f.SHA == "" {
+		abs, err := filepath.Abs(f.Source)
 		if err != nil {
 			return fail(fmt.Errorf("install plugin: %w", err))
 		}
 		rec.Source = abs
-		if err := copyTree(filepath.Join(abs, filepath.FromSlash(sub)), dest); err != nil {
+		if err := copyTree(filepath.Join(abs, filepath.FromSlash(f.Path)), dest); err != nil {
 			return fail(fmt.Errorf("install plugin from %s: %w", abs, err))
 		}
 	} else {
 		clone := filepath.Join(stage, "clone")
-		args := []string{"clone", "--quiet", "--depth", "1"}
-		if ref != "" {
-			args = append(args, "--branch", ref)
-		}
-		args = append(args, "--", source, clone)
-		if out, err := m.git(ctx, "", args...); err != nil {
-			return fail(fmt.Errorf("install plugin: git clone %s: %w: %s", source, err, out))
-		}
-		commit, err := m.git(ctx, clone, "rev-parse", "HEAD")
+		commit, err := m.clone(ctx, f.Source, f.Ref, f.SHA, clone)
 		if err != nil {
-			return fail(fmt.Errorf("install plugin: git rev-parse: %w: %s", err, commit))
+			return fail(fmt.Errorf("install plugin: %w", err))
 		}
-		rec.Commit = strings.TrimSpace(commit)
-		if err := copyTree(filepath.Join(clone, filepath.FromSlash(sub)), dest); err != nil {
-			return fail(fmt.Errorf("install plugin from %s: %w", source, err))
+		rec.Commit = commit
+		if err := copyTree(filepath.Join(clone, filepath.FromSlash(f.Path)), dest); err != nil {
+			return fail(fmt.Errorf("install plugin from %s: %w", f.Source, err))
 		}
 	}
 	// Move the plugin out of the staging directory's scratch space so
@@ -380,6 +453,35 @@ func (m *Manager) fetch(ctx context.Context, source, sub, ref string) (string, *
 	return final, rec, nil
 }
 
+// clone clones url into dir at ref (the default branch when empty), checks
+// out sha when given, and returns the commit checked out. Without a sha the
+// clone is shallow.
+func (m *Manager) clone(ctx context.Context, url, ref, sha, dir string) (string, error) {
+	args := []string{"clone", "--quiet"}
+	if sha == "" {
+		args = append(args, "--depth", "1")
+	} else {
+		args = append(args, "--no-checkout")
+	}
+	if ref != "" {
+		args = append(args, "--branch", ref)
+	}
+	args = append(args, "--", url, dir)
+	if out, err := m.git(ctx, "", args...); err != nil {
+		return "", fmt.Errorf("git clone %s: %w: %s", url, err, out)
+	}
+	if sha != "" {
+		if out, err := m.git(ctx, dir, "checkout", "--quiet", "--detach", sha, "--"); err != nil {
+			return "", fmt.Errorf("git checkout %s in %s: %w: %s", sha, url, err, out)
+		}
+	}
+	commit, err := m.git(ctx, dir, "rev-parse", "HEAD")
+	if err != nil {
+		return "", fmt.Errorf("git rev-parse: %w: %s", err, commit)
+	}
+	return strings.TrimSpace(commit), nil
+}
+
 func (m *Manager) git(ctx context.Context, dir string, args ...string) (string, error) {
 	bin := m.Git
 	if bin == "" {
@@ -388,7 +490,11 @@ func (m *Manager) git(ctx context.Context, dir string, args ...string) (string, 
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
 	// No prompt for credentials: a command line must never hang.
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	env := m.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(slices.Clip(env), "GIT_TERMINAL_PROMPT=0")
 	out, err := cmd.CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }

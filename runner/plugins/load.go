@@ -263,26 +263,13 @@ func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options
 			e.Enabled = false
 		}
 	}
-	var mf *ManifestFile
-	for i := range ManifestFiles {
-		if _, err := fs.Stat(fsys, path.Join(rel, ManifestFiles[i].Path)); err == nil {
-			mf = &ManifestFiles[i]
-			break
-		}
-	}
-	if mf == nil {
-		e.Status, e.Reason = layer.StatusSkipped, noManifest
-		return e, nil, nil
-	}
-	e.Manifest, e.Format = filepath.Join(root, filepath.FromSlash(mf.Path)), mf.Format
-	data, err := readLimited(fsys, path.Join(rel, mf.Path))
-	if err != nil {
-		return skip(layer.Problem{File: e.Manifest, Reason: err.Error()})
-	}
-	e.Digest = layer.Digest(data)
-	m, err := ParseManifest(mf.Format, e.Manifest, data)
+	m, err := readManifest(fsys, rel, root, &e)
 	if err != nil {
 		return skip(err)
+	}
+	if m == nil {
+		e.Status, e.Reason = layer.StatusSkipped, noManifest
+		return e, nil, nil
 	}
 	e.Version, e.Description = m.Version, m.Description
 	if m.Name != name {
@@ -319,6 +306,58 @@ func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options
 	}
 	e.Status = layer.StatusActive
 	return e, p, nil
+}
+
+// readManifest reads the manifest of the plugin at rel (root on disk) and
+// fills e's manifest, digest and format: the first manifest file present,
+// with the skills its marketplace entry adds; or, without one, the manifest
+// its marketplace entry gave it in the install record. It returns nil when
+// there is neither.
+func readManifest(fsys fs.FS, rel, root string, e *Entry) (*Manifest, error) {
+	var extra *Manifest
+	if e.Install != nil && e.Install.Manifest != nil {
+		file := filepath.Join(root, InstallFile)
+		em, err := e.Install.Manifest.manifest(file)
+		if err != nil {
+			return nil, err
+		}
+		extra = em
+	}
+	var mf *ManifestFile
+	for i := range ManifestFiles {
+		if _, err := fs.Stat(fsys, path.Join(rel, ManifestFiles[i].Path)); err == nil {
+			mf = &ManifestFiles[i]
+			break
+		}
+	}
+	if mf == nil {
+		if extra == nil || extra.Name == "" {
+			return nil, nil
+		}
+		e.Manifest, e.Format = filepath.Join(root, InstallFile), extra.Format
+		if data, err := readLimited(fsys, path.Join(rel, InstallFile)); err == nil {
+			e.Digest = layer.Digest(data)
+		}
+		return extra, nil
+	}
+	e.Manifest, e.Format = filepath.Join(root, filepath.FromSlash(mf.Path)), mf.Format
+	data, err := readLimited(fsys, path.Join(rel, mf.Path))
+	if err != nil {
+		return nil, layer.Problem{File: e.Manifest, Reason: err.Error()}
+	}
+	e.Digest = layer.Digest(data)
+	m, err := ParseManifest(mf.Format, e.Manifest, data)
+	if err != nil {
+		return nil, err
+	}
+	if extra != nil {
+		for _, s := range extra.Skills {
+			if !contains(m.Skills, s) {
+				m.Skills = append(m.Skills, s)
+			}
+		}
+	}
+	return m, nil
 }
 
 func readLimited(fsys fs.FS, name string) ([]byte, error) {

@@ -17,7 +17,12 @@
 // Plugins live in the plugins/ directory of each extension layer; those
 // installed with aerie plugin install live in $AERIE_HOME/plugins/<name>
 // (the home layer's plugins/ directory) with an .aerie-install.yaml that
-// records where they came from and whether they are enabled. When two layers
+// records where they came from and whether they are enabled. A plugin can
+// also be installed from a marketplace, a Claude or Codex catalog of plugins
+// (marketplace.go parses it, markets.go adds, updates and removes
+// marketplaces and installs their entries); the record then names the
+// marketplace and the entry, and carries the manifest an entry gives a
+// plugin that has none of its own (Claude's strict: false). When two layers
 // hold a plugin of the same name the nearest wins.
 //
 // Load turns the layers into the enabled plugins' contributions — skill

@@ -357,6 +357,11 @@ func TestEndToEnd(t *testing.T) {
 		testPlatformLayer(t, e)
 	})
 
+	t.Run("PlatformPlugins", func(t *testing.T) {
+		t.Parallel()
+		testPlatformPlugins(t, e)
+	})
+
 	t.Run("NamespaceLayerConfig", func(t *testing.T) {
 		t.Parallel()
 		testNamespaceLayerConfig(t, e)

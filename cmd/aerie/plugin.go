@@ -17,7 +17,7 @@ import (
 func newPluginCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plugin",
-		Short: "Install, list, enable, disable, update and uninstall plugins",
+		Short: "Install, list, enable, disable, update, uninstall and pack plugins, and manage marketplaces",
 		Long: `A plugin is a directory that bundles skills, hooks and MCP servers. Plugins
 live in the plugins/ directory of every extension layer; aerie plugin install
 puts them in $AERIE_HOME/plugins/<name> with an .aerie-install.yaml that
@@ -34,7 +34,7 @@ has the fields of an entry of plugin list --json.
 Exit status: 0 on success, 1 on any failure.`,
 	}
 	cmd.AddCommand(newPluginInstallCmd(a), newPluginListCmd(a), newPluginEnableCmd(a, true), newPluginEnableCmd(a, false),
-		newPluginUninstallCmd(a), newPluginUpdateCmd(a))
+		newPluginUninstallCmd(a), newPluginUpdateCmd(a), newPluginMarketCmd(a), newPluginPackCmd(a))
 	return cmd
 }
 
@@ -71,7 +71,8 @@ func pluginManager(a *app) (*plugins.Manager, error) {
 		return nil, errors.New("no home directory: set AERIE_HOME")
 	}
 	return &plugins.Manager{
-		Dir: filepath.Join(home, plugins.Dir),
+		Dir:       filepath.Join(home, plugins.Dir),
+		MarketDir: filepath.Join(home, plugins.MarketsDir),
 		Check: func() error {
 			_, err := loadPlugins(a)
 			return err
@@ -98,12 +99,19 @@ func newPluginInstallCmd(a *app) *cobra.Command {
 	var o plugins.InstallOptions
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "install SOURCE",
-		Short: "Install a plugin from a local directory or a git URL",
+		Use:   "install SOURCE | NAME@MARKETPLACE",
+		Short: "Install a plugin from a local directory, a git URL or a marketplace",
 		Long: `Install a plugin from a local directory or a git URL into $AERIE_HOME/plugins.
 --path points at the plugin inside the source (default: its root); --ref picks
 a branch or tag to clone (default: the default branch). A source that is not a
 local directory, or any source with --ref, is cloned with git.
+
+NAME@MARKETPLACE installs the entry NAME of a marketplace added with aerie
+plugin marketplace add: a directory inside the marketplace, or a git
+repository (a directory of it, at the entry's ref and pinned commit). An entry
+with strict: false, or a plugin without a manifest of its own, takes its
+manifest from the entry. The install record names the marketplace and the
+entry, and aerie plugin update resolves the entry again.
 
 --json prints {"installed": PLUGIN}.`,
 		Args: cobra.ExactArgs(1),
@@ -113,7 +121,16 @@ local directory, or any source with --ref, is cloned with git.
 				return fmt.Errorf("plugin install: %w", err)
 			}
 			o.Source = args[0]
-			name, err := m.Install(cmd.Context(), o)
+			var name string
+			if entry, market, ok := marketRef(args[0]); ok {
+				if o.Path != "" || o.Ref != "" {
+					return errors.New("plugin install: --path and --ref do not apply to NAME@MARKETPLACE; " +
+						"the marketplace entry says where the plugin is")
+				}
+				name, err = m.InstallFrom(cmd.Context(), entry, market)
+			} else {
+				name, err = m.Install(cmd.Context(), o)
+			}
 			if err != nil {
 				return fmt.Errorf("plugin install: %w", err)
 			}
@@ -282,6 +299,8 @@ func newPluginUpdateCmd(a *app) *cobra.Command {
 		Use:   "update [NAME]",
 		Short: "Fetch installed plugins again from their sources",
 		Long: `Update the named plugin, or every plugin installed with aerie plugin install.
+A plugin installed from a marketplace follows its entry as the marketplace
+now has it (run aerie plugin marketplace update first to fetch the catalog).
 
 --json prints {"updated": [PLUGIN, ...], "failed": [{"name": NAME, "error":
 MESSAGE}, ...]}, also when some failed (the exit status is then 1).`,

@@ -48,7 +48,7 @@ func testPlatformPlugins(t *testing.T, e *e2e) {
 		return string(out)
 	}
 	aerie("plugin", "marketplace", "add", market)
-	selection := []string{"example-plugin", "gopls-lsp", "hookify", "security-guidance", "discord"}
+	selection := []string{"discord", "gopls-lsp", "hookify", "pr-review-toolkit", "security-guidance"}
 	for _, p := range selection {
 		aerie("plugin", "install", p+"@claude-plugins-official")
 	}
@@ -64,7 +64,7 @@ func testPlatformPlugins(t *testing.T, e *e2e) {
 
 	model := testenv.StartModelServer(t,
 		testenv.Turn{
-			ToolCalls: []testenv.ToolCall{{ID: "read-skill", Name: "skill", Arguments: `{"name":"example-plugin:example-skill"}`}},
+			ToolCalls: []testenv.ToolCall{{ID: "read-skill", Name: "skill", Arguments: `{"name":"discord:access"}`}},
 			Usage:     testenv.TokenUsage{InputTokens: 100, OutputTokens: 10},
 		},
 		testenv.Turn{Text: "Done.", Usage: testenv.TokenUsage{InputTokens: 100, OutputTokens: 5}})
@@ -80,12 +80,12 @@ func testPlatformPlugins(t *testing.T, e *e2e) {
 	if err := requestForTurn(t, model, 1).Decode(&first); err != nil {
 		t.Fatal(err)
 	}
-	for _, skill := range []string{"example-plugin:example-skill", "hookify:writing-rules", "discord:access"} {
+	for _, skill := range []string{"discord:access", "discord:configure"} {
 		if !strings.Contains(string(first.System), skill) {
 			t.Errorf("the system prompt does not list the plugin skill %s: %s", skill, first.System)
 		}
 	}
-	if got := toolResults(t, requestForTurn(t, model, 2))["read-skill"]; !strings.Contains(got, "This skill demonstrates the structure and format for Claude Code plugin skills.") {
+	if got := toolResults(t, requestForTurn(t, model, 2))["read-skill"]; !strings.Contains(got, "Discord Channel Access Management") {
 		t.Errorf("the skill tool returned %q, want the plugin skill's body from the platform layer", got)
 	}
 }

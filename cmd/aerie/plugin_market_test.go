@@ -48,7 +48,7 @@ func TestPluginMarketplaceLocal(t *testing.T) {
 		t.Errorf("gopls-lsp: problem %q, want none", p)
 	}
 
-	for _, ref := range []string{"gopls-lsp@claude-plugins-official", "example-plugin@claude-plugins-official"} {
+	for _, ref := range []string{"gopls-lsp@claude-plugins-official", "discord@claude-plugins-official"} {
 		if r := h.aerie(t, "plugin", "install", ref); r.code != 0 {
 			t.Fatalf("install %s: %v", ref, r.err)
 		}
@@ -68,8 +68,8 @@ func TestPluginMarketplaceLocal(t *testing.T) {
 		}
 	}
 	r = h.aerie(t, "plugin", "list")
-	for _, want := range []string{"gopls-lsp\t", "example-plugin"} {
-		if !strings.Contains(strings.ReplaceAll(r.stdout, "  ", "\t"), strings.TrimSuffix(want, "\t")) {
+	for _, want := range []string{"gopls-lsp", "discord"} {
+		if !strings.Contains(r.stdout, want) {
 			t.Errorf("plugin list %q lacks %q", r.stdout, want)
 		}
 	}
@@ -77,13 +77,13 @@ func TestPluginMarketplaceLocal(t *testing.T) {
 		t.Errorf("update gopls-lsp: %v", r.err)
 	}
 
-	r = h.aerie(t, "plugin", "pack", "gopls-lsp", "example-plugin", "--name", "team-plugins", "-n", "aerie-system")
+	r = h.aerie(t, "plugin", "pack", "gopls-lsp", "discord", "--name", "team-plugins", "-n", "aerie-system")
 	if r.code != 0 {
 		t.Fatalf("plugin pack: %v", r.err)
 	}
 	files := layerFilesOf(t, r.stdout)
 	for _, want := range []string{"plugins/gopls-lsp/.aerie-install.yaml", "plugins/gopls-lsp/README.md",
-		"plugins/example-plugin/.claude-plugin/plugin.json", "plugins/example-plugin/skills/example-skill/SKILL.md"} {
+		"plugins/discord/.claude-plugin/plugin.json", "plugins/discord/skills/access/SKILL.md"} {
 		if _, ok := files[want]; !ok {
 			t.Errorf("packed layer lacks %s; it has %v", want, keys(files))
 		}

@@ -23,14 +23,16 @@ type GitHTTPServer struct {
 // publish; it stops when the test ends.
 func StartGitHTTPServer(t testing.TB) *GitHTTPServer {
 	t.Helper()
-	requireDependency(t, "git", "install git")
+	if _, err := exec.LookPath("git"); err != nil {
+		requireDependency(t, "git is not on PATH", "install git")
+	}
 	out, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
 		t.Fatalf("git --exec-path: %v", err)
 	}
 	backend := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
 	if _, err := os.Stat(backend); err != nil {
-		t.Skipf("git http-backend is not installed: %v", err)
+		requireDependency(t, "git http-backend is not installed: "+err.Error(), "install git's HTTP backend")
 	}
 	g := &GitHTTPServer{root: t.TempDir()}
 	h := &cgi.Handler{

@@ -52,7 +52,7 @@ func TestParseMarketplace(t *testing.T) {
 			field: "plugins[0].source", errHas: "leaves the plugin directory"},
 		{name: "entry npm", format: FormatClaude, doc: `{"name":"m","plugins":[{"name":"a","source":{"source":"npm","package":"x"}}]}`,
 			field: "plugins[0].source.source", errHas: "npm sources are not supported"},
-		{name: "entry ext transport", format: FormatClaude, doc: `{"name":"m","plugins":[{"name":"a","source":{"source":"url","url":"ext::sh -c id"}}]}`,
+		{name: "entry ext transport", format: FormatClaude, doc: `{"name":"m","plugins":[{"name":"a","source":{"source":"url","url":"ext::sh"}}]}`,
 			field: "plugins[0].source.url", errHas: "must be an https"},
 		{name: "entry option ref", format: FormatClaude, doc: `{"name":"m","plugins":[{"name":"a","source":{"source":"github","repo":"a/b","ref":"--upload-pack=x"}}]}`,
 			field: "plugins[0].source.ref", errHas: "branch or tag"},
@@ -146,7 +146,7 @@ func TestCorpusMarketplace(t *testing.T) {
 			}
 		}
 	}
-	if diff := cmp.Diff(map[string]int{"relative present": 7, "relative absent": 46, "git": 233}, counts); diff != "" {
+	if diff := cmp.Diff(map[string]int{"relative present": 6, "relative absent": 47, "git": 233}, counts); diff != "" {
 		t.Errorf("resolutions (-want +got):\n%s", diff)
 	}
 	if got := mk.Entry("adlc"); got == nil || got.Name != "agentforce-adlc" {
@@ -175,7 +175,6 @@ func TestCorpusMarketplace(t *testing.T) {
 	}
 	want := map[string]row{
 		"discord":        {FormatClaude, 1, "claude-plugins-official/discord", true},
-		"example-plugin": {FormatClaude, 1, "claude-plugins-official/example-plugin", true},
 		// strict: false, no plugin.json: the entry is its manifest.
 		"gopls-lsp":         {FormatClaude, 0, "claude-plugins-official/gopls-lsp", false},
 		"hookify":           {FormatClaude, 1, "claude-plugins-official/hookify", true},

@@ -25,6 +25,7 @@ import (
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
+	"github.com/aerie-run/aerie/runner/workdiff"
 )
 
 // teardownTimeout bounds the teardown of every process group at the end of a
@@ -71,6 +72,10 @@ type run struct {
 	// session it compacts, which it keeps.
 	compact *string
 	prior   store.State
+
+	// base is the commit the workspace's git work tree stood on when
+	// the run started; empty when it is no work tree. Set by start.
+	base string
 
 	// Set by converse.
 	conversed bool
@@ -207,6 +212,7 @@ func (r *run) start(ctx context.Context) error {
 		r.w.Append(e)
 	}
 	r.snap.Entries = answerUnanswered(r.w, r.sess.ID, r.snap, opts.Logger)
+	r.base = r.workspaceBase(ctx)
 	if err := r.eq.start(r.sess.ID, r.w); err != nil {
 		return err
 	}
@@ -293,6 +299,9 @@ func (r *run) finish(ctx context.Context, err error) (Report, error) {
 		return rep, err
 	}
 	rep.Teardown = r.teardown(ctx)
+	if r.conversed && err == nil {
+		rep.Diff = r.workspaceDiff(ctx)
+	}
 	jerr := r.w.Close(ctx)
 	if err != nil {
 		if r.started {
@@ -350,6 +359,34 @@ func (r *run) teardown(ctx context.Context) []process.Report {
 		r.opts.Logger.Warn("tear down process groups", "session", r.sess.ID.String(), "err", err)
 	}
 	return reps
+}
+
+// workspaceBase is the commit the workspace's git work tree stands on,
+// which the diff at the end is taken against; "" when it is no work
+// tree, or a manual compaction, which changes no file.
+func (r *run) workspaceBase(ctx context.Context) string {
+	if r.compact != nil {
+		return ""
+	}
+	base, err := workdiff.Base(ctx, r.opts.Executor, r.opts.Extensions.Dir)
+	if err != nil {
+		r.opts.Logger.Warn("no workspace diff: the workspace's commit is unknown", "session", r.sess.ID.String(), "err", err)
+	}
+	return base
+}
+
+// workspaceDiff journals what the run changed in a git workspace, once
+// its processes are down.
+func (r *run) workspaceDiff(ctx context.Context) *transcript.WorkspaceDiff {
+	if r.base == "" {
+		return nil
+	}
+	d := workdiff.Take(ctx, r.opts.Executor, r.opts.Extensions.Dir, r.base, 0)
+	if d.Error != "" {
+		r.opts.Logger.Warn("the workspace diff is incomplete", "session", r.sess.ID.String(), "err", d.Error)
+	}
+	r.w.Append(d)
+	return &d
 }
 
 // settled waits for what the run started in the background: the storing

@@ -256,6 +256,9 @@ type Report struct {
 	// Journal counts what the journal wrote. The entries a new session
 	// was stored with count as its first batch.
 	Journal journal.Stats
+	// Diff is what the run changed in its workspace, as journaled at the
+	// end; nil when the workspace is no git work tree.
+	Diff *transcript.WorkspaceDiff
 }
 
 // Run runs one session. An error means the run did not start (a

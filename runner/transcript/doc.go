@@ -11,11 +11,12 @@
 // AssistantMessage, ToolResult), ToolCall and ToolCompletion records,
 // ProviderChange, ModelChange, PersonaChange and ReasoningChange, Usage
 // snapshots, completion Checkpoints, Compaction checkpoints, Fork metadata,
-// SubagentOutcomes, the Layers record of the extension layers each run used
-// the HookVerdicts of lifecycle hooks, and the ApprovalRequests and
-// ApprovalDecisions of tool calls a hook asked a person about. The set is closed: every kind a
-// store holds has its decoder here. How a run ended is an Outcome, as
-// checkpoints store it.
+// SubagentOutcomes, the Layers record of the extension layers each run used,
+// the HookVerdicts of lifecycle hooks, the ApprovalRequests and
+// ApprovalDecisions of tool calls a hook asked a person about, and the
+// WorkspaceDiff of what each run changed in its workspace. The set is
+// closed: every kind a store holds has its decoder here. How a run ended is
+// an Outcome, as checkpoints store it.
 //
 // Payloads are stored as JSON beside their EntryKind. EncodePayload makes
 // that JSON and refuses a payload that could not be read back; DecodeEntry

@@ -38,6 +38,7 @@ const (
 	KindHookVerdict      EntryKind = "hook_verdict"
 	KindApprovalRequest  EntryKind = "approval_request"
 	KindApprovalDecision EntryKind = "approval_decision"
+	KindWorkspaceDiff    EntryKind = "workspace_diff"
 )
 
 // KindOf returns the EntryKind stored as b. It does not allocate for the
@@ -81,6 +82,8 @@ func KindOf(b []byte) EntryKind {
 		return KindApprovalRequest
 	case KindApprovalDecision:
 		return KindApprovalDecision
+	case KindWorkspaceDiff:
+		return KindWorkspaceDiff
 	}
 	return EntryKind(b)
 }
@@ -438,6 +441,34 @@ type HookRun struct {
 	Truncated bool   `json:"truncated,omitempty"`
 }
 
+// WorkspaceDiff records what a run changed in its workspace, when the
+// workspace is a git work tree: the stat and the patch of the work tree
+// (untracked files included, ignored ones not) against the commit the run
+// started from, taken after the loop ended and its processes were torn
+// down. Each run of a session appends one; the last is the session's work.
+// The patch is capped: Bytes is its full size, Truncated says that only
+// its first Cap bytes are kept. It plays no part in resuming.
+type WorkspaceDiff struct {
+	// Base is the commit the run started from (the empty tree's id in a
+	// repository without commits).
+	Base string `json:"base"`
+	// Stat is git diff --stat against Base.
+	Stat string `json:"stat,omitempty"`
+	// Patch is git diff --binary against Base, at most Cap bytes of it,
+	// with any bytes that are not UTF-8 (a file in another encoding)
+	// replaced by "?".
+	Patch string `json:"patch,omitempty"`
+	// Bytes is the size of the whole patch.
+	Bytes int64 `json:"bytes,omitempty"`
+	// Cap is the patch's limit in bytes when the diff was taken.
+	Cap int64 `json:"cap,omitempty"`
+	// Truncated means Patch is the first Cap bytes of Bytes.
+	Truncated bool `json:"truncated,omitempty"`
+	// Error says why the diff could not be taken whole (a git command
+	// that failed); what was taken is kept.
+	Error string `json:"error,omitempty"`
+}
+
 func (UserMessage) EntryKind() EntryKind      { return KindUserMessage }
 func (AssistantMessage) EntryKind() EntryKind { return KindAssistantMessage }
 func (ToolResult) EntryKind() EntryKind       { return KindToolResult }
@@ -456,6 +487,7 @@ func (Layers) EntryKind() EntryKind           { return KindLayers }
 func (HookVerdict) EntryKind() EntryKind      { return KindHookVerdict }
 func (ApprovalRequest) EntryKind() EntryKind  { return KindApprovalRequest }
 func (ApprovalDecision) EntryKind() EntryKind { return KindApprovalDecision }
+func (WorkspaceDiff) EntryKind() EntryKind    { return KindWorkspaceDiff }
 
 func (m UserMessage) validate() error      { return validateBlocks(m.Content) }
 func (m AssistantMessage) validate() error { return validateBlocks(m.Content) }
@@ -580,6 +612,18 @@ func (d ApprovalDecision) validate() error {
 	return nil
 }
 
+func (d WorkspaceDiff) validate() error {
+	switch {
+	case d.Base == "":
+		return errors.New("workspace diff without base commit")
+	case d.Bytes < int64(len(d.Patch)):
+		return fmt.Errorf("workspace diff of %d bytes holds a longer patch (%d bytes)", d.Bytes, len(d.Patch))
+	case d.Truncated && d.Bytes == int64(len(d.Patch)):
+		return fmt.Errorf("workspace diff truncated with all of its %d bytes kept", d.Bytes)
+	}
+	return nil
+}
+
 func validateBlocks(blocks []Block) error {
 	for i, b := range blocks {
 		if b.Type == "" {
@@ -629,6 +673,8 @@ func decodePayload(kind EntryKind, data []byte) (Payload, error) {
 		return decodeAs[ApprovalRequest](data)
 	case KindApprovalDecision:
 		return decodeAs[ApprovalDecision](data)
+	case KindWorkspaceDiff:
+		return decodeAs[WorkspaceDiff](data)
 	}
 	return nil, errors.New("unknown entry kind")
 }

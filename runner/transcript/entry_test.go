@@ -47,6 +47,8 @@ func TestDecodeEntryRoundTrip(t *testing.T) {
 			Runs: []transcript.HookRun{{Hook: "/h.yaml#PreToolUse[0].hooks[0]", Exit: 0, Duration: time.Second, Decision: "ask", Reason: "sure?"}, {Hook: "x", Exit: -1, Skipped: "modified"}}},
 		transcript.ApprovalRequest{CallID: "c", Tool: "bash", Preview: `{"command":"rm -rf build"}`, Hooks: []string{"h#0"}, Reason: "rm needs a person"},
 		transcript.ApprovalDecision{CallID: "c", Allowed: true, Reason: "fine", By: "aerie approve"},
+		transcript.WorkspaceDiff{Base: "4b825dc642cb6eb9a060e54bf8d69288fbee4904", Stat: " a | 1 +\n", Patch: "diff --git",
+			Bytes: 20, Cap: 10, Truncated: true, Error: "git diff: exit 128"},
 	}
 	for _, p := range payloads {
 		t.Run(string(p.EntryKind()), func(t *testing.T) {
@@ -92,6 +94,9 @@ func TestDecodeEntryRejects(t *testing.T) {
 		{"bad uuid", "fork", `{"source":"nope"}`, "decode payload"},
 		{"outcome without session", "subagent_outcome", `{"outcome":"done"}`, "without session"},
 		{"verdict without event", "hook_verdict", `{"decision":"block"}`, "without event"},
+		{"diff without base", "workspace_diff", `{"patch":"x","bytes":1}`, "without base commit"},
+		{"diff longer than its size", "workspace_diff", `{"base":"a","patch":"xyz","bytes":1}`, "holds a longer patch"},
+		{"diff truncated but whole", "workspace_diff", `{"base":"a","patch":"x","bytes":1,"truncated":true}`, "all of its 1 bytes kept"},
 		{"verdict run without hook", "hook_verdict", `{"event":"Stop","runs":[{"exit":0}]}`, "run 0 without hook"},
 		{"approval request without call", "approval_request", `{"tool":"bash"}`, "approval request without call id"},
 		{"approval request without tool", "approval_request", `{"call_id":"c"}`, "without tool name"},

@@ -43,12 +43,12 @@ type sessions struct {
 func newSessionCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "session",
-		Short: "List, fork, switch, delete and compact the sessions of the current directory",
+		Short: "List, fork, switch, delete, compact and diff the sessions of the current directory",
 		Long: `The session commands work on the session database of the global config
 (database_url in $AERIE_HOME/config.toml; by default the SQLite file
 $AERIE_HOME/sessions.db), and only on the sessions of the current directory:
 sessions started in other directories are neither listed nor found (export
-also reaches a cluster session's, with --namespace and --db).
+and diff also reach a cluster session's, with --namespace and --db).
 
 SESSION is a full session id, a unique prefix of one, or a label (a branch
 label given by fork --label). A prefix or label that matches several sessions
@@ -69,6 +69,7 @@ failure, such as an unknown or ambiguous SESSION or an invalid fork cut.`,
 		newSessionDeleteCmd(a),
 		newSessionExportCmd(a),
 		newSessionOutputCmd(a),
+		newSessionDiffCmd(a),
 		newSessionCompactCmd(a),
 	)
 	return cmd

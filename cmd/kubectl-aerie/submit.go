@@ -31,6 +31,10 @@ type submitFlags struct {
 	wait, follow       bool
 	timeout            time.Duration
 	eventsJSONL        bool
+	// diff prints the session's workspace diff, from the store at db,
+	// once it has finished.
+	diff bool
+	db   string
 }
 
 func newSubmitCmd(a *app) *cobra.Command {
@@ -45,7 +49,9 @@ exit codes of aerie run (0 completed, 2 configuration error, 3 model or API
 failure, 4 budget spent, 143 cancelled, 1 anything else), so a CI job can
 fail on a failed session. --follow also streams the session's events from its
 runner pod while it runs. On a terminal the progress is shown for a person;
-otherwise as JSON Lines.
+otherwise as JSON Lines. --diff (with --wait) then prints what the session
+changed in its git workspace, from the session store (as get NAME --diff
+does), on standard error, so that standard output stays the progress.
 
 Exit status without --wait: 0 when the session was created; 2 when the
 manifest or the flags are invalid (the API server's validation message is
@@ -69,6 +75,10 @@ shown); 1 for other failures.`,
 	fl.BoolVar(&f.follow, "follow", false, "stream the session's events while it runs (implies --wait)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting after this `duration` (0: no limit)")
 	fl.BoolVar(&f.eventsJSONL, "events-jsonl", false, "write JSON Lines even on a terminal")
+	fl.BoolVar(&f.diff, "diff", false,
+		"with --wait, print the session's workspace diff from the session store on standard error once it has finished")
+	fl.StringVar(&f.db, "db", "",
+		"the session store's database `URL`, for --diff (default: $"+runconfig.DatabaseURLEnv+")")
 	return cmd
 }
 
@@ -88,6 +98,16 @@ type submitted struct {
 func (a *app) submit(cmd *cobra.Command, f submitFlags) (err error) {
 	ctx := cmd.Context()
 	configErr := func(err error) error { return &cli.ExitError{Code: runconfig.ExitConfig, Err: err} }
+	if (f.diff || cmd.Flags().Changed("db")) && (!f.diff || (!f.wait && !f.follow)) {
+		return configErr(errors.New("--diff goes with --wait (or --follow), and --db with --diff"))
+	}
+	if f.diff {
+		f.db = cmp.Or(f.db, os.Getenv(runconfig.DatabaseURLEnv))
+		if f.db == "" {
+			return configErr(fmt.Errorf("--diff reads the session store: give its URL with --db or $%s",
+				runconfig.DatabaseURLEnv))
+		}
+	}
 	sess, err := f.session(cmd.InOrStdin())
 	if err != nil {
 		return configErr(err)
@@ -146,6 +166,15 @@ func (a *app) submit(cmd *cobra.Command, f submitFlags) (err error) {
 		}
 	}
 	out.status("finished", done)
+	if f.diff {
+		// The session's outcome is the command's: a diff that cannot be
+		// shown is said, not a failure of its own.
+		err := runOnStored(cmd, cmd.ErrOrStderr(), done, f.db, "--diff", "diff", "")
+		var reported *cli.ExitError // aerie said why
+		if err != nil && !errors.As(err, &reported) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "no workspace diff: %v\n", err)
+		}
+	}
 	code := exitStatus(done)
 	if code == 0 {
 		return nil
@@ -321,17 +350,32 @@ func (o *submitOutput) event(s *aeriev1.AgentSession, ev events.Event) {
 
 func newGetCmd() *cobra.Command {
 	var (
-		kube   kubeFlags
-		asJSON bool
+		kube         kubeFlags
+		asJSON, diff bool
+		diffStat     bool
+		db           string
 	)
 	cmd := &cobra.Command{
-		Use:   "get [NAME]",
+		Use:   "get [NAME] [--diff [--stat]]",
 		Short: "Show AgentSessions: their phase, outcome, usage and session id",
-		Args:  cobra.MaximumNArgs(1),
+		Long: `Get shows AgentSessions: their phase, outcome, usage and session id.
+
+NAME --diff prints what the session changed in its git workspace instead,
+from the session store, so it works after the runner pod is gone: aerie,
+found beside kubectl-aerie or on PATH, runs aerie session diff on the
+session's stored id, in its namespace, with the database of --db (default:
+$` + runconfig.DatabaseURLEnv + `). --stat prints the stat instead of the patch.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if (diff || diffStat || cmd.Flags().Changed("db")) && (!diff || len(args) != 1 || asJSON) {
+				return errors.New("--stat and --db go with --diff, and --diff with one NAME and without --json")
+			}
 			kc, err := kube.client()
 			if err != nil {
 				return err
+			}
+			if diff {
+				return kc.diff(cmd, args[0], cmp.Or(db, os.Getenv(runconfig.DatabaseURLEnv)), diffStat)
 			}
 			var items []aeriev1.AgentSession
 			if len(args) == 1 {
@@ -368,6 +412,10 @@ func newGetCmd() *cobra.Command {
 	}
 	kube.add(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	cmd.Flags().BoolVar(&diff, "diff", false, "print the session's workspace diff (its patch) from the session store")
+	cmd.Flags().BoolVar(&diffStat, "stat", false, "with --diff, print the diff's stat instead of the patch")
+	cmd.Flags().StringVar(&db, "db", "",
+		"the session store's database `URL`, for --diff (default: $"+runconfig.DatabaseURLEnv+")")
 	return cmd
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 
 	"github.com/spf13/cobra"
 
+	aeriev1 "github.com/aerie-run/aerie/api/v1alpha1"
 	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/runconfig"
 )
@@ -39,6 +41,16 @@ func (c *kubeClient) toolOutput(cmd *cobra.Command, name, db, callID string) err
 	return c.fromStore(cmd, name, db, "--tool-output", "output", "", callID)
 }
 
+// diff writes the workspace diff of the AgentSession name (its patch, or
+// with stat its stat) with aerie session diff.
+func (c *kubeClient) diff(cmd *cobra.Command, name, db string, stat bool) error {
+	args := []string{"diff", ""}
+	if stat {
+		args = append(args, "--stat")
+	}
+	return c.fromStore(cmd, name, db, "--diff", args...)
+}
+
 // fromStore runs `aerie session ARGS --namespace NS` for the stored
 // session of the AgentSession name, its id in place of args[1]. flag names
 // the option that asked, for the errors.
@@ -51,6 +63,12 @@ func (c *kubeClient) fromStore(cmd *cobra.Command, name, db, flag string, args .
 	if err != nil {
 		return fmt.Errorf("get session %s: %w", name, err)
 	}
+	return runOnStored(cmd, cmd.OutOrStdout(), s, db, flag, args...)
+}
+
+// runOnStored runs `aerie session ARGS --namespace NS` for the stored
+// session of s, its id in place of args[1], its output to out.
+func runOnStored(cmd *cobra.Command, out io.Writer, s *aeriev1.AgentSession, db, flag string, args ...string) error {
 	id := s.Status.SessionID
 	if id == "" {
 		return fmt.Errorf("session %s has no stored session id yet (phase %s): its runner has not started; "+
@@ -65,15 +83,16 @@ func (c *kubeClient) fromStore(cmd *cobra.Command, name, db, flag string, args .
 		return err
 	}
 	args[1] = id
-	return runAerie(cmd, path, db, append(append([]string{"session"}, args...), "--namespace", s.Namespace)...)
+	return runAerie(cmd, out, path, db, append(append([]string{"session"}, args...), "--namespace", s.Namespace)...)
 }
 
-// runAerie runs aerie with args, its output and errors the command's. A
-// failure aerie reported keeps its exit status and is not reported again.
-func runAerie(cmd *cobra.Command, path, db string, args ...string) error {
+// runAerie runs aerie with args, its output to out and its errors the
+// command's. A failure aerie reported keeps its exit status and is not
+// reported again.
+func runAerie(cmd *cobra.Command, out io.Writer, path, db string, args ...string) error {
 	run := exec.CommandContext(cmd.Context(), path, args...)
 	run.Env = append(os.Environ(), runconfig.DatabaseURLEnv+"="+db)
-	run.Stdout, run.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+	run.Stdout, run.Stderr = out, cmd.ErrOrStderr()
 	err := run.Run()
 	var exit *exec.ExitError
 	switch {

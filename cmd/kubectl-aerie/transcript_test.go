@@ -22,6 +22,12 @@ import (
 	"github.com/aerie-run/aerie/runner/transcript"
 )
 
+// The workspace diff storeAsRunner stores.
+const (
+	testDiffStat  = " x.go | 1 +\n 1 file changed, 1 insertion(+)\n"
+	testDiffPatch = "diff --git a/x.go b/x.go\nnew file mode 100644\n--- /dev/null\n+++ b/x.go\n@@ -0,0 +1 @@\n+package x\n"
+)
+
 // storeAsRunner stores a session as a runner pod does: under the
 // namespace, with the AgentSession's uid as its id.
 func storeAsRunner(t *testing.T, path, namespace string, id uuid.UUID) {
@@ -50,6 +56,8 @@ func storeAsRunner(t *testing.T, path, namespace string, id uuid.UUID) {
 		transcript.AssistantMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: "The tests pass."}}},
 		transcript.Usage{InputTokens: 300, OutputTokens: 20, Requests: 2},
 		transcript.Checkpoint{Turn: 2, Outcome: transcript.OutcomeCompleted},
+		transcript.WorkspaceDiff{Base: "4b825dc642cb6eb9a060e54bf8d69288fbee4904", Stat: testDiffStat, Patch: testDiffPatch,
+			Bytes: int64(len(testDiffPatch)), Cap: 1 << 20},
 	} {
 		entries = append(entries, transcript.Entry{Seq: int64(i + 1), Payload: p, CreatedAt: now})
 	}
@@ -185,6 +193,27 @@ func TestLogsTranscript(t *testing.T) {
 					t.Errorf("%s logs --transcript --originals: exit %d, no %q\n%s", program, code, want, stderr)
 				}
 			}
+		}
+	})
+
+	t.Run("get --diff", func(t *testing.T) {
+		t.Parallel()
+		for _, tt := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--diff"}, testDiffPatch},
+			{[]string{"--diff", "--stat"}, testDiffStat},
+		} {
+			args := append(append([]string{"get", "fix-tests", "--db", "sqlite://" + db}, kube...), tt.args...)
+			out, stderr, code := run(t, nil, filepath.Join(bin, "kubectl-aerie"), args...)
+			if code != 0 || out != tt.want {
+				t.Errorf("get %v: exit %d, stdout %q, want %q\n%s", tt.args, code, out, tt.want, stderr)
+			}
+		}
+		_, stderr, code := run(t, nil, filepath.Join(bin, "kubectl-aerie"), append([]string{"get", "--stat"}, kube...)...)
+		if code != 1 || !strings.Contains(stderr, "go with --diff") {
+			t.Errorf("get --stat without --diff: exit %d\n%s", code, stderr)
 		}
 	})
 

@@ -200,6 +200,8 @@ func (m *markdown) entry(e transcript.Entry) {
 		m.note(e, "extension layers of this run: %s", orNone(strings.Join(names, ", ")))
 	case transcript.HookVerdict:
 		m.hookVerdict(e, p)
+	case transcript.WorkspaceDiff:
+		m.note(e, "workspace diff against %s: %s (aerie session diff shows it)", p.Base, diffSummary(p))
 	default:
 		m.note(e, "an entry of kind %T", e.Payload)
 	}
@@ -501,4 +503,20 @@ func orUnknown(s string) string {
 		return "unknown"
 	}
 	return s
+}
+
+// diffSummary is the last line of a workspace diff's stat ("2 files
+// changed, ..."), or what the diff says of itself without one.
+func diffSummary(d transcript.WorkspaceDiff) string {
+	stat := strings.TrimSpace(d.Stat)
+	switch {
+	case d.Error != "":
+		return "incomplete: " + d.Error
+	case stat == "":
+		return "no changes"
+	}
+	if i := strings.LastIndexByte(stat, '\n'); i >= 0 {
+		stat = stat[i+1:]
+	}
+	return strings.TrimSpace(stat)
 }

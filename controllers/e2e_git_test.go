@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,13 @@ func TestEndToEndGitWorkspaceDiff(t *testing.T) {
 	}
 	if stat := run("--stat"); !strings.Contains(stat, "2 files changed") || strings.Contains(stat, "run.log") {
 		t.Errorf("the stat:\n%s", stat)
+	}
+	// kubectl aerie get NAME --diff finds the session and has aerie print it.
+	get := exec.Command(filepath.Join(filepath.Dir(e.bin), "kubectl-aerie"),
+		"get", "git-diff", "--diff", "--stat", "--kubeconfig", e.cp.Kubeconfig, "-n", e.ns)
+	get.Env = append(os.Environ(), "AERIE_DATABASE_URL="+e.dsn, "HOME="+t.TempDir())
+	if out, err := get.CombinedOutput(); err != nil || !strings.Contains(string(out), "added.txt") {
+		t.Errorf("kubectl-aerie get git-diff --diff --stat: %v\n%s", err, out)
 	}
 	for _, en := range es {
 		b, _ := transcript.EncodePayload(en.Payload)

@@ -138,12 +138,12 @@ func printDiff(out, errs io.Writer, d transcript.WorkspaceDiff, stat bool) error
 	}
 	switch {
 	case d.Error != "":
-		fmt.Fprintf(errs, "aerie: the diff is incomplete: %s\n", d.Error)
+		_, _ = fmt.Fprintf(errs, "aerie: the diff is incomplete: %s\n", d.Error) // a note; the patch is out
 	case d.Bytes == 0 && d.Stat == "":
-		fmt.Fprintf(errs, "aerie: no changes against %s\n", d.Base)
+		_, _ = fmt.Fprintf(errs, "aerie: no changes against %s\n", d.Base)
 	}
 	if d.Truncated && !stat {
-		fmt.Fprintf(errs, "aerie: the patch is cut at %d bytes, the cap, of %d: the stat (--stat) lists every file\n",
+		_, _ = fmt.Fprintf(errs, "aerie: the patch is cut at %d bytes, the cap, of %d: the stat (--stat) lists every file\n",
 			len(d.Patch), d.Bytes)
 	}
 	return nil

@@ -172,7 +172,7 @@ func (a *app) submit(cmd *cobra.Command, f submitFlags) (err error) {
 		err := runOnStored(cmd, cmd.ErrOrStderr(), done, f.db, "--diff", "diff", "")
 		var reported *cli.ExitError // aerie said why
 		if err != nil && !errors.As(err, &reported) {
-			fmt.Fprintf(cmd.ErrOrStderr(), "no workspace diff: %v\n", err)
+			_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "no workspace diff: %v\n", err) // a note beside the outcome
 		}
 	}
 	code := exitStatus(done)

@@ -28,6 +28,7 @@ import (
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/session"
+	"github.com/aerie-run/aerie/runner/subagent"
 	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
@@ -219,12 +220,16 @@ func (a *app) launch(
 		Toolset:    f.toolset,
 		Approve:    hooks.ApprovalPolicies[f.hookApproval],
 		Budget:     f.budget(),
-		Executor:   exe,
-		Capper:     capper,
-		Originals:  originals,
-		Preserve:   process.NewRegistry(p.home),
-		Observe:    observe,
-		Logger:     logger,
+		Subagents: &subagent.Limits{
+			MaxConcurrent: p.config.Subagents.MaxConcurrent, MaxDepth: p.config.Subagents.MaxDepth,
+			MaxTotal: p.config.Subagents.MaxTotal,
+		},
+		Executor:  exe,
+		Capper:    capper,
+		Originals: originals,
+		Preserve:  process.NewRegistry(p.home),
+		Observe:   observe,
+		Logger:    logger,
 	}
 	opts.MoA.References, opts.MoA.Aggregator = p.config.MoA.Models()
 	opts.MoA.Traces = st

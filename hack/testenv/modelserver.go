@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,11 +51,9 @@ type ModelServer struct {
 	t   testing.TB
 	srv *httptest.Server
 
-	mu       sync.Mutex
-	turns    []Turn
-	next     int    // index of the first turn not yet answered
-	done     []bool // parallel to turns: answered
-	faults   []int  // parallel to turns: faults already served
+	mu sync.Mutex
+	// main is the script of every request no conversation claims.
+	main     script
 	requests []ModelRequest
 	served   []time.Duration // parallel to requests; 0 until answered
 	// answers is closed, and replaced, at each answer (see ServerTimes).
@@ -64,6 +63,42 @@ type ModelServer struct {
 	window ContextWindow
 	// last is the body of the last request, for ModelRequest.Prefix.
 	last []byte
+	// conversations are the scripts of conversations apart from the
+	// main one (see Conversation).
+	conversations []*conversation
+}
+
+// conversation is the script of one conversation: the requests whose first
+// user message starts with key.
+type conversation struct {
+	key string
+	script
+}
+
+// script is a list of turns and how far they are answered.
+type script struct {
+	turns  []Turn
+	next   int    // index of the first turn not yet answered
+	done   []bool // parallel to turns: answered
+	faults []int  // parallel to turns: faults already served
+}
+
+// add appends turns to the script.
+func (sc *script) add(turns []Turn) {
+	sc.turns = append(sc.turns, turns...)
+	sc.done = append(sc.done, make([]bool, len(turns))...)
+	sc.faults = append(sc.faults, make([]int, len(turns))...)
+}
+
+// remaining is the number of the script's turns not yet answered.
+func (sc *script) remaining() int {
+	n := 0
+	for _, d := range sc.done {
+		if !d {
+			n++
+		}
+	}
+	return n
 }
 
 // ContextWindow is the context window of a ModelServer's model.
@@ -302,9 +337,32 @@ func (s *ModelServer) Add(turns ...Turn) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.turns = append(s.turns, turns...)
-	s.done = append(s.done, make([]bool, len(turns))...)
-	s.faults = append(s.faults, make([]int, len(turns))...)
+	s.main.add(turns)
+}
+
+// Conversation scripts a conversation apart from the main one: a request
+// whose first user message starts with key is answered from these turns,
+// in order, and takes none of the main script's. Agents that run at once —
+// subagents, each with its own conversation whose first message is its
+// task — so each get their own answers whatever order their requests
+// arrive in. When several keys match, the longest wins. Turn numbers (in
+// call ids and ModelRequest.Turn) count within the conversation.
+func (s *ModelServer) Conversation(key string, turns ...Turn) {
+	s.t.Helper()
+	if key == "" {
+		s.t.Fatal("modelserver: a conversation needs a key")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conversations {
+		if c.key == key {
+			c.add(turns)
+			return
+		}
+	}
+	c := &conversation{key: key}
+	c.add(turns)
+	s.conversations = append(s.conversations, c)
 }
 
 // Requests returns the requests received so far, in order.
@@ -340,15 +398,14 @@ func (s *ModelServer) ServerTimes(ctx context.Context) []time.Duration {
 	}
 }
 
-// Remaining returns the number of turns not yet answered.
+// Remaining returns the number of turns not yet answered, the
+// conversations' included.
 func (s *ModelServer) Remaining() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for _, d := range s.done {
-		if !d {
-			n++
-		}
+	n := s.main.remaining()
+	for _, c := range s.conversations {
+		n += c.remaining()
 	}
 	return n
 }
@@ -420,7 +477,7 @@ func (s *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	turn, n, fault, ok := s.take(req.Model)
+	turn, n, fault, ok := s.take(firstUserText(body), req.Model)
 	rec.Turn, rec.Fault = n, fault != nil
 	if !ok {
 		rec.Turn = 0
@@ -512,26 +569,88 @@ func commonPrefix(a, b []byte) int {
 // take returns what the next request, for model, gets: a fault of the
 // first turn not yet answered that fits the model, or the turn itself,
 // with the turn's 1-based number.
-func (s *ModelServer) take(model string) (turn Turn, n int, fault *Fault, ok bool) {
+//
+// first is the text of the request's first user message, which picks the
+// conversation (see Conversation).
+func (s *ModelServer) take(first, model string) (turn Turn, n int, fault *Fault, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.next < len(s.turns) && s.done[s.next] {
-		s.next++
+	sc := &s.main
+	var best *conversation
+	for _, c := range s.conversations {
+		if strings.HasPrefix(first, c.key) && (best == nil || len(c.key) > len(best.key)) {
+			best = c
+		}
 	}
-	for i := s.next; i < len(s.turns); i++ {
-		turn = s.turns[i]
-		if s.done[i] || (turn.Model != "" && turn.Model != model) {
+	if best != nil {
+		sc = &best.script
+	}
+	return sc.take(model)
+}
+
+// take returns the script's next answer for model (see ModelServer.take).
+func (sc *script) take(model string) (turn Turn, n int, fault *Fault, ok bool) {
+	for sc.next < len(sc.turns) && sc.done[sc.next] {
+		sc.next++
+	}
+	for i := sc.next; i < len(sc.turns); i++ {
+		turn = sc.turns[i]
+		if sc.done[i] || (turn.Model != "" && turn.Model != model) {
 			continue
 		}
-		if s.faults[i] < len(turn.Faults) {
-			f := turn.Faults[s.faults[i]]
-			s.faults[i]++
+		if sc.faults[i] < len(turn.Faults) {
+			f := turn.Faults[sc.faults[i]]
+			sc.faults[i]++
 			return turn, i + 1, &f, true
 		}
-		s.done[i] = true
+		sc.done[i] = true
 		return turn, i + 1, nil, true
 	}
-	return Turn{}, len(s.turns) + 1, nil, false
+	return Turn{}, len(sc.turns) + 1, nil, false
+}
+
+// firstUserText returns the text of the first user message of a request
+// body in any of the three APIs ("" when it has none): the messages of
+// Anthropic and Chat Completions, the input of Responses.
+func firstUserText(body []byte) string {
+	var req struct {
+		Messages []json.RawMessage `json:"messages"`
+		Input    json.RawMessage   `json:"input"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return ""
+	}
+	var input string
+	if json.Unmarshal(req.Input, &input) == nil {
+		return input
+	}
+	items := req.Messages
+	if len(items) == 0 {
+		_ = json.Unmarshal(req.Input, &items)
+	}
+	for _, raw := range items {
+		var m struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(raw, &m) != nil || m.Role != "user" {
+			continue
+		}
+		var text string
+		if json.Unmarshal(m.Content, &text) == nil {
+			return text
+		}
+		var blocks []struct {
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(m.Content, &blocks)
+		var b strings.Builder
+		for _, bl := range blocks {
+			b.WriteString(bl.Text)
+		}
+		return b.String()
+	}
+	return ""
 }
 
 // writeModelJSON writes v as a JSON body with its Content-Length, as

@@ -706,3 +706,55 @@ func TestModelServerPromptPrefix(t *testing.T) {
 			reqs[1].PrefixShare(), reqs[1].PromptShare())
 	}
 }
+
+// TestModelServerConversations answers each conversation from its own
+// script, by its first user message, whatever order the requests come in,
+// and the rest from the main one.
+func TestModelServerConversations(t *testing.T) {
+	s := StartModelServer(t, Turn{Text: "main"})
+	s.Conversation("task b", Turn{Text: "b1"}, Turn{Text: "b2"})
+	s.Conversation("task a", Turn{Text: "a1"})
+	s.Conversation("task a, longer", Turn{Text: "long"})
+	ask := func(first string) string {
+		t.Helper()
+		body := fmt.Sprintf(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"text","text":%q}]},`+
+			`{"role":"assistant","content":"x"},{"role":"user","content":"task a"}]}`, first)
+		resp, err := http.Post(s.URL()+"/v1/messages", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var msg struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {
+			t.Fatal(err)
+		}
+		if len(msg.Content) == 0 {
+			return ""
+		}
+		return msg.Content[0].Text
+	}
+	for _, c := range []struct{ first, want string }{
+		{"task b: build", "b1"},
+		{"task a, longer one", "long"},
+		{"the parent's task", "main"},
+		{"task a", "a1"},
+		{"task b again", "b2"},
+	} {
+		if got := ask(c.first); got != c.want {
+			t.Errorf("first message %q: answer %q, want %q", c.first, got, c.want)
+		}
+	}
+	if n := s.Remaining(); n != 0 {
+		t.Errorf("Remaining() = %d, want 0", n)
+	}
+	if got := firstUserText([]byte(`{"input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}]}`)); got != "hi" {
+		t.Errorf("firstUserText(responses) = %q, want hi", got)
+	}
+	if got := firstUserText([]byte(`{"messages":[{"role":"system","content":"s"},{"role":"user","content":"yo"}]}`)); got != "yo" {
+		t.Errorf("firstUserText(chat) = %q, want yo", got)
+	}
+}

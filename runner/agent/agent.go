@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/aerie-run/aerie/runner/compaction"
@@ -117,6 +118,10 @@ type Config struct {
 	// session's prompt is stored with the session. Run then adds it to the
 	// conversation without appending it again. Zero: Run journals it.
 	PromptSeq int64
+	// Concurrent, when set, names the tools whose consecutive calls in one
+	// response run at the same time (spawn_agent); the other calls run one
+	// after another, in order. Tools must then be safe for concurrent use.
+	Concurrent func(tool string) bool
 	// OnStop, when set, may keep the loop going after the model ends its
 	// turn (see StopHook). It is asked at most MaxStopContinues times.
 	OnStop StopHook
@@ -444,78 +449,147 @@ func addUsage(u transcript.Usage, r provider.Usage) transcript.Usage {
 // result but an ApprovalRequest entry, and the calls after it are not
 // run: await is that request, and the run pauses on it (a resumed run
 // answers it, see ResolveApproval).
+//
+// Consecutive calls to tools Config.Concurrent names run at the same time:
+// their calls are journaled (and made durable) together first, then their
+// results in call order once all have returned, so that the journal's
+// order does not depend on which finished first.
 func (l *Loop) runTools(
 	ctx context.Context, calls []provider.Content,
 ) (endTurn string, await *transcript.ApprovalRequest) {
 	results := make([]provider.Content, 0, len(calls))
 	var first int64
-	for _, c := range calls {
+	for i := 0; i < len(calls); {
 		if await != nil && endTurn == "" {
 			endTurn = fmt.Sprintf("the session paused for a person to approve call %s (%s); "+
 				"make this call again if it is still needed", await.CallID, await.Tool)
 		}
-		callSeq := l.append(transcript.ToolCall{CallID: c.ToolCallID, Name: c.ToolName, Input: storedArguments(c.Arguments)})
-		if first == 0 {
-			first = callSeq
-		}
-		l.emit(events.Event{
-			Type: events.ToolCall, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Arguments: c.Arguments,
-		})
-		start := time.Now()
-		var res tools.Result
-		var status transcript.ToolStatus
-		switch {
-		case ctx.Err() != nil:
-			res = tools.Result{Content: "not run: " + context.Cause(ctx).Error(), IsError: true}
-			status = transcript.ToolCancelled
-		case endTurn != "":
-			res = tools.Result{Content: "not run: " + endTurn, IsError: true}
-			status = transcript.ToolCancelled
-		case l.cfg.Tools == nil:
-			res = tools.Result{Content: fmt.Sprintf("unknown tool %q: no tools are available", c.ToolName), IsError: true}
-			status = transcript.ToolError
-		default:
-			// Write-ahead: the call is durable before it starts, so that
-			// after a crash while it runs the resumed session finds it and
-			// answers it as interrupted (see Unanswered), instead of a
-			// model that never saw it making it again.
-			l.barrier(ctx)
-			if ctx.Err() != nil {
-				res = tools.Result{Content: "not run: " + context.Cause(ctx).Error(), IsError: true}
-				status = transcript.ToolCancelled
-				break
+		group := calls[i : i+l.concurrentRun(calls[i:])]
+		i += len(group)
+		for _, c := range group {
+			seq := l.append(transcript.ToolCall{CallID: c.ToolCallID, Name: c.ToolName, Input: storedArguments(c.Arguments)})
+			if first == 0 {
+				first = seq
 			}
-			start = time.Now()
-			res = l.cfg.Tools.Run(ctx, c.ToolCallID, c.ToolName, json.RawMessage(c.Arguments))
-			status = toolStatus(ctx, res)
-			endTurn = res.EndTurn
-			if res.Await != nil && ctx.Err() == nil {
-				await = l.requestApproval(c, *res.Await)
+			l.emit(events.Event{
+				Type: events.ToolCall, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName, Arguments: c.Arguments,
+			})
+		}
+		for j, done := range l.runGroup(ctx, group, endTurn) {
+			if endTurn == "" {
+				endTurn = done.res.EndTurn
+			}
+			if done.res.Await != nil && await == nil && ctx.Err() == nil {
+				await = l.requestApproval(group[j], *done.res.Await)
 				continue
 			}
+			results = append(results, l.recordCall(group[j], done))
 		}
-		d := time.Since(start)
-		results = append(results, provider.ToolResult(c.ToolCallID, res.Content, res.IsError))
-		seq := l.append(transcript.ToolResult{
-			CallID:  c.ToolCallID,
-			Content: []transcript.Block{{Type: transcript.BlockText, Text: res.Content}},
-			IsError: res.IsError,
-		})
-		comp := transcript.ToolCompletion{CallID: c.ToolCallID, Status: status, Duration: d}
-		if res.IsError {
-			comp.Error = firstLine(res.Content)
-		}
-		l.append(comp)
-		l.emit(events.Event{
-			Type: events.ToolResult, Seq: seq, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName,
-			Text: res.Content, IsError: res.IsError, Status: string(status), Duration: d, Process: res.Process,
-		})
-		l.toolUsage(res.Usage)
 	}
 	if len(results) > 0 {
 		l.addMessage(provider.Message{Role: provider.RoleTool, Content: results}, first)
 	}
 	return endTurn, await
+}
+
+// concurrentRun returns how many calls at the start of calls run together:
+// the run of consecutive calls to concurrent tools, or 1.
+func (l *Loop) concurrentRun(calls []provider.Content) int {
+	if l.cfg.Concurrent == nil {
+		return 1
+	}
+	n := 0
+	for n < len(calls) && l.cfg.Concurrent(calls[n].ToolName) {
+		n++
+	}
+	return max(n, 1)
+}
+
+// called is how a tool call went.
+type called struct {
+	res    tools.Result
+	status transcript.ToolStatus
+	d      time.Duration
+}
+
+func notRun(reason string) called {
+	return called{res: tools.Result{Content: "not run: " + reason, IsError: true}, status: transcript.ToolCancelled}
+}
+
+// runGroup runs calls whose entries are journaled, together when there are
+// several, after a barrier: a call is durable before it starts (see
+// runTools), so that after a crash while it runs the resumed session finds
+// it and answers it as interrupted (see Unanswered), instead of a model
+// that never saw it making it again. endTurn is the reason a call before
+// them ended the turn, if one did: they are then not run.
+func (l *Loop) runGroup(ctx context.Context, calls []provider.Content, endTurn string) []called {
+	out := make([]called, len(calls))
+	var run []int
+	for i, c := range calls {
+		switch {
+		case ctx.Err() != nil:
+			out[i] = notRun(context.Cause(ctx).Error())
+		case endTurn != "":
+			out[i] = notRun(endTurn)
+		case l.cfg.Tools == nil:
+			out[i] = called{
+				res:    tools.Result{Content: fmt.Sprintf("unknown tool %q: no tools are available", c.ToolName), IsError: true},
+				status: transcript.ToolError,
+			}
+		default:
+			run = append(run, i)
+		}
+	}
+	if len(run) == 0 {
+		return out
+	}
+	l.barrier(ctx)
+	if ctx.Err() != nil {
+		for _, i := range run {
+			out[i] = notRun(context.Cause(ctx).Error())
+		}
+		return out
+	}
+	one := func(c provider.Content) called {
+		start := time.Now()
+		res := l.cfg.Tools.Run(ctx, c.ToolCallID, c.ToolName, json.RawMessage(c.Arguments))
+		return called{res: res, status: toolStatus(ctx, res), d: time.Since(start)}
+	}
+	if len(run) == 1 {
+		out[run[0]] = one(calls[run[0]])
+		return out
+	}
+	var wg sync.WaitGroup
+	for _, i := range run {
+		wg.Go(func() { out[i] = one(calls[i]) })
+	}
+	wg.Wait()
+	return out
+}
+
+// recordCall journals what a call returned — the entries it carries, its
+// result and its completion — and returns its result for the model.
+func (l *Loop) recordCall(c provider.Content, done called) provider.Content {
+	res := done.res
+	for _, e := range res.Entries {
+		l.append(e)
+	}
+	seq := l.append(transcript.ToolResult{
+		CallID:  c.ToolCallID,
+		Content: []transcript.Block{{Type: transcript.BlockText, Text: res.Content}},
+		IsError: res.IsError,
+	})
+	comp := transcript.ToolCompletion{CallID: c.ToolCallID, Status: done.status, Duration: done.d}
+	if res.IsError {
+		comp.Error = firstLine(res.Content)
+	}
+	l.append(comp)
+	l.emit(events.Event{
+		Type: events.ToolResult, Seq: seq, Turn: l.turns, CallID: c.ToolCallID, Tool: c.ToolName,
+		Text: res.Content, IsError: res.IsError, Status: string(done.status), Duration: done.d, Process: res.Process,
+	})
+	l.toolUsage(res.Usage)
+	return provider.ToolResult(c.ToolCallID, res.Content, res.IsError)
 }
 
 // addMessage adds a message to the conversation, with the sequence number

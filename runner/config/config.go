@@ -44,6 +44,8 @@ type Config struct {
 	// Compaction is the [compaction] table.
 	Compaction Compaction
 
+	// Subagents is the [subagents] table.
+	Subagents Subagents
 	// MoA is the [moa] table.
 	MoA MoA
 }
@@ -114,6 +116,26 @@ func ParseModelRef(s string) (ModelRef, error) {
 	return ModelRef{Provider: p, Model: strings.TrimSpace(m)}, nil
 }
 
+// Subagents is the [subagents] table: the limits of a session tree's
+// spawn_agent calls. A call past one is an error for the model.
+type Subagents struct {
+	// MaxConcurrent is how many subagents of a tree may run at once
+	// (max_concurrent).
+	MaxConcurrent int
+	// MaxDepth is how deep the tree may grow (max_depth): the session's
+	// children are at depth 1; 0 offers no spawn_agent.
+	MaxDepth int
+	// MaxTotal is how many subagents a tree may spawn in all (max_total).
+	MaxTotal int
+}
+
+// The [subagents] defaults, the spec's.
+const (
+	DefaultSubagentsMaxConcurrent = 8
+	DefaultSubagentsMaxDepth      = 3
+	DefaultSubagentsMaxTotal      = 64
+)
+
 // Compaction is the [compaction] table.
 type Compaction struct {
 	// Model names the model, of the session's provider, that writes the
@@ -173,6 +195,11 @@ func Defaults(home string) Config {
 			HeadBytes: DefaultToolResultHeadBytes,
 			TailBytes: DefaultToolResultTailBytes,
 		},
+		Subagents: Subagents{
+			MaxConcurrent: DefaultSubagentsMaxConcurrent,
+			MaxDepth:      DefaultSubagentsMaxDepth,
+			MaxTotal:      DefaultSubagentsMaxTotal,
+		},
 	}
 }
 
@@ -190,7 +217,26 @@ func (c Config) Validate() error {
 			return &keyError{key: keyDatabaseURL, err: err}
 		}
 	}
-	return c.ToolResults.validate()
+	if err := c.ToolResults.validate(); err != nil {
+		return err
+	}
+	return c.Subagents.validate()
+}
+
+func (s Subagents) validate() error {
+	for _, f := range []struct {
+		key string
+		v   int
+	}{
+		{"subagents.max_concurrent", s.MaxConcurrent},
+		{"subagents.max_depth", s.MaxDepth},
+		{"subagents.max_total", s.MaxTotal},
+	} {
+		if f.v < 0 || f.v > maxLimit {
+			return &keyError{key: f.key, err: fmt.Errorf("%d is out of range; use 0 to %d", f.v, maxLimit)}
+		}
+	}
+	return nil
 }
 
 func (t ToolResults) validate() error {

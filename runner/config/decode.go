@@ -19,12 +19,19 @@ type settings struct {
 	ToolResults     toolResultsLayer
 	PluginsDisabled *[]string
 	CompactionModel *string
+	Subagents       subagentsLayer
 	MoA             moaLayer
 }
 
 type moaLayer struct {
 	ReferenceModels *[]ModelRef
 	AggregatorModel *ModelRef
+}
+
+type subagentsLayer struct {
+	MaxConcurrent *int
+	MaxDepth      *int
+	MaxTotal      *int
 }
 
 type toolResultsLayer struct {
@@ -48,6 +55,9 @@ func (l settings) apply(c Config) Config {
 	set(&c.Compaction.Model, l.CompactionModel)
 	set(&c.MoA.ReferenceModels, l.MoA.ReferenceModels)
 	set(&c.MoA.AggregatorModel, l.MoA.AggregatorModel)
+	set(&c.Subagents.MaxConcurrent, l.Subagents.MaxConcurrent)
+	set(&c.Subagents.MaxDepth, l.Subagents.MaxDepth)
+	set(&c.Subagents.MaxTotal, l.Subagents.MaxTotal)
 	return c
 }
 
@@ -128,6 +138,9 @@ func parse(path string, doc []byte) (settings, error) {
 	if l.MoA, key, err = parseMoA(root); err != nil {
 		return settings{}, fail(key, err)
 	}
+	if key, err = parseSubagents(root, &l.Subagents); err != nil {
+		return settings{}, fail(key, err)
+	}
 	return l, nil
 }
 
@@ -174,6 +187,31 @@ func parseMoA(root map[string]any) (l moaLayer, key string, err error) {
 		l.AggregatorModel = &m
 	}
 	return l, "", nil
+}
+
+// parseSubagents reads the [subagents] table: the limits of spawn_agent.
+// key is the dotted key at fault when it fails.
+func parseSubagents(root map[string]any, l *subagentsLayer) (key string, err error) {
+	t, err := get[map[string]any](root, "subagents")
+	if err != nil || t == nil {
+		return "subagents", err
+	}
+	for _, f := range []struct {
+		key string
+		dst **int
+	}{
+		{"max_concurrent", &l.MaxConcurrent},
+		{"max_depth", &l.MaxDepth},
+		{"max_total", &l.MaxTotal},
+	} {
+		if *f.dst, err = getInt(*t, f.key); err != nil {
+			return "subagents." + f.key, err
+		}
+		if *f.dst != nil && **f.dst < 0 {
+			return "subagents." + f.key, fmt.Errorf("%d: want 0 or more", **f.dst)
+		}
+	}
+	return "", nil
 }
 
 // parseCompaction reads the [compaction] table: the summarizer's model.

@@ -31,6 +31,22 @@ func TestLoadLayers(t *testing.T) {
 			name: "no files gives the spec's defaults",
 		},
 		{
+			name: "subagent limits layer key by key",
+			files: map[string]string{
+				"layers/platform/config.toml": "[subagents]\nmax_concurrent = 2\nmax_total = 10\n",
+				"layers/spec/config.toml":     "[subagents]\nmax_depth = 1\n",
+			},
+			want: func(c *Config) {
+				c.Subagents = Subagents{MaxConcurrent: 2, MaxDepth: 1, MaxTotal: 10}
+			},
+			applied: []string{"layers/spec/config.toml", "layers/platform/config.toml"},
+		},
+		{
+			name:    "a negative subagent limit names its key",
+			files:   map[string]string{"layers/spec/config.toml": "[subagents]\nmax_depth = -1\n"},
+			wantErr: []string{"subagents.max_depth", "-1: want 0 or more", "config.toml:2:1"},
+		},
+		{
 			name: "nearer layers override farther ones key by key",
 			files: map[string]string{
 				"layers/platform/config.toml": "[tool_results]\nmax_bytes = 9000\nhead_bytes = 100\ntail_bytes = 100\nmax_lines = 50\n[compaction]\nmodel = \"small\"\n",
@@ -178,7 +194,7 @@ func TestLoadLayers(t *testing.T) {
 			}
 			want := Config{ToolResults: ToolResults{
 				MaxBytes: DefaultToolResultMaxBytes, HeadBytes: DefaultToolResultHeadBytes, TailBytes: DefaultToolResultTailBytes,
-			}}
+			}, Subagents: Defaults("").Subagents}
 			if tt.want != nil {
 				tt.want(&want)
 			}

@@ -39,8 +39,16 @@ const (
 	// awaiting_approval) until a decision. CallID and Tool name the call,
 	// Arguments is a preview of its arguments, Reason the hooks' reason.
 	ApprovalRequested Type = "approval_requested"
-	End               Type = "end"
-	SessionEnd        Type = "session_end"
+	// SubagentStart reports a child agent started (Session is its
+	// session, Text its task), SubagentStop one that ended (Outcome,
+	// Reason, Text its answer, Usage its own); AgentType is its persona.
+	// The events of a child's loop carry AgentID, and ParentID the
+	// session that spawned it, so that a reader can place each event in
+	// the tree; the root's events carry neither.
+	SubagentStart Type = "subagent_start"
+	SubagentStop  Type = "subagent_stop"
+	End           Type = "end"
+	SessionEnd    Type = "session_end"
 )
 
 // Event is one thing that happened in a run, for people and programs
@@ -79,4 +87,12 @@ type Event struct {
 	Compaction *transcript.Provenance `json:"compaction,omitempty"`
 	// ExitCode is set on session_end.
 	ExitCode *int `json:"exit_code,omitempty"`
+	// AgentID is the child session whose loop the event comes from, and
+	// ParentID the session that spawned it; both empty for the root.
+	AgentID  string `json:"agent_id,omitempty"`
+	ParentID string `json:"parent_id,omitempty"`
+	// AgentType is the child's persona, on subagent events.
+	AgentType string `json:"agent_type,omitempty"`
+	// Subagents counts the children spawned, on session_end.
+	Subagents int `json:"subagents,omitempty"`
 }

@@ -32,6 +32,10 @@ func (h *Human) Observe(e Event) {
 	if h.err != nil {
 		return
 	}
+	if e.AgentID != "" {
+		h.subagent(e)
+		return
+	}
 	switch e.Type {
 	case SessionStart:
 		h.linef("● session %s · %s/%s", short(e.Session), e.Provider, e.Model)
@@ -81,6 +85,25 @@ func (h *Human) Observe(e Event) {
 		if e.Usage != nil {
 			line += fmt.Sprintf(" · %d tokens in, %d out", e.Usage.InputTokens, e.Usage.OutputTokens)
 		}
+		if e.Reason != "" {
+			line += " · " + e.Reason
+		}
+		h.linef("%s", line)
+	}
+}
+
+// subagent writes an event of a child's loop: only its start and its end,
+// so that children running at once do not interleave their text.
+func (h *Human) subagent(e Event) {
+	who := short(e.AgentID)
+	if e.AgentType != "" {
+		who += " (" + e.AgentType + ")"
+	}
+	switch e.Type {
+	case SubagentStart:
+		h.linef("  ↳ subagent %s started: %s", who, preview(e.Text))
+	case SubagentStop:
+		line := fmt.Sprintf("  ↳ subagent %s %s after %d turns", who, e.Outcome, e.Turn)
 		if e.Reason != "" {
 			line += " · " + e.Reason
 		}

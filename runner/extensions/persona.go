@@ -3,6 +3,8 @@ package extensions
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/aerie-run/aerie/runner/layer"
@@ -167,4 +169,32 @@ func LoadPersona(src layer.Source, name string) (Persona, []layer.Artifact, erro
 		return Persona{}, arts, fmt.Errorf("persona %q: %w: no valid %s", name, ErrUnknownPersona, where)
 	}
 	return Persona{}, arts, fmt.Errorf("persona %q: %w: no %s", name, ErrUnknownPersona, where)
+}
+
+// PersonaNames returns the names of the personas the layers of src hold
+// (personas/<name>.toml with a valid name), sorted, each once: what an
+// unknown persona's error can offer instead. Layers that cannot be read
+// are passed over.
+func PersonaNames(src layer.Source) ([]string, error) {
+	v, err := src.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	seen := map[string]bool{}
+	for _, lv := range v.Layers {
+		if lv.Err != nil {
+			continue
+		}
+		files, _, err := lv.Files.ReadDir(PersonasDir)
+		if err != nil {
+			continue
+		}
+		for _, f := range files {
+			if name, ok := strings.CutSuffix(f, ".toml"); ok && ValidPersonaName(name) {
+				seen[name] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
 }

@@ -88,7 +88,7 @@ func (h *hooked) Run(ctx context.Context, call json.RawMessage) tools.Result {
 	if post.Blocked() {
 		res = tools.Result{
 			Content: fmt.Sprintf("%s: result withheld by a PostToolUse hook: %s", name, post.Reason),
-			IsError: true, Process: res.Process,
+			IsError: true, Process: res.Process, Entries: res.Entries,
 		}
 	}
 	if post.Stop {

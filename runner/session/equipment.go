@@ -79,6 +79,12 @@ type equipment struct {
 	// follower adds the project instructions below the working directory
 	// as the file tools reach them; nil when the workspace cannot be read.
 	follower *instructions.Follower
+
+	// spawn is the session's spawn_agent tool (see subagents.go); nil
+	// when it offers none.
+	spawn tools.Tool
+	// stop are the loop's stop conditions: the tree's budget.
+	stop []agent.StopCondition
 }
 
 // newEquipment loads the layers' artifacts. A malformed artifact in a
@@ -169,8 +175,17 @@ func warnProblems(log *slog.Logger, x *Extensions) {
 // built-ins, the custom tools, the skill tool and the caller's, with
 // their descriptions overridden and the toolset applied.
 func (eq *equipment) offered(x *Extensions) ([]tools.Tool, error) {
+	return eq.offeredWith(x, eq.builtin)
+}
+
+// offeredWith is offered with builtin as the built-in tools, the session's
+// spawn_agent among them.
+func (eq *equipment) offeredWith(x *Extensions, builtin []tools.Tool) ([]tools.Tool, error) {
 	opts := eq.opts
-	all := append([]tools.Tool(nil), eq.builtin...)
+	all := append([]tools.Tool(nil), builtin...)
+	if eq.spawn != nil {
+		all = append(all, eq.spawn)
+	}
 	for _, t := range x.Set.Tools {
 		all = append(all, t)
 	}
@@ -350,7 +365,8 @@ func (eq *equipment) loop(
 		Tools:       eq.loopTools(),
 		Journal:     w,
 		System:      eq.systemPrompt(),
-		Stop:        opts.Budget.Stop,
+		Stop:        eq.stop,
+		Concurrent:  concurrent,
 		MaxDuration: opts.Budget.MaxDuration,
 		OnStop:      eq.onStop(),
 		// At each turn boundary a required MCP server lost mid-session
@@ -610,12 +626,22 @@ func (eq *equipment) userPrompt(ctx context.Context, prompt string) (_ string, e
 // the loop going with the hooks' reason, unless a hook also answered
 // continue: false, which ends the turn as the model meant to.
 func (eq *equipment) onStop() agent.StopHook {
+	return stopHook(eq.opts.Logger, "Stop", func(ctx context.Context, in hooks.StopInput) (hooks.Verdict, error) {
+		return eq.engine.Stop(ctx, in)
+	})
+}
+
+// stopHook makes the loop's StopHook of the hooks of event (Stop, or
+// SubagentStop in a child), which fire runs.
+func stopHook(
+	log *slog.Logger, event string, fire func(context.Context, hooks.StopInput) (hooks.Verdict, error),
+) agent.StopHook {
 	count := 0
 	return func(ctx context.Context, answer string) (string, bool) {
-		v, err := eq.engine.Stop(ctx, hooks.StopInput{Count: count, Active: count > 0, LastAssistantMessage: answer})
+		v, err := fire(ctx, hooks.StopInput{Count: count, Active: count > 0, LastAssistantMessage: answer})
 		count++
 		if err != nil {
-			eq.opts.Logger.Warn("Stop hooks", "err", err)
+			log.Warn(event+" hooks", "err", err)
 			return "", false
 		}
 		if !v.Blocked() || v.Stop {
@@ -623,10 +649,50 @@ func (eq *equipment) onStop() agent.StopHook {
 		}
 		reason := v.Reason
 		if reason == "" {
-			reason = "A Stop hook asked you to continue."
+			reason = "A " + event + " hook asked you to continue."
 		}
 		return reason, true
 	}
+}
+
+// childTools are the tools of a child agent: the session's, never more
+// than its own model is offered, with the built-ins running the child's
+// commands (cmds) and spawn its own spawn_agent, narrowed by toolset, and
+// wrapped in the child's hook engine.
+func (eq *equipment) childTools(
+	id uuid.UUID, cmds tools.Commands, spawn tools.Tool, toolset string, engine *hooks.Engine,
+) (*tools.Registry, error) {
+	opts := eq.opts
+	builtin := append(tools.Builtin(opts.Executor, cmds, nil), spawn)
+	saved := eq.spawn
+	eq.spawn = nil
+	all, err := eq.offeredWith(eq.ext, builtin)
+	eq.spawn = saved
+	if err != nil {
+		return nil, err
+	}
+	if eq.servers != nil {
+		all = append(all, eq.servers.Tools()...)
+	}
+	parent := map[string]bool{}
+	for _, d := range eq.reg.Definitions() {
+		parent[d.Name] = true
+	}
+	all = slices.DeleteFunc(all, func(t tools.Tool) bool { return !parent[t.Name()] })
+	if toolset != "" {
+		if all, err = applyToolset(eq.ext.Set.Toolsets, toolset, all, opts.Logger); err != nil {
+			var ce *ConfigError
+			if errors.As(err, &ce) {
+				err = ce.Err
+			}
+			return nil, err
+		}
+	}
+	capper := sessionCapper(opts, id)
+	if capper.Compresses() {
+		all = append(all, tools.NewRetrieve(capper))
+	}
+	return registry(opts, capper, hooks.WrapAll(all, engine))
 }
 
 func (eq *equipment) sessionEnd(ctx context.Context, outcome transcript.Outcome) {

@@ -23,6 +23,7 @@ import (
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/subagent"
 	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
 	"github.com/aerie-run/aerie/runner/workdiff"
@@ -76,6 +77,10 @@ type run struct {
 	// base is the commit the workspace's git work tree stood on when
 	// the run started; empty when it is no work tree. Set by start.
 	base string
+	// Set by start: the session tree, whose ledger every loop of the run
+	// charges, and the root's running children.
+	tree     *subagent.Tree
+	children *subagent.Children
 
 	// Set by converse.
 	conversed bool
@@ -94,6 +99,13 @@ func newRun(st Store, opts Options) (*run, error) {
 	if opts.Prompt == "" && s.Resume == "" && s.ForkFrom == "" {
 		return nil, configErrorf("no prompt: give the task as an argument or on standard input")
 	}
+	if opts.Subagents != nil {
+		if err := opts.Subagents.Validate(); err != nil {
+			return nil, &ConfigError{Err: err}
+		}
+	}
+	// Children's loops report their events from their own goroutines.
+	opts.Observe = lockedObserver(opts.Observe)
 	r := &run{st: st, opts: opts}
 	if instructions, ok := compactCommand(opts.Prompt); ok {
 		if s.Resume == "" && s.ForkFrom == "" {
@@ -213,6 +225,8 @@ func (r *run) start(ctx context.Context) error {
 	}
 	r.snap.Entries = answerUnanswered(r.w, r.sess.ID, r.snap, opts.Logger)
 	r.base = r.workspaceBase(ctx)
+	r.newTree()
+	r.eq.spawn, r.eq.stop = r.rootTool(), []agent.StopCondition{r.tree.Ledger().Stop()}
 	if err := r.eq.start(r.sess.ID, r.w); err != nil {
 		return err
 	}
@@ -247,7 +261,7 @@ func (r *run) converse(ctx context.Context) {
 	case r.compact != nil:
 		r.res = r.eq.compactNow(ctx, r.model, r.compactor(), r.w, r.snap, *r.compact)
 	default:
-		r.res = r.eq.converse(ctx, source, r.model, r.compactor(), r.w, r.snap)
+		r.res = r.treeResult(r.eq.converse(ctx, source, r.tree.Ledger().Model(r.model), r.compactor(), r.w, r.snap))
 	}
 }
 
@@ -265,6 +279,7 @@ func (r *run) compactor() *compaction.Policy {
 		Model:      r.summarySettings.Model,
 		Restore:    r.eq.restorer(window),
 		Hooks:      compactHooks{r.eq},
+		Children:   r.children,
 	})
 }
 
@@ -334,7 +349,7 @@ func (r *run) finish(ctx context.Context, err error) (Report, error) {
 	code := rep.ExitCode
 	emit(r.opts.Observe, events.Event{
 		Type: events.SessionEnd, Session: r.sess.ID.String(), Outcome: r.res.Outcome, Reason: r.res.Reason,
-		Text: r.res.Answer, Turn: r.res.Turns, Usage: &rep.Result.Usage, ExitCode: &code,
+		Text: r.res.Answer, Turn: r.res.Turns, Usage: &rep.Result.Usage, ExitCode: &code, Subagents: rep.Subagents,
 	})
 	return rep, nil
 }
@@ -345,6 +360,9 @@ func (r *run) report() Report {
 		Session: r.sess, Settings: r.settings, System: r.eq.systemPrompt(), Persona: r.persona, Layers: r.layers(),
 		ContextWindow: r.window, Tools: r.eq.reg.Definitions(), Extensions: r.eq.report(), Result: r.res,
 		ExitCode: ExitCode(r.res),
+	}
+	if r.tree != nil {
+		rep.Subagents = r.tree.Spawned()
 	}
 	rep.Extensions.Artifacts = append(rep.Extensions.Artifacts, r.personaArts...)
 	return rep
@@ -555,6 +573,19 @@ func finalState(o transcript.Outcome) store.State {
 		return store.StateIdle
 	}
 	return store.StateFailed
+}
+
+// lockedObserver serializes the calls of observe, nil staying nil.
+func lockedObserver(observe func(events.Event)) func(events.Event) {
+	if observe == nil {
+		return nil
+	}
+	var mu sync.Mutex
+	return func(e events.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		observe(e)
+	}
 }
 
 func emit(observe func(events.Event), e events.Event) {

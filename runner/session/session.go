@@ -27,6 +27,7 @@ import (
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/subagent"
 	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
@@ -138,8 +139,13 @@ type Options struct {
 	// pending call is journaled, unless the journal has it already, and
 	// applied. Decisions for other calls are ignored.
 	Approvals []transcript.ApprovalDecision
-	// Budget bounds the run.
+	// Budget bounds the run: the whole session tree, the root and every
+	// subagent it spawns, charge it (see package subagent).
 	Budget Budget
+	// Subagents limit the children the session may spawn with
+	// spawn_agent ([subagents] in config.toml); nil is
+	// subagent.DefaultLimits, and a MaxDepth of 0 offers no spawn_agent.
+	Subagents *subagent.Limits
 
 	// Executor runs the tools, the hooks and the stdio MCP servers.
 	Executor Executor
@@ -246,9 +252,13 @@ type Report struct {
 	// Extensions reports the artifacts found in the layers.
 	Extensions layer.Report
 	// Tools are the tools the model was offered.
-	Tools    []provider.Tool
+	Tools []provider.Tool
+	// Result is how the root's loop ended; when it spawned subagents, its
+	// Usage is the whole tree's.
 	Result   agent.Result
 	ExitCode int
+	// Subagents counts the children the tree spawned.
+	Subagents int
 	// Preserved are the background groups left running, with their records.
 	Preserved []process.Record
 	// Teardown reports the process groups ended after the run.

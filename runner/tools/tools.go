@@ -25,6 +25,7 @@ import (
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // Tool is one tool the model can call.
@@ -65,6 +66,10 @@ type Result struct {
 	// and ends the run awaiting approval (Content is not the model's to
 	// read: a resumed run answers the call once someone decided).
 	Await *Await
+	// Entries are journaled before the call's result, in the session's
+	// stream: what the call did that the transcript records besides its
+	// result (a subagent's outcome). The model does not see them.
+	Entries []transcript.Payload
 }
 
 // Await is a tool call left to a person's approval.

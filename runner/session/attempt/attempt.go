@@ -31,6 +31,7 @@ import (
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/session"
 	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/subagent"
 	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
@@ -202,7 +203,10 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 		Approvals: decisions(cfg.Approvals),
 		Persona:   cfg.Persona,
 		Budget:    budget(cfg.Budget),
-		Executor:  env.Executor,
+		Subagents: &subagent.Limits{
+			MaxConcurrent: conf.Subagents.MaxConcurrent, MaxDepth: conf.Subagents.MaxDepth, MaxTotal: conf.Subagents.MaxTotal,
+		},
+		Executor: env.Executor,
 		// The full output of capped (and compressed) tool results is kept
 		// in the store, not in the pod, so that a later attempt has it.
 		Originals: session.StoreOriginals(st, cfg.Namespace),

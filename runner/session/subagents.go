@@ -1,0 +1,307 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/compaction"
+	"github.com/aerie-run/aerie/runner/events"
+	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/extensions"
+	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/journal"
+	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/process"
+	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/subagent"
+	"github.com/aerie-run/aerie/runner/tools"
+	"github.com/aerie-run/aerie/runner/transcript"
+)
+
+// newTree makes the session tree of the run: its limits, and the ledger
+// that starts from the root's stored usage and holds the run's budget.
+func (r *run) newTree() {
+	limits := subagent.DefaultLimits()
+	if r.opts.Subagents != nil {
+		limits = *r.opts.Subagents
+	}
+	var start transcript.Usage
+	if r.snap.Usage != nil {
+		start = *r.snap.Usage
+	}
+	r.tree = subagent.NewTree(limits, subagent.NewLedger(start, r.opts.Budget.Stop))
+	r.children = &subagent.Children{}
+}
+
+// rootTool is the spawn_agent tool of the root, nil when the limits allow
+// no child.
+func (r *run) rootTool() tools.Tool {
+	if r.opts.Subagents != nil && r.opts.Subagents.MaxDepth == 0 {
+		return nil
+	}
+	return subagent.NewTool(r.tree, 0, &spawner{r: r, parent: r.sess.ID}, r.children)
+}
+
+// treeResult is res with the tree's totals when the run spawned children:
+// the usage across the tree (the root's own context size kept).
+func (r *run) treeResult(res agent.Result) agent.Result {
+	t := r.tree.Ledger().Totals()
+	if t.Subagents == 0 {
+		return res
+	}
+	u := t.Usage
+	u.ContextTokens, u.ReasoningTokens = res.Usage.ContextTokens, res.Usage.ReasoningTokens
+	res.Usage = u
+	return res
+}
+
+// spawner makes and runs the children of one agent of the tree (the root's
+// or a child's): each is a session of kind subagent whose parent is that
+// agent's, with its own journal, tools, hooks and loop, in this process.
+type spawner struct {
+	r      *run
+	parent uuid.UUID
+}
+
+// child is one child being made.
+type child struct {
+	id      uuid.UUID
+	req     subagent.Request
+	persona extensions.Persona
+	system  string
+	toolset string
+	observe func(events.Event)
+	engine  *hooks.Engine
+	w       *journal.Writer
+	cmds    *trackedCommands
+}
+
+func (s *spawner) Spawn(ctx context.Context, req subagent.Request) (subagent.Outcome, error) {
+	r := s.r
+	c := &child{id: uuid.New(), req: req}
+	if err := s.persona(c); err != nil {
+		return subagent.Outcome{}, err
+	}
+	// The root may still be being stored; its children follow it.
+	if _, err := r.pending.wait(ctx); err != nil {
+		return subagent.Outcome{}, fmt.Errorf("the session is not stored: %w", err)
+	}
+	c.observe = func(e events.Event) {
+		e.AgentID, e.ParentID = c.id.String(), s.parent.String()
+		emit(r.opts.Observe, e)
+	}
+	prompt := s.start(ctx, c)
+	settings := r.settings
+	settings.Persona = req.AgentType
+	_, err := r.st.Create(ctx, r.opts.Session.Tenant, store.NewSession{
+		ID: c.id, Dir: r.opts.Extensions.Dir, Settings: settings, Kind: store.SessionSubagent, Parent: s.parent,
+		Entries: []transcript.Entry{{Seq: 1, Payload: agent.UserEntry(prompt), CreatedAt: time.Now()}},
+	})
+	if err != nil {
+		return subagent.Outcome{}, fmt.Errorf("store the subagent's session: %w", err)
+	}
+	req.Started(c.id)
+	c.observe(events.Event{
+		Type: events.SubagentStart, Session: c.id.String(), AgentType: req.AgentType, Text: req.Task,
+		Provider: settings.Provider, Model: settings.Model,
+	})
+	res := s.run(ctx, c, prompt)
+	s.end(ctx, c, res)
+	return subagent.Outcome{Session: c.id, Result: res}, nil
+}
+
+// persona finds the child's system prompt and toolset: the persona
+// agent_type names, or the parent's prompt.
+func (s *spawner) persona(c *child) error {
+	r := s.r
+	c.system, c.toolset = r.eq.systemPrompt(), c.req.Toolset
+	if c.req.AgentType == "" {
+		return nil
+	}
+	x := r.opts.Extensions
+	src := layer.Source{Layers: x.Layers, Workspace: x.Workspace, WorkDir: x.Dir}
+	p, _, err := extensions.LoadPersona(src, c.req.AgentType)
+	if errors.Is(err, extensions.ErrUnknownPersona) {
+		names, _ := extensions.PersonaNames(src)
+		known := "none are defined (personas/<name>.toml in a layer)"
+		if len(names) > 0 {
+			known = "known: " + strings.Join(names, ", ")
+		}
+		return fmt.Errorf("unknown agent_type %q: %s; or leave agent_type out for your own prompt", c.req.AgentType, known)
+	}
+	if err != nil {
+		return fmt.Errorf("agent_type %q: %w", c.req.AgentType, err)
+	}
+	c.persona = p
+	if p.Prompt != "" {
+		c.system = p.Prompt
+	}
+	if c.toolset == "" {
+		c.toolset = p.Toolset
+	}
+	return nil
+}
+
+// start makes the child's hook engine and runs its SubagentStart hooks,
+// whose context follows the task; it returns the child's first message.
+func (s *spawner) start(ctx context.Context, c *child) string {
+	r := s.r
+	opts := r.opts
+	c.engine = hooks.New(opts.Executor, r.eq.ext.Hooks.Hooks, hooks.Options{
+		SessionID: r.eq.session,
+		Dir:       opts.Extensions.Dir,
+		Observe: func(_ context.Context, v hooks.Verdict) {
+			emitHook(c.observe, v)
+			if e, ok := hookEntry(v); ok && c.w != nil {
+				c.w.Append(e)
+			}
+		},
+		Approve: opts.Approve,
+		Logger:  opts.Logger,
+	}).ForAgent(c.id.String(), c.req.AgentType)
+	prompt := c.req.Task
+	v, err := c.engine.SubagentStart(ctx, c.id.String(), c.req.AgentType)
+	if err != nil {
+		opts.Logger.Warn("SubagentStart hooks", "agent", c.id.String(), "err", err)
+	} else if v.Context != "" {
+		prompt += "\n\n" + v.Context
+	}
+	return prompt
+}
+
+// run runs the child's loop to its end.
+func (s *spawner) run(ctx context.Context, c *child, prompt string) agent.Result {
+	r := s.r
+	opts := r.opts
+	jopts := opts.Journal
+	if jopts.Logger == nil {
+		jopts.Logger = opts.Logger
+	}
+	c.w = journal.New(ctx, r.st, opts.Session.Tenant, c.id, 2, jopts)
+	c.cmds = &trackedCommands{Commands: opts.Executor}
+	children := &subagent.Children{}
+	spawn := subagent.NewTool(r.tree, c.req.Depth, &spawner{r: r, parent: c.id}, children)
+	reg, err := r.eq.childTools(c.id, c.cmds, spawn, c.toolset, c.engine)
+	if err != nil {
+		return agent.Result{Outcome: transcript.OutcomeFailed, Reason: err.Error(), Err: err}
+	}
+	stop := []agent.StopCondition{r.tree.Ledger().Stop()}
+	if c.req.MaxTurns > 0 {
+		stop = append(stop, agent.MaxTurns(c.req.MaxTurns))
+	}
+	policy := compaction.New(compaction.Config{
+		Window:     compaction.UsableWindow(r.window, opts.Model.MaxOutputTokens),
+		Summarizer: r.summarizer,
+		Provider:   r.summarySettings.Provider,
+		Model:      r.summarySettings.Model,
+		Children:   children,
+	})
+	policy.SetFixed(c.system, reg.Definitions())
+	loop := agent.New(agent.Config{
+		Model:      r.tree.Ledger().Model(r.model),
+		Tools:      reg,
+		Journal:    c.w,
+		System:     c.system,
+		Stop:       stop,
+		Concurrent: concurrent,
+		OnStop: stopHook(opts.Logger, "SubagentStop", func(ctx context.Context, in hooks.StopInput) (hooks.Verdict, error) {
+			return c.engine.SubagentStop(ctx, c.id.String(), c.req.AgentType, in)
+		}),
+		Compactor: policy,
+		PromptSeq: 1,
+		Observe:   c.observe,
+		Logger:    opts.Logger.With("session", c.id.String(), "parent", s.parent.String()),
+	}, nil, transcript.Usage{})
+	return loop.Run(ctx, prompt)
+}
+
+// end tears down the child's processes, closes its journal and records how
+// it ended.
+func (s *spawner) end(ctx context.Context, c *child, res agent.Result) {
+	r := s.r
+	ctx = context.WithoutCancel(ctx)
+	c.cmds.teardown(ctx, r.opts.Logger)
+	if err := c.w.Close(ctx); err != nil {
+		r.opts.Logger.Error("the subagent's journal failed: its stored transcript is incomplete",
+			"session", c.id.String(), "err", err)
+	}
+	if err := r.st.SetState(ctx, r.opts.Session.Tenant, c.id, finalState(res.Outcome)); err != nil {
+		r.opts.Logger.Warn("record the subagent's final state", "session", c.id.String(), "err", err)
+	}
+	u := res.Usage
+	c.observe(events.Event{
+		Type: events.SubagentStop, Session: c.id.String(), AgentType: c.req.AgentType, Outcome: res.Outcome,
+		Reason: res.Reason, Text: res.Answer, Turn: res.Turns, Usage: &u,
+	})
+}
+
+// concurrent names the tools whose calls of one response run at once.
+func concurrent(tool string) bool { return tool == subagent.Name }
+
+// trackedCommands are the executor's commands as one child agent runs
+// them: each process it starts is remembered, so that when the child ends
+// every group it started — a background server, a build it left running —
+// is torn down, and no other agent's.
+type trackedCommands struct {
+	tools.Commands
+
+	mu  sync.Mutex
+	ids []string
+}
+
+func (t *trackedCommands) Start(ctx context.Context, cmd executor.Command) (executor.Process, error) {
+	p, err := t.Commands.Start(ctx, cmd)
+	if err == nil {
+		t.mu.Lock()
+		t.ids = append(t.ids, p.ID())
+		t.mu.Unlock()
+	}
+	return p, err
+}
+
+// teardown ends the groups still running, all at once.
+func (t *trackedCommands) teardown(ctx context.Context, log interface{ Warn(string, ...any) }) []process.Report {
+	t.mu.Lock()
+	ids := t.ids
+	t.ids = nil
+	t.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, teardownTimeout)
+	defer cancel()
+	running, err := t.List(ctx)
+	if err != nil {
+		log.Warn("list the subagent's processes", "err", err)
+		return nil
+	}
+	live := map[string]bool{}
+	for _, p := range running {
+		live[p.ID] = true
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		reps []process.Report
+	)
+	for _, id := range ids {
+		if !live[id] {
+			continue
+		}
+		wg.Go(func() {
+			rep, err := t.Teardown(ctx, id)
+			if err != nil {
+				log.Warn("tear down the subagent's process group", "id", id, "err", err)
+			}
+			mu.Lock()
+			reps = append(reps, rep)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return reps
+}

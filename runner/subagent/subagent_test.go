@@ -1,0 +1,203 @@
+package subagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"iter"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/transcript"
+)
+
+func TestAdmitRefusesPastEachLimit(t *testing.T) {
+	tree := NewTree(Limits{MaxConcurrent: 2, MaxDepth: 2, MaxTotal: 3}, NewLedger(transcript.Usage{}, nil))
+	if _, err := tree.admit(2); err == nil || !strings.Contains(err.Error(), "max_depth 2 reached") {
+		t.Errorf("admit at depth 2 = %v, want max_depth refused", err)
+	}
+	r1, err := tree.admit(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := tree.admit(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tree.admit(0)
+	var le *LimitError
+	if !errors.As(err, &le) || le.Limit != "max_concurrent" || !errors.Is(err, ErrLimit) ||
+		!strings.Contains(err.Error(), "max_concurrent 2 reached") {
+		t.Errorf("third running = %v, want max_concurrent refused", err)
+	}
+	r1()
+	r1() // releasing twice frees one place
+	r3, err := tree.admit(0)
+	if err != nil {
+		t.Fatalf("after a release: %v", err)
+	}
+	r2()
+	r3()
+	if _, err := tree.admit(0); err == nil || !strings.Contains(err.Error(), "max_total 3 reached") {
+		t.Errorf("fourth = %v, want max_total refused", err)
+	}
+	if got := tree.Spawned(); got != 3 {
+		t.Errorf("Spawned() = %d, want 3", got)
+	}
+	if got := tree.Ledger().Totals().Subagents; got != 3 {
+		t.Errorf("ledger subagents = %d, want 3", got)
+	}
+}
+
+func TestLimitsValidate(t *testing.T) {
+	if err := DefaultLimits().Validate(); err != nil {
+		t.Error(err)
+	}
+	err := Limits{MaxDepth: -1}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "subagents.max_depth -1") {
+		t.Errorf("Validate() = %v, want the key named", err)
+	}
+}
+
+// finishing is a model whose every response ends with usage u.
+type finishing struct{ u provider.Usage }
+
+func (f finishing) Stream(context.Context, provider.Request) iter.Seq2[provider.Part, error] {
+	return func(yield func(provider.Part, error) bool) {
+		if !yield(provider.Part{Type: provider.PartTextDelta, Text: "x"}, nil) {
+			return
+		}
+		yield(provider.Part{Type: provider.PartFinish, Usage: f.u, StopReason: provider.StopEndTurn}, nil)
+	}
+}
+
+// TestLedgerChargesAcrossLoops: concurrent loops charging one ledger stop
+// on the tree's totals, whatever their own usage.
+func TestLedgerChargesAcrossLoops(t *testing.T) {
+	l := NewLedger(transcript.Usage{InputTokens: 100, Requests: 1}, []agent.StopCondition{agent.MaxTokens(1000)})
+	m := l.Model(finishing{u: provider.Usage{InputTokens: 40, OutputTokens: 10}})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 2 {
+				for range m.Stream(t.Context(), provider.Request{}) {
+				}
+			}
+		})
+	}
+	wg.Wait()
+	tot := l.Totals()
+	if tot.Usage.InputTokens != 100+16*40 || tot.Usage.OutputTokens != 160 || tot.Usage.Requests != 17 || tot.Turns != 16 {
+		t.Fatalf("totals %+v", tot)
+	}
+	if _, _, stop := l.Stop()(agent.Status{}); stop {
+		t.Errorf("stopped at %d tokens of 1000", 100+16*50)
+	}
+	l.Charge(provider.Usage{InputTokens: 200})
+	out, reason, stop := l.Stop()(agent.Status{})
+	if !stop || out != transcript.OutcomeBudgetExceeded || !strings.Contains(reason, "token budget of 1000") {
+		t.Errorf("Stop() = %q, %q, %v; want the budget spent", out, reason, stop)
+	}
+}
+
+func TestChildrenWait(t *testing.T) {
+	var c Children
+	c.Wait(t.Context()) // none: returns at once
+	a, b := uuid.New(), uuid.New()
+	c.add(a)
+	c.add(b)
+	if got := c.Active(); len(got) != 2 {
+		t.Fatalf("Active() = %v", got)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+	defer cancel()
+	c.Wait(ctx) // gives up with ctx
+	done := make(chan struct{})
+	go func() { c.Wait(t.Context()); close(done) }()
+	c.done(a)
+	c.done(b)
+	<-done
+	if got := c.Active(); len(got) != 0 {
+		t.Errorf("Active() = %v after both ended", got)
+	}
+}
+
+type fakeSpawner struct {
+	got Request
+	out Outcome
+	err error
+}
+
+func (f *fakeSpawner) Spawn(_ context.Context, req Request) (Outcome, error) {
+	f.got = req
+	if f.err == nil {
+		req.Started(f.out.Session)
+	}
+	return f.out, f.err
+}
+
+func TestToolResult(t *testing.T) {
+	id := uuid.New()
+	sp := &fakeSpawner{out: Outcome{Session: id, Result: agent.Result{
+		Outcome: transcript.OutcomeCompleted, Answer: "the answer", Turns: 3,
+		Usage: transcript.Usage{InputTokens: 1200, OutputTokens: 34, Requests: 3},
+	}}}
+	children := &Children{}
+	tool := NewTool(NewTree(DefaultLimits(), NewLedger(transcript.Usage{}, nil)), 1, sp, children)
+	res := tool.Run(t.Context(), json.RawMessage(`{"task":"do it","agent_type":"reviewer","max_turns":4}`))
+	if res.IsError || res.Content != "the answer\n\noutcome: completed · 3 turns · 1,234 tokens · session "+id.String() {
+		t.Errorf("result %+v", res)
+	}
+	if sp.got.Task != "do it" || sp.got.AgentType != "reviewer" || sp.got.MaxTurns != 4 || sp.got.Depth != 2 {
+		t.Errorf("request %+v", sp.got)
+	}
+	o, ok := res.Entries[0].(transcript.SubagentOutcome)
+	if !ok || o.Session != id || o.AgentType != "reviewer" || o.Usage.Requests != 3 || !strings.HasPrefix(o.AnswerDigest, "sha256:") {
+		t.Errorf("entry %#v", res.Entries)
+	}
+	if len(children.Active()) != 0 {
+		t.Errorf("a child is still active after the call")
+	}
+
+	for call, want := range map[string]string{
+		`{}`:                          `missing required argument "task"`,
+		`{"task":"x","bogus":1}`:      "invalid arguments",
+		`{"task":"x","max_turns":-1}`: "max_turns -1",
+	} {
+		if r := tool.Run(t.Context(), json.RawMessage(call)); !r.IsError || !strings.Contains(r.Content, want) {
+			t.Errorf("Run(%s) = %+v, want an error with %q", call, r, want)
+		}
+	}
+	sp.err = errors.New(`unknown agent_type "x"`)
+	if r := tool.Run(t.Context(), json.RawMessage(`{"task":"x"}`)); !r.IsError || !strings.Contains(r.Content, "unknown agent_type") {
+		t.Errorf("Run() = %+v, want the spawner's error", r)
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// FuzzParseArgs: any arguments give either a task or an error, never a
+// panic.
+func FuzzParseArgs(f *testing.F) {
+	f.Add([]byte(`{"task":"x","max_turns":3}`))
+	f.Add([]byte(`{"task":""}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, err := parseArgs(b)
+		if err == nil && strings.TrimSpace(a.Task) == "" {
+			t.Errorf("parseArgs(%q) accepted an empty task", b)
+		}
+	})
+}

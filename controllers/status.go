@@ -270,6 +270,7 @@ func usage(r *runconfig.Report) *aeriev1alpha1.Usage {
 		Turns:           int32(min(u.Requests, int64(^uint32(0)>>1))),
 		ToolCalls:       int32(min(u.ToolCalls, int64(^uint32(0)>>1))),
 		Compactions:     int32(min(u.Compactions, int64(^uint32(0)>>1))),
+		Subagents:       int32(min(u.Subagents, int64(^uint32(0)>>1))),
 	}
 }
 

@@ -637,6 +637,10 @@ type Usage struct {
 	// compactions is the number of times the conversation was compacted.
 	// +optional
 	Compactions int32 `json:"compactions,omitempty"`
+	// subagents is the number of child agents the session spawned (spawn_agent) in its last
+	// attempt; the tokens and turns above count theirs too.
+	// +optional
+	Subagents int32 `json:"subagents,omitempty"`
 }
 
 // Result is how a finished session ended.

@@ -79,6 +79,9 @@ type Usage struct {
 	// Compactions counts the session's compaction checkpoints, all
 	// attempts.
 	Compactions int64 `json:"compactions,omitempty"`
+	// Subagents counts the children the attempt's session tree spawned;
+	// the tokens and requests then are the tree's.
+	Subagents int64 `json:"subagents,omitempty"`
 }
 
 // maxReasonBytes bounds the reason before the summary is fitted, so that a

@@ -145,6 +145,7 @@ func report(res session.Report, toolCalls, priorCompactions int64) runconfig.Rep
 			InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, CacheReadTokens: r.Usage.CacheReadTokens,
 			Requests: r.Usage.Requests, ToolCalls: toolCalls,
 			Compactions: priorCompactions + int64(len(r.Compactions)),
+			Subagents:   int64(res.Subagents),
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/aerie-run/aerie/runner/transcript"
@@ -49,6 +50,10 @@ const (
 	SubagentStop  Type = "subagent_stop"
 	End           Type = "end"
 	SessionEnd    Type = "session_end"
+	// Result carries the structured result a run was asked for (Result),
+	// with the Seq of its journal entry: after session_end, the last
+	// event of a run that got one.
+	Result Type = "result"
 )
 
 // Event is one thing that happened in a run, for people and programs
@@ -95,4 +100,6 @@ type Event struct {
 	AgentType string `json:"agent_type,omitempty"`
 	// Subagents counts the children spawned, on session_end.
 	Subagents int `json:"subagents,omitempty"`
+	// Result is set on result: the value, JSON.
+	Result json.RawMessage `json:"result,omitempty"`
 }

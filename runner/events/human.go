@@ -80,6 +80,8 @@ func (h *Human) Observe(e Event) {
 			h.linef("⇊ conversation compacted (%s): %d messages summarized · ~%d → ~%d tokens",
 				c.Trigger, c.Messages, c.TokensBefore, c.TokensAfter)
 		}
+	case Result:
+		h.linef("● result %s", e.Result)
 	case SessionEnd:
 		line := fmt.Sprintf("● %s after %d turns", e.Outcome, e.Turn)
 		if e.Usage != nil {

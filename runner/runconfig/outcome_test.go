@@ -17,6 +17,7 @@ func TestOutcomesMatchTranscript(t *testing.T) {
 		OutcomeCancelled:        transcript.OutcomeCancelled,
 		OutcomeModelError:       transcript.OutcomeModelError,
 		OutcomeFailed:           transcript.OutcomeFailed,
+		OutcomeResultInvalid:    transcript.OutcomeResultInvalid,
 	} {
 		if ours != string(stored) {
 			t.Errorf("runconfig spells outcome %q, the transcript stores %q", ours, stored)

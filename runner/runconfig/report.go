@@ -24,6 +24,7 @@ const (
 	OutcomeModelError       = "model_error"
 	OutcomeFailed           = "failed"
 	OutcomeAwaitingApproval = "awaiting_approval"
+	OutcomeResultInvalid    = "result_invalid"
 )
 
 // Report is how an attempt ended, as the runner writes it to its
@@ -43,6 +44,20 @@ type Report struct {
 	// Approval is the tool call a hook asked a person to approve, with
 	// outcome awaiting_approval.
 	Approval *PendingApproval `json:"approval,omitempty"`
+	// Result is the structured result the session was asked for, when
+	// the model submitted a valid one (see ResultRef).
+	Result *Result `json:"result,omitempty"`
+}
+
+// Result is the structured result of an attempt: the value itself when it
+// fits in the report, and always where the store keeps it.
+type Result struct {
+	// Value is the result, compact JSON; empty when it did not fit in
+	// the termination message, which then carries only the reference.
+	Value json.RawMessage `json:"value,omitempty"`
+	// Seq is the sequence number of the session's result entry, in the
+	// session SessionID names.
+	Seq int64 `json:"seq"`
 }
 
 // PendingApproval is a tool call the session paused on, for the
@@ -92,6 +107,10 @@ const maxReasonBytes = 1024
 // 1 KiB, then the summary to what room is left, then, if need be, the reason
 // to what room is left without a summary. Cuts fall on rune boundaries and
 // end with "…".
+//
+// A structured result is kept whole or not at all: when the report does
+// not fit with it even without a summary, its value is dropped and only
+// its reference (the store's session and sequence number) is kept.
 func EncodeReport(r Report) ([]byte, error) {
 	if len(r.Reason) > maxReasonBytes {
 		r.Reason = shorten(r.Reason, maxReasonBytes)
@@ -101,6 +120,18 @@ func EncodeReport(r Report) ([]byte, error) {
 		c.Preview, c.Reason = shorten(c.Preview, MaxPreviewBytes), shorten(c.Reason, MaxPreviewBytes)
 		r.Approval = &c
 	}
+	if r.Result != nil && len(r.Result.Value) > 0 {
+		if b, err := encodeReport(r); err == nil {
+			return b, nil
+		}
+		r.Result = &Result{Seq: r.Result.Seq}
+	}
+	return encodeReport(r)
+}
+
+// encodeReport fits r in MaxReportBytes as EncodeReport says, without
+// touching its result.
+func encodeReport(r Report) ([]byte, error) {
 	b, err := marshalReport(r)
 	if err != nil || len(b) <= MaxReportBytes {
 		return b, err
@@ -207,6 +238,9 @@ const (
 	// (hook approval policy ask); the session paused until a decision
 	// (aerie approve, spec.approvals) and a resume.
 	ExitAwaitingApproval = 5
+	// ExitResultInvalid: a structured result was asked for and the run
+	// ended without a valid one.
+	ExitResultInvalid = 6
 	// ExitInterrupted and ExitTerminated: the run was cancelled by SIGINT or
 	// by SIGTERM (or a cancel request), as shells report them.
 	ExitInterrupted = 130

@@ -115,3 +115,51 @@ func FuzzDecodeReport(f *testing.F) {
 		}
 	})
 }
+
+// TestEncodeReportResult keeps a structured result whole when it fits,
+// cutting the summary first, and otherwise only its reference.
+func TestEncodeReportResult(t *testing.T) {
+	t.Parallel()
+	small := []byte(`{"ok":true,"files":["a.go","b.go"]}`)
+	large := []byte(`{"log":"` + strings.Repeat("x", 5000) + `"}`)
+	tests := []struct {
+		name        string
+		value       []byte
+		summary     string
+		wantValue   bool
+		wantSummary bool
+	}{
+		{"small result and summary", small, "done", true, true},
+		{"small result, long summary", small, strings.Repeat("s", 6000), true, true},
+		{"result over the message", large, "done", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := Report{Outcome: OutcomeCompleted, SessionID: testID, Summary: tt.summary, Result: &Result{Value: tt.value, Seq: 17}}
+			b, err := EncodeReport(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b) > MaxReportBytes {
+				t.Fatalf("encoded report is %d bytes, over %d", len(b), MaxReportBytes)
+			}
+			got, err := DecodeReport(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Result == nil || got.Result.Seq != 17 {
+				t.Fatalf("result reference = %+v, want seq 17", got.Result)
+			}
+			if tt.wantValue != (string(got.Result.Value) == string(tt.value)) {
+				t.Errorf("value kept = %v, want %v (got %d bytes)", !tt.wantValue, tt.wantValue, len(got.Result.Value))
+			}
+			if !tt.wantValue && len(got.Result.Value) != 0 {
+				t.Errorf("a value that does not fit is dropped whole, got %d bytes", len(got.Result.Value))
+			}
+			if tt.wantSummary != (got.Summary != "") {
+				t.Errorf("summary %q, want kept = %v", got.Summary, tt.wantSummary)
+			}
+		})
+	}
+}

@@ -244,6 +244,10 @@ func (eq *equipment) build(x *Extensions) (loadout, error) {
 		// retrieve tool that returns them.
 		all = append(all, tools.NewRetrieve(eq.capper))
 	}
+	if opts.Result != nil {
+		// The result asked for is the run's, whatever the toolset.
+		all = append(all, opts.Result.Tool())
+	}
 	reg, err := registry(opts, eq.capper, hooks.WrapAll(all, engine))
 	if err != nil {
 		return loadout{}, &ConfigError{Err: err}
@@ -365,10 +369,10 @@ func (eq *equipment) loop(
 		Tools:       eq.loopTools(),
 		Journal:     w,
 		System:      eq.systemPrompt(),
-		Stop:        eq.stop,
+		Stop:        eq.stops(),
 		Concurrent:  concurrent,
 		MaxDuration: opts.Budget.MaxDuration,
-		OnStop:      eq.onStop(),
+		OnStop:      eq.stopHook(),
 		// At each turn boundary a required MCP server lost mid-session
 		// is reconnected (or the turn fails), and what extension_manage
 		// changed takes effect.
@@ -620,6 +624,32 @@ func (eq *equipment) userPrompt(ctx context.Context, prompt string) (_ string, e
 		prompt += "\n\n" + v.Context
 	}
 	return prompt, "", nil
+}
+
+// stops are the run's stop conditions: the result contract's, when one
+// is asked for, then the budget's.
+func (eq *equipment) stops() []agent.StopCondition {
+	if eq.opts.Result == nil {
+		return eq.opts.Budget.Stop
+	}
+	return append([]agent.StopCondition{eq.opts.Result.Stop()}, eq.opts.Budget.Stop...)
+}
+
+// stopHook is asked when the model ends its turn: the Stop hooks first,
+// then, when they let the run end, the result contract, which wants a
+// result first.
+func (eq *equipment) stopHook() agent.StopHook {
+	hooks := eq.onStop()
+	if eq.opts.Result == nil {
+		return hooks
+	}
+	contract := eq.opts.Result.OnStop()
+	return func(ctx context.Context, answer string) (string, bool) {
+		if reason, block := hooks(ctx, answer); block {
+			return reason, true
+		}
+		return contract(ctx, answer)
+	}
 }
 
 // onStop runs the Stop hooks when the model ends its turn: a block keeps

@@ -83,8 +83,9 @@ type run struct {
 	children *subagent.Children
 
 	// Set by converse.
-	conversed bool
-	res       agent.Result
+	conversed  bool
+	res        agent.Result
+	structured *Structured
 }
 
 // newRun checks opts before anything is opened.
@@ -112,6 +113,7 @@ func newRun(st Store, opts Options) (*run, error) {
 			return nil, configErrorf("%s compacts a stored conversation: resume the session to compact", CompactCommand)
 		}
 		r.compact, r.opts.Prompt = &instructions, ""
+		r.opts.Result = nil // a compaction answers nothing
 	}
 	return r, nil
 }
@@ -262,6 +264,21 @@ func (r *run) converse(ctx context.Context) {
 		r.res = r.eq.compactNow(ctx, r.model, r.compactor(), r.w, r.snap, *r.compact)
 	default:
 		r.res = r.treeResult(r.eq.converse(ctx, source, r.tree.Ledger().Model(r.model), r.compactor(), r.w, r.snap))
+		r.settleResult()
+	}
+}
+
+// settleResult ends a run that was asked for a structured result: a run
+// that completed without one ended result_invalid, and the result it got
+// is journaled.
+func (r *run) settleResult() {
+	c := r.opts.Result
+	if c == nil {
+		return
+	}
+	r.res = c.Settle(r.res)
+	if e, ok := c.Entry(); ok {
+		r.structured = &Structured{Value: e.Value, Seq: r.w.Append(e)}
 	}
 }
 
@@ -351,6 +368,10 @@ func (r *run) finish(ctx context.Context, err error) (Report, error) {
 		Type: events.SessionEnd, Session: r.sess.ID.String(), Outcome: r.res.Outcome, Reason: r.res.Reason,
 		Text: r.res.Answer, Turn: r.res.Turns, Usage: &rep.Result.Usage, ExitCode: &code, Subagents: rep.Subagents,
 	})
+	if s := rep.Structured; s != nil {
+		// The last event, for a pipeline to read without a store.
+		emit(r.opts.Observe, events.Event{Type: events.Result, Session: r.sess.ID.String(), Seq: s.Seq, Result: s.Value})
+	}
 	return rep, nil
 }
 
@@ -359,7 +380,7 @@ func (r *run) report() Report {
 	rep := Report{
 		Session: r.sess, Settings: r.settings, System: r.eq.systemPrompt(), Persona: r.persona, Layers: r.layers(),
 		ContextWindow: r.window, Tools: r.eq.reg.Definitions(), Extensions: r.eq.report(), Result: r.res,
-		ExitCode: ExitCode(r.res),
+		ExitCode: ExitCode(r.res), Structured: r.structured,
 	}
 	if r.tree != nil {
 		rep.Subagents = r.tree.Spawned()

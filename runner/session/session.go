@@ -8,6 +8,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +26,7 @@ import (
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/result"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/subagent"
@@ -69,6 +71,8 @@ func ExitCode(r agent.Result) int {
 		return runconfig.ExitBudget
 	case transcript.OutcomeAwaitingApproval:
 		return runconfig.ExitAwaitingApproval
+	case transcript.OutcomeResultInvalid:
+		return runconfig.ExitResultInvalid
 	case transcript.OutcomeCancelled:
 		var sig *SignalError
 		if errors.As(r.Err, &sig) && sig.Signal == syscall.SIGINT {
@@ -146,6 +150,12 @@ type Options struct {
 	// spawn_agent ([subagents] in config.toml); nil is
 	// subagent.DefaultLimits, and a MaxDepth of 0 offers no spawn_agent.
 	Subagents *subagent.Limits
+	// Result, when set, asks for a structured result: the model is
+	// offered its submit_result tool (whatever the toolset), and the run
+	// ends when it submits a valid one, or with OutcomeResultInvalid
+	// when it cannot (see package result). A run that compacts (a
+	// /compact prompt) asks for none.
+	Result *result.Contract
 
 	// Executor runs the tools, the hooks and the stdio MCP servers.
 	Executor Executor
@@ -269,6 +279,17 @@ type Report struct {
 	// Diff is what the run changed in its workspace, as journaled at the
 	// end; nil when the workspace is no git work tree.
 	Diff *transcript.WorkspaceDiff
+	// Structured is the structured result Options.Result asked for, when
+	// the model submitted a valid one.
+	Structured *Structured
+}
+
+// Structured is a run's structured result and where the session keeps it.
+type Structured struct {
+	// Value is the result, compact JSON.
+	Value json.RawMessage
+	// Seq is the sequence number of its transcript.Result entry.
+	Seq int64
 }
 
 // Run runs one session. An error means the run did not start (a

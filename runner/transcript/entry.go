@@ -39,6 +39,7 @@ const (
 	KindApprovalRequest  EntryKind = "approval_request"
 	KindApprovalDecision EntryKind = "approval_decision"
 	KindWorkspaceDiff    EntryKind = "workspace_diff"
+	KindResult           EntryKind = "result"
 )
 
 // KindOf returns the EntryKind stored as b. It does not allocate for the
@@ -84,6 +85,8 @@ func KindOf(b []byte) EntryKind {
 		return KindApprovalDecision
 	case KindWorkspaceDiff:
 		return KindWorkspaceDiff
+	case KindResult:
+		return KindResult
 	}
 	return EntryKind(b)
 }
@@ -262,6 +265,10 @@ const (
 	// ApprovalRequest entry) until a decision (an ApprovalDecision entry)
 	// lets a resumed run go on.
 	OutcomeAwaitingApproval Outcome = "awaiting_approval"
+	// OutcomeResultInvalid: the run was given a result schema and ended
+	// without a valid result: the model's submissions failed validation
+	// too often, or it ended its turn without submitting one.
+	OutcomeResultInvalid Outcome = "result_invalid"
 )
 
 // Checkpoint records that a turn completed, and how. The latest one is the
@@ -469,6 +476,18 @@ type WorkspaceDiff struct {
 	Error string `json:"error,omitempty"`
 }
 
+// Result records the structured result a run was asked for (aerie run
+// --output-schema, an AgentSession's spec.result.schema) once the model
+// submitted a value that the schema accepts: the value, as JSON, and the
+// digest of the schema it was checked against. It is a record only:
+// resuming a session does not replay it.
+type Result struct {
+	// Value is the accepted result, compact JSON.
+	Value json.RawMessage `json:"value"`
+	// SchemaDigest is the content digest ("sha256:…") of the schema.
+	SchemaDigest string `json:"schema_digest,omitempty"`
+}
+
 func (UserMessage) EntryKind() EntryKind      { return KindUserMessage }
 func (AssistantMessage) EntryKind() EntryKind { return KindAssistantMessage }
 func (ToolResult) EntryKind() EntryKind       { return KindToolResult }
@@ -488,6 +507,7 @@ func (HookVerdict) EntryKind() EntryKind      { return KindHookVerdict }
 func (ApprovalRequest) EntryKind() EntryKind  { return KindApprovalRequest }
 func (ApprovalDecision) EntryKind() EntryKind { return KindApprovalDecision }
 func (WorkspaceDiff) EntryKind() EntryKind    { return KindWorkspaceDiff }
+func (Result) EntryKind() EntryKind           { return KindResult }
 
 func (m UserMessage) validate() error      { return validateBlocks(m.Content) }
 func (m AssistantMessage) validate() error { return validateBlocks(m.Content) }
@@ -624,6 +644,16 @@ func (d WorkspaceDiff) validate() error {
 	return nil
 }
 
+func (r Result) validate() error {
+	if len(bytes.TrimSpace(r.Value)) == 0 {
+		return errors.New("result without value")
+	}
+	if !json.Valid(r.Value) {
+		return errors.New("result value is not JSON")
+	}
+	return nil
+}
+
 func validateBlocks(blocks []Block) error {
 	for i, b := range blocks {
 		if b.Type == "" {
@@ -675,6 +705,8 @@ func decodePayload(kind EntryKind, data []byte) (Payload, error) {
 		return decodeAs[ApprovalDecision](data)
 	case KindWorkspaceDiff:
 		return decodeAs[WorkspaceDiff](data)
+	case KindResult:
+		return decodeAs[Result](data)
 	}
 	return nil, errors.New("unknown entry kind")
 }

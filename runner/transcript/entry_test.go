@@ -49,6 +49,7 @@ func TestDecodeEntryRoundTrip(t *testing.T) {
 		transcript.ApprovalDecision{CallID: "c", Allowed: true, Reason: "fine", By: "aerie approve"},
 		transcript.WorkspaceDiff{Base: "4b825dc642cb6eb9a060e54bf8d69288fbee4904", Stat: " a | 1 +\n", Patch: "diff --git",
 			Bytes: 20, Cap: 10, Truncated: true, Error: "git diff: exit 128"},
+		transcript.Result{Value: json.RawMessage(`{"ok":true,"files":["a.go"]}`), SchemaDigest: "sha256:ab"},
 	}
 	for _, p := range payloads {
 		t.Run(string(p.EntryKind()), func(t *testing.T) {
@@ -102,6 +103,7 @@ func TestDecodeEntryRejects(t *testing.T) {
 		{"approval request without tool", "approval_request", `{"call_id":"c"}`, "without tool name"},
 		{"approval decision without call", "approval_decision", `{"allowed":true}`, "approval decision without call id"},
 		{"approval decision allowed not a boolean", "approval_decision", `{"call_id":"c","allowed":"yes"}`, "decode payload"},
+		{"result without value", "result", `{"schema_digest":"sha256:00"}`, "without value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

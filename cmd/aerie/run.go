@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/atomicfile"
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/executor"
@@ -26,6 +28,7 @@ import (
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
+	resultschema "github.com/aerie-run/aerie/runner/result"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/session"
 	"github.com/aerie-run/aerie/runner/subagent"
@@ -54,6 +57,8 @@ type runFlags struct {
 	atifPlaintext         bool
 	toolset               string
 	hookApproval          string
+	// outputSchema is --output-schema, resultFile --result-file.
+	outputSchema, resultFile string
 }
 
 // Default models, used when --model is not given for a new session.
@@ -88,12 +93,20 @@ events when standard output is not a terminal or with --events-jsonl.
 Background processes that bash started are left running at the end (except
 when a budget ran out) and recorded for aerie process.
 
+With --output-schema FILE (a JSON Schema), the model is given a submit_result
+tool whose input schema is FILE's, and the session ends when it submits a
+result the schema accepts; an invalid one goes back to the model with the
+validation errors, at most 3 times. The result is the last JSON Lines event
+(type result), is journaled with the session, and is written to
+--result-file when given.
+
 Exit status: 0 the session completed; 1 aerie failed (storage, internal);
-2 configuration error (flags, config, unknown session, missing credentials);
-3 model or API failure; 4 a turn, token or time budget ran out; 5 awaiting
-approval (--hook-approval ask: a hook asked a person about a tool call; decide
-with aerie approve, continue with --resume); 130 or 143 cancelled by SIGINT or
-SIGTERM.`,
+2 configuration error (flags, config, unknown session, missing credentials,
+an invalid --output-schema); 3 model or API failure; 4 a turn, token or time
+budget ran out; 5 awaiting approval (--hook-approval ask: a hook asked a
+person about a tool call; decide with aerie approve, continue with --resume);
+6 no valid result for --output-schema (result_invalid); 130 or 143 cancelled
+by SIGINT or SIGTERM.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.run(cmd, args, f)
@@ -125,6 +138,9 @@ SIGTERM.`,
 	fl.StringVar(&f.atifOutput, "atif-output", "", "write the session's ATIF v1.7 trajectory to `file` at the end")
 	fl.BoolVar(&f.atifPlaintext, "atif-system-prompt-plaintext", false,
 		"put the system prompt itself in the trajectory, not only its digest")
+	fl.StringVar(&f.outputSchema, "output-schema", "",
+		"ask for a result matching the JSON Schema in `file`, submitted with the submit_result tool")
+	fl.StringVar(&f.resultFile, "result-file", "", "write the result --output-schema asks for to `file` (atomically)")
 	return cmd
 }
 
@@ -206,6 +222,10 @@ func (a *app) launch(
 		return launched{}, configErr(err)
 	}
 	defer closeExecutor()
+	contract, err := resultContract(f.outputSchema)
+	if err != nil {
+		return launched{}, configErr(err)
+	}
 
 	opts := session.Options{
 		Session: session.Spec{Tenant: p.dir, Label: f.label, Resume: f.resume, ForkFrom: f.forkFrom},
@@ -224,6 +244,7 @@ func (a *app) launch(
 			MaxConcurrent: p.config.Subagents.MaxConcurrent, MaxDepth: p.config.Subagents.MaxDepth,
 			MaxTotal: p.config.Subagents.MaxTotal,
 		},
+		Result:    contract,
 		Executor:  exe,
 		Capper:    capper,
 		Originals: originals,
@@ -387,6 +408,13 @@ func (a *app) ran(
 		logger.Warn("background process left running; end it with aerie process terminate",
 			"id", rec.ID, "pid", rec.PID, "command", rec.Command)
 	}
+	if s := rep.Structured; s != nil && f.resultFile != "" {
+		// The result is what the pipeline came for: not writing it fails
+		// the run, though the session completed.
+		if err := atomicfile.Write(f.resultFile, append(slices.Clone(s.Value), '\n'), 0o644); err != nil {
+			return fmt.Errorf("write the result file: %w (the result is in session %s, entry %d)", err, rep.Session.ID, s.Seq)
+		}
+	}
 	if rep.ExitCode == 0 {
 		return nil
 	}
@@ -431,8 +459,26 @@ func writeTrajectory(
 	return atif.WriteTrajectory(f.atifOutput, traj)
 }
 
+// resultContract compiles the --output-schema file; nil without one.
+func resultContract(file string) (*resultschema.Contract, error) {
+	if file == "" {
+		return nil, nil
+	}
+	doc, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--output-schema: %w", err)
+	}
+	c, err := resultschema.Compile(file, doc)
+	if err != nil {
+		return nil, fmt.Errorf("--output-schema %w", err)
+	}
+	return c, nil
+}
+
 func (f runFlags) validate() error {
 	switch {
+	case f.resultFile != "" && f.outputSchema == "":
+		return errors.New("--result-file needs --output-schema: there is no result to write without a schema")
 	case f.resume != "" && f.forkFrom != "":
 		return errors.New("--resume and --fork-from are exclusive: give one session to continue")
 	case f.maxTurns < 0:

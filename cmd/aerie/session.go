@@ -71,6 +71,7 @@ failure, such as an unknown or ambiguous SESSION or an invalid fork cut.`,
 		newSessionOutputCmd(a),
 		newSessionDiffCmd(a),
 		newSessionCompactCmd(a),
+		newSessionResultCmd(a),
 	)
 	return cmd
 }

@@ -123,6 +123,8 @@ type attempt struct {
 	ForkAt               int64
 	// Prompt is the task, with promptFrom resolved.
 	Prompt string
+	// Result is spec.result's schema, resolved; nil without spec.result.
+	Result *runconfig.ResultSchema
 	// Layers are the mounted layers, nearest first.
 	Layers []resolvedLayer
 	// TrustPins are spec.trust.pinsFrom, resolved.
@@ -144,6 +146,7 @@ func runnerConfig(s *aeriev1alpha1.AgentSession, a attempt) runconfig.Config {
 			ResumeFrom: a.ResumeFrom, ForkFrom: a.ForkFrom, ForkAtSequence: a.ForkAt,
 		},
 		Prompt: a.Prompt,
+		Result: a.Result,
 		Model: runconfig.Model{
 			Provider: string(s.Spec.Model.Provider),
 			Name:     s.Spec.Model.Name,

@@ -66,6 +66,10 @@ func (r *resolver) resolve(
 		},
 		func() error { return r.secrets(ctx, s) },
 		func() (err error) {
+			a.Result, err = r.resultSchema(ctx, s, n)
+			return err
+		},
+		func() (err error) {
 			if n > 1 && s.Spec.ResumeFrom != "" && s.Status.SessionID != "" {
 				// Resolved by the first attempt: the session it resumed
 				// is the one to go on with, even if the AgentSession
@@ -179,6 +183,41 @@ func (r *resolver) prompt(ctx context.Context, s *aeriev1alpha1.AgentSession, n 
 		return "", refErrorf("promptFrom: the key is empty")
 	}
 	return value, nil
+}
+
+// resultSchema is spec.result's JSON Schema: the inline one, or
+// schemaFrom read now for the first attempt and the first attempt's for
+// later ones, as the prompt is. The runner compiles it: a schema it
+// cannot use fails the session with the reason.
+func (r *resolver) resultSchema(ctx context.Context, s *aeriev1alpha1.AgentSession, n int32) (*runconfig.ResultSchema, error) {
+	res := s.Spec.Result
+	switch {
+	case res == nil:
+		return nil, nil
+	case res.Schema != nil:
+		return &runconfig.ResultSchema{Source: "spec.result.schema", Schema: string(res.Schema.Raw)}, nil
+	case res.SchemaFrom == nil:
+		return nil, refErrorf("spec.result: set schema or schemaFrom")
+	}
+	if n > 1 {
+		var cm corev1.ConfigMap
+		err := r.reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: childName(s.Name, 1)}, &cm)
+		if err == nil {
+			if rc, perr := runconfig.Parse([]byte(cm.Data[runconfig.FileName])); perr == nil && rc.Result != nil {
+				return rc.Result, nil
+			}
+		} else if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("get the first attempt's runner config: %w", err)
+		}
+	}
+	ref := res.SchemaFrom.ConfigMapKeyRef
+	value, err := r.configMapKey(ctx, s.Namespace, "result.schemaFrom.configMapKeyRef", ref)
+	if err != nil {
+		return nil, err
+	}
+	return &runconfig.ResultSchema{
+		Source: fmt.Sprintf("spec.result.schemaFrom (configmap/%s/%s)", ref.Name, ref.Key), Schema: value,
+	}, nil
 }
 
 func (r *resolver) configMapKey(ctx context.Context, ns, field string, ref aeriev1alpha1.KeyReference) (string, error) {

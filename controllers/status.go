@@ -1,13 +1,16 @@
 package controllers
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	aeriev1alpha1 "github.com/aerie-run/aerie/api/v1alpha1"
@@ -178,6 +181,8 @@ func terminated(pod *corev1.Pod, t *corev1.ContainerStateTerminated, cancelling 
 		}
 	case runconfig.ExitModel:
 		r.Outcome, r.Reason = aeriev1alpha1.OutcomeFailed, aeriev1alpha1.ReasonAgentFailed
+	case runconfig.ExitResultInvalid:
+		r.Outcome, r.Reason = aeriev1alpha1.OutcomeResultInvalid, aeriev1alpha1.ReasonResultInvalid
 	default: // ExitFailure, ExitConfig and codes the runner never uses
 		r.Outcome, r.Reason = aeriev1alpha1.OutcomeError, aeriev1alpha1.ReasonRunnerError
 	}
@@ -272,6 +277,27 @@ func usage(r *runconfig.Report) *aeriev1alpha1.Usage {
 		Compactions:     int32(min(u.Compactions, int64(^uint32(0)>>1))),
 		Subagents:       int32(min(u.Subagents, int64(^uint32(0)>>1))),
 	}
+}
+
+// maxStructuredBytes bounds the structured result kept in the status; a
+// report, under 4 KiB, never carries more.
+const maxStructuredBytes = 16 << 10
+
+// structured is where the status shows the report's structured result:
+// the value when the report carried it, else the reference to the store's
+// entry.
+func structured(r *runconfig.Report) (*runtime.RawExtension, *aeriev1alpha1.StructuredResultRef) {
+	res := r.Result
+	if res == nil {
+		return nil, nil
+	}
+	if len(res.Value) > 0 && len(res.Value) <= maxStructuredBytes && json.Valid(res.Value) {
+		return &runtime.RawExtension{Raw: slices.Clone(res.Value)}, nil
+	}
+	if res.Seq <= 0 || r.SessionID == "" {
+		return nil, nil
+	}
+	return nil, &aeriev1alpha1.StructuredResultRef{SessionID: r.SessionID, Seq: res.Seq}
 }
 
 // phaseOf is the phase of a session that finished with outcome.
@@ -433,6 +459,7 @@ func (u *statusUpdate) finish(r podResult) {
 	if r.Report != nil {
 		st.Result.Summary = r.Report.Summary
 		st.Usage = usage(r.Report)
+		st.Result.Structured, st.Result.StructuredRef = structured(r.Report)
 	}
 	succeeded := metav1.ConditionFalse
 	if r.Outcome == aeriev1alpha1.OutcomeCompleted {

@@ -48,6 +48,7 @@ func TestObservePod(t *testing.T) {
 	budget := runconfig.Report{Outcome: runconfig.OutcomeBudgetExceeded, ExitCode: 4, Reason: "the turn budget of 2 is spent"}
 	deadline := runconfig.Report{Outcome: runconfig.OutcomeDeadlineExceeded, ExitCode: 4, Reason: "the time budget of 1m is spent"}
 	cancelled := runconfig.Report{Outcome: runconfig.OutcomeCancelled, ExitCode: 143, Reason: "stopped by SIGTERM"}
+	invalid := runconfig.Report{Outcome: runconfig.OutcomeResultInvalid, ExitCode: 6, Reason: "the schema rejected 3 submissions of the result"}
 	evicted := func(p *corev1.Pod) {
 		p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory."
 	}
@@ -71,6 +72,8 @@ func TestObservePod(t *testing.T) {
 			podResult{State: podFinished, Outcome: aeriev1alpha1.OutcomeBudgetExceeded, Reason: aeriev1alpha1.ReasonBudgetExceeded, ExitCode: ptr.To(int32(4)), Message: budget.Reason, Report: &budget}},
 		{"time budget", podWith(corev1.PodFailed, exited(4, report(t, deadline))), false,
 			podResult{State: podFinished, Outcome: aeriev1alpha1.OutcomeTimedOut, Reason: aeriev1alpha1.ReasonDeadlineExceeded, ExitCode: ptr.To(int32(4)), Message: deadline.Reason, Report: &deadline}},
+		{"result invalid", podWith(corev1.PodFailed, exited(6, report(t, invalid))), false,
+			podResult{State: podFinished, Outcome: aeriev1alpha1.OutcomeResultInvalid, Reason: aeriev1alpha1.ReasonResultInvalid, ExitCode: ptr.To(int32(6)), Message: invalid.Reason, Report: &invalid}},
 		{"model error", podWith(corev1.PodFailed, exited(3, "")), false,
 			podResult{State: podFinished, Outcome: aeriev1alpha1.OutcomeFailed, Reason: aeriev1alpha1.ReasonAgentFailed, ExitCode: ptr.To(int32(3)), Message: "the runner exited with code 3"}},
 		{"config error with log tail", podWith(corev1.PodFailed, exited(2, "aerie: runner config: model.provider")), false,
@@ -376,6 +379,7 @@ func TestComputeStatusOutcomes(t *testing.T) {
 		aeriev1alpha1.OutcomeCompleted: aeriev1alpha1.PhaseSucceeded, aeriev1alpha1.OutcomeFailed: aeriev1alpha1.PhaseFailed,
 		aeriev1alpha1.OutcomeCancelled: aeriev1alpha1.PhaseCancelled, aeriev1alpha1.OutcomeBudgetExceeded: aeriev1alpha1.PhaseFailed,
 		aeriev1alpha1.OutcomeError: aeriev1alpha1.PhaseFailed, aeriev1alpha1.OutcomeTimedOut: aeriev1alpha1.PhaseFailed,
+		aeriev1alpha1.OutcomeResultInvalid: aeriev1alpha1.PhaseFailed,
 	} {
 		s := minimalSession()
 		s.Status = aeriev1alpha1.AgentSessionStatus{Phase: aeriev1alpha1.PhaseRunning, Attempts: 1}
@@ -388,6 +392,44 @@ func TestComputeStatusOutcomes(t *testing.T) {
 		if st.Phase != phase || c == nil || c.Status != want || len(c.Message) > maxMessageBytes+3 || len(st.Result.Message) > maxMessageBytes+3 || st.Usage != nil {
 			t.Errorf("outcome %s: phase %s, Succeeded %+v, result message %d bytes, usage %v", outcome, st.Phase, c, len(st.Result.Message), st.Usage)
 		}
+	}
+}
+
+// TestComputeStatusStructured: a report's structured result is in the
+// status when the report carried it, else its reference to the store.
+func TestComputeStatusStructured(t *testing.T) {
+	t.Parallel()
+	now := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	tests := []struct {
+		name    string
+		result  *runconfig.Result
+		wantRaw string
+		wantRef *aeriev1alpha1.StructuredResultRef
+	}{
+		{"none", nil, "", nil},
+		{"carried", &runconfig.Result{Value: []byte(`{"ok":true}`), Seq: 9}, `{"ok":true}`, nil},
+		{"too large for the report", &runconfig.Result{Seq: 9}, "", &aeriev1alpha1.StructuredResultRef{SessionID: testUID, Seq: 9}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := minimalSession()
+			s.Status = aeriev1alpha1.AgentSessionStatus{Phase: aeriev1alpha1.PhaseRunning, Attempts: 1}
+			rep := &runconfig.Report{Outcome: runconfig.OutcomeCompleted, SessionID: testUID, Result: tt.result}
+			st := computeStatus(s, now, observation{pod: podResult{
+				State: podFinished, Outcome: aeriev1alpha1.OutcomeCompleted, Reason: aeriev1alpha1.ReasonCompleted, Report: rep,
+			}})
+			var raw string
+			if st.Result.Structured != nil {
+				raw = string(st.Result.Structured.Raw)
+			}
+			if raw != tt.wantRaw {
+				t.Errorf("structured = %q, want %q", raw, tt.wantRaw)
+			}
+			if diff := cmp.Diff(tt.wantRef, st.Result.StructuredRef); diff != "" {
+				t.Errorf("structuredRef (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

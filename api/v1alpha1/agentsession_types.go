@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // AgentSessionSpec describes one agent session: the task, the model, the extensions layered
@@ -16,7 +17,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="has(self.prompt) != has(self.promptFrom)",message="exactly one of prompt or promptFrom must be set"
 // +kubebuilder:validation:XValidation:rule="!(has(self.resumeFrom) && has(self.forkFrom))",message="resumeFrom and forkFrom are mutually exclusive: resume appends to a session, fork copies it into a new one"
 // +kubebuilder:validation:XValidation:rule="!(has(oldSelf.cancel) && oldSelf.cancel) || (has(self.cancel) && self.cancel)",message="cancel cannot be unset once true"
-// +kubebuilder:validation:XValidation:rule="has(self.prompt) == has(oldSelf.prompt) && has(self.promptFrom) == has(oldSelf.promptFrom) && has(self.toolset) == has(oldSelf.toolset) && has(self.persona) == has(oldSelf.persona) && has(self.hookApproval) == has(oldSelf.hookApproval) && has(self.extensions) == has(oldSelf.extensions) && has(self.trust) == has(oldSelf.trust) && has(self.workspace) == has(oldSelf.workspace) && has(self.resumeFrom) == has(oldSelf.resumeFrom) && has(self.forkFrom) == has(oldSelf.forkFrom) && has(self.budget) == has(oldSelf.budget) && has(self.runner) == has(oldSelf.runner) && has(self.retry) == has(oldSelf.retry) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished)",message="spec is immutable except for cancel; create a new AgentSession (resumeFrom or forkFrom) to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.prompt) == has(oldSelf.prompt) && has(self.promptFrom) == has(oldSelf.promptFrom) && has(self.toolset) == has(oldSelf.toolset) && has(self.persona) == has(oldSelf.persona) && has(self.hookApproval) == has(oldSelf.hookApproval) && has(self.extensions) == has(oldSelf.extensions) && has(self.trust) == has(oldSelf.trust) && has(self.workspace) == has(oldSelf.workspace) && has(self.resumeFrom) == has(oldSelf.resumeFrom) && has(self.forkFrom) == has(oldSelf.forkFrom) && has(self.budget) == has(oldSelf.budget) && has(self.runner) == has(oldSelf.runner) && has(self.retry) == has(oldSelf.retry) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && has(self.result) == has(oldSelf.result)",message="spec is immutable except for cancel; create a new AgentSession (resumeFrom or forkFrom) to change it"
 type AgentSessionSpec struct {
 	// prompt is the task given to the agent as the first user message.
 	// Exactly one of prompt and promptFrom must be set.
@@ -134,6 +135,39 @@ type AgentSessionSpec struct {
 	// +kubebuilder:validation:Maximum=31536000
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="ttlSecondsAfterFinished is immutable"
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// result asks the agent for a structured result: the model is given a submit_result tool
+	// whose input schema is the result's JSON Schema, and the session ends when it submits a
+	// value the schema accepts (an invalid one goes back to the model with the validation
+	// errors, at most 3 times). The value is kept in the session store and, when it fits, in
+	// status.result.structured; a session that gets none ends Failed with the outcome
+	// ResultInvalid (exit code 6).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="result is immutable"
+	Result *ResultSpec `json:"result,omitempty"`
+}
+
+// ResultSpec says what structured result a session must end with.
+// +kubebuilder:validation:XValidation:rule="has(self.schema) != has(self.schemaFrom)",message="exactly one of schema or schemaFrom must be set"
+type ResultSpec struct {
+	// schema is the result's JSON Schema (draft 2020-12 unless its $schema names another), as
+	// an object. A schema the runner cannot compile fails the session with the reason.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Schema *runtime.RawExtension `json:"schema,omitempty"`
+
+	// schemaFrom reads the JSON Schema from a key of a ConfigMap in the session's namespace,
+	// when the session starts.
+	// +optional
+	SchemaFrom *ResultSchemaSource `json:"schemaFrom,omitempty"`
+}
+
+// ResultSchemaSource selects where a result's JSON Schema is read from.
+type ResultSchemaSource struct {
+	// configMapKeyRef reads the schema from a ConfigMap key.
+	// +required
+	ConfigMapKeyRef KeyReference `json:"configMapKeyRef"`
 }
 
 // PromptSource selects the key of a ConfigMap or Secret that holds the prompt.
@@ -544,7 +578,7 @@ func (p AgentSessionPhase) Finished() bool {
 }
 
 // Outcome is how the agent run ended, as the runner reports it.
-// +kubebuilder:validation:Enum=Completed;Failed;Cancelled;BudgetExceeded;TimedOut;Error
+// +kubebuilder:validation:Enum=Completed;Failed;Cancelled;BudgetExceeded;TimedOut;Error;ResultInvalid
 type Outcome string
 
 const (
@@ -561,6 +595,9 @@ const (
 	OutcomeTimedOut Outcome = "TimedOut"
 	// OutcomeError: the runner itself failed (configuration, provider or store errors).
 	OutcomeError Outcome = "Error"
+	// OutcomeResultInvalid: spec.result asked for a structured result and the agent ended
+	// without a valid one.
+	OutcomeResultInvalid Outcome = "ResultInvalid"
 )
 
 // AgentSessionStatus is the observed state of an AgentSession.
@@ -660,6 +697,25 @@ type Result struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	Message string `json:"message,omitempty"`
+	// structured is the structured result spec.result asked for, as the agent submitted it,
+	// when it fits in the runner's report (a few KiB; never over 16 KiB). A larger one is
+	// only in the session store: see structuredRef.
+	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Structured *runtime.RawExtension `json:"structured,omitempty"`
+	// structuredRef says where the session store keeps a structured result that did not fit
+	// here; `aerie get NAME --result` prints it from there.
+	// +optional
+	StructuredRef *StructuredResultRef `json:"structuredRef,omitempty"`
+}
+
+// StructuredResultRef is where the session store keeps a structured result.
+type StructuredResultRef struct {
+	// sessionID is the stored session that holds the result.
+	SessionID string `json:"sessionID"`
+	// seq is the sequence number of the result's entry in that session.
+	Seq int64 `json:"seq"`
 }
 
 // AgentSession runs one AI coding-agent session as a Kubernetes job: the controller starts

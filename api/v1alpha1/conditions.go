@@ -43,6 +43,9 @@ const (
 	ReasonRunnerError = "RunnerError"
 	// ReasonInvalidReference: a referenced ConfigMap, Secret, key or session does not exist.
 	ReasonInvalidReference = "InvalidReference"
+	// ReasonResultInvalid: spec.result asked for a structured result and the agent ended
+	// without a valid one.
+	ReasonResultInvalid = "ResultInvalid"
 	// ReasonAccepted: references resolved and the runner configuration rendered.
 	ReasonAccepted = "Accepted"
 )

@@ -50,8 +50,8 @@ On SIGTERM the loop stops, every process group is torn down and the journal is
 drained before the runner exits 143.
 
 Exit status: as aerie run's: 0 completed; 1 aerie failed; 2 configuration
-error; 3 model or API failure; 4 a turn, token or time budget ran out; 130 or
-143 cancelled.`,
+error; 3 model or API failure; 4 a turn, token or time budget ran out; 6 no
+valid result for spec.result (result_invalid); 130 or 143 cancelled.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.runner(cmd, f)

@@ -46,7 +46,8 @@ func newSubmitCmd(a *app) *cobra.Command {
 input), or one built from --prompt and the model flags. With --wait it then
 waits until the session has finished and exits with its outcome, using the
 exit codes of aerie run (0 completed, 2 configuration error, 3 model or API
-failure, 4 budget spent, 143 cancelled, 1 anything else), so a CI job can
+failure, 4 budget spent, 6 no valid structured result, 143 cancelled, 1
+anything else), so a CI job can
 fail on a failed session. --follow also streams the session's events from its
 runner pod while it runs. On a terminal the progress is shown for a person;
 otherwise as JSON Lines. --diff (with --wait) then prints what the session
@@ -350,13 +351,13 @@ func (o *submitOutput) event(s *aeriev1.AgentSession, ev events.Event) {
 
 func newGetCmd() *cobra.Command {
 	var (
-		kube         kubeFlags
-		asJSON, diff bool
-		diffStat     bool
-		db           string
+		kube                 kubeFlags
+		asJSON, diff, result bool
+		diffStat             bool
+		db                   string
 	)
 	cmd := &cobra.Command{
-		Use:   "get [NAME] [--diff [--stat]]",
+		Use:   "get [NAME] [--diff [--stat] | --result]",
 		Short: "Show AgentSessions: their phase, outcome, usage and session id",
 		Long: `Get shows AgentSessions: their phase, outcome, usage and session id.
 
@@ -364,11 +365,24 @@ NAME --diff prints what the session changed in its git workspace instead,
 from the session store, so it works after the runner pod is gone: aerie,
 found beside kubectl-aerie or on PATH, runs aerie session diff on the
 session's stored id, in its namespace, with the database of --db (default:
-$` + runconfig.DatabaseURLEnv + `). --stat prints the stat instead of the patch.`,
+$` + runconfig.DatabaseURLEnv + `). --stat prints the stat instead of the patch.
+
+--result prints the structured result NAME got for its spec.result, as JSON:
+status.result.structured, or, when it was too large for the status, the
+entry status.result.structuredRef names, from the session store: aerie,
+found beside kubectl-aerie or on PATH, runs aerie session result on it with
+the database of --db (default: $` + runconfig.DatabaseURLEnv + `).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if (diff || diffStat || cmd.Flags().Changed("db")) && (!diff || len(args) != 1 || asJSON) {
-				return errors.New("--stat and --db go with --diff, and --diff with one NAME and without --json")
+			switch {
+			case diff && result:
+				return errors.New("--diff and --result print different things: give one")
+			case (diff || diffStat) && (!diff || len(args) != 1 || asJSON):
+				return errors.New("--stat goes with --diff, and --diff with one NAME and without --json")
+			case cmd.Flags().Changed("db") && !diff && !result:
+				return errors.New("--db goes with --diff or --result")
+			case result && len(args) != 1:
+				return errors.New("--result needs the NAME of one AgentSession")
 			}
 			kc, err := kube.client()
 			if err != nil {
@@ -376,6 +390,9 @@ $` + runconfig.DatabaseURLEnv + `). --stat prints the stat instead of the patch.
 			}
 			if diff {
 				return kc.diff(cmd, args[0], cmp.Or(db, os.Getenv(runconfig.DatabaseURLEnv)), diffStat)
+			}
+			if result {
+				return kc.result(cmd, args[0], cmp.Or(db, os.Getenv(runconfig.DatabaseURLEnv)))
 			}
 			var items []aeriev1.AgentSession
 			if len(args) == 1 {
@@ -415,7 +432,8 @@ $` + runconfig.DatabaseURLEnv + `). --stat prints the stat instead of the patch.
 	cmd.Flags().BoolVar(&diff, "diff", false, "print the session's workspace diff (its patch) from the session store")
 	cmd.Flags().BoolVar(&diffStat, "stat", false, "with --diff, print the diff's stat instead of the patch")
 	cmd.Flags().StringVar(&db, "db", "",
-		"the session store's database `URL`, for --diff (default: $"+runconfig.DatabaseURLEnv+")")
+		"the session store's database `URL`, for --diff or a --result kept only there (default: $"+runconfig.DatabaseURLEnv+")")
+	cmd.Flags().BoolVar(&result, "result", false, "print the session's structured result (JSON)")
 	return cmd
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -84,6 +85,44 @@ func runOnStored(cmd *cobra.Command, out io.Writer, s *aeriev1.AgentSession, db,
 	}
 	args[1] = id
 	return runAerie(cmd, out, path, db, append(append([]string{"session"}, args...), "--namespace", s.Namespace)...)
+}
+
+// result prints the structured result of the AgentSession name: the one
+// in its status, or the store's entry its structuredRef names, read by
+// aerie session result.
+func (c *kubeClient) result(cmd *cobra.Command, name, db string) error {
+	s, err := c.get(cmd.Context(), name)
+	if err != nil {
+		return fmt.Errorf("get session %s: %w", name, err)
+	}
+	r := s.Status.Result
+	switch {
+	case r != nil && r.Structured != nil:
+		_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s\n", r.Structured.Raw)
+		return err
+	case r == nil || r.StructuredRef == nil:
+		outcome := "-"
+		if r != nil {
+			outcome = string(r.Outcome)
+		}
+		return fmt.Errorf("session %s has no structured result (phase %s, outcome %s): "+
+			"it asks for none (spec.result), has not finished, or ended without a valid one",
+			s.Name, cli.Dash(string(s.Status.Phase)), outcome)
+	case db == "":
+		return fmt.Errorf("the result of session %s is only in the session store: give its URL with --db or $%s "+
+			"(the database the controller's --database-secret names)", s.Name, runconfig.DatabaseURLEnv)
+	}
+	path, err := cli.FindCompanion(aerieBinary)
+	if errors.Is(err, cli.ErrNoCompanion) {
+		return errors.New("--result needs aerie beside kubectl-aerie or on PATH to read the session store: " +
+			"build both with `make build`")
+	}
+	if err != nil {
+		return err
+	}
+	ref := r.StructuredRef
+	return runAerie(cmd, cmd.OutOrStdout(), path, db, "session", "result", ref.SessionID,
+		"--seq", strconv.FormatInt(ref.Seq, 10), "--namespace", s.Namespace)
 }
 
 // runAerie runs aerie with args, its output to out and its errors the

@@ -133,7 +133,20 @@ type Config struct {
 
 	Budget Budget `json:"budget,omitempty"`
 
+	// Result, when set, asks for a structured result of its schema.
+	Result *ResultSchema `json:"result,omitempty"`
+
 	Executor Executor `json:"executor"`
+}
+
+// ResultSchema is the JSON Schema of the structured result an attempt must
+// end with (spec.result), resolved by the controller.
+type ResultSchema struct {
+	// Source names where the schema came from: "spec.result.schema" or
+	// "spec.result.schemaFrom (configmap/NAME/KEY)".
+	Source string `json:"source"`
+	// Schema is the JSON Schema document.
+	Schema string `json:"schema"`
 }
 
 // Session says which journal session the attempt works on.

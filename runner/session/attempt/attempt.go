@@ -28,6 +28,7 @@ import (
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/moa"
 	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/result"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/session"
 	"github.com/aerie-run/aerie/runner/store"
@@ -134,8 +135,13 @@ func report(res session.Report, toolCalls, priorCompactions int64) runconfig.Rep
 	if a := r.Approval; a != nil {
 		pending = &runconfig.PendingApproval{CallID: a.CallID, Tool: a.Tool, Preview: a.Preview, Reason: a.Reason}
 	}
+	var structured *runconfig.Result
+	if st := res.Structured; st != nil {
+		structured = &runconfig.Result{Value: st.Value, Seq: st.Seq}
+	}
 	return runconfig.Report{
 		Approval:  pending,
+		Result:    structured,
 		Outcome:   string(r.Outcome),
 		ExitCode:  res.ExitCode,
 		SessionID: res.Session.ID.String(),
@@ -170,6 +176,14 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 	conf, err := layerConfig(layers, cfg.Executor.Workspace, dir, readable, logger)
 	if err != nil {
 		return session.Options{}, err
+	}
+	var contract *result.Contract
+	if rs := cfg.Result; rs != nil {
+		// Compiled before anything runs: a schema that cannot be used
+		// fails the attempt as a configuration error, with the reason.
+		if contract, err = result.Compile(rs.Source, []byte(rs.Schema)); err != nil {
+			return session.Options{}, &session.ConfigError{Err: err}
+		}
 	}
 	opts := session.Options{
 		Session: session.Spec{Tenant: cfg.Namespace, ID: id, Label: cfg.AgentSession},
@@ -207,6 +221,7 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 		Subagents: &subagent.Limits{
 			MaxConcurrent: conf.Subagents.MaxConcurrent, MaxDepth: conf.Subagents.MaxDepth, MaxTotal: conf.Subagents.MaxTotal,
 		},
+		Result:   contract,
 		Executor: env.Executor,
 		// The full output of capped (and compressed) tool results is kept
 		// in the store, not in the pod, so that a later attempt has it.

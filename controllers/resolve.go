@@ -189,7 +189,9 @@ func (r *resolver) prompt(ctx context.Context, s *aeriev1alpha1.AgentSession, n 
 // schemaFrom read now for the first attempt and the first attempt's for
 // later ones, as the prompt is. The runner compiles it: a schema it
 // cannot use fails the session with the reason.
-func (r *resolver) resultSchema(ctx context.Context, s *aeriev1alpha1.AgentSession, n int32) (*runconfig.ResultSchema, error) {
+func (r *resolver) resultSchema(
+	ctx context.Context, s *aeriev1alpha1.AgentSession, n int32,
+) (*runconfig.ResultSchema, error) {
 	res := s.Spec.Result
 	switch {
 	case res == nil:

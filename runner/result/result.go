@@ -236,7 +236,8 @@ func (c *Contract) submit(args json.RawMessage) tools.Result {
 		fmt.Fprintf(&b, "- %s\n", p)
 	}
 	if left := MaxInvalid - c.invalid; left > 0 {
-		fmt.Fprintf(&b, "Fix these and call %s again (%d more invalid submission(s) end the run without a result).", ToolName, left)
+		fmt.Fprintf(&b, "Fix these and call %s again (%d more invalid submission(s) end the run without a result).",
+			ToolName, left)
 	} else {
 		c.failed = fmt.Sprintf("the schema rejected %d submissions of the result", c.invalid)
 		b.WriteString("That was the last submission taken: the run ends without a result.")

@@ -639,13 +639,13 @@ func (eq *equipment) stops() []agent.StopCondition {
 // then, when they let the run end, the result contract, which wants a
 // result first.
 func (eq *equipment) stopHook() agent.StopHook {
-	hooks := eq.onStop()
+	lifecycle := eq.onStop()
 	if eq.opts.Result == nil {
-		return hooks
+		return lifecycle
 	}
 	contract := eq.opts.Result.OnStop()
 	return func(ctx context.Context, answer string) (string, bool) {
-		if reason, block := hooks(ctx, answer); block {
+		if reason, block := lifecycle(ctx, answer); block {
 			return reason, true
 		}
 		return contract(ctx, answer)

@@ -212,7 +212,7 @@ func TestLogsTranscript(t *testing.T) {
 			}
 		}
 		_, stderr, code := run(t, nil, filepath.Join(bin, "kubectl-aerie"), append([]string{"get", "--stat"}, kube...)...)
-		if code != 1 || !strings.Contains(stderr, "go with --diff") {
+		if code != 1 || !strings.Contains(stderr, "goes with --diff") {
 			t.Errorf("get --stat without --diff: exit %d\n%s", code, stderr)
 		}
 	})

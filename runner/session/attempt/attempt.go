@@ -389,9 +389,10 @@ func priorCounts(ctx context.Context, st Store, tenant string, s session.Spec) (
 }
 
 // hasPrompt reports whether the session's live entries hold prompt as a
-// user message.
+// user message, or the session was compacted: the task came first, and a
+// compaction's replacement stands in for it.
 func hasPrompt(snap transcript.Snapshot, prompt string) bool {
-	if prompt == "" {
+	if prompt == "" || snap.Compaction != nil {
 		return true
 	}
 	for _, e := range snap.Entries {

@@ -84,6 +84,12 @@ func TestHasPrompt(t *testing.T) {
 			t.Errorf("hasPrompt(%q) = %v, want %v", tt.prompt, got, tt.want)
 		}
 	}
+	// After a compaction the task is among the compacted entries, which
+	// the replacement stands in for: a later attempt must not give it again.
+	compacted := transcript.Snapshot{Compaction: &transcript.Compaction{Replacement: []transcript.Block{text("The summary.")}}, CompactionSeq: 5, Entries: entries[1:]}
+	if !hasPrompt(compacted, "Fix the failing tests.") {
+		t.Error("hasPrompt of a compacted session = false, want true: the replacement stands in for the task")
+	}
 }
 
 // TestLayerScript: the scripted provider's script comes from the nearest

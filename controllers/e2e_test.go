@@ -179,7 +179,13 @@ func (e *e2e) session(t *testing.T, name string, model *testenv.ModelServer) {
 // waitFinished polls the session until it has finished, for at most two minutes.
 func (e *e2e) waitFinished(t *testing.T, name string) *aeriev1alpha1.AgentSession {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	return e.waitFinishedWithin(t, name, 2*time.Minute)
+}
+
+// waitFinishedWithin polls the session until it has finished, for at most d.
+func (e *e2e) waitFinishedWithin(t *testing.T, name string, d time.Duration) *aeriev1alpha1.AgentSession {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		var s aeriev1alpha1.AgentSession
 		if err := e.cp.Client.Get(t.Context(), types.NamespacedName{Namespace: e.ns, Name: name}, &s); err != nil {
@@ -190,7 +196,7 @@ func (e *e2e) waitFinished(t *testing.T, name string) *aeriev1alpha1.AgentSessio
 		}
 		if time.Now().After(deadline) {
 			b, _ := json.MarshalIndent(s.Status, "", "  ")
-			t.Fatalf("session %s not finished after 2m; status:\n%s", name, b)
+			t.Fatalf("session %s not finished after %s; status:\n%s", name, d, b)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -350,6 +356,11 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("PodDeletedMidTool", func(t *testing.T) {
 		t.Parallel()
 		testPodDeletedResumes(t, e, "resumed-mid-tool", true)
+	})
+
+	t.Run("CompactionResumes", func(t *testing.T) {
+		t.Parallel()
+		testCompactionResumes(t, e)
 	})
 
 	t.Run("PlatformLayer", func(t *testing.T) {

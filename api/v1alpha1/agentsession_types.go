@@ -17,7 +17,8 @@ import (
 // +kubebuilder:validation:XValidation:rule="has(self.prompt) != has(self.promptFrom)",message="exactly one of prompt or promptFrom must be set"
 // +kubebuilder:validation:XValidation:rule="!(has(self.resumeFrom) && has(self.forkFrom))",message="resumeFrom and forkFrom are mutually exclusive: resume appends to a session, fork copies it into a new one"
 // +kubebuilder:validation:XValidation:rule="!(has(oldSelf.cancel) && oldSelf.cancel) || (has(self.cancel) && self.cancel)",message="cancel cannot be unset once true"
-// +kubebuilder:validation:XValidation:rule="has(self.prompt) == has(oldSelf.prompt) && has(self.promptFrom) == has(oldSelf.promptFrom) && has(self.toolset) == has(oldSelf.toolset) && has(self.persona) == has(oldSelf.persona) && has(self.hookApproval) == has(oldSelf.hookApproval) && has(self.extensions) == has(oldSelf.extensions) && has(self.trust) == has(oldSelf.trust) && has(self.workspace) == has(oldSelf.workspace) && has(self.resumeFrom) == has(oldSelf.resumeFrom) && has(self.forkFrom) == has(oldSelf.forkFrom) && has(self.budget) == has(oldSelf.budget) && has(self.runner) == has(oldSelf.runner) && has(self.retry) == has(oldSelf.retry) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && has(self.result) == has(oldSelf.result)",message="spec is immutable except for cancel; create a new AgentSession (resumeFrom or forkFrom) to change it"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.approvals) || has(self.approvals)",message="approvals are append-only: a decision cannot be removed"
+// +kubebuilder:validation:XValidation:rule="has(self.prompt) == has(oldSelf.prompt) && has(self.promptFrom) == has(oldSelf.promptFrom) && has(self.toolset) == has(oldSelf.toolset) && has(self.persona) == has(oldSelf.persona) && has(self.hookApproval) == has(oldSelf.hookApproval) && has(self.extensions) == has(oldSelf.extensions) && has(self.trust) == has(oldSelf.trust) && has(self.workspace) == has(oldSelf.workspace) && has(self.resumeFrom) == has(oldSelf.resumeFrom) && has(self.forkFrom) == has(oldSelf.forkFrom) && has(self.budget) == has(oldSelf.budget) && has(self.runner) == has(oldSelf.runner) && has(self.retry) == has(oldSelf.retry) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && has(self.approvalTimeout) == has(oldSelf.approvalTimeout) && has(self.result) == has(oldSelf.result)",message="spec is immutable except for cancel and approvals; create a new AgentSession (resumeFrom or forkFrom) to change it"
 type AgentSessionSpec struct {
 	// prompt is the task given to the agent as the first user message.
 	// Exactly one of prompt and promptFrom must be set.
@@ -57,12 +58,33 @@ type AgentSessionSpec struct {
 	Persona string `json:"persona,omitempty"`
 
 	// hookApproval is the policy for tool calls a lifecycle hook asks a person to approve
-	// (permissionDecision "ask"). Nobody can approve inside a runner pod: deny, the
-	// default, refuses such a call with the hook's reason; allow approves it in advance.
-	// Either way the decision is recorded in the session.
+	// (permissionDecision "ask"): deny, the default, refuses such a call with the hook's
+	// reason; allow approves it in advance; ask pauses the session (phase
+	// AwaitingApproval, condition AwaitingApproval=True naming the call) until a decision
+	// is added to approvals or approvalTimeout passes. Either way the decision is recorded
+	// in the session.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="hookApproval is immutable"
 	HookApproval HookApproval `json:"hookApproval,omitempty"`
+
+	// approvals are the decisions on the tool calls the session paused on (hookApproval
+	// ask), one per call id. The list is append-only: a decision cannot be changed or
+	// removed. The controller starts the next attempt, which runs or refuses the call, once
+	// the pending call has a decision.
+	// +optional
+	// +listType=map
+	// +listMapKey=callID
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf) && oldSelf.all(a, a in self)",message="approvals are append-only: a decision cannot be changed or removed"
+	Approvals []ApprovalDecision `json:"approvals,omitempty"`
+
+	// approvalTimeout is how long a paused call waits for a decision in approvals; then it
+	// is denied ("approval timed out") and the session resumes.
+	// +optional
+	// +kubebuilder:default="24h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('720h')",message="approvalTimeout must be between 1s and 720h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(oldSelf)",message="approvalTimeout is immutable"
+	ApprovalTimeout *metav1.Duration `json:"approvalTimeout,omitempty"`
 
 	// extensions are extension layers mounted read-only into the runner, nearest first: an
 	// artifact in an earlier layer shadows the same artifact in a later one. They come after
@@ -201,7 +223,7 @@ type KeyReference struct {
 }
 
 // HookApproval is the policy for tool calls a lifecycle hook asks a person to approve.
-// +kubebuilder:validation:Enum=deny;allow
+// +kubebuilder:validation:Enum=deny;allow;ask
 type HookApproval string
 
 const (
@@ -209,7 +231,38 @@ const (
 	HookApprovalDeny HookApproval = "deny"
 	// HookApprovalAllow approves such a call in advance.
 	HookApprovalAllow HookApproval = "allow"
+	// HookApprovalAsk pauses the session until spec.approvals decides the call.
+	HookApprovalAsk HookApproval = "ask"
 )
+
+// Decision is a person's answer to a paused tool call.
+// +kubebuilder:validation:Enum=Allow;Deny
+type Decision string
+
+const (
+	// DecisionAllow runs the call.
+	DecisionAllow Decision = "Allow"
+	// DecisionDeny refuses the call; the model is told so, with the reason.
+	DecisionDeny Decision = "Deny"
+)
+
+// ApprovalDecision decides one tool call the session paused on.
+type ApprovalDecision struct {
+	// callID is the paused call's id, as in the AwaitingApproval condition's message.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	CallID string `json:"callID"`
+
+	// decision is Allow or Deny.
+	// +required
+	Decision Decision `json:"decision"`
+
+	// reason is told to the model with a denial and recorded in the session.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
+}
 
 // ModelProvider names a model API.
 // +kubebuilder:validation:Enum=anthropic;openai;openai-compatible;scripted
@@ -555,7 +608,7 @@ type RetryPolicy struct {
 }
 
 // AgentSessionPhase is a high-level summary of where a session is in its lifecycle.
-// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Cancelled
+// +kubebuilder:validation:Enum=Pending;Running;AwaitingApproval;Succeeded;Failed;Cancelled
 type AgentSessionPhase string
 
 const (
@@ -563,6 +616,10 @@ const (
 	PhasePending AgentSessionPhase = "Pending"
 	// PhaseRunning: the runner pod is running the agent.
 	PhaseRunning AgentSessionPhase = "Running"
+	// PhaseAwaitingApproval: the session paused on a tool call a hook asks a person about
+	// (hookApproval ask); no pod runs until spec.approvals decides it or approvalTimeout
+	// denies it.
+	PhaseAwaitingApproval AgentSessionPhase = "AwaitingApproval"
 	// PhaseSucceeded: the agent finished its task.
 	PhaseSucceeded AgentSessionPhase = "Succeeded"
 	// PhaseFailed: the session ended without finishing (agent failure, budget, retries
@@ -646,9 +703,31 @@ type AgentSessionStatus struct {
 	// +optional
 	Usage *Usage `json:"usage,omitempty"`
 
+	// pendingApproval is the tool call the session is paused on, while phase is
+	// AwaitingApproval.
+	// +optional
+	PendingApproval *PendingApproval `json:"pendingApproval,omitempty"`
+
 	// result is the session's outcome, set when it finished.
 	// +optional
 	Result *Result `json:"result,omitempty"`
+}
+
+// PendingApproval is a tool call a session paused on, waiting for a person's decision.
+type PendingApproval struct {
+	// callID is the call's id; a decision in spec.approvals names it.
+	CallID string `json:"callID"`
+	// tool is the tool the model called.
+	// +optional
+	Tool string `json:"tool,omitempty"`
+	// preview is the start of the call's arguments.
+	// +optional
+	Preview string `json:"preview,omitempty"`
+	// reason is the reason the hooks gave for asking.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// since is when the session paused; approvalTimeout counts from here.
+	Since metav1.Time `json:"since"`
 }
 
 // Usage counts what a session consumed.

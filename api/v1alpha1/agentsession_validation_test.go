@@ -30,6 +30,7 @@ func TestAgentSessionAPI(t *testing.T) {
 	t.Run("invalid specs are rejected", func(t *testing.T) { testInvalidSpecs(t, cp) })
 	t.Run("defaults are applied", func(t *testing.T) { testDefaults(t, cp) })
 	t.Run("spec is immutable except cancel", func(t *testing.T) { testImmutability(t, cp) })
+	t.Run("approvals are append-only", func(t *testing.T) { testApprovalsAppendOnly(t, cp) })
 	t.Run("kubectl printer columns and short name", func(t *testing.T) { testKubectl(t, cp) })
 }
 
@@ -120,8 +121,11 @@ func testInvalidSpecs(t *testing.T, cp *testenv.ControlPlane) {
 			[]string{"spec.model.provider", "Unsupported value", "anthropic"}},
 		{"empty model name", func(s *v1.AgentSession) { s.Spec.Model.Name = "" },
 			[]string{"spec.model.name"}},
-		{"unknown hook approval policy", func(s *v1.AgentSession) { s.Spec.HookApproval = "ask" },
-			[]string{"spec.hookApproval", "Unsupported value", "deny", "allow"}},
+		{"unknown hook approval policy", func(s *v1.AgentSession) { s.Spec.HookApproval = "maybe" },
+			[]string{"spec.hookApproval", "Unsupported value", "deny", "allow", "ask"}},
+		{"approvalTimeout out of range", func(s *v1.AgentSession) {
+			s.Spec.ApprovalTimeout = &metav1.Duration{Duration: 1000 * time.Hour}
+		}, []string{"spec.approvalTimeout", "approvalTimeout must be between 1s and 720h"}},
 		{"openai-compatible without baseURL", func(s *v1.AgentSession) { s.Spec.Model.Provider = v1.ProviderOpenAICompatible },
 			[]string{"spec.model", "baseURL is required for provider openai-compatible"}},
 		{"anthropic without API key", func(s *v1.AgentSession) { s.Spec.Model.APIKeySecretRef = nil },
@@ -230,6 +234,8 @@ func testDefaults(t *testing.T, cp *testenv.ControlPlane) {
 		Trust:  &v1.TrustSpec{Sources: []v1.TrustSource{v1.TrustFromExtensions, v1.TrustFromNamespace, v1.TrustFromPlatform}},
 		Budget: &v1.Budget{MaxDuration: &metav1.Duration{Duration: time.Hour}, MaxTurns: ptr.To[int32](100)},
 		Retry:  &v1.RetryPolicy{MaxAttempts: 3},
+
+		ApprovalTimeout: &metav1.Duration{Duration: 24 * time.Hour},
 	}
 	if diff := cmp.Diff(want, got.Spec); diff != "" {
 		t.Errorf("defaulted spec (-want +got):\n%s", diff)
@@ -279,6 +285,62 @@ func testImmutability(t *testing.T, cp *testenv.ControlPlane) {
 		case u.want != "" && !strings.Contains(err.Error(), u.want):
 			t.Errorf("%s: message does not say %q:\n%v", u.name, u.want, err)
 		}
+	}
+}
+
+// testApprovalsAppendOnly: hookApproval ask is accepted; decisions can be added to
+// spec.approvals, never changed or removed, and approvalTimeout stays as created.
+func testApprovalsAppendOnly(t *testing.T, cp *testenv.ControlPlane) {
+	ns := cp.Namespace(t)
+	s := validSession(ns, "approvals")
+	s.Spec.HookApproval = v1.HookApprovalAsk
+	s.Spec.ApprovalTimeout = &metav1.Duration{Duration: time.Minute}
+	if err := cp.Client.Create(ctx(t), s); err != nil {
+		t.Fatalf("hookApproval ask rejected: %v", err)
+	}
+	first := v1.ApprovalDecision{CallID: "call-1", Decision: v1.DecisionAllow}
+	second := v1.ApprovalDecision{CallID: "call-2", Decision: v1.DecisionDeny, Reason: "not on main"}
+	updates := []struct {
+		name   string
+		mutate func(*v1.AgentSession)
+		want   string // "" = accepted
+	}{
+		{"add a decision", func(s *v1.AgentSession) { s.Spec.Approvals = []v1.ApprovalDecision{first} }, ""},
+		{"append a decision", func(s *v1.AgentSession) { s.Spec.Approvals = append(s.Spec.Approvals, second) }, ""},
+		{"unknown decision", func(s *v1.AgentSession) {
+			s.Spec.Approvals = append(s.Spec.Approvals, v1.ApprovalDecision{CallID: "call-3", Decision: "Maybe"})
+		}, "Unsupported value"},
+		{"change a decision", func(s *v1.AgentSession) { s.Spec.Approvals[0].Decision = v1.DecisionDeny }, "append-only"},
+		{"change a reason", func(s *v1.AgentSession) { s.Spec.Approvals[1].Reason = "fine" }, "append-only"},
+		{"remove a decision", func(s *v1.AgentSession) { s.Spec.Approvals = s.Spec.Approvals[1:] }, "append-only"},
+		{"remove every decision", func(s *v1.AgentSession) { s.Spec.Approvals = nil }, "append-only"},
+		{"change approvalTimeout", func(s *v1.AgentSession) {
+			s.Spec.ApprovalTimeout = &metav1.Duration{Duration: time.Hour}
+		}, "approvalTimeout is immutable"},
+		{"change the rest of the spec", func(s *v1.AgentSession) { s.Spec.Prompt = "Other." }, "prompt is immutable"},
+	}
+	for _, u := range updates {
+		var cur v1.AgentSession
+		if err := cp.Client.Get(ctx(t), client.ObjectKeyFromObject(s), &cur); err != nil {
+			t.Fatal(err)
+		}
+		u.mutate(&cur)
+		err := cp.Client.Update(ctx(t), &cur)
+		switch {
+		case u.want == "" && err != nil:
+			t.Errorf("%s: rejected: %v", u.name, err)
+		case u.want != "" && err == nil:
+			t.Errorf("%s: accepted, want rejection %q", u.name, u.want)
+		case u.want != "" && !strings.Contains(err.Error(), u.want):
+			t.Errorf("%s: message does not say %q:\n%v", u.name, u.want, err)
+		}
+	}
+	var got v1.AgentSession
+	if err := cp.Client.Get(ctx(t), client.ObjectKeyFromObject(s), &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := []v1.ApprovalDecision{first, second}; !cmp.Equal(want, got.Spec.Approvals) {
+		t.Errorf("approvals after the refused changes: %+v, want %+v", got.Spec.Approvals, want)
 	}
 }
 

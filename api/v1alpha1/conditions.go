@@ -14,6 +14,10 @@ const (
 	// while the session has not finished, True when it finished with outcome Completed, False
 	// when it finished in any other way.
 	ConditionSucceeded = "Succeeded"
+
+	// ConditionAwaitingApproval is True while the session is paused on a tool call a hook
+	// asks a person about, the message naming the call; False once the session resumed.
+	ConditionAwaitingApproval = "AwaitingApproval"
 )
 
 // Condition reasons of an AgentSession.
@@ -46,6 +50,12 @@ const (
 	// ReasonResultInvalid: spec.result asked for a structured result and the agent ended
 	// without a valid one.
 	ReasonResultInvalid = "ResultInvalid"
+	// ReasonApprovalRequested: a hook asked a person about a tool call (hookApproval ask).
+	ReasonApprovalRequested = "ApprovalRequested"
+	// ReasonApprovalDecided: spec.approvals decided the paused call; the session resumed.
+	ReasonApprovalDecided = "ApprovalDecided"
+	// ReasonApprovalTimedOut: approvalTimeout passed without a decision; the call was denied.
+	ReasonApprovalTimedOut = "ApprovalTimedOut"
 	// ReasonAccepted: references resolved and the runner configuration rendered.
 	ReasonAccepted = "Accepted"
 )

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	aeriev1alpha1 "github.com/aerie-run/aerie/api/v1alpha1"
+	"github.com/aerie-run/aerie/runner/runconfig"
 )
 
 // +kubebuilder:rbac:groups=aerie.run,resources=agentsessions,verbs=get;list;watch;update;patch;delete
@@ -103,6 +104,8 @@ type scope struct {
 	// observed is what pod shows and what the reconcile did: with the
 	// session, the input of computeStatus.
 	observed observation
+	// approvals are the decisions the attempt being started resumes with.
+	approvals []runconfig.Approval
 }
 
 // see makes pod (nil: none) the current attempt's pod and records what it
@@ -247,13 +250,40 @@ func (r *AgentSessionReconciler) reconcileRun(ctx context.Context, sc *scope) (c
 	switch p := sc.observed.pod; p.State {
 	case podFinished:
 		return ctrl.Result{}, nil
+	case podAwaiting:
+		return r.reconcileAwaiting(ctx, sc, p.Report.Approval)
 	case podLost:
-		if n := s.Status.Attempts; n < maxAttempts(s) {
+		if n := s.Status.Attempts; retries(s)+1 < maxAttempts(s) {
 			return r.startAttempt(ctx, sc, n+1, p.Message)
 		}
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{RequeueAfter: until(deadline(s), sc.now.Time)}, nil
+}
+
+// reconcileAwaiting waits for a decision on the call the current attempt
+// paused on, or for approvalTimeout, then starts the next attempt with the
+// decisions in its runner config; it does not count as a retry.
+func (r *AgentSessionReconciler) reconcileAwaiting(
+	ctx context.Context, sc *scope, a *runconfig.PendingApproval,
+) (ctrl.Result, error) {
+	s := sc.session
+	since := sc.now.Time
+	if pa := s.Status.PendingApproval; pa != nil && pa.CallID == a.CallID {
+		since = pa.Since.Time
+	}
+	ds, timedOut, ok := resumeDecisions(s, a.CallID, since, sc.now.Time)
+	if !ok {
+		next := min(until(approvalDeadline(s, since), sc.now.Time), until(deadline(s), sc.now.Time))
+		return ctrl.Result{RequeueAfter: next}, nil
+	}
+	sc.approvals = ds
+	sc.observed.resumed = aeriev1alpha1.ReasonApprovalDecided
+	if timedOut {
+		sc.observed.resumed = aeriev1alpha1.ReasonApprovalTimedOut
+	}
+	s.Status.ApprovalResumes++
+	return r.startAttempt(ctx, sc, s.Status.Attempts+1, "")
 }
 
 // startAttempt resolves and creates attempt n's ConfigMap and pod. lost
@@ -278,6 +308,7 @@ func (r *AgentSessionReconciler) startAttempt(
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	a.Approvals = sc.approvals
 	cm, err := desiredConfigMap(s, a)
 	if err != nil {
 		// The spec passed the CRD's validation but not the runner's.

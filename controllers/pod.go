@@ -132,6 +132,8 @@ type attempt struct {
 	// Remaining is what is left of budget.maxDuration for this attempt;
 	// zero means no limit.
 	Remaining time.Duration
+	// Approvals are the decisions on the call the session paused on.
+	Approvals []runconfig.Approval
 }
 
 // runnerConfig is the runner configuration of an attempt.
@@ -155,6 +157,7 @@ func runnerConfig(s *aeriev1alpha1.AgentSession, a attempt) runconfig.Config {
 		Toolset:      s.Spec.Toolset,
 		Persona:      s.Spec.Persona,
 		HookApproval: string(s.Spec.HookApproval),
+		Approvals:    a.Approvals,
 		Executor: runconfig.Executor{
 			Socket:    runconfig.DefaultSocket,
 			Workspace: runconfig.DefaultWorkspace,
@@ -576,6 +579,12 @@ func gitClone(
 }
 
 // maxAttempts is the session's retry.maxAttempts.
+// retries is how many attempts were started after a lost pod: every one
+// but the first and those that resumed after an approval.
+func retries(s *aeriev1alpha1.AgentSession) int32 {
+	return s.Status.Attempts - 1 - s.Status.ApprovalResumes
+}
+
 func maxAttempts(s *aeriev1alpha1.AgentSession) int32 {
 	if s.Spec.Retry != nil && s.Spec.Retry.MaxAttempts > 0 {
 		return s.Spec.Retry.MaxAttempts

@@ -32,6 +32,9 @@ const (
 	// (eviction, node loss, OOM kill, deletion by someone else): the
 	// session may be retried.
 	podLost
+	// podAwaiting: the attempt paused on a tool call a hook asks a
+	// person about (exit 5, awaiting_approval); Report.Approval names it.
+	podAwaiting
 )
 
 // podResult is what a runner pod says about its attempt.
@@ -140,6 +143,9 @@ func terminated(pod *corev1.Pod, t *corev1.ContainerStateTerminated, cancelling 
 	if rep, err := runconfig.DecodeReport([]byte(t.Message)); err == nil {
 		r.Report = &rep
 		r.Message = rep.Reason
+	}
+	if code == runconfig.ExitAwaitingApproval && r.Report != nil && r.Report.Approval != nil {
+		return podResult{State: podAwaiting, ExitCode: ptr.To(code), Report: r.Report, Message: approvalMessage(r.Report.Approval)}
 	}
 	if code == runconfig.ExitCompleted {
 		r.Outcome, r.Reason = aeriev1alpha1.OutcomeCompleted, aeriev1alpha1.ReasonCompleted
@@ -325,6 +331,9 @@ type observation struct {
 	// attempt is a retry.
 	started bool
 	lost    string
+	// resumed is the reason (ApprovalDecided, ApprovalTimedOut) the
+	// attempt started resumes a session paused on a call, or "".
+	resumed string
 	// rejected is why the session cannot run: a reference that does not
 	// resolve, a spec the runner would refuse.
 	rejected error
@@ -347,6 +356,8 @@ func computeStatus(s *aeriev1alpha1.AgentSession, now metav1.Time, o observation
 			o.rejected.Error())
 		u.finish(podResult{Outcome: aeriev1alpha1.OutcomeError, Reason: aeriev1alpha1.ReasonInvalidReference,
 			Message: o.rejected.Error()})
+	case o.started && o.resumed != "":
+		u.resumed(o.resumed, p)
 	case o.started:
 		u.started(maxAttempts(s), p, o.lost)
 	case p.State == podFinished:
@@ -362,6 +373,8 @@ func computeStatus(s *aeriev1alpha1.AgentSession, now metav1.Time, o observation
 	case pastDeadline(s, now.Time):
 		u.finish(podResult{Outcome: aeriev1alpha1.OutcomeTimedOut, Reason: aeriev1alpha1.ReasonDeadlineExceeded,
 			Message: deadlineMessage(s, o)})
+	case p.State == podAwaiting:
+		u.awaiting(p)
 	case p.State == podPending:
 		st.Phase = aeriev1alpha1.PhasePending
 		u.set(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, p.Message)
@@ -446,6 +459,59 @@ func (u *statusUpdate) started(maxAttempts int32, p podResult, lost string) {
 	u.set(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonRetrying,
 		fmt.Sprintf("attempt %d of %d resumes session %s in pod %s: %s",
 			st.Attempts, maxAttempts, st.SessionID, st.PodName, lost))
+}
+
+// resumed records that the attempt started resumes the call the session
+// was paused on, decided as reason says.
+func (u *statusUpdate) resumed(reason string, p podResult) {
+	st := &u.st
+	msg := "a decision in spec.approvals"
+	if reason == aeriev1alpha1.ReasonApprovalTimedOut {
+		msg = "approvalTimeout passed; the call is denied (" + messageApprovalTimedOut + ")"
+	}
+	if pa := st.PendingApproval; pa != nil {
+		msg = "call " + pa.CallID + ": " + msg
+	}
+	st.PendingApproval = nil
+	st.Phase = aeriev1alpha1.PhasePending
+	u.set(aeriev1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, reason,
+		fmt.Sprintf("attempt %d resumes the session after %s", st.Attempts, msg))
+	u.set(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, p.Message)
+	u.set(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonPending, p.Message)
+}
+
+// awaiting records that the attempt paused on the call p's report names:
+// phase, condition and status.pendingApproval, whose time stays that of
+// the first reconcile that saw the pause.
+func (u *statusUpdate) awaiting(p podResult) {
+	st := &u.st
+	a := p.Report.Approval
+	st.Phase = aeriev1alpha1.PhaseAwaitingApproval
+	since := u.now
+	if st.PendingApproval != nil && st.PendingApproval.CallID == a.CallID {
+		since = st.PendingApproval.Since
+	}
+	st.PendingApproval = &aeriev1alpha1.PendingApproval{
+		CallID: a.CallID, Tool: a.Tool, Preview: a.Preview, Reason: a.Reason, Since: since,
+	}
+	st.Usage = usage(p.Report)
+	u.set(aeriev1alpha1.ConditionAwaitingApproval, metav1.ConditionTrue, aeriev1alpha1.ReasonApprovalRequested, p.Message)
+	u.set(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonApprovalRequested,
+		"the runner pod ended; the session waits for a decision in spec.approvals")
+	u.set(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonApprovalRequested, p.Message)
+}
+
+// approvalMessage names a paused call for people: its id, tool, the start
+// of its arguments and the hooks' reason.
+func approvalMessage(a *runconfig.PendingApproval) string {
+	msg := fmt.Sprintf("call %s of tool %s awaits approval", a.CallID, a.Tool)
+	if a.Preview != "" {
+		msg += ": " + a.Preview
+	}
+	if a.Reason != "" {
+		msg += " (hook: " + a.Reason + ")"
+	}
+	return msg
 }
 
 // finish records how the session ended, as r says: phase, result,

@@ -464,3 +464,42 @@ func TestTransitions(t *testing.T) {
 		})
 	}
 }
+
+// TestAwaitingApproval: a runner that exits 5 with the paused call in its
+// report puts the session in phase AwaitingApproval, condition
+// AwaitingApproval=True naming the tool, the preview and the hook's reason,
+// and status.pendingApproval, whose time stays that of the first sighting.
+func TestAwaitingApproval(t *testing.T) {
+	t.Parallel()
+	msg := report(t, runconfig.Report{
+		Outcome: runconfig.OutcomeAwaitingApproval, ExitCode: runconfig.ExitAwaitingApproval,
+		Approval: &runconfig.PendingApproval{CallID: "call-7", Tool: "bash", Preview: `{"command":"git push"}`, Reason: "pushes leave the pod"},
+	})
+	pod := podWith(corev1.PodFailed, exited(runconfig.ExitAwaitingApproval, msg))
+	p := observePod(pod, false)
+	if p.State != podAwaiting {
+		t.Fatalf("state %v, want podAwaiting", p.State)
+	}
+	first := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	s := minimalSession()
+	s.Status = aeriev1alpha1.AgentSessionStatus{Phase: aeriev1alpha1.PhaseRunning, Attempts: 1}
+	st := computeStatus(s, first, observation{pod: p})
+	c := meta.FindStatusCondition(st.Conditions, aeriev1alpha1.ConditionAwaitingApproval)
+	if st.Phase != aeriev1alpha1.PhaseAwaitingApproval || c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("phase %s, AwaitingApproval %+v", st.Phase, c)
+	}
+	for _, want := range []string{"call-7", "bash", "git push", "pushes leave the pod"} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("condition message %q does not name %q", c.Message, want)
+		}
+	}
+	if st.Result != nil || st.CompletionTime != nil {
+		t.Errorf("a paused session is not finished: result %+v", st.Result)
+	}
+	s.Status = st
+	later := metav1.NewTime(first.Add(time.Hour))
+	st = computeStatus(s, later, observation{pod: p})
+	if pa := st.PendingApproval; pa == nil || pa.CallID != "call-7" || !pa.Since.Equal(&first) {
+		t.Errorf("pendingApproval %+v, want call-7 since %v", pa, first)
+	}
+}

@@ -690,6 +690,11 @@ type AgentSessionStatus struct {
 	// +optional
 	Attempts int32 `json:"attempts,omitempty"`
 
+	// approvalResumes counts the attempts started to resume after a decision on a paused
+	// call; they do not count against retry.maxAttempts.
+	// +optional
+	ApprovalResumes int32 `json:"approvalResumes,omitempty"`
+
 	// startTime is when the first runner pod was created.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`

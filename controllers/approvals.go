@@ -37,7 +37,9 @@ func decisionFor(s *aeriev1alpha1.AgentSession, call string) (aeriev1alpha1.Appr
 // on call at since gets, at now: spec.approvals, and a denial when nobody
 // decided call before approvalTimeout passed. ok is false while call
 // still waits.
-func resumeDecisions(s *aeriev1alpha1.AgentSession, call string, since, now time.Time) (ds []runconfig.Approval, timedOut, ok bool) {
+func resumeDecisions(
+	s *aeriev1alpha1.AgentSession, call string, since, now time.Time,
+) (ds []runconfig.Approval, timedOut, ok bool) {
 	for _, a := range s.Spec.Approvals {
 		ds = append(ds, runconfig.Approval{
 			CallID: a.CallID, Allowed: a.Decision == aeriev1alpha1.DecisionAllow,

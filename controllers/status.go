@@ -145,7 +145,8 @@ func terminated(pod *corev1.Pod, t *corev1.ContainerStateTerminated, cancelling 
 		r.Message = rep.Reason
 	}
 	if code == runconfig.ExitAwaitingApproval && r.Report != nil && r.Report.Approval != nil {
-		return podResult{State: podAwaiting, ExitCode: ptr.To(code), Report: r.Report, Message: approvalMessage(r.Report.Approval)}
+		return podResult{State: podAwaiting, ExitCode: ptr.To(code), Report: r.Report,
+			Message: approvalMessage(r.Report.Approval)}
 	}
 	if code == runconfig.ExitCompleted {
 		r.Outcome, r.Reason = aeriev1alpha1.OutcomeCompleted, aeriev1alpha1.ReasonCompleted

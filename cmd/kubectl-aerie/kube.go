@@ -118,6 +118,17 @@ func (c *kubeClient) cancel(ctx context.Context, name string) (*aeriev1.AgentSes
 	return out, err
 }
 
+// addApproval appends a decision to spec.approvals, the list of a session's
+// spec that may grow; the update fails on a conflict rather than lose a
+// decision someone else added.
+func (c *kubeClient) addApproval(ctx context.Context, s *aeriev1.AgentSession, d aeriev1.ApprovalDecision) (*aeriev1.AgentSession, error) {
+	s = s.DeepCopy()
+	s.Spec.Approvals = append(s.Spec.Approvals, d)
+	out := &aeriev1.AgentSession{}
+	err := c.sessions.Put().Namespace(c.namespace).Resource("agentsessions").Name(s.Name).Body(s).Do(ctx).Into(out)
+	return out, err
+}
+
 // logs streams the agent container's log of a runner pod: the session's
 // JSON Lines events.
 func (c *kubeClient) logs(ctx context.Context, pod string, follow bool) (io.ReadCloser, error) {

@@ -132,6 +132,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newSubmitCmd(a),
 		newGetCmd(),
 		newCancelCmd(),
+		newApproveCmd(),
 		newLogsCmd(),
 		newLayerCmd(),
 	)

@@ -473,6 +473,60 @@ func newCancelCmd() *cobra.Command {
 	return cmd
 }
 
+func newApproveCmd() *cobra.Command {
+	var (
+		kube   kubeFlags
+		deny   bool
+		reason string
+	)
+	cmd := &cobra.Command{
+		Use:   "approve NAME [CALL]",
+		Short: "Decide the tool call an AgentSession is paused on (spec.approvals); the controller resumes it",
+		Long: `Approve adds a decision to the session's spec.approvals: CALL, or the call the session is
+paused on (status.pendingApproval). The controller starts the next attempt, which runs the
+call, or with --deny refuses it with --reason.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kc, err := kube.client()
+			if err != nil {
+				return err
+			}
+			s, err := kc.get(cmd.Context(), args[0])
+			if err != nil {
+				return fmt.Errorf("get session %s: %w", args[0], err)
+			}
+			d := aeriev1.ApprovalDecision{Decision: aeriev1.DecisionAllow, Reason: reason}
+			if deny {
+				d.Decision = aeriev1.DecisionDeny
+			}
+			switch {
+			case len(args) == 2:
+				d.CallID = args[1]
+			case s.Status.PendingApproval != nil:
+				d.CallID = s.Status.PendingApproval.CallID
+			default:
+				return fmt.Errorf("session %s is not paused on a call (phase %s); name the CALL to decide it in advance", s.Name, s.Status.Phase)
+			}
+			for _, a := range s.Spec.Approvals {
+				if a.CallID == d.CallID {
+					return fmt.Errorf("session %s: call %s is already decided (%s); decisions cannot be changed", s.Name, d.CallID, a.Decision)
+				}
+			}
+			s, err = kc.addApproval(cmd.Context(), s, d)
+			if err != nil {
+				return fmt.Errorf("approve call %s of session %s: %w", d.CallID, args[0], err)
+			}
+			out := cli.NewWriter(cmd.OutOrStdout())
+			fmt.Fprintf(out, "agentsession %s/%s call %s: %s\n", s.Namespace, s.Name, d.CallID, strings.ToLower(string(d.Decision)))
+			return out.Err()
+		},
+	}
+	kube.add(cmd.Flags())
+	cmd.Flags().BoolVar(&deny, "deny", false, "refuse the call instead of running it")
+	cmd.Flags().StringVar(&reason, "reason", "", "the reason, told to the model with a denial and recorded")
+	return cmd
+}
+
 func newLogsCmd() *cobra.Command {
 	var (
 		kube                          kubeFlags

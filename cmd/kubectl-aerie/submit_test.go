@@ -9,8 +9,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	aeriev1 "github.com/aerie-run/aerie/api/v1alpha1"
@@ -52,6 +54,7 @@ func TestSubmit(t *testing.T) {
 	cp := testenv.StartControlPlane(t)
 	t.Run("wait", func(t *testing.T) { testSubmitWait(t, cp) })
 	t.Run("refusals", func(t *testing.T) { testSubmitRefusals(t, cp) })
+	t.Run("approve", func(t *testing.T) { testApprove(t, cp) })
 	t.Run("layer", func(t *testing.T) { testLayerAccepted(t, cp) })
 }
 
@@ -156,5 +159,51 @@ func testSubmitRefusals(t *testing.T, cp *testenv.ControlPlane) {
 	}
 	if r := (harness{}).aerie(t, "logs", created.Name, "--kubeconfig", cp.Kubeconfig, "-n", ns); r.code == 0 || !strings.Contains(r.err.Error(), "no runner pod") {
 		t.Errorf("logs of a session without a pod: %v", r.err)
+	}
+}
+
+// testApprove: approve appends a decision on the paused call (or a named
+// one) to spec.approvals and refuses to decide a call twice.
+func testApprove(t *testing.T, cp *testenv.ControlPlane) {
+	t.Parallel()
+	ns := cp.Namespace(t)
+	s := &aeriev1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "paused"},
+		Spec: aeriev1.AgentSessionSpec{
+			Prompt: "hello", HookApproval: aeriev1.HookApprovalAsk,
+			Model: aeriev1.ModelSpec{Provider: aeriev1.ProviderScripted, Name: "demo"},
+		},
+	}
+	if err := cp.Client.Create(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	kube := []string{"--kubeconfig", cp.Kubeconfig, "-n", ns}
+	if r := (harness{}).aerie(t, append([]string{"approve", "paused"}, kube...)...); r.code == 0 || !strings.Contains(r.err.Error(), "not paused on a call") {
+		t.Errorf("approve with nothing pending: exit %d, %v", r.code, r.err)
+	}
+	s.Status.Phase = aeriev1.PhaseAwaitingApproval
+	s.Status.PendingApproval = &aeriev1.PendingApproval{CallID: "c1", Tool: "bash", Since: metav1.Now()}
+	if err := cp.Client.Status().Update(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	if r := (harness{}).aerie(t, append([]string{"approve", "paused"}, kube...)...); r.code != 0 || !strings.Contains(r.stdout, "call c1: allow") {
+		t.Fatalf("approve: exit %d, %q, %v", r.code, r.stdout, r.err)
+	}
+	if r := (harness{}).aerie(t, append([]string{"approve", "paused", "--deny"}, kube...)...); r.code == 0 || !strings.Contains(r.err.Error(), "already decided") {
+		t.Errorf("second decision on c1: exit %d, %v", r.code, r.err)
+	}
+	if r := (harness{}).aerie(t, append([]string{"approve", "paused", "c2", "--deny", "--reason", "not today"}, kube...)...); r.code != 0 {
+		t.Fatalf("approve c2 --deny: exit %d, %v", r.code, r.err)
+	}
+	var got aeriev1.AgentSession
+	if err := cp.Client.Get(t.Context(), client.ObjectKeyFromObject(s), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := []aeriev1.ApprovalDecision{
+		{CallID: "c1", Decision: aeriev1.DecisionAllow},
+		{CallID: "c2", Decision: aeriev1.DecisionDeny, Reason: "not today"},
+	}
+	if len(got.Spec.Approvals) != 2 || got.Spec.Approvals[0] != want[0] || got.Spec.Approvals[1] != want[1] {
+		t.Errorf("spec.approvals %+v, want %+v", got.Spec.Approvals, want)
 	}
 }

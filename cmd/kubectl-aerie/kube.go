@@ -121,7 +121,9 @@ func (c *kubeClient) cancel(ctx context.Context, name string) (*aeriev1.AgentSes
 // addApproval appends a decision to spec.approvals, the list of a session's
 // spec that may grow; the update fails on a conflict rather than lose a
 // decision someone else added.
-func (c *kubeClient) addApproval(ctx context.Context, s *aeriev1.AgentSession, d aeriev1.ApprovalDecision) (*aeriev1.AgentSession, error) {
+func (c *kubeClient) addApproval(
+	ctx context.Context, s *aeriev1.AgentSession, d aeriev1.ApprovalDecision,
+) (*aeriev1.AgentSession, error) {
 	s = s.DeepCopy()
 	s.Spec.Approvals = append(s.Spec.Approvals, d)
 	out := &aeriev1.AgentSession{}

@@ -505,11 +505,13 @@ call, or with --deny refuses it with --reason.`,
 			case s.Status.PendingApproval != nil:
 				d.CallID = s.Status.PendingApproval.CallID
 			default:
-				return fmt.Errorf("session %s is not paused on a call (phase %s); name the CALL to decide it in advance", s.Name, s.Status.Phase)
+				return fmt.Errorf("session %s is not paused on a call (phase %s); name the CALL to decide it in advance",
+					s.Name, s.Status.Phase)
 			}
 			for _, a := range s.Spec.Approvals {
 				if a.CallID == d.CallID {
-					return fmt.Errorf("session %s: call %s is already decided (%s); decisions cannot be changed", s.Name, d.CallID, a.Decision)
+					return fmt.Errorf("session %s: call %s is already decided (%s); decisions cannot be changed",
+						s.Name, d.CallID, a.Decision)
 				}
 			}
 			s, err = kc.addApproval(cmd.Context(), s, d)
@@ -517,7 +519,8 @@ call, or with --deny refuses it with --reason.`,
 				return fmt.Errorf("approve call %s of session %s: %w", d.CallID, args[0], err)
 			}
 			out := cli.NewWriter(cmd.OutOrStdout())
-			fmt.Fprintf(out, "agentsession %s/%s call %s: %s\n", s.Namespace, s.Name, d.CallID, strings.ToLower(string(d.Decision)))
+			fmt.Fprintf(out, "agentsession %s/%s call %s: %s\n",
+				s.Namespace, s.Name, d.CallID, strings.ToLower(string(d.Decision)))
 			return out.Err()
 		},
 	}

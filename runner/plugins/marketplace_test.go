@@ -174,7 +174,7 @@ func TestCorpusMarketplace(t *testing.T) {
 			!strings.HasSuffix(p.Manifest, InstallFile)}
 	}
 	want := map[string]row{
-		"discord":        {FormatClaude, 1, "claude-plugins-official/discord", true},
+		"discord": {FormatClaude, 1, "claude-plugins-official/discord", true},
 		// strict: false, no plugin.json: the entry is its manifest.
 		"gopls-lsp":         {FormatClaude, 0, "claude-plugins-official/gopls-lsp", false},
 		"hookify":           {FormatClaude, 1, "claude-plugins-official/hookify", true},

@@ -432,7 +432,8 @@ the database of --db (default: $` + runconfig.DatabaseURLEnv + `).`,
 	cmd.Flags().BoolVar(&diff, "diff", false, "print the session's workspace diff (its patch) from the session store")
 	cmd.Flags().BoolVar(&diffStat, "stat", false, "with --diff, print the diff's stat instead of the patch")
 	cmd.Flags().StringVar(&db, "db", "",
-		"the session store's database `URL`, for --diff or a --result kept only there (default: $"+runconfig.DatabaseURLEnv+")")
+		"the session store's database `URL`, for --diff or a --result kept only there "+
+			"(default: $"+runconfig.DatabaseURLEnv+")")
 	cmd.Flags().BoolVar(&result, "result", false, "print the session's structured result (JSON)")
 	return cmd
 }

@@ -182,7 +182,8 @@ func parseMoA(root map[string]any) (l moaLayer, key string, err error) {
 	if agg != nil {
 		m, err := ParseModelRef(*agg)
 		if err != nil {
-			return moaLayer{}, "moa.aggregator_model", fmt.Errorf("%w, or remove the key to aggregate with the session's model", err)
+			return moaLayer{}, "moa.aggregator_model",
+				fmt.Errorf("%w, or remove the key to aggregate with the session's model", err)
 		}
 		l.AggregatorModel = &m
 	}

@@ -150,13 +150,17 @@ const (
 	fieldURL        = "url"
 	fieldMCPServers = "mcp_servers"
 	fieldCommand    = "command"
+	fieldHooks      = "hooks"
+	fieldSource     = "source"
+	fieldPath       = "path"
+	jsonNull        = "null"
 	tagNull         = "!!null"
 )
 
 // nativeFields are the keys a native manifest may have; any other is an
 // error, so that a misspelt mcp_servers is not silently ignored.
 var nativeFields = map[string]bool{
-	fieldName: true, fieldVersion: true, "description": true, "skills": true, "hooks": true, fieldMCPServers: true,
+	fieldName: true, fieldVersion: true, "description": true, "skills": true, fieldHooks: true, fieldMCPServers: true,
 }
 
 func parseNative(format Format, file string, data []byte) (m *Manifest, err error) {
@@ -216,7 +220,7 @@ func parseNative(format Format, file string, data []byte) (m *Manifest, err erro
 				return nil, fail(key, v, "%v", err)
 			}
 			m.Skills = paths
-		case "hooks":
+		case fieldHooks:
 			if v.Kind == yaml.ScalarNode && v.Tag == tagNull {
 				continue
 			}
@@ -434,7 +438,7 @@ func parseJSON(format Format, file string, data []byte) (*Manifest, error) {
 	// paths, each once.
 	m.Skills = []string{DefaultSkillsDir}
 	var listed []string
-	if len(j.Skills) > 0 && string(j.Skills) != "null" {
+	if len(j.Skills) > 0 && string(j.Skills) != jsonNull {
 		var one string
 		if json.Unmarshal(j.Skills, &one) == nil {
 			listed = []string{one}
@@ -455,7 +459,7 @@ func parseJSON(format Format, file string, data []byte) (*Manifest, error) {
 }
 
 func optString(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
+	if len(raw) == 0 || string(raw) == jsonNull {
 		return "", nil
 	}
 	var s string

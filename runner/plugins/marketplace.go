@@ -109,7 +109,7 @@ func (m *Marketplace) Entry(name string) *MarketEntry {
 
 // componentFields are the entry fields that carry plugin components aerie
 // does not load from a Claude or Codex plugin.
-var componentFields = []string{"agents", "commands", "hooks", "lspServers", "mcpServers", "outputStyles"}
+var componentFields = []string{"agents", "commands", fieldHooks, "lspServers", "mcpServers", "outputStyles"}
 
 var (
 	githubRepoPattern = sync.OnceValue(func() *regexp.Regexp {
@@ -203,7 +203,7 @@ func ParseMarketplace(format Format, file string, data []byte) (*Marketplace, er
 		Description json.RawMessage `json:"description"`
 		PluginRoot  json.RawMessage `json:"pluginRoot"`
 	}
-	if len(doc.Metadata) > 0 && string(doc.Metadata) != "null" {
+	if len(doc.Metadata) > 0 && string(doc.Metadata) != jsonNull {
 		if err := json.Unmarshal(doc.Metadata, &meta); err != nil {
 			return nil, fail("metadata", "must be an object")
 		}
@@ -227,14 +227,14 @@ func ParseMarketplace(format Format, file string, data []byte) (*Marketplace, er
 	if m.Owner, err = ownerName(doc.Owner); err != nil {
 		return nil, fail("owner", "%v", err)
 	}
-	if len(doc.Renames) > 0 && string(doc.Renames) != "null" {
+	if len(doc.Renames) > 0 && string(doc.Renames) != jsonNull {
 		if err := json.Unmarshal(doc.Renames, &m.Renames); err != nil {
 			return nil, fail("renames", "must be an object from former to current entry names")
 		}
 	}
 	seen := map[string]int{}
 	for i, raw := range doc.Plugins {
-		e := parseEntry(format, file, fmt.Sprintf("plugins[%d]", i), root, raw)
+		e := parseEntry(file, fmt.Sprintf("plugins[%d]", i), root, raw)
 		if prev, dup := seen[e.Name]; dup && e.Name != "" && e.Problem == nil {
 			e.Problem = fail(fmt.Sprintf("plugins[%d].name", i), "entry %q is already plugins[%d]; rename one", e.Name, prev)
 		} else if e.Name != "" {
@@ -248,7 +248,7 @@ func ParseMarketplace(format Format, file string, data []byte) (*Marketplace, er
 }
 
 func ownerName(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
+	if len(raw) == 0 || string(raw) == jsonNull {
 		return "", nil
 	}
 	var o struct {
@@ -261,7 +261,7 @@ func ownerName(raw json.RawMessage) (string, error) {
 }
 
 // parseEntry parses one entry; a problem is kept in the entry.
-func parseEntry(format Format, file, field, pluginRoot string, raw json.RawMessage) (e MarketEntry) {
+func parseEntry(file, field, pluginRoot string, raw json.RawMessage) (e MarketEntry) {
 	e.Strict = true
 	fail := func(sub, format string, args ...any) MarketEntry {
 		f := field
@@ -289,7 +289,7 @@ func parseEntry(format Format, file, field, pluginRoot string, raw json.RawMessa
 	if e.Version, err = optString(fields[fieldVersion]); err != nil {
 		return fail(fieldVersion, "%v", err)
 	}
-	if s, ok := fields["strict"]; ok && string(s) != "null" {
+	if s, ok := fields["strict"]; ok && string(s) != jsonNull {
 		if err := json.Unmarshal(s, &e.Strict); err != nil {
 			return fail("strict", "must be true or false")
 		}
@@ -300,21 +300,21 @@ func parseEntry(format Format, file, field, pluginRoot string, raw json.RawMessa
 		}
 	}
 	for _, c := range componentFields {
-		if v, ok := fields[c]; ok && string(v) != "null" {
+		if v, ok := fields[c]; ok && string(v) != jsonNull {
 			e.Components = append(e.Components, c)
 		}
 	}
 	sort.Strings(e.Components)
-	src, ok := fields["source"]
-	if !ok || string(src) == "null" {
-		return fail("source", "source is required: a path inside the marketplace or a git source")
+	src, ok := fields[fieldSource]
+	if !ok || string(src) == jsonNull {
+		return fail(fieldSource, "source is required: a path inside the marketplace or a git source")
 	}
-	if e.Source, err = parseSource(format, pluginRoot, src); err != nil {
+	if e.Source, err = parseSource(pluginRoot, src); err != nil {
 		var se *sourceErr
 		if errors.As(err, &se) {
 			return fail("source."+se.field, "%s", se.reason)
 		}
-		return fail("source", "%v", err)
+		return fail(fieldSource, "%v", err)
 	}
 	return e
 }
@@ -325,7 +325,7 @@ func (e *sourceErr) Error() string { return e.field + ": " + e.reason }
 
 // parseSource reads an entry's source: a string (Claude's relative path),
 // or an object whose "source" says its kind.
-func parseSource(format Format, pluginRoot string, raw json.RawMessage) (EntrySource, error) {
+func parseSource(pluginRoot string, raw json.RawMessage) (EntrySource, error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return relativeSource(pluginRoot, s)
@@ -342,10 +342,12 @@ func parseSource(format Format, pluginRoot string, raw json.RawMessage) (EntrySo
 		return EntrySource{}, errors.New("must be a path string or an object with a source kind")
 	}
 	if o.Source == nil {
-		return EntrySource{}, &sourceErr{"source", "the kind is required: url, github or git-subdir (Claude), local (Codex)"}
+		return EntrySource{}, &sourceErr{fieldSource,
+			"the kind is required: url, github or git-subdir (Claude), local (Codex)"}
 	}
 	strs := map[string]string{}
-	for k, v := range map[string]json.RawMessage{"path": o.Path, "url": o.URL, "repo": o.Repo, "ref": o.Ref, "sha": o.SHA} {
+	fields := map[string]json.RawMessage{fieldPath: o.Path, fieldURL: o.URL, "repo": o.Repo, "ref": o.Ref, "sha": o.SHA}
+	for k, v := range fields {
 		str, err := optString(v)
 		if err != nil {
 			return EntrySource{}, &sourceErr{k, err.Error()}
@@ -353,19 +355,19 @@ func parseSource(format Format, pluginRoot string, raw json.RawMessage) (EntrySo
 		strs[k] = str
 	}
 	kind := *o.Source
-	switch {
-	case kind == "local" || kind == "relative":
-		if strs["path"] == "" {
-			return EntrySource{}, &sourceErr{"path", "path is required for a local source"}
+	switch kind {
+	case "local", "relative":
+		if strs[fieldPath] == "" {
+			return EntrySource{}, &sourceErr{fieldPath, "path is required for a local source"}
 		}
-		return relativeSource(pluginRoot, strs["path"])
-	case kind == "github" || kind == "url" || kind == "git-subdir" || kind == "git":
+		return relativeSource(pluginRoot, strs[fieldPath])
+	case "github", fieldURL, "git-subdir", "git":
 		return gitSource(kind, strs)
-	case kind == "npm" || kind == "pip":
-		return EntrySource{}, &sourceErr{"source", fmt.Sprintf(
+	case "npm", "pip":
+		return EntrySource{}, &sourceErr{fieldSource, fmt.Sprintf(
 			"%s sources are not supported: aerie installs plugins from directories and git repositories", kind)}
 	}
-	return EntrySource{}, &sourceErr{"source", fmt.Sprintf("unknown source kind %q; the kinds are url, github, "+
+	return EntrySource{}, &sourceErr{fieldSource, fmt.Sprintf("unknown source kind %q; the kinds are url, github, "+
 		"git-subdir and local", kind)}
 }
 
@@ -403,13 +405,13 @@ func gitSource(kind string, s map[string]string) (EntrySource, error) {
 			return src, &sourceErr{"url", err.Error()}
 		}
 	}
-	if kind == "git-subdir" && s["path"] == "" {
-		return src, &sourceErr{"path", "path is required for a git-subdir source"}
+	if kind == "git-subdir" && s[fieldPath] == "" {
+		return src, &sourceErr{fieldPath, "path is required for a git-subdir source"}
 	}
-	if s["path"] != "" {
-		c, err := cleanRel(strings.TrimPrefix(s["path"], "./"))
+	if s[fieldPath] != "" {
+		c, err := cleanRel(strings.TrimPrefix(s[fieldPath], "./"))
 		if err != nil {
-			return src, &sourceErr{"path", err.Error()}
+			return src, &sourceErr{fieldPath, err.Error()}
 		}
 		if c != "." {
 			src.Path = c
@@ -427,7 +429,7 @@ func gitSource(kind string, s map[string]string) (EntrySource, error) {
 // jsonPaths reads a JSON path or list of paths, cleaned and kept inside
 // the plugin.
 func jsonPaths(raw json.RawMessage) ([]string, error) {
-	if string(raw) == "null" {
+	if string(raw) == jsonNull {
 		return nil, nil
 	}
 	var list []string

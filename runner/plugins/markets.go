@@ -303,18 +303,20 @@ func (m *Manager) InstallFrom(ctx context.Context, entry, market string) (string
 func Resolve(rec *MarketRecord, mk *Marketplace, name string) (*MarketEntry, InstallOptions, error) {
 	e := mk.Entry(name)
 	if e == nil {
-		return nil, InstallOptions{}, fmt.Errorf("marketplace %s has no entry %q; aerie plugin marketplace list %s shows them",
-			rec.Name, name, rec.Name)
+		return nil, InstallOptions{}, fmt.Errorf(
+			"marketplace %s has no entry %q; aerie plugin marketplace list %s shows them", rec.Name, name, rec.Name)
 	}
 	if e.Problem != nil {
-		return e, InstallOptions{}, fmt.Errorf("entry %s of marketplace %s cannot be installed: %w", e.Name, rec.Name, e.Problem)
+		return e, InstallOptions{}, fmt.Errorf("entry %s of marketplace %s cannot be installed: %w",
+			e.Name, rec.Name, e.Problem)
 	}
 	switch e.Source.Kind {
 	case SourceRelative:
 		dir := filepath.Join(rec.Dir, filepath.FromSlash(e.Source.Path))
 		st, err := os.Stat(dir)
 		if err != nil || !st.IsDir() {
-			return e, InstallOptions{}, fmt.Errorf("entry %s of marketplace %s: its source ./%s is not a directory of the marketplace (%s)",
+			return e, InstallOptions{}, fmt.Errorf(
+				"entry %s of marketplace %s: its source ./%s is not a directory of the marketplace (%s)",
 				e.Name, rec.Name, e.Source.Path, rec.Dir)
 		}
 		return e, InstallOptions{Source: dir}, nil

@@ -91,7 +91,9 @@ func PackLayer(trees ...PackTree) (*PackedLayer, error) {
 }
 
 // packTree adds one tree's files and returns the bytes they take.
-func packTree(tree PackTree, out *PackedLayer, paths map[string]string, executables *[]string, files *[]packedFile) (int, error) {
+func packTree(
+	tree PackTree, out *PackedLayer, paths map[string]string, executables *[]string, files *[]packedFile,
+) (int, error) {
 	root, err := os.OpenRoot(tree.Dir)
 	if err != nil {
 		return 0, err

@@ -86,7 +86,10 @@ func TestLedgerChargesAcrossLoops(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 2 {
-				for range m.Stream(t.Context(), provider.Request{}) {
+				for _, err := range m.Stream(t.Context(), provider.Request{}) {
+					if err != nil {
+						t.Error(err)
+					}
 				}
 			}
 		})

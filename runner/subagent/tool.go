@@ -88,8 +88,10 @@ func (*Tool) Description() string {
 func (*Tool) Schema() json.RawMessage {
 	return json.RawMessage(`{"type":"object","properties":{` +
 		`"task":{"type":"string","description":"The task, with all the context the subagent needs."},` +
-		`"agent_type":{"type":"string","description":"A persona name (personas/<name>.toml); empty is your own system prompt."},` +
-		`"toolset":{"type":"string","description":"A toolset name (toolsets.toml) narrowing the subagent's tools; never more than yours."},` +
+		`"agent_type":{"type":"string","description":` +
+		`"A persona name (personas/<name>.toml); empty is your own system prompt."},` +
+		`"toolset":{"type":"string","description":` +
+		`"A toolset name (toolsets.toml) narrowing the subagent's tools; never more than yours."},` +
 		`"max_turns":{"type":"integer","minimum":1,"description":"The most model requests the subagent may make."}` +
 		`},"required":["task"],"additionalProperties":false}`)
 }
@@ -109,7 +111,8 @@ func parseArgs(call json.RawMessage) (args, error) {
 	dec := json.NewDecoder(bytes.NewReader(call))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&a); err != nil {
-		return a, fmt.Errorf("invalid arguments: %w; want {\"task\": \"...\"} with optional agent_type, toolset, max_turns", err)
+		return a, fmt.Errorf("invalid arguments: %w; "+
+			"want {\"task\": \"...\"} with optional agent_type, toolset, max_turns", err)
 	}
 	switch {
 	case strings.TrimSpace(a.Task) == "":

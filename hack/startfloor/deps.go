@@ -20,6 +20,7 @@ import (
 	_ "github.com/openai/openai-go/v3/responses"
 	_ "github.com/pelletier/go-toml/v2"
 	_ "github.com/pelletier/go-toml/v2/unstable"
+	_ "github.com/santhosh-tekuri/jsonschema/v6"
 	_ "github.com/spf13/cobra"
 	_ "github.com/spf13/pflag"
 	_ "golang.org/x/net/http/httpguts"

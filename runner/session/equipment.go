@@ -175,17 +175,19 @@ func warnProblems(log *slog.Logger, x *Extensions) {
 // built-ins, the custom tools, the skill tool and the caller's, with
 // their descriptions overridden and the toolset applied.
 func (eq *equipment) offered(x *Extensions) ([]tools.Tool, error) {
-	return eq.offeredWith(x, eq.builtin)
+	builtin := eq.builtin
+	if eq.spawn != nil {
+		builtin = append(slices.Clip(builtin), eq.spawn)
+	}
+	return eq.offeredWith(x, builtin)
 }
 
-// offeredWith is offered with builtin as the built-in tools, the session's
-// spawn_agent among them.
+// offeredWith is offered with builtin as the built-in tools, spawn_agent
+// among them when the agent may spawn. It changes nothing of eq, so that
+// children spawned at once may call it together.
 func (eq *equipment) offeredWith(x *Extensions, builtin []tools.Tool) ([]tools.Tool, error) {
 	opts := eq.opts
 	all := append([]tools.Tool(nil), builtin...)
-	if eq.spawn != nil {
-		all = append(all, eq.spawn)
-	}
 	for _, t := range x.Set.Tools {
 		all = append(all, t)
 	}
@@ -630,9 +632,9 @@ func (eq *equipment) userPrompt(ctx context.Context, prompt string) (_ string, e
 // is asked for, then the budget's.
 func (eq *equipment) stops() []agent.StopCondition {
 	if eq.opts.Result == nil {
-		return eq.opts.Budget.Stop
+		return eq.stop
 	}
-	return append([]agent.StopCondition{eq.opts.Result.Stop()}, eq.opts.Budget.Stop...)
+	return append([]agent.StopCondition{eq.opts.Result.Stop()}, eq.stop...)
 }
 
 // stopHook is asked when the model ends its turn: the Stop hooks first,
@@ -694,10 +696,7 @@ func (eq *equipment) childTools(
 ) (*tools.Registry, error) {
 	opts := eq.opts
 	builtin := append(tools.Builtin(opts.Executor, cmds, nil), spawn)
-	saved := eq.spawn
-	eq.spawn = nil
 	all, err := eq.offeredWith(eq.ext, builtin)
-	eq.spawn = saved
 	if err != nil {
 		return nil, err
 	}

@@ -2,9 +2,13 @@ package session
 
 import (
 	"cmp"
+	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/aerie-run/aerie/runner/moa"
+	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
 
@@ -70,4 +74,24 @@ func (r *run) moaMember(key string, s transcript.Settings) (moa.Member, error) {
 		return moa.Member{}, &ConfigError{Err: fmt.Errorf("%s %s:%s: %w", key, s.Provider, s.Model, err)}
 	}
 	return moa.Member{Provider: s.Provider, Model: s.Model, Client: c}, nil
+}
+
+// treeCharged is a tool whose results' own model usage (a mixture of
+// agents) is also charged to the ledger of the run's session tree, made
+// when the run starts, so that the tree's token budget counts it; the
+// loop adds the same usage to the session's own.
+type treeCharged struct {
+	tools.Tool
+	r *run
+}
+
+func (t treeCharged) Run(ctx context.Context, args json.RawMessage) tools.Result {
+	res := t.Tool.Run(ctx, args)
+	if t.r.tree != nil && res.Usage != (provider.Usage{}) {
+		t.r.tree.Ledger().ChargeTool(transcript.Usage{
+			InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens,
+			CacheReadTokens: res.Usage.CacheReadTokens, CacheWriteTokens: res.Usage.CacheWriteTokens,
+		})
+	}
+	return res
 }

@@ -181,7 +181,7 @@ func (r *run) open(ctx context.Context) error {
 		return err
 	}
 	if t != nil {
-		r.eq.builtin = append(r.eq.builtin, t)
+		r.eq.builtin = append(r.eq.builtin, treeCharged{Tool: t, r: r})
 	}
 	r.prior = r.sess.State
 	if r.compact != nil && opts.Session.Resume != "" && r.prior == store.StateActive {

@@ -42,6 +42,17 @@ func (l *Ledger) Charge(u provider.Usage) {
 	l.turns++
 }
 
+// ChargeTool adds the tokens a tool's own model calls used (a mixture of
+// agents): they count toward the token budget, not as requests or turns.
+func (l *Ledger) ChargeTool(u transcript.Usage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.usage.InputTokens += u.InputTokens
+	l.usage.OutputTokens += u.OutputTokens
+	l.usage.CacheReadTokens += u.CacheReadTokens
+	l.usage.CacheWriteTokens += u.CacheWriteTokens
+}
+
 // Totals are a ledger's counts.
 type Totals struct {
 	// Usage is the tree's cumulative usage: the root's stored usage and

@@ -26,7 +26,7 @@ func StartGitHTTPServer(t testing.TB) *GitHTTPServer {
 	if _, err := exec.LookPath("git"); err != nil {
 		requireDependency(t, "git is not on PATH", "install git")
 	}
-	out, err := exec.Command("git", "--exec-path").Output()
+	out, err := output(exec.Command("git", "--exec-path"))
 	if err != nil {
 		t.Fatalf("git --exec-path: %v", err)
 	}
@@ -94,7 +94,7 @@ func runGit(t testing.TB, dir string, args ...string) string {
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
-	out, err := cmd.CombinedOutput()
+	out, err := CombinedOutput(cmd)
 	if err != nil {
 		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -104,5 +104,5 @@ func runGit(t testing.TB, dir string, args ...string) string {
 func runGitOK(dir string, args ...string) bool {
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
-	return cmd.Run() == nil
+	return runCmd(cmd) == nil
 }

@@ -26,7 +26,7 @@ type GitServer struct {
 // exec path (the git package of every distribution has it).
 func StartGitServer(t testing.TB, user, password string) *GitServer {
 	t.Helper()
-	out, err := exec.Command("git", "--exec-path").Output()
+	out, err := output(exec.Command("git", "--exec-path"))
 	if err != nil {
 		requireDependency(t, "git is not installed", "install git (`apt-get install -y git`)")
 	}
@@ -77,7 +77,7 @@ func (g *GitServer) CreateRepo(t testing.TB, name string, files map[string]strin
 // repository name points to, and whether it exists.
 func (g *GitServer) Ref(t testing.TB, name, ref string) (string, bool) {
 	t.Helper()
-	out, err := g.command("", "--git-dir", g.path(name), "rev-parse", "--verify", "-q", ref+"^{commit}").Output()
+	out, err := output(g.command("", "--git-dir", g.path(name), "rev-parse", "--verify", "-q", ref+"^{commit}"))
 	if err != nil {
 		return "", false
 	}
@@ -104,7 +104,7 @@ func (g *GitServer) path(name string) string { return filepath.Join(g.root, name
 func (g *GitServer) git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := g.command(dir, args...)
-	out, err := cmd.CombinedOutput()
+	out, err := CombinedOutput(cmd)
 	if err != nil {
 		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 	}

@@ -23,7 +23,7 @@ func TestGitServer(t *testing.T) {
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0",
 			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-		out, err := cmd.CombinedOutput()
+		out, err := testenv.CombinedOutput(cmd)
 		return string(out), err
 	}
 	withAuth := func(user, password string) string {

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -45,4 +46,20 @@ func runCmd(cmd *exec.Cmd) error {
 		return err
 	}
 	return subreaper.Wait(cmd)
+}
+
+// CombinedOutput is cmd.CombinedOutput through the subreaper when there
+// is one, and output cmd.Output (see runCmd).
+func CombinedOutput(cmd *exec.Cmd) ([]byte, error) {
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	err := runCmd(cmd)
+	return b.Bytes(), err
+}
+
+func output(cmd *exec.Cmd) ([]byte, error) {
+	var b bytes.Buffer
+	cmd.Stdout = &b
+	err := runCmd(cmd)
+	return b.Bytes(), err
 }

@@ -298,10 +298,12 @@ type ModelSpec struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9_.:/@-]*$`
 	Name string `json:"name"`
 
-	// baseURL overrides the provider's API endpoint; required for openai-compatible.
+	// baseURL overrides the provider's API endpoint; required for openai-compatible. It
+	// carries no credentials (user:password@): anyone who can read the session could read them.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="baseURL must be an http or https URL"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@')",message="baseURL must not carry credentials; put the API key in a Secret and name it in apiKeySecretRef"
 	BaseURL string `json:"baseURL,omitempty"`
 
 	// apiKeySecretRef names the Secret key that holds the API key. It is given only to the

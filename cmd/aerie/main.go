@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/aerie-run/aerie/runner/config"
+	"github.com/aerie-run/aerie/runner/harden"
 	"github.com/aerie-run/aerie/runner/session"
 )
 
@@ -27,6 +28,12 @@ var (
 )
 
 func main() {
+	// Before anything holds a secret: tools run as this user must not read
+	// this process's environment or memory.
+	if err := harden.Process(); err != nil {
+		fmt.Fprintf(os.Stderr, "aerie: %v\n", err)
+		os.Exit(1)
+	}
 	// SIGINT and SIGTERM cancel the context instead of killing the process,
 	// so commands can clean up (aerie run tears down its processes and
 	// drains its journal) and exit with the status the signal calls for.

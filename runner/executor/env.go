@@ -10,7 +10,7 @@ import (
 // the defaults (PATH, HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE, LC_*,
 // TERM, COLORTERM, NO_COLOR, TZ, TMPDIR, SSL_CERT_FILE, SSL_CERT_DIR) and
 // the names in pass, where "NAME_*" matches a prefix — and never one that
-// Secret reports, whatever pass says. Then it applies set: KEY=VALUE
+// Secret reports or a dynamic loader variable (LD_*), whatever pass says. Then it applies set: KEY=VALUE
 // entries added as given, overriding (a secret set explicitly is the
 // caller's decision). The result is sorted, one entry per name.
 //
@@ -22,7 +22,7 @@ func Environ(base, pass, set []string) []string {
 	env := make(map[string]string)
 	for _, kv := range base {
 		name, value, ok := strings.Cut(kv, "=")
-		if !ok || name == "" || Secret(name) {
+		if !ok || name == "" || Secret(name) || loaderVariable(name) {
 			continue
 		}
 		if _, dup := env[name]; dup {
@@ -59,6 +59,13 @@ func passedByDefault(name string) bool {
 	}
 	return strings.HasPrefix(name, "LC_")
 }
+
+// loaderVariable reports whether name is one of the dynamic loader's
+// variables (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, ...), which Environ
+// never passes through from the base environment either: whatever set
+// them in the runner's environment would otherwise load its code into
+// every tool. A tool that needs one gets it set explicitly.
+func loaderVariable(name string) bool { return strings.HasPrefix(name, "LD_") }
 
 // Secret reports whether the variable name is one Environ never passes
 // through from the base environment, even when asked to by name: aerie's

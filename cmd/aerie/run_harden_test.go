@@ -1,13 +1,14 @@
 package main
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/aerie-run/aerie/hack/testenv"
 )
 
 // nobody is the user a root test runs aerie as, so that aerie and its
@@ -73,7 +74,7 @@ func (e *e2e) asUnprivileged(t *testing.T) string {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	bin := filepath.Join(dir, "aerie")
-	copyFile(t, os.Args[0], bin, 0o755)
+	testenv.CopyFile(t, os.Args[0], bin, 0o755)
 	e.ws, e.home = filepath.Join(dir, "ws"), filepath.Join(dir, "home")
 	for _, d := range []string{e.ws, e.home} {
 		if err := os.Mkdir(d, 0o700); err != nil {
@@ -100,23 +101,4 @@ func (e *e2e) asUnprivileged(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return bin
-}
-
-func copyFile(t *testing.T, from, to string, mode os.FileMode) {
-	t.Helper()
-	src, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -476,6 +476,7 @@ type PVCWorkspace struct {
 }
 
 // GitWorkspace clones a git repository into the workspace.
+// +kubebuilder:validation:XValidation:rule="!has(self.push) || !has(self.push.secretRef) || self.url.matches('^https?://')",message="push.secretRef needs an https (or http) url: push credentials are only sent over HTTP"
 type GitWorkspace struct {
 	// url of the repository (https://, http://, ssh:// or scp-like git@host:path).
 	// Credentials never go in the URL: use secretRef.
@@ -502,6 +503,55 @@ type GitWorkspace struct {
 	// known_hosts) for SSH. Only the clone step sees it; the agent and its tools never do.
 	// +optional
 	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+
+	// push commits the workspace's changes when the agent completes its task and pushes
+	// them to a branch of url.
+	// +optional
+	Push *GitPush `json:"push,omitempty"`
+}
+
+// GitPush delivers the work: after the agent ends with outcome Completed, a container that
+// holds no model key commits the workspace's files onto the cloned commit and pushes the
+// commit to branch. Hooks and git configuration in the workspace are never used.
+type GitPush struct {
+	// branch is the branch pushed to; default aerie/<session name>. An existing branch
+	// must be an ancestor of the new commit (the push is never forced).
+	// +optional
+	// +kubebuilder:validation:MaxLength=200
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._/-]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..') && !self.contains('//') && !self.endsWith('/') && !self.endsWith('.') && !self.endsWith('.lock')",message="branch must be a valid git branch name: no '..' or '//', not ending in '/', '.' or '.lock'"
+	Branch string `json:"branch,omitempty"`
+
+	// commitMessage is the commit's message; default names the session.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	CommitMessage string `json:"commitMessage,omitempty"`
+
+	// author of the commit (also its committer); default aerie <aerie@localhost>.
+	// +optional
+	Author *GitAuthor `json:"author,omitempty"`
+
+	// secretRef names a Secret in the session's namespace with the push credentials, keys
+	// username and password (a token); unset uses workspace.git.secretRef. Only the push
+	// container sees it: neither the agent, which holds the model key, nor its tools.
+	// +optional
+	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+}
+
+// GitAuthor is a commit's author.
+type GitAuthor struct {
+	// name of the author.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[<>\\n]')",message="author name must not contain '<', '>' or a newline"
+	Name string `json:"name"`
+	// email of the author.
+	// +required
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[^<>\s@]+@[^<>\s@]+$`
+	Email string `json:"email"`
 }
 
 // ForkSource identifies the session and point to fork from.
@@ -637,7 +687,7 @@ func (p AgentSessionPhase) Finished() bool {
 }
 
 // Outcome is how the agent run ended, as the runner reports it.
-// +kubebuilder:validation:Enum=Completed;Failed;Cancelled;BudgetExceeded;TimedOut;Error;ResultInvalid
+// +kubebuilder:validation:Enum=Completed;Failed;Cancelled;BudgetExceeded;TimedOut;Error;ResultInvalid;PushFailed
 type Outcome string
 
 const (
@@ -657,6 +707,9 @@ const (
 	// OutcomeResultInvalid: spec.result asked for a structured result and the agent ended
 	// without a valid one.
 	OutcomeResultInvalid Outcome = "ResultInvalid"
+	// OutcomePushFailed: the agent completed its task but spec.workspace.git.push could not
+	// commit or push the work.
+	OutcomePushFailed Outcome = "PushFailed"
 )
 
 // AgentSessionStatus is the observed state of an AgentSession.
@@ -768,7 +821,8 @@ type Usage struct {
 
 // Result is how a finished session ended.
 type Result struct {
-	// outcome: Completed, Failed, Cancelled, BudgetExceeded, TimedOut or Error.
+	// outcome: Completed, Failed, Cancelled, BudgetExceeded, TimedOut, Error, ResultInvalid or
+	// PushFailed.
 	// +optional
 	Outcome Outcome `json:"outcome,omitempty"`
 	// summary is a short summary of what the agent did, from its final message.
@@ -794,6 +848,12 @@ type Result struct {
 	// here; `aerie get NAME --result` prints it from there.
 	// +optional
 	StructuredRef *StructuredResultRef `json:"structuredRef,omitempty"`
+	// commit is the commit spec.workspace.git.push pushed.
+	// +optional
+	Commit string `json:"commit,omitempty"`
+	// branch is the branch the commit was pushed to.
+	// +optional
+	Branch string `json:"branch,omitempty"`
 }
 
 // StructuredResultRef is where the session store keeps a structured result.

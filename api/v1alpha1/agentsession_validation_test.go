@@ -174,6 +174,30 @@ func testInvalidSpecs(t *testing.T, cp *testenv.ControlPlane) {
 		{"git URL not a URL", func(s *v1.AgentSession) {
 			s.Spec.Workspace = &v1.WorkspaceSpec{Git: &v1.GitWorkspace{URL: "file:///etc"}}
 		}, []string{"spec.workspace.git.url", "url must be an https, http, ssh or git URL"}},
+		{"push credentials over ssh", func(s *v1.AgentSession) {
+			s.Spec.Workspace = &v1.WorkspaceSpec{Git: &v1.GitWorkspace{URL: "ssh://git@example.com/repo.git",
+				Push: &v1.GitPush{SecretRef: &corev1.LocalObjectReference{Name: "push"}}}}
+		}, []string{"spec.workspace.git", "push.secretRef needs an https (or http) url"}},
+		{"push branch with ..", func(s *v1.AgentSession) {
+			s.Spec.Workspace = &v1.WorkspaceSpec{Git: &v1.GitWorkspace{URL: "https://example.com/repo.git",
+				Push: &v1.GitPush{Branch: "aerie/a..b"}}}
+		}, []string{"spec.workspace.git.push.branch", "valid git branch name"}},
+		{"push branch ending in .lock", func(s *v1.AgentSession) {
+			s.Spec.Workspace = &v1.WorkspaceSpec{Git: &v1.GitWorkspace{URL: "https://example.com/repo.git",
+				Push: &v1.GitPush{Branch: "fix.lock"}}}
+		}, []string{"spec.workspace.git.push.branch", "valid git branch name"}},
+		{"push branch an option", func(s *v1.AgentSession) {
+			s.Spec.Workspace = &v1.WorkspaceSpec{Git: &v1.GitWorkspace{URL: "https://example.com/repo.git",
+				Push: &v1.GitPush{Branch: "-f"}}}
+		}, []string{"spec.workspace.git.push.branch"}},
+		{"push author email without @", func(s *v1.AgentSession) {
+			s.Spec.Workspace = &v1.WorkspaceSpec{Git: &v1.GitWorkspace{URL: "https://example.com/repo.git",
+				Push: &v1.GitPush{Author: &v1.GitAuthor{Name: "Bot", Email: "bot"}}}}
+		}, []string{"spec.workspace.git.push.author.email"}},
+		{"push author name with <", func(s *v1.AgentSession) {
+			s.Spec.Workspace = &v1.WorkspaceSpec{Git: &v1.GitWorkspace{URL: "https://example.com/repo.git",
+				Push: &v1.GitPush{Author: &v1.GitAuthor{Name: "Bot <x@y>", Email: "bot@example.com"}}}}
+		}, []string{"spec.workspace.git.push.author.name", "must not contain '<'"}},
 		{"forkFrom at sequence 0", func(s *v1.AgentSession) {
 			s.Spec.ForkFrom = &v1.ForkSource{Session: "earlier", AtSequence: ptr.To[int64](0)}
 		}, []string{"spec.forkFrom.atSequence"}},

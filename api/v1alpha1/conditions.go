@@ -18,6 +18,10 @@ const (
 	// ConditionAwaitingApproval is True while the session is paused on a tool call a hook
 	// asks a person about, the message naming the call; False once the session resumed.
 	ConditionAwaitingApproval = "AwaitingApproval"
+
+	// ConditionPushed is True when spec.workspace.git.push pushed the work (reason Pushed) or
+	// found nothing to push (NothingToPush); False when the push failed (PushFailed).
+	ConditionPushed = "Pushed"
 )
 
 // Condition reasons of an AgentSession.
@@ -56,6 +60,12 @@ const (
 	ReasonApprovalDecided = "ApprovalDecided"
 	// ReasonApprovalTimedOut: approvalTimeout passed without a decision; the call was denied.
 	ReasonApprovalTimedOut = "ApprovalTimedOut"
+	// ReasonPushed: the workspace's changes were committed and pushed.
+	ReasonPushed = "Pushed"
+	// ReasonNothingToPush: the workspace had no changes to commit; nothing was pushed.
+	ReasonNothingToPush = "NothingToPush"
+	// ReasonPushFailed: the work could not be committed or pushed.
+	ReasonPushFailed = "PushFailed"
 	// ReasonAccepted: references resolved and the runner configuration rendered.
 	ReasonAccepted = "Accepted"
 )

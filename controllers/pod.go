@@ -42,6 +42,7 @@ const (
 	ContainerAgent     = "agent"
 	ContainerWorkspace = "workspace"
 	ContainerGitClone  = "git-clone"
+	ContainerGitPush   = "git-push"
 )
 
 // Volume names and mount paths of a runner pod.
@@ -52,6 +53,8 @@ const (
 	volumeAgentTmp     = "agent-tmp"
 	volumeWorkspaceTmp = "workspace-tmp"
 	volumeGitSecret    = "git-credentials"
+	volumeDelivery     = "delivery"
+	volumePushTmp      = "git-push-tmp"
 	tmpDir             = "/tmp"
 	gitSecretDir       = "/etc/aerie/git"
 )
@@ -154,6 +157,7 @@ func runnerConfig(s *aeriev1alpha1.AgentSession, a attempt) runconfig.Config {
 			Name:     s.Spec.Model.Name,
 			BaseURL:  s.Spec.Model.BaseURL,
 		},
+		Push:         pushConfig(s),
 		Toolset:      s.Spec.Toolset,
 		Persona:      s.Spec.Persona,
 		HookApproval: string(s.Spec.HookApproval),
@@ -275,13 +279,24 @@ func desiredPod(cfg Config, s *aeriev1alpha1.AgentSession, a attempt) *corev1.Po
 	var inits []corev1.Container
 	if w := s.Spec.Workspace; w != nil && w.Git != nil {
 		clone, vol := gitClone(cfg, w.Git, mounts.workspace)
-		inits = append(inits, clone)
 		if vol != nil {
 			volumes = append(volumes, *vol)
+		}
+		if w.Git.Push != nil {
+			clone.Env = append(clone.Env, corev1.EnvVar{Name: "AERIE_BASE_FILE", Value: runconfig.DefaultBaseFile})
+			clone.VolumeMounts = append(clone.VolumeMounts, deliveryMount)
+			volumes = append(volumes, deliveryVolumes()...)
+			inits = append(inits, clone, gitPush(cfg, s, image, mounts.workspace))
+		} else {
+			inits = append(inits, clone)
 		}
 	}
 	inits = append(inits, workspaceContainer(cfg, image, runner, mounts))
 
+	agent := agentContainer(cfg, s, image, mounts)
+	if w := s.Spec.Workspace; w != nil && w.Git != nil && w.Git.Push != nil {
+		agent.VolumeMounts = append(agent.VolumeMounts, deliveryMount)
+	}
 	pod := &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -306,7 +321,7 @@ func desiredPod(cfg Config, s *aeriev1alpha1.AgentSession, a attempt) *corev1.Po
 				SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			InitContainers: inits,
-			Containers:     []corev1.Container{agentContainer(cfg, s, image, mounts)},
+			Containers:     []corev1.Container{agent},
 			Volumes:        volumes,
 		},
 	}
@@ -522,6 +537,7 @@ git init -q .
 git remote add origin "$AERIE_GIT_URL"
 git fetch -q ${AERIE_GIT_DEPTH:+--depth "$AERIE_GIT_DEPTH"} origin "${AERIE_GIT_REF:-HEAD}"
 git checkout -q FETCH_HEAD
+if [ -n "${AERIE_BASE_FILE:-}" ]; then git rev-parse HEAD > "$AERIE_BASE_FILE"; fi
 echo "cloned $AERIE_GIT_URL ${AERIE_GIT_REF:-HEAD} at $(git rev-parse HEAD)"
 `
 
@@ -590,4 +606,98 @@ func maxAttempts(s *aeriev1alpha1.AgentSession) int32 {
 		return s.Spec.Retry.MaxAttempts
 	}
 	return defaultMaxAttempts
+}
+
+// deliveryMount is the delivery volume in the containers that share it:
+// git-clone records the cloned commit there, git-push serves its socket
+// there and the agent connects to it. The workspace container, where the
+// tools run, never mounts it.
+var deliveryMount = corev1.VolumeMount{Name: volumeDelivery, MountPath: runconfig.DeliveryDir}
+
+// deliveryVolumes are the volumes of spec.workspace.git.push: the delivery
+// volume (memory-backed: a commit id and a socket) and git-push's /tmp.
+func deliveryVolumes() []corev1.Volume {
+	return []corev1.Volume{
+		{Name: volumeDelivery, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			Medium:    corev1.StorageMediumMemory,
+			SizeLimit: ptr.To(resource.MustParse("1Mi")),
+		}}},
+		{Name: volumePushTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+}
+
+// gitPush is the native sidecar that delivers the work when the runner
+// asks (aerie git-push): the only container with the push credentials,
+// which holds no model key. It reads the workspace's files, read-only, as
+// the workspace user (the tools' files are theirs), and works in a bare
+// repository of its own in its own /tmp.
+func gitPush(cfg Config, s *aeriev1alpha1.AgentSession, image string, workspace corev1.VolumeMount) corev1.Container {
+	g := s.Spec.Workspace.Git
+	p := g.Push
+	branch := p.Branch
+	if branch == "" {
+		branch = defaultPushBranch(s.Name)
+	}
+	message := p.CommitMessage
+	if message == "" {
+		message = fmt.Sprintf("aerie: work of session %s/%s", s.Namespace, s.Name)
+	}
+	name, email := "aerie", "aerie@localhost"
+	if p.Author != nil {
+		name, email = p.Author.Name, p.Author.Email
+	}
+	env := []corev1.EnvVar{
+		{Name: envHome, Value: tmpDir},
+		{Name: envTmpDir, Value: tmpDir},
+		{Name: runconfig.PushURLEnv, Value: g.URL},
+		{Name: runconfig.PushBranchEnv, Value: branch},
+		{Name: runconfig.PushMessageEnv, Value: message},
+		{Name: runconfig.PushAuthorNameEnv, Value: name},
+		{Name: runconfig.PushAuthorEmailEnv, Value: email},
+	}
+	secret := p.SecretRef
+	if secret == nil {
+		secret = g.SecretRef
+	}
+	if secret != nil {
+		key := func(k string) *corev1.EnvVarSource {
+			return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: *secret, Key: k, Optional: ptr.To(true),
+			}}
+		}
+		env = append(env,
+			corev1.EnvVar{Name: runconfig.PushUsernameEnv, ValueFrom: key("username")},
+			corev1.EnvVar{Name: runconfig.PushPasswordEnv, ValueFrom: key("password")},
+		)
+	}
+	ws := workspace
+	ws.ReadOnly = true
+	return corev1.Container{
+		Name:            ContainerGitPush,
+		Image:           image,
+		ImagePullPolicy: cfg.ImagePullPolicy,
+		Command: []string{
+			cfg.RunnerCommand, "git-push",
+			"--socket", runconfig.DefaultPushSocket,
+			"--workspace", runconfig.DefaultWorkspace,
+			"--base-file", runconfig.DefaultBaseFile,
+		},
+		RestartPolicy:            ptr.To(corev1.ContainerRestartPolicyAlways),
+		Env:                      env,
+		VolumeMounts:             []corev1.VolumeMount{ws, deliveryMount, {Name: volumePushTmp, MountPath: tmpDir}},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          containerSecurity(cfg.WorkspaceUser),
+	}
+}
+
+// defaultPushBranch is spec.workspace.git.push.branch when unset.
+func defaultPushBranch(session string) string { return "aerie/" + session }
+
+// pushConfig is the runner's push configuration: set when the session
+// delivers its work with spec.workspace.git.push.
+func pushConfig(s *aeriev1alpha1.AgentSession) *runconfig.Push {
+	if w := s.Spec.Workspace; w == nil || w.Git == nil || w.Git.Push == nil {
+		return nil
+	}
+	return &runconfig.Push{Socket: runconfig.DefaultPushSocket}
 }

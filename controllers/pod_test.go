@@ -47,7 +47,8 @@ func fullSession() *aeriev1alpha1.AgentSession {
 	s := minimalSession()
 	s.Spec.Model.MaxOutputTokens = ptr.To(int64(16384))
 	s.Spec.Workspace = &aeriev1alpha1.WorkspaceSpec{
-		Git:        &aeriev1alpha1.GitWorkspace{URL: "https://github.com/example/service.git", Ref: "main", Depth: 50, SecretRef: &corev1.LocalObjectReference{Name: "git-credentials"}},
+		Git: &aeriev1alpha1.GitWorkspace{URL: "https://github.com/example/service.git", Ref: "main", Depth: 50, SecretRef: &corev1.LocalObjectReference{Name: "git-credentials"},
+			Push: &aeriev1alpha1.GitPush{CommitMessage: "Fix the tests", SecretRef: &corev1.LocalObjectReference{Name: "git-push-credentials"}}},
 		WorkingDir: "services/billing",
 	}
 	s.Spec.Budget = &aeriev1alpha1.Budget{MaxDuration: &metav1.Duration{Duration: 30 * time.Minute}, MaxTurns: ptr.To(int32(60)), MaxTokens: ptr.To(int64(4000000))}
@@ -175,8 +176,27 @@ func TestDesiredPodProperties(t *testing.T) {
 	if diff := cmp.Diff([]string{"GIT_USERNAME", "GIT_PASSWORD"}, secretsOf(containers[ContainerGitClone])); diff != "" {
 		t.Errorf("git-clone container secrets (-want +got):\n%s", diff)
 	}
+	// The push credentials: only in git-push, which holds no model key and
+	// reads the workspace read-only; the tools never see the delivery volume.
+	push := containers[ContainerGitPush]
+	if diff := cmp.Diff([]string{runconfig.PushUsernameEnv, runconfig.PushPasswordEnv}, secretsOf(push)); diff != "" {
+		t.Errorf("git-push container secrets (-want +got):\n%s", diff)
+	}
+	for _, e := range push.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef.Name != "git-push-credentials" {
+			t.Errorf("git-push reads %s from Secret %s", e.Name, e.ValueFrom.SecretKeyRef.Name)
+		}
+	}
+	for _, m := range push.VolumeMounts {
+		if m.Name == volumeWorkspace && !m.ReadOnly {
+			t.Error("git-push mounts the workspace read-write")
+		}
+	}
+	if push.RestartPolicy == nil || *push.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Error("git-push is not a native sidecar")
+	}
 	for _, m := range containers[ContainerWorkspace].VolumeMounts {
-		if m.Name == volumeConfig || m.Name == volumeGitSecret {
+		if m.Name == volumeConfig || m.Name == volumeGitSecret || m.Name == volumeDelivery {
 			t.Errorf("workspace container mounts %s", m.Name)
 		}
 	}

@@ -192,6 +192,9 @@ func terminated(pod *corev1.Pod, t *corev1.ContainerStateTerminated, cancelling 
 		r.Outcome, r.Reason = aeriev1alpha1.OutcomeResultInvalid, aeriev1alpha1.ReasonResultInvalid
 	default: // ExitFailure, ExitConfig and codes the runner never uses
 		r.Outcome, r.Reason = aeriev1alpha1.OutcomeError, aeriev1alpha1.ReasonRunnerError
+		if r.Report != nil && r.Report.Outcome == runconfig.OutcomePushFailed {
+			r.Outcome, r.Reason = aeriev1alpha1.OutcomePushFailed, aeriev1alpha1.ReasonPushFailed
+		}
 	}
 	if r.Message == "" {
 		r.Message = fmt.Sprintf("the runner exited with code %d", code)
@@ -527,6 +530,7 @@ func (u *statusUpdate) finish(r podResult) {
 		st.Result.Summary = r.Report.Summary
 		st.Usage = usage(r.Report)
 		st.Result.Structured, st.Result.StructuredRef = structured(r.Report)
+		u.pushed(r.Report.Push)
 	}
 	succeeded := metav1.ConditionFalse
 	if r.Outcome == aeriev1alpha1.OutcomeCompleted {
@@ -537,6 +541,24 @@ func (u *statusUpdate) finish(r podResult) {
 	if podReady == nil || podReady.Status != metav1.ConditionFalse {
 		u.set(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, r.Reason, "the session finished")
 	}
+}
+
+// pushed records the delivery of spec.workspace.git.push: the commit and
+// branch in the result and the Pushed condition.
+func (u *statusUpdate) pushed(p *runconfig.PushReport) {
+	if p == nil {
+		return
+	}
+	u.st.Result.Branch = p.Branch
+	u.st.Result.Commit = p.Commit
+	status, reason := metav1.ConditionTrue, aeriev1alpha1.ReasonPushed
+	switch {
+	case p.Error != "":
+		status, reason = metav1.ConditionFalse, aeriev1alpha1.ReasonPushFailed
+	case p.NothingToPush:
+		reason = aeriev1alpha1.ReasonNothingToPush
+	}
+	u.set(aeriev1alpha1.ConditionPushed, status, reason, truncateMessage(p.Message()))
 }
 
 // event is a Kubernetes event to record.

@@ -379,7 +379,7 @@ func TestComputeStatusOutcomes(t *testing.T) {
 		aeriev1alpha1.OutcomeCompleted: aeriev1alpha1.PhaseSucceeded, aeriev1alpha1.OutcomeFailed: aeriev1alpha1.PhaseFailed,
 		aeriev1alpha1.OutcomeCancelled: aeriev1alpha1.PhaseCancelled, aeriev1alpha1.OutcomeBudgetExceeded: aeriev1alpha1.PhaseFailed,
 		aeriev1alpha1.OutcomeError: aeriev1alpha1.PhaseFailed, aeriev1alpha1.OutcomeTimedOut: aeriev1alpha1.PhaseFailed,
-		aeriev1alpha1.OutcomeResultInvalid: aeriev1alpha1.PhaseFailed,
+		aeriev1alpha1.OutcomeResultInvalid: aeriev1alpha1.PhaseFailed, aeriev1alpha1.OutcomePushFailed: aeriev1alpha1.PhaseFailed,
 	} {
 		s := minimalSession()
 		s.Status = aeriev1alpha1.AgentSessionStatus{Phase: aeriev1alpha1.PhaseRunning, Attempts: 1}
@@ -428,6 +428,53 @@ func TestComputeStatusStructured(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.wantRef, st.Result.StructuredRef); diff != "" {
 				t.Errorf("structuredRef (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestComputeStatusPushed: the delivery of spec.workspace.git.push is the
+// result's commit and branch and the Pushed condition; a failed push is
+// outcome PushFailed.
+func TestComputeStatusPushed(t *testing.T) {
+	t.Parallel()
+	now := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	commit := "0123456789abcdef0123456789abcdef01234567"
+	failed := &runconfig.PushReport{Branch: "aerie/x", Error: "git push: exit status 1: ! [remote rejected] frozen"}
+	tests := []struct {
+		name         string
+		code         int32
+		push         *runconfig.PushReport
+		outcome      aeriev1alpha1.Outcome
+		status       metav1.ConditionStatus
+		reason, want string
+	}{
+		{"pushed", 0, &runconfig.PushReport{Branch: "aerie/x", Commit: commit}, aeriev1alpha1.OutcomeCompleted,
+			metav1.ConditionTrue, aeriev1alpha1.ReasonPushed, "pushed commit " + commit + " to branch aerie/x"},
+		{"nothing", 0, &runconfig.PushReport{Branch: "aerie/x", NothingToPush: true}, aeriev1alpha1.OutcomeCompleted,
+			metav1.ConditionTrue, aeriev1alpha1.ReasonNothingToPush, "nothing to push to branch aerie/x"},
+		{"failed", 1, failed, aeriev1alpha1.OutcomePushFailed,
+			metav1.ConditionFalse, aeriev1alpha1.ReasonPushFailed, "push to branch aerie/x failed: git push"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rep := runconfig.Report{Outcome: runconfig.OutcomeCompleted, ExitCode: int(tt.code), Push: tt.push}
+			if tt.push.Error != "" {
+				rep.Outcome, rep.Reason = runconfig.OutcomePushFailed, tt.push.Message()
+			}
+			phase := corev1.PodSucceeded
+			if tt.code != 0 {
+				phase = corev1.PodFailed
+			}
+			r := observePod(podWith(phase, exited(tt.code, report(t, rep))), false)
+			s := minimalSession()
+			s.Status = aeriev1alpha1.AgentSessionStatus{Phase: aeriev1alpha1.PhaseRunning, Attempts: 1}
+			st := computeStatus(s, now, observation{pod: r})
+			c := meta.FindStatusCondition(st.Conditions, aeriev1alpha1.ConditionPushed)
+			if st.Result.Outcome != tt.outcome || c == nil || c.Status != tt.status || c.Reason != tt.reason ||
+				!strings.HasPrefix(c.Message, tt.want) || st.Result.Branch != "aerie/x" || st.Result.Commit != tt.push.Commit {
+				t.Errorf("outcome %s, Pushed %+v, result %+v", st.Result.Outcome, c, st.Result)
 			}
 		})
 	}

@@ -120,6 +120,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newExtensionsCmd(a),
 		newMCPCmd(a),
 		newRunnerCmd(a),
+		newGitPushCmd(a),
 		newPluginCmd(a),
 	)
 	root.AddCommand(newKubeCmds(a)...)

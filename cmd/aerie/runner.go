@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aerie-run/aerie/cmd/internal/cli"
+	"github.com/aerie-run/aerie/runner/delivery"
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/session"
@@ -145,6 +146,9 @@ func (a *app) runAttempt(
 		}
 		return rep, err
 	}
+	if cfg.Push != nil && res.ExitCode == runconfig.ExitCompleted {
+		res = deliver(ctx, cfg.Push.Socket, res, logger)
+	}
 	if res.ExitCode != runconfig.ExitCompleted {
 		msg := res.Outcome
 		if res.Reason != "" {
@@ -153,6 +157,27 @@ func (a *app) runAttempt(
 		return res, &cli.ExitError{Code: res.ExitCode, Err: errors.New(msg)}
 	}
 	return res, nil
+}
+
+// pushTimeout bounds the wait for the git-push container's answer.
+const pushTimeout = 15 * time.Minute
+
+// deliver has the git-push container commit and push the work of the
+// completed attempt res, and reports how it went: a failure makes the
+// outcome push_failed, never a silent success.
+func deliver(ctx context.Context, socket string, res runconfig.Report, logger *slog.Logger) runconfig.Report {
+	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
+	defer cancel()
+	r, err := delivery.Request(ctx, socket)
+	if err != nil {
+		r.Error = err.Error()
+	}
+	res.Push = &runconfig.PushReport{Branch: r.Branch, Commit: r.Commit, NothingToPush: r.NothingToPush, Error: r.Error}
+	logger.Info("delivery", "branch", r.Branch, "commit", r.Commit, "nothingToPush", r.NothingToPush, "error", r.Error)
+	if r.Error != "" {
+		res.Outcome, res.ExitCode, res.Reason = runconfig.OutcomePushFailed, runconfig.ExitFailure, res.Push.Message()
+	}
+	return res
 }
 
 func (a *app) getenv(name string) string {

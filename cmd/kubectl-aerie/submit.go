@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
@@ -424,7 +425,10 @@ the database of --db (default: $` + runconfig.DatabaseURLEnv + `).`,
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Name, cli.Dash(string(s.Status.Phase)), outcome,
 					turns, tokens, cli.Dash(s.Status.SessionID), cli.Age(time.Now(), s.CreationTimestamp.Time))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return printPushed(cmd.OutOrStdout(), args, items)
 		},
 	}
 	kube.add(cmd.Flags())
@@ -436,6 +440,21 @@ the database of --db (default: $` + runconfig.DatabaseURLEnv + `).`,
 			"(default: $"+runconfig.DatabaseURLEnv+")")
 	cmd.Flags().BoolVar(&result, "result", false, "print the session's structured result (JSON)")
 	return cmd
+}
+
+// printPushed follows the table of one session that delivered its work
+// (spec.workspace.git.push) with how the push went: the commit and branch,
+// nothing to push, or why it failed.
+func printPushed(w io.Writer, args []string, items []aeriev1.AgentSession) error {
+	if len(args) != 1 || len(items) != 1 {
+		return nil
+	}
+	c := meta.FindStatusCondition(items[0].Status.Conditions, aeriev1.ConditionPushed)
+	if c == nil {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "%s: %s\n", c.Reason, c.Message)
+	return err
 }
 
 func newCancelCmd() *cobra.Command {

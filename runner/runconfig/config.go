@@ -137,6 +137,9 @@ type Config struct {
 	Result *ResultSchema `json:"result,omitempty"`
 
 	Executor Executor `json:"executor"`
+
+	// Push, when set, delivers the work after the agent completed.
+	Push *Push `json:"push,omitempty"`
 }
 
 // ResultSchema is the JSON Schema of the structured result an attempt must
@@ -288,7 +291,7 @@ func fieldErr(field, format string, args ...any) error {
 func (c *Config) Validate() error {
 	errs := slices.Concat(
 		c.validateIdentity(), c.validateSession(), c.validateModel(), c.validateHookApproval(),
-		c.validateLayers(), c.validateTrust(), c.validateBudget(), c.validateExecutor(),
+		c.validateLayers(), c.validateTrust(), c.validateBudget(), c.validateExecutor(), c.validatePush(),
 	)
 	if len(errs) == 0 {
 		return nil

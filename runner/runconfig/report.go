@@ -47,6 +47,8 @@ type Report struct {
 	// Result is the structured result the session was asked for, when
 	// the model submitted a valid one (see ResultRef).
 	Result *Result `json:"result,omitempty"`
+	// Push is how the delivery of spec.workspace.git.push went.
+	Push *PushReport `json:"push,omitempty"`
 }
 
 // Result is the structured result of an attempt: the value itself when it
@@ -103,6 +105,9 @@ type Usage struct {
 // long error message cannot crowd out the summary.
 const maxReasonBytes = 1024
 
+// maxPushErrorBytes bounds a failed push's error in a Report.
+const maxPushErrorBytes = 512
+
 // EncodeReport encodes r in at most MaxReportBytes: the reason is cut to
 // 1 KiB, then the summary to what room is left, then, if need be, the reason
 // to what room is left without a summary. Cuts fall on rune boundaries and
@@ -114,6 +119,11 @@ const maxReasonBytes = 1024
 func EncodeReport(r Report) ([]byte, error) {
 	if len(r.Reason) > maxReasonBytes {
 		r.Reason = shorten(r.Reason, maxReasonBytes)
+	}
+	if p := r.Push; p != nil {
+		c := *p
+		c.Error = shorten(c.Error, maxPushErrorBytes)
+		r.Push = &c
 	}
 	if a := r.Approval; a != nil {
 		c := *a

@@ -476,7 +476,7 @@ type PVCWorkspace struct {
 }
 
 // GitWorkspace clones a git repository into the workspace.
-// +kubebuilder:validation:XValidation:rule="!has(self.push) || !has(self.push.secretRef) || self.url.matches('^https?://')",message="push.secretRef needs an https (or http) url: push credentials are only sent over HTTP"
+// +kubebuilder:validation:XValidation:rule="!has(self.push) || self.url.matches('^https?://')",message="push needs an https (or http) url: the work and its credentials are pushed over HTTP only"
 type GitWorkspace struct {
 	// url of the repository (https://, http://, ssh:// or scp-like git@host:path).
 	// Credentials never go in the URL: use secretRef.

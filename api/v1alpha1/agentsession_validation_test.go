@@ -177,7 +177,10 @@ func testInvalidSpecs(t *testing.T, cp *testenv.ControlPlane) {
 		{"push credentials over ssh", func(s *v1.AgentSession) {
 			s.Spec.Workspace = &v1.WorkspaceSpec{Git: &v1.GitWorkspace{URL: "ssh://git@example.com/repo.git",
 				Push: &v1.GitPush{SecretRef: &corev1.LocalObjectReference{Name: "push"}}}}
-		}, []string{"spec.workspace.git", "push.secretRef needs an https (or http) url"}},
+		}, []string{"spec.workspace.git", "push needs an https (or http) url"}},
+		{"push over git://", func(s *v1.AgentSession) {
+			s.Spec.Workspace = &v1.WorkspaceSpec{Git: &v1.GitWorkspace{URL: "git://example.com/repo.git", Push: &v1.GitPush{}}}
+		}, []string{"spec.workspace.git", "push needs an https (or http) url"}},
 		{"push branch with ..", func(s *v1.AgentSession) {
 			s.Spec.Workspace = &v1.WorkspaceSpec{Git: &v1.GitWorkspace{URL: "https://example.com/repo.git",
 				Push: &v1.GitPush{Branch: "aerie/a..b"}}}

@@ -46,7 +46,7 @@ func (r *run) rootTool() tools.Tool {
 	if r.opts.Subagents != nil && r.opts.Subagents.MaxDepth == 0 {
 		return nil
 	}
-	return subagent.NewTool(r.tree, 0, &spawner{r: r, parent: r.sess.ID}, r.children)
+	return subagent.NewTool(r.tree, 0, r.sess.ID, &spawner{r: r, parent: r.sess.ID}, r.children)
 }
 
 // treeResult is res with the tree's totals when the run spawned children:
@@ -85,7 +85,7 @@ type child struct {
 
 func (s *spawner) Spawn(ctx context.Context, req subagent.Request) (subagent.Outcome, error) {
 	r := s.r
-	c := &child{id: uuid.New(), req: req}
+	c := &child{id: req.ID, req: req}
 	if err := s.persona(c); err != nil {
 		return subagent.Outcome{}, err
 	}
@@ -187,7 +187,7 @@ func (s *spawner) run(ctx context.Context, c *child, prompt string) agent.Result
 	c.w = journal.New(ctx, r.st, opts.Session.Tenant, c.id, 2, jopts)
 	c.cmds = &trackedCommands{Commands: opts.Executor}
 	children := &subagent.Children{}
-	spawn := subagent.NewTool(r.tree, c.req.Depth, &spawner{r: r, parent: c.id}, children)
+	spawn := subagent.NewTool(r.tree, c.req.Depth, c.id, &spawner{r: r, parent: c.id}, children)
 	reg, err := r.eq.childTools(c.id, c.cmds, spawn, c.toolset, c.engine)
 	if err != nil {
 		return agent.Result{Outcome: transcript.OutcomeFailed, Reason: err.Error(), Err: err}

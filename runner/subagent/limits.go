@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/google/uuid"
 )
 
 // The limits' defaults, the spec's.
@@ -72,11 +74,23 @@ type Tree struct {
 	mu      sync.Mutex
 	running int
 	total   int
+	// spawned are the children spawned, stored ones included: a child
+	// resumed is not spawned again.
+	spawned map[uuid.UUID]bool
 }
 
-// NewTree returns the tree of a root session.
-func NewTree(limits Limits, ledger *Ledger) *Tree {
-	return &Tree{limits: limits, ledger: ledger}
+// NewTree returns the tree of a root session whose stored descendants are
+// stored (none for a new session): they count toward max_total, and a
+// resumed one does not count twice.
+func NewTree(limits Limits, ledger *Ledger, stored ...uuid.UUID) *Tree {
+	t := &Tree{limits: limits, ledger: ledger, spawned: map[uuid.UUID]bool{}}
+	for _, id := range stored {
+		if !t.spawned[id] {
+			t.spawned[id] = true
+			t.total++
+		}
+	}
+	return t
 }
 
 // Ledger is the tree's ledger.
@@ -89,17 +103,19 @@ func (t *Tree) Spawned() int {
 	return t.total
 }
 
-// admit reserves a place for a child of an agent at depth, or refuses it
-// for the first limit it would pass. release gives the place back when
-// the child has ended.
-func (t *Tree) admit(depth int) (release func(), err error) {
+// admit reserves a place for the child id of an agent at depth, or refuses
+// it for the first limit it would pass; a child the tree has spawned
+// before (a resumed one) is not counted toward max_total again. release
+// gives the place back when the child has ended.
+func (t *Tree) admit(depth int, id uuid.UUID) (release func(), err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	again := t.spawned[id]
 	switch {
 	case depth+1 > t.limits.MaxDepth:
 		return nil, &LimitError{Limit: "max_depth", Value: t.limits.MaxDepth,
 			Detail: fmt.Sprintf("an agent at depth %d cannot spawn another; do the task yourself", depth)}
-	case t.total >= t.limits.MaxTotal:
+	case !again && t.total >= t.limits.MaxTotal:
 		return nil, &LimitError{Limit: "max_total", Value: t.limits.MaxTotal,
 			Detail: fmt.Sprintf("this session tree has spawned %d subagents; do the task yourself", t.total)}
 	case t.running >= t.limits.MaxConcurrent:
@@ -107,7 +123,10 @@ func (t *Tree) admit(depth int) (release func(), err error) {
 			Detail: fmt.Sprintf("%d subagents are running; spawn it after one has finished, or do the task yourself", t.running)}
 	}
 	t.running++
-	t.total++
+	if !again {
+		t.spawned[id] = true
+		t.total++
+	}
 	t.ledger.countSubagent()
 	var once sync.Once
 	return func() {

@@ -14,23 +14,24 @@ import (
 
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/provider"
+	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 func TestAdmitRefusesPastEachLimit(t *testing.T) {
 	tree := NewTree(Limits{MaxConcurrent: 2, MaxDepth: 2, MaxTotal: 3}, NewLedger(transcript.Usage{}, nil))
-	if _, err := tree.admit(2); err == nil || !strings.Contains(err.Error(), "max_depth 2 reached") {
+	if _, err := tree.admit(2, uuid.New()); err == nil || !strings.Contains(err.Error(), "max_depth 2 reached") {
 		t.Errorf("admit at depth 2 = %v, want max_depth refused", err)
 	}
-	r1, err := tree.admit(0)
+	r1, err := tree.admit(0, uuid.New())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := tree.admit(1)
+	r2, err := tree.admit(1, uuid.New())
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = tree.admit(0)
+	_, err = tree.admit(0, uuid.New())
 	var le *LimitError
 	if !errors.As(err, &le) || le.Limit != "max_concurrent" || !errors.Is(err, ErrLimit) ||
 		!strings.Contains(err.Error(), "max_concurrent 2 reached") {
@@ -38,13 +39,13 @@ func TestAdmitRefusesPastEachLimit(t *testing.T) {
 	}
 	r1()
 	r1() // releasing twice frees one place
-	r3, err := tree.admit(0)
+	r3, err := tree.admit(0, uuid.New())
 	if err != nil {
 		t.Fatalf("after a release: %v", err)
 	}
 	r2()
 	r3()
-	if _, err := tree.admit(0); err == nil || !strings.Contains(err.Error(), "max_total 3 reached") {
+	if _, err := tree.admit(0, uuid.New()); err == nil || !strings.Contains(err.Error(), "max_total 3 reached") {
 		t.Errorf("fourth = %v, want max_total refused", err)
 	}
 	if got := tree.Spawned(); got != 3 {
@@ -52,6 +53,46 @@ func TestAdmitRefusesPastEachLimit(t *testing.T) {
 	}
 	if got := tree.Ledger().Totals().Subagents; got != 3 {
 		t.Errorf("ledger subagents = %d, want 3", got)
+	}
+}
+
+// TestAdmitCountsAChildOnce: a stored child, and one admitted again (a
+// resumed one), count once toward max_total.
+func TestAdmitCountsAChildOnce(t *testing.T) {
+	stored, resumed := uuid.New(), uuid.New()
+	tree := NewTree(Limits{MaxConcurrent: 4, MaxDepth: 2, MaxTotal: 2}, NewLedger(transcript.Usage{}, nil), stored, stored)
+	r, err := tree.admit(0, resumed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r()
+	if _, err := tree.admit(0, uuid.New()); err == nil || !strings.Contains(err.Error(), "max_total 2 reached") {
+		t.Errorf("a third child = %v, want max_total refused", err)
+	}
+	for _, id := range []uuid.UUID{stored, resumed} {
+		r, err := tree.admit(0, id)
+		if err != nil {
+			t.Errorf("child %s admitted again: %v", id, err)
+			continue
+		}
+		r()
+	}
+	if got := tree.Spawned(); got != 2 {
+		t.Errorf("Spawned() = %d, want 2", got)
+	}
+}
+
+func TestChildID(t *testing.T) {
+	parent := uuid.New()
+	a, b := ChildID(parent, "call_1"), ChildID(parent, "call_1")
+	if a != b || a.Version() != 5 {
+		t.Errorf("ChildID = %s, %s; want one version-5 id", a, b)
+	}
+	if ChildID(parent, "call_2") == a || ChildID(uuid.New(), "call_1") == a {
+		t.Error("ChildID is the same for another call or parent")
+	}
+	if ChildID(parent, "") == ChildID(parent, "") {
+		t.Error("ChildID of no call is not random")
 	}
 }
 
@@ -152,12 +193,14 @@ func TestToolResult(t *testing.T) {
 		Usage: transcript.Usage{InputTokens: 1200, OutputTokens: 34, Requests: 3},
 	}}}
 	children := &Children{}
-	tool := NewTool(NewTree(DefaultLimits(), NewLedger(transcript.Usage{}, nil)), 1, sp, children)
-	res := tool.Run(t.Context(), json.RawMessage(`{"task":"do it","agent_type":"reviewer","max_turns":4}`))
+	parent := uuid.New()
+	tool := NewTool(NewTree(DefaultLimits(), NewLedger(transcript.Usage{}, nil)), 1, parent, sp, children)
+	res := tool.Run(tools.WithCallID(t.Context(), "call_7"), json.RawMessage(`{"task":"do it","agent_type":"reviewer","max_turns":4}`))
 	if res.IsError || res.Content != "the answer\n\noutcome: completed · 3 turns · 1,234 tokens · session "+id.String() {
 		t.Errorf("result %+v", res)
 	}
-	if sp.got.Task != "do it" || sp.got.AgentType != "reviewer" || sp.got.MaxTurns != 4 || sp.got.Depth != 2 {
+	if sp.got.Task != "do it" || sp.got.AgentType != "reviewer" || sp.got.MaxTurns != 4 || sp.got.Depth != 2 ||
+		sp.got.ID != ChildID(parent, "call_7") || sp.got.CallID != "call_7" {
 		t.Errorf("request %+v", sp.got)
 	}
 	o, ok := res.Entries[0].(transcript.SubagentOutcome)

@@ -30,6 +30,9 @@ type Spawner interface {
 
 // Request is one child to spawn.
 type Request struct {
+	// ID is the child's session id: ChildID of the parent and CallID, so
+	// that a resumed parent finds the child of a call left pending.
+	ID uuid.UUID
 	// CallID is the parent's spawn_agent call.
 	CallID string
 	// Task is the child's first user message.
@@ -57,22 +60,35 @@ type Outcome struct {
 	Result  agent.Result
 }
 
+// ChildID is the session id of the child that the spawn_agent call callID
+// of session parent spawns: a name-based (version 5) UUID of the two, the
+// same in every run, so that a parent resumed with the call pending finds
+// the child's session and its journal. An empty callID (a call made
+// outside a loop) gets a random id.
+func ChildID(parent uuid.UUID, callID string) uuid.UUID {
+	if callID == "" {
+		return uuid.New()
+	}
+	return uuid.NewSHA1(parent, []byte(callID))
+}
+
 // Tool is spawn_agent for the agent at one depth of a tree.
 type Tool struct {
 	tree     *Tree
 	depth    int
+	parent   uuid.UUID
 	spawner  Spawner
 	children *Children
 }
 
-// NewTool returns the spawn_agent tool of an agent at depth (0 for the
-// root) whose children spawner makes; children, when not nil, tracks the
-// ones running.
-func NewTool(tree *Tree, depth int, spawner Spawner, children *Children) *Tool {
+// NewTool returns the spawn_agent tool of the agent at depth (0 for the
+// root) whose session is parent and whose children spawner makes;
+// children, when not nil, tracks the ones running.
+func NewTool(tree *Tree, depth int, parent uuid.UUID, spawner Spawner, children *Children) *Tool {
 	if children == nil {
 		children = &Children{}
 	}
-	return &Tool{tree: tree, depth: depth, spawner: spawner, children: children}
+	return &Tool{tree: tree, depth: depth, parent: parent, spawner: spawner, children: children}
 }
 
 func (*Tool) Name() string { return Name }
@@ -135,14 +151,16 @@ func (t *Tool) Run(ctx context.Context, call json.RawMessage) tools.Result {
 	if err != nil {
 		return failed("%v", err)
 	}
-	release, err := t.tree.admit(t.depth)
+	callID := tools.CallID(ctx)
+	child := ChildID(t.parent, callID)
+	release, err := t.tree.admit(t.depth, child)
 	if err != nil {
 		return failed("%v", err)
 	}
 	defer release()
 	var id uuid.UUID
 	req := Request{
-		CallID: tools.CallID(ctx), Task: a.Task, AgentType: a.AgentType, Toolset: a.Toolset,
+		ID: child, CallID: callID, Task: a.Task, AgentType: a.AgentType, Toolset: a.Toolset,
 		MaxTurns: a.MaxTurns, Depth: t.depth + 1,
 		Started: func(child uuid.UUID) { id = child; t.children.add(child) },
 	}

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -20,6 +21,11 @@ type Metrics struct {
 	Tokens *prometheus.CounterVec
 	// ToolCalls counts the tool calls of finished sessions.
 	ToolCalls prometheus.Counter
+	// Subagents counts the subagents of finished sessions by agent type,
+	// and SubagentTokens their tokens by agent type and kind; the
+	// agent_type values are bounded (see agentTypeLabels).
+	Subagents      *prometheus.CounterVec
+	SubagentTokens *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg. Metrics that
@@ -44,6 +50,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Tool calls of finished AgentSessions.",
 		}),
 	}
+	m.Subagents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aerie_subagents_total",
+		Help: "Subagents (spawn_agent) of finished AgentSessions, by agent type (persona).",
+	}, []string{"agent_type"})
+	m.SubagentTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aerie_subagent_tokens_total",
+		Help: "Model tokens of the subagents of finished AgentSessions, by agent type and kind (input, output, cache_read).",
+	}, []string{"agent_type", "kind"})
 	var err error
 	m.Sessions, err = register(reg, m.Sessions)
 	if err != nil {
@@ -56,6 +70,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, err
 	}
 	if m.ToolCalls, err = register(reg, m.ToolCalls); err != nil {
+		return nil, err
+	}
+	if m.Subagents, err = register(reg, m.Subagents); err != nil {
+		return nil, err
+	}
+	if m.SubagentTokens, err = register(reg, m.SubagentTokens); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -89,5 +109,52 @@ func (m *Metrics) finished(s *aeriev1alpha1.AgentSession) {
 		m.Tokens.WithLabelValues("output").Add(float64(u.OutputTokens))
 		m.Tokens.WithLabelValues("cache_read").Add(float64(u.CacheReadTokens))
 		m.ToolCalls.Add(float64(u.ToolCalls))
+		m.subagents(u.ByAgentType)
 	}
+}
+
+// maxAgentTypeLabels bounds the agent_type values the subagent metrics
+// take, whatever personas the sessions name.
+const maxAgentTypeLabels = 32
+
+// agentTypeLabels are the agent_type values of the process: one set, as
+// the collectors are one set however many reconcilers share them.
+var agentTypeLabels = &labelCap{max: maxAgentTypeLabels}
+
+// otherAgentType is the agent_type of the types past maxAgentTypeLabels,
+// the name the runner folds its own overflow into.
+const otherAgentType = "_other"
+
+func (m *Metrics) subagents(types []aeriev1alpha1.AgentTypeUsage) {
+	for _, t := range types {
+		name := agentTypeLabels.label(t.Name)
+		m.Subagents.WithLabelValues(name).Add(float64(t.Subagents))
+		m.SubagentTokens.WithLabelValues(name, "input").Add(float64(t.InputTokens))
+		m.SubagentTokens.WithLabelValues(name, "output").Add(float64(t.OutputTokens))
+		m.SubagentTokens.WithLabelValues(name, "cache_read").Add(float64(t.CacheReadTokens))
+	}
+}
+
+// labelCap hands out a label's values as they come, up to max of them
+// besides otherAgentType; every later value is otherAgentType.
+type labelCap struct {
+	max  int
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (c *labelCap) label(v string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v == otherAgentType || c.seen[v] {
+		return v
+	}
+	if len(c.seen) >= c.max {
+		return otherAgentType
+	}
+	if c.seen == nil {
+		c.seen = map[string]bool{}
+	}
+	c.seen[v] = true
+	return v
 }

@@ -286,8 +286,31 @@ func usage(r *runconfig.Report) *aeriev1alpha1.Usage {
 		ToolCalls:       int32(min(u.ToolCalls, int64(^uint32(0)>>1))),
 		Compactions:     int32(min(u.Compactions, int64(^uint32(0)>>1))),
 		Subagents:       int32(min(u.Subagents, int64(^uint32(0)>>1))),
+		ByAgentType:     byAgentType(r.AgentTypes),
 	}
 }
+
+// byAgentType is the status's usage by agent type: the report's, which
+// the runner caps at runconfig.MaxAgentTypes entries (more are dropped
+// here, as the schema allows no more).
+func byAgentType(types []runconfig.AgentTypeUsage) []aeriev1alpha1.AgentTypeUsage {
+	var out []aeriev1alpha1.AgentTypeUsage
+	seen := map[string]bool{}
+	for _, t := range types {
+		name := runconfig.Shorten(t.Name, 63)
+		if len(out) == runconfig.MaxAgentTypes || name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		out = append(out, aeriev1alpha1.AgentTypeUsage{
+			Name: name, Subagents: clamp32(t.Subagents), Turns: clamp32(t.Requests),
+			InputTokens: t.InputTokens, OutputTokens: t.OutputTokens, CacheReadTokens: t.CacheReadTokens,
+		})
+	}
+	return out
+}
+
+func clamp32(n int64) int32 { return int32(max(0, min(n, int64(^uint32(0)>>1)))) }
 
 // maxStructuredBytes bounds the structured result kept in the status; a
 // report, under 4 KiB, never carries more.

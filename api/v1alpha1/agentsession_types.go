@@ -817,6 +817,36 @@ type Usage struct {
 	// attempt; the tokens and turns above count theirs too.
 	// +optional
 	Subagents int32 `json:"subagents,omitempty"`
+	// byAgentType is the children's usage by agent type (persona; "default" for a child
+	// spawned without one), in the last attempt: at most 8 entries, the types that used
+	// least folded into one named "_other".
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	ByAgentType []AgentTypeUsage `json:"byAgentType,omitempty"`
+}
+
+// AgentTypeUsage is what the subagents of one agent type used.
+type AgentTypeUsage struct {
+	// name is the persona's name, or "_other".
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// subagents is the number of children of the type spawned.
+	// +optional
+	Subagents int32 `json:"subagents,omitempty"`
+	// turns is their number of model turns.
+	// +optional
+	Turns int32 `json:"turns,omitempty"`
+	// inputTokens sent to the model by them, cache reads excluded.
+	// +optional
+	InputTokens int64 `json:"inputTokens,omitempty"`
+	// outputTokens they produced.
+	// +optional
+	OutputTokens int64 `json:"outputTokens,omitempty"`
+	// cacheReadTokens served to them from the provider's prompt cache.
+	// +optional
+	CacheReadTokens int64 `json:"cacheReadTokens,omitempty"`
 }
 
 // Result is how a finished session ended.

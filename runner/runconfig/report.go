@@ -41,6 +41,10 @@ type Report struct {
 	// Summary is the model's last message, truncated to fit.
 	Summary string `json:"summary,omitempty"`
 	Usage   Usage  `json:"usage"`
+	// AgentTypes are the children's usage by agent type (persona), at most
+	// MaxAgentTypes entries: past that the types that used least are
+	// folded into one named "_other".
+	AgentTypes []AgentTypeUsage `json:"agentTypes,omitempty"`
 	// Approval is the tool call a hook asked a person to approve, with
 	// outcome awaiting_approval.
 	Approval *PendingApproval `json:"approval,omitempty"`
@@ -99,6 +103,24 @@ type Usage struct {
 	// Subagents counts the children the attempt's session tree spawned;
 	// the tokens and requests then are the tree's.
 	Subagents int64 `json:"subagents,omitempty"`
+}
+
+// MaxAgentTypes bounds Usage.AgentTypes, so that the report fits whatever
+// personas a session tree used.
+const MaxAgentTypes = 8
+
+// AgentTypeUsage is what the children of one agent type used in the
+// attempt.
+type AgentTypeUsage struct {
+	// Name is the persona's name ("default" for none); "_other" holds the
+	// types past MaxAgentTypes.
+	Name      string `json:"name"`
+	Subagents int64  `json:"subagents,omitempty"`
+	// Requests counts their model requests.
+	Requests        int64 `json:"requests,omitempty"`
+	InputTokens     int64 `json:"inputTokens,omitempty"`
+	OutputTokens    int64 `json:"outputTokens,omitempty"`
+	CacheReadTokens int64 `json:"cacheReadTokens,omitempty"`
 }
 
 // maxReasonBytes bounds the reason before the summary is fitted, so that a

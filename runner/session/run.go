@@ -384,6 +384,7 @@ func (r *run) report() Report {
 	}
 	if r.tree != nil {
 		rep.Subagents = r.tree.Spawned()
+		rep.AgentTypes = r.tree.Ledger().Totals().AgentTypes
 	}
 	rep.Extensions.Artifacts = append(rep.Extensions.Artifacts, r.personaArts...)
 	return rep

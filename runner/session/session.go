@@ -269,6 +269,8 @@ type Report struct {
 	ExitCode int
 	// Subagents counts the children the tree spawned.
 	Subagents int
+	// AgentTypes are the children's counts by agent type, by name.
+	AgentTypes []subagent.AgentType
 	// Preserved are the background groups left running, with their records.
 	Preserved []process.Record
 	// Teardown reports the process groups ended after the run.

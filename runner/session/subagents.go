@@ -205,7 +205,7 @@ func (s *spawner) run(ctx context.Context, c *child, prompt string) agent.Result
 	})
 	policy.SetFixed(c.system, reg.Definitions())
 	loop := agent.New(agent.Config{
-		Model:      r.tree.Ledger().Model(r.model),
+		Model:      r.tree.Ledger().ChildModel(c.req.AgentType, r.model),
 		Tools:      reg,
 		Journal:    c.w,
 		System:     c.system,

@@ -1,11 +1,14 @@
 package subagent
 
 import (
+	"cmp"
 	"context"
 	"iter"
+	"slices"
 	"sync"
 
 	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
@@ -21,6 +24,48 @@ type Ledger struct {
 	usage     transcript.Usage
 	turns     int
 	subagents int
+	// types holds the children's counts by agent type; the tree's
+	// max_total bounds how many there are.
+	types map[string]*AgentType
+}
+
+// AgentType is what the children of one agent type (persona) used.
+type AgentType struct {
+	// Name is the persona's name; a child spawned without agent_type has
+	// the default persona's.
+	Name string
+	// Subagents counts the children of the type spawned in this run.
+	Subagents int
+	// Turns counts their model requests.
+	Turns int
+	// Usage is their tokens: input, output and cache, and requests.
+	Usage transcript.Usage
+}
+
+// OtherAgentTypes is the name that agent types past a cap are folded into.
+const OtherAgentTypes = "_other"
+
+// TypeName is the name an agent type is counted under: the persona's, or
+// the default persona's for none.
+func TypeName(agentType string) string {
+	if agentType == "" {
+		return extensions.DefaultPersona
+	}
+	return agentType
+}
+
+// typeOf returns the counts of agentType, made on first use; l.mu is held.
+func (l *Ledger) typeOf(agentType string) *AgentType {
+	name := TypeName(agentType)
+	if l.types == nil {
+		l.types = map[string]*AgentType{}
+	}
+	t, ok := l.types[name]
+	if !ok {
+		t = &AgentType{Name: name}
+		l.types[name] = t
+	}
+	return t
 }
 
 // NewLedger returns the ledger of a root whose stored cumulative usage is
@@ -30,16 +75,32 @@ func NewLedger(start transcript.Usage, budget []agent.StopCondition) *Ledger {
 	return &Ledger{usage: start, budget: budget}
 }
 
-// Charge adds the usage of one response.
+// Charge adds the usage of one response of the root.
 func (l *Ledger) Charge(u provider.Usage) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.usage.InputTokens += u.InputTokens
-	l.usage.OutputTokens += u.OutputTokens
-	l.usage.CacheReadTokens += u.CacheReadTokens
-	l.usage.CacheWriteTokens += u.CacheWriteTokens
-	l.usage.Requests++
+	addResponse(&l.usage, u)
 	l.turns++
+}
+
+// ChargeChild adds the usage of one response of a child of agentType: to
+// the tree's totals and to its type's.
+func (l *Ledger) ChargeChild(agentType string, u provider.Usage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	addResponse(&l.usage, u)
+	l.turns++
+	t := l.typeOf(agentType)
+	addResponse(&t.Usage, u)
+	t.Turns++
+}
+
+func addResponse(to *transcript.Usage, u provider.Usage) {
+	to.InputTokens += u.InputTokens
+	to.OutputTokens += u.OutputTokens
+	to.CacheReadTokens += u.CacheReadTokens
+	to.CacheWriteTokens += u.CacheWriteTokens
+	to.Requests++
 }
 
 // ChargeTool adds the tokens a tool's own model calls used (a mixture of
@@ -62,19 +123,64 @@ type Totals struct {
 	Turns int
 	// Subagents counts the children spawned in this run.
 	Subagents int
+	// AgentTypes are the children's counts by agent type, by name.
+	AgentTypes []AgentType
 }
 
 // Totals returns the counts so far.
 func (l *Ledger) Totals() Totals {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Totals{Usage: l.usage, Turns: l.turns, Subagents: l.subagents}
+	t := Totals{Usage: l.usage, Turns: l.turns, Subagents: l.subagents}
+	for _, at := range l.types {
+		t.AgentTypes = append(t.AgentTypes, *at)
+	}
+	slices.SortFunc(t.AgentTypes, func(a, b AgentType) int { return cmp.Compare(a.Name, b.Name) })
+	return t
 }
 
-func (l *Ledger) countSubagent() {
+func (l *Ledger) countSubagent(agentType string) {
 	l.mu.Lock()
 	l.subagents++
+	l.typeOf(agentType).Subagents++
 	l.mu.Unlock()
+}
+
+// CapAgentTypes returns types with at most n entries: when there are more,
+// the n-1 that used the most tokens (by name on a tie) and the rest folded
+// into one named OtherAgentTypes. The result is sorted by name, the
+// folded entry last.
+func CapAgentTypes(types []AgentType, n int) []AgentType {
+	if len(types) <= n {
+		return types
+	}
+	if n <= 0 {
+		return nil
+	}
+	byUse := slices.Clone(types)
+	slices.SortFunc(byUse, func(a, b AgentType) int {
+		if c := cmp.Compare(tokens(b.Usage), tokens(a.Usage)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	kept := byUse[:n-1]
+	slices.SortFunc(kept, func(a, b AgentType) int { return cmp.Compare(a.Name, b.Name) })
+	other := AgentType{Name: OtherAgentTypes}
+	for _, t := range byUse[n-1:] {
+		other.Subagents += t.Subagents
+		other.Turns += t.Turns
+		other.Usage.InputTokens += t.Usage.InputTokens
+		other.Usage.OutputTokens += t.Usage.OutputTokens
+		other.Usage.CacheReadTokens += t.Usage.CacheReadTokens
+		other.Usage.CacheWriteTokens += t.Usage.CacheWriteTokens
+		other.Usage.Requests += t.Usage.Requests
+	}
+	return append(kept, other)
+}
+
+func tokens(u transcript.Usage) int64 {
+	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
 }
 
 // Stop is the stop condition every loop of the tree checks before each
@@ -96,20 +202,33 @@ func (l *Ledger) Stop() agent.StopCondition {
 	}
 }
 
-// Model wraps m so that the usage of each of its responses is charged to
-// the ledger as the response ends, before the loop asks for the next.
+// Model wraps the root's model m so that the usage of each of its
+// responses is charged to the ledger as the response ends, before the loop
+// asks for the next.
 func (l *Ledger) Model(m agent.Model) agent.Model { return charging{m: m, l: l} }
 
+// ChildModel is Model for a child of agentType: its responses are charged
+// to the tree and to the agent type.
+func (l *Ledger) ChildModel(agentType string, m agent.Model) agent.Model {
+	return charging{m: m, l: l, child: true, agentType: agentType}
+}
+
 type charging struct {
-	m agent.Model
-	l *Ledger
+	m         agent.Model
+	l         *Ledger
+	child     bool
+	agentType string
 }
 
 func (c charging) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Part, error] {
 	return func(yield func(provider.Part, error) bool) {
 		for part, err := range c.m.Stream(ctx, req) {
 			if err == nil && part.Type == provider.PartFinish {
-				c.l.Charge(part.Usage)
+				if c.child {
+					c.l.ChargeChild(c.agentType, part.Usage)
+				} else {
+					c.l.Charge(part.Usage)
+				}
 			}
 			if !yield(part, err) {
 				return

@@ -103,11 +103,11 @@ func (t *Tree) Spawned() int {
 	return t.total
 }
 
-// admit reserves a place for the child id of an agent at depth, or refuses
-// it for the first limit it would pass; a child the tree has spawned
-// before (a resumed one) is not counted toward max_total again. release
-// gives the place back when the child has ended.
-func (t *Tree) admit(depth int, id uuid.UUID) (release func(), err error) {
+// admit reserves a place for the child id, of agentType, of an agent at
+// depth, or refuses it for the first limit it would pass; a child the tree
+// has spawned before (a resumed one) is not counted toward max_total again.
+// release gives the place back when the child has ended.
+func (t *Tree) admit(depth int, id uuid.UUID, agentType string) (release func(), err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	again := t.spawned[id]
@@ -127,7 +127,7 @@ func (t *Tree) admit(depth int, id uuid.UUID) (release func(), err error) {
 		t.spawned[id] = true
 		t.total++
 	}
-	t.ledger.countSubagent()
+	t.ledger.countSubagent(agentType)
 	var once sync.Once
 	return func() {
 		once.Do(func() {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,18 +22,18 @@ import (
 
 func TestAdmitRefusesPastEachLimit(t *testing.T) {
 	tree := NewTree(Limits{MaxConcurrent: 2, MaxDepth: 2, MaxTotal: 3}, NewLedger(transcript.Usage{}, nil))
-	if _, err := tree.admit(2, uuid.New()); err == nil || !strings.Contains(err.Error(), "max_depth 2 reached") {
+	if _, err := tree.admit(2, uuid.New(), ""); err == nil || !strings.Contains(err.Error(), "max_depth 2 reached") {
 		t.Errorf("admit at depth 2 = %v, want max_depth refused", err)
 	}
-	r1, err := tree.admit(0, uuid.New())
+	r1, err := tree.admit(0, uuid.New(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := tree.admit(1, uuid.New())
+	r2, err := tree.admit(1, uuid.New(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = tree.admit(0, uuid.New())
+	_, err = tree.admit(0, uuid.New(), "")
 	var le *LimitError
 	if !errors.As(err, &le) || le.Limit != "max_concurrent" || !errors.Is(err, ErrLimit) ||
 		!strings.Contains(err.Error(), "max_concurrent 2 reached") {
@@ -39,13 +41,13 @@ func TestAdmitRefusesPastEachLimit(t *testing.T) {
 	}
 	r1()
 	r1() // releasing twice frees one place
-	r3, err := tree.admit(0, uuid.New())
+	r3, err := tree.admit(0, uuid.New(), "")
 	if err != nil {
 		t.Fatalf("after a release: %v", err)
 	}
 	r2()
 	r3()
-	if _, err := tree.admit(0, uuid.New()); err == nil || !strings.Contains(err.Error(), "max_total 3 reached") {
+	if _, err := tree.admit(0, uuid.New(), ""); err == nil || !strings.Contains(err.Error(), "max_total 3 reached") {
 		t.Errorf("fourth = %v, want max_total refused", err)
 	}
 	if got := tree.Spawned(); got != 3 {
@@ -61,16 +63,16 @@ func TestAdmitRefusesPastEachLimit(t *testing.T) {
 func TestAdmitCountsAChildOnce(t *testing.T) {
 	stored, resumed := uuid.New(), uuid.New()
 	tree := NewTree(Limits{MaxConcurrent: 4, MaxDepth: 2, MaxTotal: 2}, NewLedger(transcript.Usage{}, nil), stored, stored)
-	r, err := tree.admit(0, resumed)
+	r, err := tree.admit(0, resumed, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	r()
-	if _, err := tree.admit(0, uuid.New()); err == nil || !strings.Contains(err.Error(), "max_total 2 reached") {
+	if _, err := tree.admit(0, uuid.New(), ""); err == nil || !strings.Contains(err.Error(), "max_total 2 reached") {
 		t.Errorf("a third child = %v, want max_total refused", err)
 	}
 	for _, id := range []uuid.UUID{stored, resumed} {
-		r, err := tree.admit(0, id)
+		r, err := tree.admit(0, id, "")
 		if err != nil {
 			t.Errorf("child %s admitted again: %v", id, err)
 			continue
@@ -246,4 +248,68 @@ func FuzzParseArgs(f *testing.F) {
 			t.Errorf("parseArgs(%q) accepted an empty task", b)
 		}
 	})
+}
+
+// TestLedgerByAgentType: each child's responses count toward its agent
+// type as well as the tree; the root's count toward the tree only, and a
+// child without agent_type counts under the default persona's name.
+func TestLedgerByAgentType(t *testing.T) {
+	l := NewLedger(transcript.Usage{}, nil)
+	tree := NewTree(DefaultLimits(), l)
+	u := provider.Usage{InputTokens: 40, OutputTokens: 10}
+	for _, typ := range []string{"reviewer", "reviewer", ""} {
+		if _, err := tree.admit(0, uuid.New(), typ); err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range l.ChildModel(typ, finishing{u: u}).Stream(t.Context(), provider.Request{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	l.Charge(u)
+	tot := l.Totals()
+	if tot.Usage.InputTokens != 160 || tot.Turns != 4 || tot.Subagents != 3 {
+		t.Fatalf("totals %+v, want the tree's 4 responses and 3 children", tot)
+	}
+	want := []AgentType{
+		{Name: "default", Subagents: 1, Turns: 1, Usage: transcript.Usage{InputTokens: 40, OutputTokens: 10, Requests: 1}},
+		{Name: "reviewer", Subagents: 2, Turns: 2, Usage: transcript.Usage{InputTokens: 80, OutputTokens: 20, Requests: 2}},
+	}
+	if !slices.Equal(tot.AgentTypes, want) {
+		t.Errorf("AgentTypes = %+v, want %+v", tot.AgentTypes, want)
+	}
+}
+
+func TestCapAgentTypes(t *testing.T) {
+	var types []AgentType
+	for i := range 10 {
+		types = append(types, AgentType{
+			Name: fmt.Sprintf("t%02d", i), Subagents: 1, Turns: 2,
+			Usage: transcript.Usage{InputTokens: int64(10 * (i + 1)), Requests: 2},
+		})
+	}
+	if got := CapAgentTypes(types[:8], 8); len(got) != 8 || got[7].Name != "t07" {
+		t.Errorf("8 types capped at 8 = %+v, want them as they are", got)
+	}
+	got := CapAgentTypes(types, 8)
+	if len(got) != 8 {
+		t.Fatalf("%d entries, want 8", len(got))
+	}
+	// The 7 that used the most (t03..t09), then t00..t02 folded.
+	if got[0].Name != "t03" || got[6].Name != "t09" {
+		t.Errorf("kept %+v, want t03..t09", got[:7])
+	}
+	other := got[7]
+	if other.Name != OtherAgentTypes || other.Subagents != 3 || other.Turns != 6 ||
+		other.Usage.InputTokens != 10+20+30 || other.Usage.Requests != 6 {
+		t.Errorf("folded %+v, want t00..t02's sums under %s", other, OtherAgentTypes)
+	}
+	var sum int64
+	for _, a := range got {
+		sum += a.Usage.InputTokens
+	}
+	if sum != 550 {
+		t.Errorf("capped entries sum to %d tokens, want all 550", sum)
+	}
 }

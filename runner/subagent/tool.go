@@ -153,7 +153,7 @@ func (t *Tool) Run(ctx context.Context, call json.RawMessage) tools.Result {
 	}
 	callID := tools.CallID(ctx)
 	child := ChildID(t.parent, callID)
-	release, err := t.tree.admit(t.depth, child)
+	release, err := t.tree.admit(t.depth, child, a.AgentType)
 	if err != nil {
 		return failed("%v", err)
 	}

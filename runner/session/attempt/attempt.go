@@ -140,13 +140,14 @@ func report(res session.Report, toolCalls, priorCompactions int64) runconfig.Rep
 		structured = &runconfig.Result{Value: st.Value, Seq: st.Seq}
 	}
 	return runconfig.Report{
-		Approval:  pending,
-		Result:    structured,
-		Outcome:   string(r.Outcome),
-		ExitCode:  res.ExitCode,
-		SessionID: res.Session.ID.String(),
-		Reason:    r.Reason,
-		Summary:   r.Answer,
+		Approval:   pending,
+		Result:     structured,
+		Outcome:    string(r.Outcome),
+		ExitCode:   res.ExitCode,
+		SessionID:  res.Session.ID.String(),
+		Reason:     r.Reason,
+		Summary:    r.Answer,
+		AgentTypes: agentTypes(res.AgentTypes),
 		Usage: runconfig.Usage{
 			InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, CacheReadTokens: r.Usage.CacheReadTokens,
 			Requests: r.Usage.Requests, ToolCalls: toolCalls,
@@ -154,6 +155,20 @@ func report(res session.Report, toolCalls, priorCompactions int64) runconfig.Rep
 			Subagents:   int64(res.Subagents),
 		},
 	}
+}
+
+// agentTypes are the report's usage by agent type: at most
+// runconfig.MaxAgentTypes entries.
+func agentTypes(types []subagent.AgentType) []runconfig.AgentTypeUsage {
+	capped := subagent.CapAgentTypes(types, runconfig.MaxAgentTypes)
+	out := make([]runconfig.AgentTypeUsage, 0, len(capped))
+	for _, t := range capped {
+		out = append(out, runconfig.AgentTypeUsage{
+			Name: t.Name, Subagents: int64(t.Subagents), Requests: t.Usage.Requests,
+			InputTokens: t.Usage.InputTokens, OutputTokens: t.Usage.OutputTokens, CacheReadTokens: t.Usage.CacheReadTokens,
+		})
+	}
+	return out
 }
 
 // options are the session options of the attempt. An attempt after the

@@ -1,6 +1,7 @@
 package attempt
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/aerie-run/aerie/runner/session"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/store/sqlite"
+	"github.com/aerie-run/aerie/runner/subagent"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
 
@@ -287,5 +289,32 @@ func TestReportCounts(t *testing.T) {
 	want := runconfig.Usage{InputTokens: 100, OutputTokens: 10, Requests: 3, ToolCalls: 4, Compactions: 3}
 	if got != want {
 		t.Errorf("report usage = %+v, want %+v", got, want)
+	}
+}
+
+// TestReportAgentTypes: the report carries the children's usage by agent
+// type, at most runconfig.MaxAgentTypes entries, the least used folded.
+func TestReportAgentTypes(t *testing.T) {
+	t.Parallel()
+	res := session.Report{Session: store.Session{ID: uuid.New()}}
+	for i := range 10 {
+		res.AgentTypes = append(res.AgentTypes, subagent.AgentType{
+			Name: fmt.Sprintf("p%d", i), Subagents: 1, Turns: 1,
+			Usage: transcript.Usage{InputTokens: int64(100 * (i + 1)), OutputTokens: 1, CacheReadTokens: 2, Requests: 1},
+		})
+	}
+	got := report(res, 0, 0).AgentTypes
+	if len(got) != runconfig.MaxAgentTypes {
+		t.Fatalf("%d agent types reported, want %d", len(got), runconfig.MaxAgentTypes)
+	}
+	if got[0] != (runconfig.AgentTypeUsage{Name: "p3", Subagents: 1, Requests: 1, InputTokens: 400, OutputTokens: 1, CacheReadTokens: 2}) {
+		t.Errorf("first kept %+v, want p3's", got[0])
+	}
+	if o := got[7]; o.Name != "_other" || o.Subagents != 3 || o.InputTokens != 600 {
+		t.Errorf("folded %+v, want p0..p2 as _other", o)
+	}
+	b, err := runconfig.EncodeReport(report(res, 0, 0))
+	if err != nil || len(b) > runconfig.MaxReportBytes {
+		t.Errorf("encoded report: %d bytes, %v", len(b), err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/aerie-run/aerie/runner/pricing"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/transcript"
@@ -48,6 +49,11 @@ type Config struct {
 	Subagents Subagents
 	// MoA is the [moa] table.
 	MoA MoA
+	// Prices are the [prices."model"] tables: prices in US dollars per
+	// million tokens (input, output, cache_read, cache_write) that replace
+	// or add to the bundled ones (see package pricing), a nearer file's
+	// model by model.
+	Prices pricing.Table
 }
 
 // MoA is the [moa] table: the models of the mixture_of_agents tool, which
@@ -268,7 +274,9 @@ func (t ToolResults) validate() error {
 // keyError is a bad value at a dotted key, before it is placed in a file.
 type keyError struct {
 	key string
-	err error
+	// path is the key's parts when one holds a dot (a model name).
+	path []string
+	err  error
 }
 
 func (e *keyError) Error() string { return e.key + ": " + e.err.Error() }

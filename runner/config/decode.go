@@ -10,6 +10,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
+
+	"github.com/aerie-run/aerie/runner/pricing"
 )
 
 // settings is what one file sets. Nil means "not set here", so that a project
@@ -21,6 +23,8 @@ type settings struct {
 	CompactionModel *string
 	Subagents       subagentsLayer
 	MoA             moaLayer
+	// Prices are the file's [prices."model"] tables; nil when it has none.
+	Prices pricing.Table
 }
 
 type moaLayer struct {
@@ -58,6 +62,9 @@ func (l settings) apply(c Config) Config {
 	set(&c.Subagents.MaxConcurrent, l.Subagents.MaxConcurrent)
 	set(&c.Subagents.MaxDepth, l.Subagents.MaxDepth)
 	set(&c.Subagents.MaxTotal, l.Subagents.MaxTotal)
+	if l.Prices != nil {
+		c.Prices = c.Prices.With(l.Prices)
+	}
 	return c
 }
 
@@ -140,6 +147,12 @@ func parse(path string, doc []byte) (settings, error) {
 	}
 	if key, err = parseSubagents(root, &l.Subagents); err != nil {
 		return settings{}, fail(key, err)
+	}
+	if v, ok := root["prices"]; ok {
+		var kp []string
+		if l.Prices, kp, err = pricing.Decode(v); err != nil {
+			return settings{}, placeKeyError(path, doc, &keyError{key: pricing.KeyString(kp), path: kp, err: err})
+		}
 	}
 	return l, nil
 }
@@ -310,7 +323,13 @@ func placeKeyError(path string, doc []byte, err error) error {
 	var ke *keyError
 	if errors.As(err, &ke) {
 		fe.Key, fe.Err = ke.key, ke.err
-		fe.Line, fe.Column = locate(doc, strings.Split(ke.key, "."))
+		if ke.path == nil {
+			fe.Line, fe.Column = locate(doc, strings.Split(ke.key, "."))
+		}
+		// A key missing from a table is placed at the table.
+		for p := ke.path; len(p) > 0 && fe.Line == 0; p = p[:len(p)-1] {
+			fe.Line, fe.Column = locate(doc, p)
+		}
 	}
 	return fe
 }

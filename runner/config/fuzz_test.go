@@ -30,6 +30,8 @@ var fuzzDocs = []string{
 	"[moa]\nreference_models = [\"anthropic:a\", \"b\"]\naggregator_model = \"openai:c\"\n",
 	"moa = { reference_models = [], aggregator_model = 1 }\n",
 	"[moa]\nreference_models = [\"x:y\", 2]\n",
+	"[prices.\"a.b\"]\ninput = 1\noutput = \"x\"\n",
+	"prices = { m = { input = 1, output = 1e400 } }\n",
 }
 
 // FuzzParse checks that no file makes the decoder panic, and that every

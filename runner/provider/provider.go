@@ -203,6 +203,9 @@ type Usage struct {
 	CacheReadTokens int64 `json:"cache_read_tokens,omitempty" yaml:"cache_read_tokens,omitempty"`
 	// CacheWriteTokens is the part of InputTokens written to the prompt cache.
 	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty" yaml:"cache_write_tokens,omitempty"`
+	// CostUSD is what the response cost in US dollars, when its model's
+	// price is known (see package pricing); providers leave it zero.
+	CostUSD float64 `json:"cost_usd,omitempty" yaml:"-"`
 }
 
 // Add returns the sum of u and v, for totals over several responses.
@@ -212,6 +215,7 @@ func (u Usage) Add(v Usage) Usage {
 		OutputTokens:     u.OutputTokens + v.OutputTokens,
 		CacheReadTokens:  u.CacheReadTokens + v.CacheReadTokens,
 		CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens,
+		CostUSD:          u.CostUSD + v.CostUSD,
 	}
 }
 

@@ -19,14 +19,27 @@ func ContextWindow(model string, override int64) int64 {
 	if override > 0 {
 		return override
 	}
+	for _, name := range ModelKeys(model) {
+		if w := knownContextWindow(name); w > 0 {
+			return w
+		}
+	}
+	return 0
+}
+
+// ModelKeys are the names aerie's tables of models (context windows,
+// prices) look model up by, in order: lowercased without a routing prefix
+// ("anthropic/claude-opus-4-6"), then also without a date suffix
+// ("claude-sonnet-4-5-20250929").
+func ModelKeys(model string) []string {
 	name := strings.ToLower(model)
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
 		name = name[i+1:]
 	}
-	if w := knownContextWindow(name); w > 0 {
-		return w
+	if undated := dateSuffix().ReplaceAllString(name, ""); undated != name {
+		return []string{name, undated}
 	}
-	return knownContextWindow(dateSuffix().ReplaceAllString(name, ""))
+	return []string{name}
 }
 
 var dateSuffix = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`-(\d{8}|\d{4}-\d{2}-\d{2})$`) })

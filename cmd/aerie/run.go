@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +27,7 @@ import (
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/pricing"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
 	resultschema "github.com/aerie-run/aerie/runner/result"
@@ -43,6 +45,7 @@ type runFlags struct {
 	workspace                             string
 	maxTurns                              int
 	maxTokens                             int64
+	maxCostUSD                            float64
 	// contextWindow is --context-window; contextWindowSet says it was
 	// given, so that 0 is refused rather than taken for the default.
 	contextWindow    int64
@@ -128,6 +131,9 @@ by SIGINT or SIGTERM.`,
 			"or ask (the session pauses, exit 5, until aerie approve and --resume)")
 	fl.IntVar(&f.maxTurns, "max-turns", 100, "stop after this many model requests (0: no limit)")
 	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "stop once input and output tokens reach this many (0: no limit)")
+	fl.Float64Var(&f.maxCostUSD, "max-cost-usd", 0,
+		"stop once the session tree's model requests cost this many US dollars, from the model's price "+
+			"(bundled, or [prices.\"model\"] in config.toml; 0: no limit)")
 	fl.DurationVar(&f.maxDuration, "max-duration", time.Hour, "stop after this much wall time (0: no limit)")
 	fl.BoolVar(&f.eventsJSONL, "events-jsonl", false, "write JSON Lines events to standard output, even on a terminal")
 	fl.BoolVar(&f.compress, "compress-context", false,
@@ -235,6 +241,7 @@ func (a *app) launch(
 			New:             a.modelFactory(f, src.Layers, logger),
 			ContextWindow:   f.contextWindow,
 			CompactionModel: p.config.Compaction.Model,
+			Prices:          pricing.Bundled().With(p.config.Prices),
 		},
 		Extensions: src,
 		Toolset:    f.toolset,
@@ -363,7 +370,7 @@ func localExecutor(
 
 // budget is the run's budget from the flags.
 func (f runFlags) budget() session.Budget {
-	b := session.Budget{MaxDuration: f.maxDuration}
+	b := session.Budget{MaxDuration: f.maxDuration, MaxCostUSD: f.maxCostUSD}
 	if f.maxTurns > 0 {
 		b.Stop = append(b.Stop, agent.MaxTurns(f.maxTurns))
 	}
@@ -488,6 +495,8 @@ func (f runFlags) validate() error {
 		return fmt.Errorf("--hook-approval: %w", err)
 	case f.maxTokens < 0:
 		return fmt.Errorf("--max-tokens %d: want 0 (no limit) or more", f.maxTokens)
+	case !(f.maxCostUSD >= 0) || math.IsInf(f.maxCostUSD, 0):
+		return fmt.Errorf("--max-cost-usd %v: want 0 (no limit) or a positive number of US dollars", f.maxCostUSD)
 	case f.contextWindowSet && f.contextWindow <= 0:
 		return fmt.Errorf("--context-window %d: want a positive number of tokens", f.contextWindow)
 	case f.maxDuration < 0:

@@ -400,3 +400,67 @@ func TestRunSIGTERMDuringSubagents(t *testing.T) {
 		}
 	}
 }
+
+// TestRunSubagentsCostBudget: a cost budget, from the model's bundled
+// price, charged across the tree like the token budget: the run ends
+// budget_exceeded (exit 4), the tree's cost past the budget by at most the
+// responses in flight when it was reached.
+func TestRunSubagentsCostBudget(t *testing.T) {
+	t.Parallel()
+	const budget = 0.006
+	// claude-sonnet-4-5 at $3 and $15 per million tokens: $0.0015 each.
+	const each = (250*3 + 50*15) / 1e6
+	big := func(id string) testenv.Turn {
+		tt := bashTurn(id, "true")
+		tt.Usage = testenv.TokenUsage{InputTokens: 250, OutputTokens: 50}
+		return tt
+	}
+	e := newE2E(t, toolTurn(spawn("sa", "spender-a: spend"), spawn("sb", "spender-b: spend")), answer("never"))
+	for _, key := range []string{"spender-a:", "spender-b:"} {
+		e.model.Conversation(key, big("1"), big("2"), big("3"), big("4"), big("5"), answer("never"))
+	}
+	out := e.run("run", "--max-cost-usd", "0.006", "spend")
+	if out.code != 4 {
+		t.Fatalf("exit %d, want 4\n%s", out.code, out.stderr)
+	}
+	end := out.end(t)
+	if end.Outcome != transcript.OutcomeBudgetExceeded || !strings.Contains(end.Reason, "cost budget of $0.006") {
+		t.Errorf("outcome %q (%s), want budget_exceeded for the cost budget", end.Outcome, end.Reason)
+	}
+	if c := end.Usage.CostUSD; c < budget || c > budget+2*each+1e-9 {
+		t.Errorf("the tree cost $%v; want between $%v and $%v", c, budget, budget+2*each)
+	}
+	if n := len(e.model.Requests()); n > 1+2*5 {
+		t.Errorf("%d requests", n)
+	}
+}
+
+// TestRunCostBudgetUnknownPrice: a cost budget for a model without a price
+// is a configuration error (exit 2) before any request, naming the model
+// and how to price it; priced in config.toml, the same run goes ahead and
+// reports its cost.
+func TestRunCostBudgetUnknownPrice(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, answer("done"))
+	out := e.run("run", "--model", "mystery-1", "--max-cost-usd", "1", "go")
+	if out.code != 2 {
+		t.Fatalf("exit %d, want 2\n%s", out.code, out.stderr)
+	}
+	for _, want := range []string{`model "mystery-1" is unknown`, `[prices."mystery-1"]`} {
+		if !strings.Contains(out.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out.stderr)
+		}
+	}
+	if n := len(e.model.Requests()); n != 0 {
+		t.Fatalf("%d requests made", n)
+	}
+	testenv.WriteFile(t, filepath.Join(e.ws, ".aerie/config.toml"),
+		"[prices.\"mystery-1\"]\ninput = 10\noutput = 20\n", 0o644)
+	out = e.run("run", "--events-jsonl", "--model", "mystery-1", "--max-cost-usd", "1", "go")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	if end := out.end(t); end.Usage.CostUSD <= 0 {
+		t.Errorf("end usage %+v: no cost", end.Usage)
+	}
+}

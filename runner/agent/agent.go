@@ -426,6 +426,7 @@ func (l *Loop) toolUsage(r provider.Usage) {
 	l.usage.OutputTokens += r.OutputTokens
 	l.usage.CacheReadTokens += r.CacheReadTokens
 	l.usage.CacheWriteTokens += r.CacheWriteTokens
+	l.usage.CostUSD += r.CostUSD
 	useq := l.append(l.usage)
 	u := l.usage
 	l.emit(events.Event{Type: events.Usage, Seq: useq, Turn: l.turns, Usage: &u})
@@ -436,6 +437,7 @@ func addUsage(u transcript.Usage, r provider.Usage) transcript.Usage {
 	u.OutputTokens += r.OutputTokens
 	u.CacheReadTokens += r.CacheReadTokens
 	u.CacheWriteTokens += r.CacheWriteTokens
+	u.CostUSD += r.CostUSD
 	u.Requests++
 	u.ContextTokens = r.InputTokens + r.OutputTokens
 	return u

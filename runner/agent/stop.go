@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/aerie-run/aerie/runner/transcript"
 )
@@ -47,6 +48,18 @@ func MaxTokens(n int64) StopCondition {
 	return func(s Status) (transcript.Outcome, string, bool) {
 		if used := s.Usage.InputTokens + s.Usage.OutputTokens; used >= n {
 			return transcript.OutcomeBudgetExceeded, fmt.Sprintf("the token budget of %d is spent (%d used)", n, used), true
+		}
+		return "", "", false
+	}
+}
+
+// MaxCostUSD stops a run once the session's cost in US dollars reaches
+// usd.
+func MaxCostUSD(usd float64) StopCondition {
+	return func(s Status) (transcript.Outcome, string, bool) {
+		if s.Usage.CostUSD >= usd {
+			return transcript.OutcomeBudgetExceeded,
+				fmt.Sprintf("the cost budget of $%s is spent ($%.4f used)", strconv.FormatFloat(usd, 'f', -1, 64), s.Usage.CostUSD), true
 		}
 		return "", "", false
 	}

@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path"
 	"slices"
@@ -230,6 +231,8 @@ type Budget struct {
 	MaxDuration Duration `json:"maxDuration,omitempty"`
 	MaxTurns    int32    `json:"maxTurns,omitempty"`
 	MaxTokens   int64    `json:"maxTokens,omitempty"`
+	// MaxCostUSD is the cost budget in US dollars (spec.budget.maxCostUSD).
+	MaxCostUSD float64 `json:"maxCostUSD,omitempty"`
 }
 
 // Executor says where the workspace container serves the agent's tools.
@@ -450,6 +453,9 @@ func (c *Config) validateBudget() (errs []error) {
 	}
 	if b.MaxTokens < 0 {
 		errs = append(errs, fieldErr("budget.maxTokens", "%d: want a positive number", b.MaxTokens))
+	}
+	if !(b.MaxCostUSD >= 0) || math.IsInf(b.MaxCostUSD, 0) {
+		errs = append(errs, fieldErr("budget.maxCostUSD", "%v: want a positive number of US dollars", b.MaxCostUSD))
 	}
 	return errs
 }

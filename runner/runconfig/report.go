@@ -103,6 +103,9 @@ type Usage struct {
 	// Subagents counts the children the attempt's session tree spawned;
 	// the tokens and requests then are the tree's.
 	Subagents int64 `json:"subagents,omitempty"`
+	// CostUSD is what the session tree's model calls cost in US dollars,
+	// when the model's price is known.
+	CostUSD float64 `json:"costUSD,omitempty"`
 }
 
 // MaxAgentTypes bounds Usage.AgentTypes, so that the report fits whatever

@@ -19,6 +19,7 @@ import (
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/pricing"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/runconfig"
@@ -107,6 +108,9 @@ func newRun(st Store, opts Options) (*run, error) {
 	}
 	// Children's loops report their events from their own goroutines.
 	opts.Observe = lockedObserver(opts.Observe)
+	if opts.Budget.MaxCostUSD > 0 {
+		opts.Budget.Stop = append(slices.Clip(opts.Budget.Stop), agent.MaxCostUSD(opts.Budget.MaxCostUSD))
+	}
 	r := &run{st: st, opts: opts}
 	if instructions, ok := compactCommand(opts.Prompt); ok {
 		if s.Resume == "" && s.ForkFrom == "" {
@@ -169,11 +173,17 @@ func (r *run) open(ctx context.Context) error {
 	if r.model, err = opts.Model.New(r.settings); err != nil {
 		return &ConfigError{Err: fmt.Errorf("session %s: provider %s: %w", r.sess.ID, r.settings.Provider, err)}
 	}
+	if r.model, err = r.priced(r.model, r.settings.Model); err != nil {
+		return err
+	}
 	r.summarizer, r.summarySettings = r.model, r.settings
 	if m := opts.Model.CompactionModel; m != "" && m != r.settings.Model {
 		r.summarySettings.Model = m
 		if r.summarizer, err = opts.Model.New(r.summarySettings); err != nil {
 			return &ConfigError{Err: fmt.Errorf("compaction.model %s: provider %s: %w", m, r.settings.Provider, err)}
+		}
+		if r.summarizer, err = r.priced(r.summarizer, m); err != nil {
+			return err
 		}
 	}
 	t, err := r.moaTool()
@@ -198,6 +208,24 @@ func (r *run) open(ctx context.Context) error {
 		"provider", r.settings.Provider, "model", r.settings.Model,
 		"persona", r.persona.Name, "toolset", opts.Toolset, "contextWindow", r.window)
 	return nil
+}
+
+// priced returns m, a client of model, with the cost of each response in
+// its usage when the model's price is known. Unknown, a cost budget could
+// not be kept: with one, that is a configuration error.
+func (r *run) priced(m agent.Model, model string) (agent.Model, error) {
+	prices := r.opts.Model.Prices
+	if prices == nil {
+		prices = pricing.Bundled()
+	}
+	if p, ok := prices.Lookup(model); ok {
+		return pricing.Priced(m, p), nil
+	}
+	if r.opts.Budget.MaxCostUSD > 0 {
+		return nil, configErrorf("a cost budget is set, but the price of model %q is unknown: add it to config.toml "+
+			"as [prices.%q] with input and output (and cache_read, cache_write) in US dollars per million tokens", model, model)
+	}
+	return m, nil
 }
 
 // start opens the journal, with the layers used and the settings changed,

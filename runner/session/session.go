@@ -24,6 +24,7 @@ import (
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/pricing"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/result"
@@ -233,6 +234,10 @@ type Model struct {
 	// writes the compaction summaries ([compaction] model); empty is the
 	// session's model.
 	CompactionModel string
+	// Prices are the prices of models in force (the bundled ones with the
+	// configuration's overrides; nil is the bundled ones). A model with a
+	// price has the cost of each response counted in the session's usage.
+	Prices pricing.Table
 }
 
 // Budget bounds a run.
@@ -241,6 +246,10 @@ type Budget struct {
 	Stop []agent.StopCondition
 	// MaxDuration is the wall-time budget; zero is none.
 	MaxDuration time.Duration
+	// MaxCostUSD is the cost budget in US dollars, charged across the
+	// session tree; zero is none. The session's model must then have a
+	// price (see Model.Prices), or the launch fails.
+	MaxCostUSD float64
 }
 
 // Report is what a run did.

@@ -100,6 +100,7 @@ func addResponse(to *transcript.Usage, u provider.Usage) {
 	to.OutputTokens += u.OutputTokens
 	to.CacheReadTokens += u.CacheReadTokens
 	to.CacheWriteTokens += u.CacheWriteTokens
+	to.CostUSD += u.CostUSD
 	to.Requests++
 }
 
@@ -112,6 +113,7 @@ func (l *Ledger) ChargeTool(u transcript.Usage) {
 	l.usage.OutputTokens += u.OutputTokens
 	l.usage.CacheReadTokens += u.CacheReadTokens
 	l.usage.CacheWriteTokens += u.CacheWriteTokens
+	l.usage.CostUSD += u.CostUSD
 }
 
 // Totals are a ledger's counts.

@@ -27,6 +27,7 @@ import (
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/moa"
+	"github.com/aerie-run/aerie/runner/pricing"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/result"
 	"github.com/aerie-run/aerie/runner/runconfig"
@@ -153,6 +154,7 @@ func report(res session.Report, toolCalls, priorCompactions int64) runconfig.Rep
 			Requests: r.Usage.Requests, ToolCalls: toolCalls,
 			Compactions: priorCompactions + int64(len(r.Compactions)),
 			Subagents:   int64(res.Subagents),
+			CostUSD:     r.Usage.CostUSD,
 		},
 	}
 }
@@ -209,6 +211,7 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 			ContextWindow:   cfg.Model.ContextWindow,
 			MaxOutputTokens: cfg.Model.MaxOutputTokens,
 			CompactionModel: conf.Compaction.Model,
+			Prices:          pricing.Bundled().With(conf.Prices),
 		},
 		Extensions: session.LoadOptions{
 			Layers:          layers,
@@ -278,7 +281,7 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 // its token budget: an attempt that resumes a lost one has only the turns
 // left.
 func budget(b runconfig.Budget) session.Budget {
-	out := session.Budget{MaxDuration: time.Duration(b.MaxDuration)}
+	out := session.Budget{MaxDuration: time.Duration(b.MaxDuration), MaxCostUSD: b.MaxCostUSD}
 	if b.MaxTurns > 0 {
 		out.Stop = append(out.Stop, agent.MaxSessionTurns(int(b.MaxTurns)))
 	}

@@ -278,3 +278,25 @@ func (m *Memory) Prompt(ctx context.Context) (prompt string, errs []error) {
 	return "# Memory\n\nWhat earlier sessions saved with the memory tool, as it was when this session started:\n\n" +
 		strings.Join(parts, "\n\n"), errs
 }
+
+// Write replaces the target's document with doc, as someone edited it:
+// a malformed doc or one over the target's cap is refused and nothing
+// changes. It is how a malformed document is repaired.
+func (m *Memory) Write(ctx context.Context, t Target, doc []byte) error {
+	if _, err := ParseTarget(string(t)); err != nil {
+		return refused("%v", err)
+	}
+	entries, err := Parse(doc)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	for _, e := range entries {
+		if len(e) > m.limits.Entry {
+			return refused("entry %q is %d bytes, over the cap of %d per entry", shorten(e, 40), len(e), m.limits.Entry)
+		}
+	}
+	if limit := m.limits.of(t); len(doc) > limit {
+		return refused("%s is %d bytes, over its cap of %d", t.FileName(), len(doc), limit)
+	}
+	return m.docs.Update(ctx, t, func([]byte) ([]byte, error) { return doc, nil })
+}

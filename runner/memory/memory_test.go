@@ -246,3 +246,33 @@ func TestTool(t *testing.T) {
 		}
 	}
 }
+
+func TestWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	files := newFiles(t)
+	m := New(files, Limits{Project: 100, Entry: 20})
+	path := files.Path(Project)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("not a list\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for doc, want := range map[string]string{
+		"- ok\nprose\n":                       "line 2",
+		"- " + strings.Repeat("x", 21) + "\n": "per entry",
+		strings.Repeat("- abcdefgh\n", 10):    "over its cap of 100",
+	} {
+		if err := m.Write(ctx, Project, []byte(doc)); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Write(%q) = %v, want refused with %q", doc, err, want)
+		}
+	}
+	// Writing a valid document repairs a malformed one.
+	if err := m.Write(ctx, Project, []byte("# Mine\n\n- fixed\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := m.Entries(ctx, Project); err != nil || !cmp.Equal(got, []string{"fixed"}) {
+		t.Errorf("entries %q, %v", got, err)
+	}
+}

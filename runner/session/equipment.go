@@ -58,6 +58,10 @@ type equipment struct {
 	// startContext is what SessionStart hooks added to the system
 	// prompt, kept across reloads.
 	startContext string
+	// memory is the memory as the run started (see package memory): it
+	// stays as it was for the whole run, whatever the memory tool saves,
+	// so that the prompt's prefix stays cacheable.
+	memory string
 
 	// prompt is the user's prompt with the skills it names attached, and
 	// promptSeq its sequence number when it was journaled before the loop
@@ -103,6 +107,9 @@ func newEquipment(opts Options, builtin []tools.Tool) (*equipment, error) {
 	warnProblems(opts.Logger, x)
 	eq := &equipment{opts: opts, load: lo, loadout: loadout{ext: x}, builtin: slices.Clip(builtin), prompt: opts.Prompt}
 	eq.approve = approvals.Load(lo.Layers, opts.Logger).Then(opts.Approve)
+	if opts.Memory != nil {
+		eq.builtin = append(eq.builtin, opts.Memory.Tool())
+	}
 	if eq.follower, err = instructions.New(lo.workspace(), lo.Dir); err != nil {
 		opts.Logger.Warn("the project instructions below the working directory are not followed", "err", err)
 	}
@@ -275,10 +282,13 @@ func (eq *equipment) start(session uuid.UUID, w *journal.Writer) error {
 
 // systemPrompt is the prompt the model is given now.
 func (eq *equipment) systemPrompt() string {
-	if eq.startContext == "" {
-		return eq.system
+	p := eq.system
+	for _, s := range []string{eq.memory, eq.startContext} {
+		if s != "" {
+			p += "\n\n" + s
+		}
 	}
-	return eq.system + "\n\n" + eq.startContext
+	return p
 }
 
 // applyToolset keeps the tools of the named toolset.
@@ -582,6 +592,13 @@ func decisionName(v hooks.Verdict) string {
 // sessionStart runs the SessionStart hooks; the context they add extends
 // the system prompt.
 func (eq *equipment) sessionStart(ctx context.Context, source string) {
+	if eq.opts.Memory != nil {
+		var errs []error
+		eq.memory, errs = eq.opts.Memory.Prompt(ctx)
+		for _, err := range errs {
+			eq.opts.Logger.Warn("memory left out of the system prompt", "err", err)
+		}
+	}
 	v, err := eq.engine.SessionStart(ctx, source)
 	if err != nil {
 		eq.opts.Logger.Warn("SessionStart hooks", "err", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/mcp"
+	"github.com/aerie-run/aerie/runner/memory"
 	"github.com/aerie-run/aerie/runner/moa"
 	"github.com/aerie-run/aerie/runner/plugins"
 	"github.com/aerie-run/aerie/runner/skills"
@@ -230,7 +231,7 @@ func BuiltinToolNames() []string {
 	for _, t := range ts {
 		names = append(names, t.Name())
 	}
-	return append(names, skills.ToolName, userlayer.ToolName, tools.RetrieveName, moa.Name)
+	return append(names, skills.ToolName, userlayer.ToolName, tools.RetrieveName, moa.Name, memory.ToolName)
 }
 
 // PluginServers are a plugin's MCP servers as runner/mcp declares them.

@@ -24,6 +24,7 @@ import (
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/memory"
 	"github.com/aerie-run/aerie/runner/pricing"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
@@ -157,6 +158,10 @@ type Options struct {
 	// when it cannot (see package result). A run that compacts (a
 	// /compact prompt) asks for none.
 	Result *result.Contract
+	// Memory, when set, is the session's built-in memory: the model is
+	// offered the memory tool over it (the toolset permitting), and the
+	// system prompt carries it as it was when the run started.
+	Memory *memory.Memory
 
 	// Executor runs the tools, the hooks and the stdio MCP servers.
 	Executor Executor

@@ -68,13 +68,13 @@ skipped (the report is printed first). Skipped project files do not fail it.`,
 			}
 			// The same loader as a run's, from the same sources, so that
 			// the report shows exactly what a session started here loads.
-			var disabled []string
+			var pc config.Plugins
 			if loaded, err := a.loadConfig(cmd, wd, ws); err != nil {
 				warn(cmd, "%v; reporting every plugin as enabled", err)
 			} else {
-				disabled = loaded.Config.Plugins.Disabled
+				pc = loaded.Config.Plugins
 			}
-			src, err := a.extensionSource(wd, ws, disabled)
+			src, err := a.extensionSource(wd, ws, pc)
 			if err != nil {
 				return fmt.Errorf("extensions: %w", err)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aerie-run/aerie/cmd/internal/cli"
+	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/mcp"
@@ -57,13 +58,13 @@ Exit status: 0 when every required server connected; 1 otherwise.`,
 			}
 			// The same loader as a run's: the declarations a session
 			// started here would use, plugins.disabled honoured.
-			var disabled []string
+			var pc config.Plugins
 			if loaded, err := a.loadConfig(cmd, wd, ws); err != nil {
 				warn(cmd, "%v; listing every plugin's servers", err)
 			} else {
-				disabled = loaded.Config.Plugins.Disabled
+				pc = loaded.Config.Plugins
 			}
-			src, err := a.extensionSource(wd, ws, disabled)
+			src, err := a.extensionSource(wd, ws, pc)
 			if err != nil {
 				return err
 			}

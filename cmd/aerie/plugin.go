@@ -98,6 +98,7 @@ func pluginEntry(a *app, m *plugins.Manager, name string) plugins.Entry {
 func newPluginInstallCmd(a *app) *cobra.Command {
 	var o plugins.InstallOptions
 	var asJSON bool
+	var comps string
 	cmd := &cobra.Command{
 		Use:   "install SOURCE | NAME@MARKETPLACE",
 		Short: "Install a plugin from a local directory, a git URL or a marketplace",
@@ -113,6 +114,10 @@ with strict: false, or a plugin without a manifest of its own, takes its
 manifest from the entry. The install record names the marketplace and the
 entry, and aerie plugin update resolves the entry again.
 
+--components lists the components of a Claude or Codex plugin to load
+(skills, agents, commands, hooks, mcp, or all), recorded in the install record
+in place of the configuration's [plugins] components (default: skills).
+
 --json prints {"installed": PLUGIN}.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -121,13 +126,22 @@ entry, and aerie plugin update resolves the entry again.
 				return fmt.Errorf("plugin install: %w", err)
 			}
 			o.Source = args[0]
+			if cmd.Flags().Changed("components") {
+				if o.Components, err = plugins.SplitComponents(comps); err != nil {
+					return fmt.Errorf("plugin install: --components: %w", err)
+				}
+				if len(o.Components) == 0 {
+					return errors.New("plugin install: --components names no component; " +
+						"list some of skills, agents, commands, hooks, mcp, or all")
+				}
+			}
 			var name string
 			if entry, market, ok := marketRef(args[0]); ok {
 				if o.Path != "" || o.Ref != "" {
 					return errors.New("plugin install: --path and --ref do not apply to NAME@MARKETPLACE; " +
 						"the marketplace entry says where the plugin is")
 				}
-				name, err = m.InstallFrom(cmd.Context(), entry, market)
+				name, err = m.InstallFrom(cmd.Context(), entry, market, o.Components)
 			} else {
 				name, err = m.Install(cmd.Context(), o)
 			}
@@ -143,6 +157,8 @@ entry, and aerie plugin update resolves the entry again.
 	}
 	cmd.Flags().StringVar(&o.Path, "path", "", "the plugin's directory inside the source")
 	cmd.Flags().StringVar(&o.Ref, "ref", "", "the branch or tag to install (git sources)")
+	cmd.Flags().StringVar(&comps, "components", "",
+		"the components of a Claude or Codex plugin to load, comma-separated (skills,agents,commands,hooks,mcp or all)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

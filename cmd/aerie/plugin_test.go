@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/aerie-run/aerie/hack/testenv"
 )
 
 func writePlugin(t *testing.T, dir, manifest string) {
@@ -314,5 +316,25 @@ func TestPluginJSON(t *testing.T) {
 	check("uninstall", uninstalled.Uninstalled, "1.1.0", true, "active")
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the plugin is still installed: %v", err)
+	}
+}
+
+// TestPluginInstallComponents records --components in the install record
+// and refuses an unknown component by name.
+func TestPluginInstallComponents(t *testing.T) {
+	t.Parallel()
+	h := harness{home: t.TempDir(), dir: t.TempDir()}
+	src := filepath.Join(t.TempDir(), "cc")
+	testenv.WriteTree(t, src, map[string]string{".claude-plugin/plugin.json": `{"name":"cc"}`})
+	r := h.aerie(t, "plugin", "install", src, "--components", "lsp")
+	if r.code != 1 || !strings.Contains(r.err.Error(), `--components: item 0: unknown component "lsp"`) {
+		t.Fatalf("install --components lsp: code %d, err %v", r.code, r.err)
+	}
+	if r := h.aerie(t, "plugin", "install", src, "--components", "commands,skills"); r.code != 0 {
+		t.Fatalf("install: %v", r.err)
+	}
+	rec := readFile(t, filepath.Join(h.home, "plugins", "cc", ".aerie-install.yaml"))
+	if !strings.Contains(rec, "components:\n    - skills\n    - commands\n") {
+		t.Errorf("install record lacks the components:\n%s", rec)
 	}
 }

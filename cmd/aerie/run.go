@@ -217,7 +217,7 @@ func (a *app) launch(
 			closeStore(cmd, st)
 		}
 	}()
-	src, err := a.extensionSource(p.dir, p.workspace, p.config.Plugins.Disabled)
+	src, err := a.extensionSource(p.dir, p.workspace, p.config.Plugins)
 	if err != nil {
 		return launched{}, configErr(err)
 	}
@@ -549,14 +549,14 @@ func (a *app) prompt(cmd *cobra.Command, args []string, f runFlags) (string, err
 // extensionSource is where a session started in dir takes its extensions
 // from: aerie run and aerie extensions both load from it, so that the
 // report never disagrees with a run.
-func (a *app) extensionSource(dir, workspace string, disabledPlugins []string) (session.LoadOptions, error) {
+func (a *app) extensionSource(dir, workspace string, pc config.Plugins) (session.LoadOptions, error) {
 	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: dir, Workspace: workspace, Home: config.Home(a.env)})
 	if err != nil {
 		return session.LoadOptions{}, err
 	}
 	return session.LoadOptions{
 		Layers: layers, Workspace: workspace, Dir: dir, Getenv: a.env.Getenv, UserHome: userHome(a.env),
-		DisabledPlugins: disabledPlugins, System: session.DefaultSystemPrompt(dir),
+		DisabledPlugins: pc.Disabled, PluginComponents: pc.Components, System: session.DefaultSystemPrompt(dir),
 	}, nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/aerie-run/aerie/runner/plugins"
 	"github.com/aerie-run/aerie/runner/pricing"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/store"
@@ -158,6 +159,12 @@ type Plugins struct {
 	// only add to the list the submitter's layers give: a repository cannot
 	// turn on a plugin the cluster turned off.
 	Disabled []string
+	// Components are the components loaded from a Claude or Codex plugin
+	// (components = ["skills", "agents", "commands", "hooks", "mcp"] or
+	// ["all"]); nil is the default, skills only. A plugin installed with
+	// aerie plugin install --components uses its own list. A nearer file
+	// replaces a farther one's list.
+	Components plugins.Components
 }
 
 // ToolResults is the [tool_results] table.

@@ -11,6 +11,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
 
+	"github.com/aerie-run/aerie/runner/plugins"
 	"github.com/aerie-run/aerie/runner/pricing"
 )
 
@@ -20,6 +21,7 @@ type settings struct {
 	DatabaseURL     *string
 	ToolResults     toolResultsLayer
 	PluginsDisabled *[]string
+	PluginsComps    *plugins.Components
 	CompactionModel *string
 	Subagents       subagentsLayer
 	MoA             moaLayer
@@ -56,6 +58,7 @@ func (l settings) apply(c Config) Config {
 	set(&t.HeadBytes, l.ToolResults.HeadBytes)
 	set(&t.TailBytes, l.ToolResults.TailBytes)
 	set(&c.Plugins.Disabled, l.PluginsDisabled)
+	set(&c.Plugins.Components, l.PluginsComps)
 	set(&c.Compaction.Model, l.CompactionModel)
 	set(&c.MoA.ReferenceModels, l.MoA.ReferenceModels)
 	set(&c.MoA.AggregatorModel, l.MoA.AggregatorModel)
@@ -122,6 +125,9 @@ func parse(path string, doc []byte) (settings, error) {
 		return settings{}, fail("plugins", err)
 	}
 	if pl != nil {
+		if l.PluginsComps, err = parseComponents(*pl); err != nil {
+			return settings{}, fail("plugins.components", err)
+		}
 		list, err := get[[]any](*pl, "disabled")
 		if err != nil {
 			return settings{}, fail("plugins.disabled", err)
@@ -155,6 +161,27 @@ func parse(path string, doc []byte) (settings, error) {
 		}
 	}
 	return l, nil
+}
+
+// parseComponents reads plugins.components, a list of component names.
+func parseComponents(pl map[string]any) (*plugins.Components, error) {
+	list, err := get[[]any](pl, "components")
+	if err != nil || list == nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(*list))
+	for i, v := range *list {
+		name, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("item %d: want a string, got %s", i, kindOf(v))
+		}
+		names = append(names, name)
+	}
+	cs, err := plugins.ParseComponents(names)
+	if err != nil {
+		return nil, err
+	}
+	return &cs, nil
 }
 
 // parseMoA reads the [moa] table: the mixture_of_agents tool's models. A

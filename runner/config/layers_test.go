@@ -10,6 +10,7 @@ import (
 
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/plugins"
 )
 
 func TestLoadLayers(t *testing.T) {
@@ -40,6 +41,22 @@ func TestLoadLayers(t *testing.T) {
 				c.Subagents = Subagents{MaxConcurrent: 2, MaxDepth: 1, MaxTotal: 10}
 			},
 			applied: []string{"layers/spec/config.toml", "layers/platform/config.toml"},
+		},
+		{
+			name: "a layer's plugins.components, a nearer one's replaces it",
+			files: map[string]string{
+				"layers/platform/config.toml": "[plugins]\ncomponents = [\"all\"]\n",
+				"layers/spec/config.toml":     "[plugins]\ncomponents = [\"hooks\", \"skills\", \"hooks\"]\n",
+			},
+			want: func(c *Config) {
+				c.Plugins.Components = plugins.Components{plugins.ComponentSkills, plugins.ComponentHooks}
+			},
+			applied: []string{"layers/spec/config.toml", "layers/platform/config.toml"},
+		},
+		{
+			name:    "an unknown plugin component names the key, the item and the names allowed",
+			files:   map[string]string{"layers/ns/config.toml": "[plugins]\ncomponents = [\"skills\", \"lsp\"]\n"},
+			wantErr: []string{"config.toml:2:1: plugins.components: item 1: unknown component \"lsp\"; want skills, agents, commands, hooks, mcp or all"},
 		},
 		{
 			name:    "a negative subagent limit names its key",

@@ -47,6 +47,10 @@ type Install struct {
 	// Manifest is what the marketplace entry contributes to the plugin's
 	// manifest, when it does.
 	Manifest *EntryManifest `yaml:"manifest,omitempty" json:"manifest,omitempty"`
+	// Components are the components of a Claude or Codex plugin to load
+	// (aerie plugin install --components); empty means the
+	// configuration's [plugins] components.
+	Components []string `yaml:"components,omitempty" json:"components,omitempty"`
 }
 
 // EntryManifest is the manifest a marketplace entry gives a plugin. For a
@@ -152,6 +156,9 @@ type InstallOptions struct {
 	// SHA is the commit to check out (git only); the head of Ref when
 	// empty.
 	SHA string
+	// Components, when not nil, are recorded as the components of a Claude
+	// or Codex plugin to load, in place of the configuration's.
+	Components Components
 }
 
 func (m *Manager) now() time.Time {
@@ -186,6 +193,7 @@ func (m *Manager) Install(ctx context.Context, o InstallOptions) (string, error)
 	if err != nil {
 		return "", fmt.Errorf("install plugin: %w", err)
 	}
+	rec.Components = o.Components.Strings()
 	return m.place(stage, rec, mf.Name)
 }
 
@@ -298,7 +306,7 @@ func (m *Manager) Update(ctx context.Context, name string) error {
 	if got != name {
 		return fmt.Errorf("update plugin %s: the source now names the plugin %q", name, got)
 	}
-	fresh.Enabled = rec.Enabled
+	fresh.Enabled, fresh.Components = rec.Enabled, rec.Components
 	if err := writeInstall(stage, fresh); err != nil {
 		return err
 	}

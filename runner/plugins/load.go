@@ -37,6 +37,30 @@ type Options struct {
 	// directories (layer.ListLayers): a layer it shows without a plugins directory
 	// is not opened for it.
 	Listing *layer.Listing
+	// Components are the components loaded from a Claude or Codex plugin
+	// whose install record names none ([plugins] components); nil is
+	// DefaultComponents. A native plugin's manifest says what it bundles.
+	Components Components
+}
+
+// components returns the components to load from a plugin of format
+// with the install record in, or the problem with the record's list.
+func (o Options) components(format Format, in *Install, file string) (Components, error) {
+	if format != FormatClaude && format != FormatCodex {
+		return AllComponents, nil
+	}
+	if in != nil && len(in.Components) > 0 {
+		cs, err := ParseComponents(in.Components)
+		if err != nil {
+			return nil, layer.Problem{File: file, Field: "components",
+				Reason: err.Error() + "; reinstall the plugin with aerie plugin install --components"}
+		}
+		return cs, nil
+	}
+	if o.Components == nil {
+		return DefaultComponents, nil
+	}
+	return o.Components, nil
 }
 
 // Entry is one plugin directory found in a layer and what became of it.
@@ -64,6 +88,11 @@ type Entry struct {
 	ShadowedBy string `json:"shadowed_by,omitempty"`
 	// Install is the plugin's install record, if it has one.
 	Install *Install `json:"install,omitempty"`
+	// Components are the components loaded from the plugin.
+	Components Components `json:"components,omitempty"`
+	// ComponentStates are the components a Claude or Codex plugin ships
+	// and what became of each.
+	ComponentStates []ComponentState `json:"component_states,omitempty"`
 	// Err is the problem behind a skipped entry.
 	Err error `json:"-"`
 }
@@ -177,6 +206,7 @@ func Load(layers []layer.Layer, opts Options) (*Set, error) {
 			e, p, err := loadOne(fsys, l, name, disabled[name], opts)
 			if i, ok := winners[name]; ok && e.Status != layer.StatusSkipped {
 				e.Status, e.ShadowedBy = layer.StatusShadowed, set.Entries[i].Dir
+				e.ComponentStates = nil
 				e.Reason = "a nearer layer has a plugin of the same name"
 				set.Entries = append(set.Entries, e)
 				continue
@@ -280,9 +310,20 @@ func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options
 		e.Status, e.Reason = layer.StatusInactive, verb(false)
 		return e, nil, nil
 	}
+	comps, err := opts.components(m.Format, e.Install, filepath.Join(root, InstallFile))
+	if err != nil {
+		return skip(err)
+	}
+	e.Components = comps
+	if m.Format == FormatClaude || m.Format == FormatCodex {
+		e.ComponentStates = componentStates(fsys, rel, root, m.Skills, comps)
+	}
 	p := &Plugin{Name: name, Version: m.Version, Description: m.Description, Root: root,
 		Format: m.Format, Manifest: e.Manifest, Layer: l.Name, Install: e.Install}
 	for _, s := range m.Skills {
+		if !comps.Has(ComponentSkills) {
+			break
+		}
 		if st, err := fs.Stat(fsys, path.Join(rel, s)); err == nil && st.IsDir() {
 			p.Skills = append(p.Skills, SkillRoot{Dir: filepath.Join(root, filepath.FromSlash(s)), Namespace: name})
 		}

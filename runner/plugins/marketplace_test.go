@@ -154,7 +154,7 @@ func TestCorpusMarketplace(t *testing.T) {
 	}
 
 	for _, name := range present {
-		if _, err := m.InstallFrom(t.Context(), name, rec.Name); err != nil {
+		if _, err := m.InstallFrom(t.Context(), name, rec.Name, nil); err != nil {
 			t.Errorf("install %s: %v", name, err)
 		}
 	}
@@ -205,7 +205,7 @@ func TestCodexMarketplace(t *testing.T) {
 	if rec.Format != FormatCodex || mk.Name != "1password-plugins" || len(mk.Entries) != 1 {
 		t.Fatalf("record %+v, catalog %+v", rec, mk)
 	}
-	if _, err := m.InstallFrom(t.Context(), "1password", rec.Name); err != nil {
+	if _, err := m.InstallFrom(t.Context(), "1password", rec.Name, nil); err != nil {
 		t.Fatal(err)
 	}
 	set, err := Load([]layer.Layer{{Name: "home", Dir: home, Kind: layer.KindHome}}, Options{})
@@ -268,12 +268,12 @@ func TestGitMarketplace(t *testing.T) {
 		t.Fatalf("record %+v", rec)
 	}
 	// tools-pinned's name differs from its manifest's: refused, precisely.
-	if _, err := m.InstallFrom(t.Context(), "tools-pinned", "acme"); err == nil ||
+	if _, err := m.InstallFrom(t.Context(), "tools-pinned", "acme", nil); err == nil ||
 		!strings.Contains(err.Error(), `the plugin's manifest names it "tools", but the marketplace entry is "tools-pinned"`) {
 		t.Errorf("install tools-pinned: %v", err)
 	}
 	for _, n := range []string{"review", "tools", "docs", "deploy"} {
-		if _, err := m.InstallFrom(t.Context(), n, "acme"); err != nil {
+		if _, err := m.InstallFrom(t.Context(), n, "acme", nil); err != nil {
 			t.Fatalf("install %s: %v", n, err)
 		}
 	}

@@ -287,13 +287,15 @@ func (m *Manager) RemoveMarketplace(name string) error {
 }
 
 // InstallFrom installs the entry of the marketplace market and returns the
-// plugin's name.
-func (m *Manager) InstallFrom(ctx context.Context, entry, market string) (string, error) {
+// plugin's name. comps, when not nil, are recorded as the components to
+// load (see InstallOptions.Components).
+func (m *Manager) InstallFrom(ctx context.Context, entry, market string, comps Components) (string, error) {
 	stage, rec, err := m.fetchEntry(ctx, entry, market)
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(stage) //nolint:errcheck // best-effort removal of the staging directory
+	rec.Components = comps.Strings()
 	return m.place(stage, rec, rec.Entry)
 }
 

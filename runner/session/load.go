@@ -33,6 +33,9 @@ type LoadOptions struct {
 	UserHome string
 	// DisabledPlugins names plugins not to use (plugins.disabled).
 	DisabledPlugins []string
+	// PluginComponents are the components of Claude and Codex plugins to
+	// load (plugins.components); nil is plugins.DefaultComponents.
+	PluginComponents plugins.Components
 	// System is the base system prompt, the persona's: a SYSTEM.md or
 	// AERIE_SYSTEM_PROMPT_FILE replaces it, APPEND_SYSTEM.md files and
 	// project instructions (AGENTS.md) extend it.
@@ -93,7 +96,8 @@ func LoadExtensions(o LoadOptions) (*Extensions, error) {
 	go func() {
 		defer close(pluginsRan)
 		plugs, plugErr = plugins.Load(o.Layers,
-			plugins.Options{WorkDir: o.Dir, Disabled: o.DisabledPlugins, Listing: listing})
+			plugins.Options{WorkDir: o.Dir, Disabled: o.DisabledPlugins, Listing: listing,
+				Components: o.PluginComponents})
 		var pluginRoots []skills.Root
 		if plugs != nil {
 			for _, r := range plugs.SkillRoots() {

@@ -1,0 +1,147 @@
+package plugins
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/aerie-run/aerie/runner/layer"
+)
+
+// Component is a kind of thing a Claude or Codex plugin ships that aerie
+// can load from it. Skills are loaded by default, as the seed says; the
+// others only when the configuration's [plugins] components (or the
+// plugin's install record) names them.
+type Component string
+
+// The components of a plugin.
+const (
+	ComponentSkills   Component = "skills"
+	ComponentAgents   Component = "agents"
+	ComponentCommands Component = "commands"
+	ComponentHooks    Component = "hooks"
+	ComponentMCP      Component = "mcp"
+)
+
+// ComponentAll in a components list stands for every component.
+const ComponentAll = "all"
+
+// AllComponents are the components, in the order reports list them.
+var AllComponents = []Component{ComponentSkills, ComponentAgents, ComponentCommands, ComponentHooks, ComponentMCP}
+
+// DefaultComponents is what a Claude or Codex plugin contributes when no
+// configuration says otherwise: its skills only.
+var DefaultComponents = Components{ComponentSkills}
+
+// Components is a set of components, in AllComponents order, without
+// repeats.
+type Components []Component
+
+// Has reports whether c is in the set.
+func (cs Components) Has(c Component) bool { return slices.Contains(cs, c) }
+
+// Strings returns the set's names.
+func (cs Components) Strings() []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = string(c)
+	}
+	return out
+}
+
+// ParseComponents reads a components list (the names of AllComponents, or
+// "all"). An empty list is an empty set: a plugin contributes nothing. The
+// error names the bad item and the names that are allowed.
+func ParseComponents(names []string) (Components, error) {
+	seen := map[Component]bool{}
+	for i, n := range names {
+		n = strings.TrimSpace(n)
+		if n == ComponentAll {
+			for _, c := range AllComponents {
+				seen[c] = true
+			}
+			continue
+		}
+		if !slices.Contains(AllComponents, Component(n)) {
+			return nil, fmt.Errorf("item %d: unknown component %q; want %s or %s",
+				i, n, strings.Join(Components(AllComponents).Strings(), ", "), ComponentAll)
+		}
+		seen[Component(n)] = true
+	}
+	out := Components{}
+	for _, c := range AllComponents {
+		if seen[c] {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// SplitComponents reads a comma-separated components list, the form of a
+// command-line flag.
+func SplitComponents(s string) (Components, error) {
+	if strings.TrimSpace(s) == "" {
+		return Components{}, nil
+	}
+	return ParseComponents(strings.Split(s, ","))
+}
+
+// ComponentState is what became of one component a Claude or Codex plugin
+// ships.
+type ComponentState struct {
+	Component Component `json:"component"`
+	// Path is the component's file or directory in the plugin.
+	Path string `json:"path"`
+	// Status is active (loaded), inactive (not enabled by components) or
+	// skipped (enabled, but aerie does not load it).
+	Status layer.Status `json:"status"`
+	Reason string       `json:"reason,omitempty"`
+}
+
+// componentPaths are where a Claude or Codex plugin keeps each component
+// other than skills, relative to its root.
+var componentPaths = []struct {
+	c    Component
+	path string
+	dir  bool
+}{
+	{ComponentAgents, "agents", true},
+	{ComponentCommands, "commands", true},
+	{ComponentHooks, "hooks/hooks.json", false},
+	{ComponentMCP, ".mcp.json", false},
+}
+
+// loaded are the components aerie loads from a Claude or Codex plugin.
+var loaded = Components{ComponentSkills}
+
+// componentStates reports the components the plugin at rel (root on disk)
+// ships: its skill directories skills, and those of componentPaths that
+// are present.
+func componentStates(fsys fs.FS, rel, root string, skills []string, comps Components) []ComponentState {
+	var out []ComponentState
+	add := func(c Component, p string) {
+		s := ComponentState{Component: c, Path: filepath.Join(root, filepath.FromSlash(p)), Status: layer.StatusActive}
+		switch {
+		case !comps.Has(c):
+			s.Status, s.Reason = layer.StatusInactive, fmt.Sprintf(
+				"not enabled by components; add %q to [plugins] components or aerie plugin install --components", c)
+		case !loaded.Has(c):
+			s.Status, s.Reason = layer.StatusSkipped, fmt.Sprintf("unsupported: aerie does not load a plugin's %s", c)
+		}
+		out = append(out, s)
+	}
+	for _, s := range skills {
+		if st, err := fs.Stat(fsys, path.Join(rel, s)); err == nil && st.IsDir() {
+			add(ComponentSkills, s)
+		}
+	}
+	for _, cp := range componentPaths {
+		if st, err := fs.Stat(fsys, path.Join(rel, cp.path)); err == nil && st.IsDir() == cp.dir {
+			add(cp.c, cp.path)
+		}
+	}
+	return out
+}

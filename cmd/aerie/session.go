@@ -761,6 +761,14 @@ func (o *openingStore) Resolve(ctx context.Context, tenant, ref string) (store.S
 	return st.Resolve(ctx, tenant, ref)
 }
 
+func (o *openingStore) List(ctx context.Context, tenant string, opts store.ListOptions) ([]store.Session, error) {
+	st, err := o.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.List(ctx, tenant, opts)
+}
+
 func (o *openingStore) Fork(
 	ctx context.Context, tenant string, source uuid.UUID, opts store.ForkOptions,
 ) (store.Session, error) {

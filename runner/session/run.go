@@ -82,6 +82,9 @@ type run struct {
 	// charges, and the root's running children.
 	tree     *subagent.Tree
 	children *subagent.Children
+	// resumeChildren: the session's last run left spawn_agent calls
+	// pending, whose children converse resumes first.
+	resumeChildren bool
 
 	// Set by converse.
 	conversed  bool
@@ -253,10 +256,17 @@ func (r *run) start(ctx context.Context) error {
 	for _, e := range first {
 		r.w.Append(e)
 	}
-	r.snap.Entries = answerUnanswered(r.w, r.sess.ID, r.snap, opts.Logger)
-	r.base = r.workspaceBase(ctx)
-	r.newTree()
+	if err := r.newTree(ctx); err != nil {
+		return err
+	}
 	r.eq.spawn, r.eq.stop = r.rootTool(), []agent.StopCondition{r.tree.Ledger().Stop()}
+	// The children of spawn_agent calls left pending are resumed once the
+	// loop is about to go on (see converse); the other open calls are
+	// answered with them.
+	if r.resumeChildren = r.eq.spawn != nil && len(pendingSpawns(r.snap)) > 0; !r.resumeChildren {
+		r.snap.Entries = answerUnanswered(r.w, r.sess.ID, r.snap, opts.Logger)
+	}
+	r.base = r.workspaceBase(ctx)
 	if err := r.eq.start(r.sess.ID, r.w); err != nil {
 		return err
 	}
@@ -285,6 +295,9 @@ func (r *run) converse(ctx context.Context) {
 	if r.eq.hasStartHooks() {
 		// Hooks act on the workspace: the session exists first.
 		_, _ = r.pending.wait(ctx)
+	}
+	if r.resumeChildren && !r.pending.failed() {
+		r.snap.Entries = answerPending(ctx, r.w, r.sess.ID, r.snap, r.eq.spawn, r.opts.Logger)
 	}
 	switch {
 	case r.pending.failed():

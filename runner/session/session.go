@@ -90,6 +90,7 @@ type Store interface {
 	journal.Store
 	Create(ctx context.Context, tenant string, s store.NewSession) (store.Session, error)
 	Resolve(ctx context.Context, tenant, ref string) (store.Session, error)
+	List(ctx context.Context, tenant string, opts store.ListOptions) ([]store.Session, error)
 	Fork(ctx context.Context, tenant string, source uuid.UUID, opts store.ForkOptions) (store.Session, error)
 	Load(ctx context.Context, tenant string, session uuid.UUID) (store.Session, transcript.Snapshot, error)
 	SetState(ctx context.Context, tenant string, id uuid.UUID, state store.State) error

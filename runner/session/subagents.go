@@ -19,6 +19,7 @@ import (
 	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/process"
+	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/subagent"
 	"github.com/aerie-run/aerie/runner/tools"
@@ -26,8 +27,11 @@ import (
 )
 
 // newTree makes the session tree of the run: its limits, and the ledger
-// that starts from the root's stored usage and holds the run's budget.
-func (r *run) newTree() {
+// that holds the run's budget. The ledger starts from the root's stored
+// usage and, for a resumed root, its stored descendants' (which also count
+// toward max_total), so that a resumed tree keeps to the budget of the
+// whole tree.
+func (r *run) newTree(ctx context.Context) error {
 	limits := subagent.DefaultLimits()
 	if r.opts.Subagents != nil {
 		limits = *r.opts.Subagents
@@ -36,8 +40,17 @@ func (r *run) newTree() {
 	if r.snap.Usage != nil {
 		start = *r.snap.Usage
 	}
-	r.tree = subagent.NewTree(limits, subagent.NewLedger(start, r.opts.Budget.Stop))
+	var stored []uuid.UUID
+	if r.opts.Session.Resume != "" {
+		ids, usage, err := storedTree(ctx, r.st, r.opts.Session.Tenant, r.sess.ID)
+		if err != nil {
+			return fmt.Errorf("resume session %s: %w", r.sess.ID, err)
+		}
+		stored, start = ids, addUsage(start, usage)
+	}
+	r.tree = subagent.NewTree(limits, subagent.NewLedger(start, r.opts.Budget.Stop), stored...)
 	r.children = &subagent.Children{}
+	return nil
 }
 
 // rootTool is the spawn_agent tool of the root, nil when the limits allow
@@ -53,7 +66,7 @@ func (r *run) rootTool() tools.Tool {
 // the usage across the tree (the root's own context size kept).
 func (r *run) treeResult(res agent.Result) agent.Result {
 	t := r.tree.Ledger().Totals()
-	if t.Subagents == 0 {
+	if r.tree.Spawned() == 0 {
 		return res
 	}
 	u := t.Usage
@@ -81,6 +94,8 @@ type child struct {
 	engine  *hooks.Engine
 	w       *journal.Writer
 	cmds    *trackedCommands
+	// children are the child's own running children.
+	children *subagent.Children
 }
 
 func (s *spawner) Spawn(ctx context.Context, req subagent.Request) (subagent.Outcome, error) {
@@ -97,9 +112,40 @@ func (s *spawner) Spawn(ctx context.Context, req subagent.Request) (subagent.Out
 		e.AgentID, e.ParentID = c.id.String(), s.parent.String()
 		emit(r.opts.Observe, e)
 	}
-	prompt := s.start(ctx, c)
 	settings := r.settings
 	settings.Persona = req.AgentType
+	sess, snap, err := r.st.Load(ctx, r.opts.Session.Tenant, c.id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return s.fresh(ctx, c, settings)
+	case err != nil:
+		return subagent.Outcome{}, fmt.Errorf("load the subagent's session %s: %w", c.id, err)
+	case sess.ParentID != s.parent:
+		return subagent.Outcome{}, fmt.Errorf("session %s is not a subagent of %s", c.id, s.parent)
+	}
+	if res, ok := finished(sess, snap); ok {
+		// Its outcome was stored and not delivered: it does not run again.
+		r.opts.Logger.Info("delivering the stored outcome of a finished subagent", "session", c.id.String())
+		return subagent.Outcome{Session: c.id, Result: res}, nil
+	}
+	if err := r.st.SetState(ctx, r.opts.Session.Tenant, c.id, store.StateActive); err != nil {
+		return subagent.Outcome{}, fmt.Errorf("resume the subagent's session %s: %w", c.id, err)
+	}
+	c.engine = s.engine(c)
+	req.Started(c.id)
+	c.observe(events.Event{
+		Type: events.SubagentStart, Session: c.id.String(), AgentType: req.AgentType, Text: req.Task,
+		Provider: settings.Provider, Model: settings.Model,
+	})
+	res := s.resume(ctx, c, snap)
+	s.end(ctx, c, res)
+	return subagent.Outcome{Session: c.id, Result: res}, nil
+}
+
+// fresh stores a new child and runs it from its task.
+func (s *spawner) fresh(ctx context.Context, c *child, settings transcript.Settings) (subagent.Outcome, error) {
+	r := s.r
+	prompt := s.start(ctx, c)
 	_, err := r.st.Create(ctx, r.opts.Session.Tenant, store.NewSession{
 		ID: c.id, Dir: r.opts.Extensions.Dir, Settings: settings, Kind: store.SessionSubagent, Parent: s.parent,
 		Entries: []transcript.Entry{{Seq: 1, Payload: agent.UserEntry(prompt), CreatedAt: time.Now()}},
@@ -107,9 +153,9 @@ func (s *spawner) Spawn(ctx context.Context, req subagent.Request) (subagent.Out
 	if err != nil {
 		return subagent.Outcome{}, fmt.Errorf("store the subagent's session: %w", err)
 	}
-	req.Started(c.id)
+	c.req.Started(c.id)
 	c.observe(events.Event{
-		Type: events.SubagentStart, Session: c.id.String(), AgentType: req.AgentType, Text: req.Task,
+		Type: events.SubagentStart, Session: c.id.String(), AgentType: c.req.AgentType, Text: c.req.Task,
 		Provider: settings.Provider, Model: settings.Model,
 	})
 	res := s.run(ctx, c, prompt)
@@ -152,9 +198,22 @@ func (s *spawner) persona(c *child) error {
 // start makes the child's hook engine and runs its SubagentStart hooks,
 // whose context follows the task; it returns the child's first message.
 func (s *spawner) start(ctx context.Context, c *child) string {
+	c.engine = s.engine(c)
+	prompt := c.req.Task
+	v, err := c.engine.SubagentStart(ctx, c.id.String(), c.req.AgentType)
+	if err != nil {
+		s.r.opts.Logger.Warn("SubagentStart hooks", "agent", c.id.String(), "err", err)
+	} else if v.Context != "" {
+		prompt += "\n\n" + v.Context
+	}
+	return prompt
+}
+
+// engine is the child's hook engine.
+func (s *spawner) engine(c *child) *hooks.Engine {
 	r := s.r
 	opts := r.opts
-	c.engine = hooks.New(opts.Executor, r.eq.ext.Hooks.Hooks, hooks.Options{
+	return hooks.New(opts.Executor, r.eq.ext.Hooks.Hooks, hooks.Options{
 		SessionID: r.eq.session,
 		Dir:       opts.Extensions.Dir,
 		Observe: func(_ context.Context, v hooks.Verdict) {
@@ -166,45 +225,93 @@ func (s *spawner) start(ctx context.Context, c *child) string {
 		Approve: opts.Approve,
 		Logger:  opts.Logger,
 	}).ForAgent(c.id.String(), c.req.AgentType)
-	prompt := c.req.Task
-	v, err := c.engine.SubagentStart(ctx, c.id.String(), c.req.AgentType)
-	if err != nil {
-		opts.Logger.Warn("SubagentStart hooks", "agent", c.id.String(), "err", err)
-	} else if v.Context != "" {
-		prompt += "\n\n" + v.Context
-	}
-	return prompt
 }
 
-// run runs the child's loop to its end.
+// run runs the child's loop from its task to its end.
 func (s *spawner) run(ctx context.Context, c *child, prompt string) agent.Result {
+	c.w = s.journal(ctx, c, 2)
+	reg, _, err := s.tools(c)
+	if err != nil {
+		return agent.Result{Outcome: transcript.OutcomeFailed, Reason: err.Error(), Err: err}
+	}
+	return s.loop(c, reg, nil, nil, transcript.Usage{}, c.req.MaxTurns).Run(ctx, prompt)
+}
+
+// resume continues the child from its journal, snap: its pending calls
+// are answered first (its own children resumed, see answerPending), then
+// its loop goes on with no new prompt. Its max_turns counts the requests
+// it made before.
+func (s *spawner) resume(ctx context.Context, c *child, snap transcript.Snapshot) agent.Result {
 	r := s.r
-	opts := r.opts
+	c.w = s.journal(ctx, c, snap.LastSeq+1)
+	reg, spawn, err := s.tools(c)
+	if err != nil {
+		return agent.Result{Outcome: transcript.OutcomeFailed, Reason: err.Error(), Err: err}
+	}
+	snap.Entries = answerPending(ctx, c.w, c.id, snap, spawn, r.opts.Logger)
+	var usage transcript.Usage
+	if snap.Usage != nil {
+		usage = *snap.Usage
+	}
+	history, seqs := agent.HistoryWithSeqs(snap)
+	if res, ok := answeredAlready(history, snap); ok {
+		c.w.Append(transcript.Checkpoint{Outcome: res.Outcome, Result: res.Answer})
+		return res
+	}
+	turns := c.req.MaxTurns
+	if turns > 0 {
+		// Its bound is what remains of it, one request at least, so that a
+		// resumed child at its bound still ends with the budget's outcome.
+		turns = max(turns-int(usage.Requests), 1)
+	}
+	return s.loop(c, reg, history, seqs, usage, turns).Run(ctx, "")
+}
+
+// journal is the child's journal writer, from sequence number next on.
+func (s *spawner) journal(ctx context.Context, c *child, next int64) *journal.Writer {
+	opts := s.r.opts
 	jopts := opts.Journal
 	if jopts.Logger == nil {
 		jopts.Logger = opts.Logger
 	}
-	c.w = journal.New(ctx, r.st, opts.Session.Tenant, c.id, 2, jopts)
 	c.cmds = &trackedCommands{Commands: opts.Executor}
-	children := &subagent.Children{}
-	spawn := subagent.NewTool(r.tree, c.req.Depth, c.id, &spawner{r: r, parent: c.id}, children)
+	return journal.New(ctx, s.r.st, opts.Session.Tenant, c.id, next, jopts)
+}
+
+// tools are the child's tools, and its own spawn_agent.
+func (s *spawner) tools(c *child) (*tools.Registry, tools.Tool, error) {
+	r := s.r
+	c.children = &subagent.Children{}
+	spawn := subagent.NewTool(r.tree, c.req.Depth, c.id, &spawner{r: r, parent: c.id}, c.children)
 	reg, err := r.eq.childTools(c.id, c.cmds, spawn, c.toolset, c.engine)
-	if err != nil {
-		return agent.Result{Outcome: transcript.OutcomeFailed, Reason: err.Error(), Err: err}
-	}
+	return reg, spawn, err
+}
+
+// loop is the child's loop, continuing history (nil for a new child) with
+// its usage so far; maxTurns bounds its requests, zero is no bound of its
+// own.
+func (s *spawner) loop(
+	c *child, reg *tools.Registry, history []provider.Message, seqs []int64, usage transcript.Usage, maxTurns int,
+) *agent.Loop {
+	r := s.r
+	opts := r.opts
 	stop := []agent.StopCondition{r.tree.Ledger().Stop()}
-	if c.req.MaxTurns > 0 {
-		stop = append(stop, agent.MaxTurns(c.req.MaxTurns))
+	if maxTurns > 0 {
+		stop = append(stop, agent.MaxTurns(maxTurns))
 	}
 	policy := compaction.New(compaction.Config{
 		Window:     compaction.UsableWindow(r.window, opts.Model.MaxOutputTokens),
 		Summarizer: r.summarizer,
 		Provider:   r.summarySettings.Provider,
 		Model:      r.summarySettings.Model,
-		Children:   children,
+		Children:   c.children,
 	})
 	policy.SetFixed(c.system, reg.Definitions())
-	loop := agent.New(agent.Config{
+	promptSeq := int64(1)
+	if history != nil {
+		promptSeq = 0
+	}
+	return agent.New(agent.Config{
 		Model:      r.tree.Ledger().ChildModel(c.req.AgentType, r.model),
 		Tools:      reg,
 		Journal:    c.w,
@@ -214,12 +321,12 @@ func (s *spawner) run(ctx context.Context, c *child, prompt string) agent.Result
 		OnStop: stopHook(opts.Logger, "SubagentStop", func(ctx context.Context, in hooks.StopInput) (hooks.Verdict, error) {
 			return c.engine.SubagentStop(ctx, c.id.String(), c.req.AgentType, in)
 		}),
-		Compactor: policy,
-		PromptSeq: 1,
-		Observe:   c.observe,
-		Logger:    opts.Logger.With("session", c.id.String(), "parent", s.parent.String()),
-	}, nil, transcript.Usage{})
-	return loop.Run(ctx, prompt)
+		Compactor:   policy,
+		PromptSeq:   promptSeq,
+		HistorySeqs: seqs,
+		Observe:     c.observe,
+		Logger:      opts.Logger.With("session", c.id.String(), "parent", s.parent.String()),
+	}, history, usage)
 }
 
 // end tears down the child's processes, closes its journal and records how

@@ -122,6 +122,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newRunnerCmd(a),
 		newGitPushCmd(a),
 		newPluginCmd(a),
+		newMemoryCmd(a),
 	)
 	root.AddCommand(newKubeCmds(a)...)
 	return root

@@ -62,6 +62,8 @@ type runFlags struct {
 	hookApproval          string
 	// outputSchema is --output-schema, resultFile --result-file.
 	outputSchema, resultFile string
+	// noMemory is --no-memory.
+	noMemory bool
 }
 
 // Default models, used when --model is not given for a new session.
@@ -129,6 +131,8 @@ by SIGINT or SIGTERM.`,
 	fl.StringVar(&f.hookApproval, "hook-approval", "deny",
 		"the `policy` for tool calls a hook asks a person to approve: deny, allow (approved in advance), "+
 			"or ask (the session pauses, exit 5, until aerie approve and --resume)")
+	fl.BoolVar(&f.noMemory, "no-memory", false,
+		"offer no memory tool and give no memory in the system prompt (see aerie memory)")
 	fl.IntVar(&f.maxTurns, "max-turns", 100, "stop after this many model requests (0: no limit)")
 	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "stop once input and output tokens reach this many (0: no limit)")
 	fl.Float64Var(&f.maxCostUSD, "max-cost-usd", 0,
@@ -258,6 +262,9 @@ func (a *app) launch(
 		Preserve:  process.NewRegistry(p.home),
 		Observe:   observe,
 		Logger:    logger,
+	}
+	if !f.noMemory {
+		opts.Memory, _ = localMemory(p.home, p.workspace)
 	}
 	opts.MoA.References, opts.MoA.Aggregator = p.config.MoA.Models()
 	opts.MoA.Traces = st

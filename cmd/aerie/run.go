@@ -25,6 +25,7 @@ import (
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/export"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/pricing"
@@ -33,6 +34,7 @@ import (
 	resultschema "github.com/aerie-run/aerie/runner/result"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/session"
+	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/subagent"
 	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
@@ -458,6 +460,14 @@ func writeTrajectory(
 		return fmt.Errorf("read session %s: %w", rep.Session.ID, err)
 	}
 	s := rep.Session
+	// The subagents of the session, this run's and earlier runs', as
+	// aerie session export embeds them.
+	noDecoration := func(store.Session, []transcript.Entry, *export.Input) {}
+	tree, err := export.LoadTree(context.WithoutCancel(ctx), export.Input{Session: trajectorySession(s)},
+		subagentLoader(st, tenant, noDecoration))
+	if err != nil {
+		return err
+	}
 	traj, err := atif.BuildTrajectory(atif.TrajectoryInput{
 		Session:             trajectorySession(s),
 		Entries:             entries,
@@ -466,6 +476,7 @@ func writeTrajectory(
 		Agent:               atif.AgentInfo{Name: commandName, Version: version},
 		Tools:               rep.Tools,
 		Outcome:             string(rep.Result.Outcome),
+		Subagents:           export.SubagentTrajectories(tree.Children),
 	})
 	if err != nil {
 		return err

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aerie-run/aerie/hack/testenv"
+	"github.com/aerie-run/aerie/runner/atif/atiftest"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/transcript"
@@ -463,4 +466,173 @@ func TestRunCostBudgetUnknownPrice(t *testing.T) {
 	if end := out.end(t); end.Usage.CostUSD <= 0 {
 		t.Errorf("end usage %+v: no cost", end.Usage)
 	}
+}
+
+// TestRunATIFWithSubagents: --atif-output embeds the children's
+// trajectories, which the spawning calls' results refer to, as aerie
+// session export writes them, and the document is valid ATIF v1.7.
+func TestRunATIFWithSubagents(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, toolTurn(spawn("sa", "child-a: go"), spawn("sb", "child-b: go")), answer("both done"))
+	e.model.Conversation("child-a:", bashTurn("ca", "echo a"), answer("A done"))
+	e.model.Conversation("child-b:", answer("B done"))
+	path := filepath.Join(e.ws, "trajectory.json")
+	out := e.run("run", "--atif-output", path, "split")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := atiftest.Check(b); err != nil {
+		t.Fatalf("the trajectory is not valid ATIF: %v\n%s", err, b)
+	}
+	var traj struct {
+		Subagents []json.RawMessage `json:"subagent_trajectories"`
+		Steps     []struct {
+			Observation *struct {
+				Results []struct {
+					Refs []struct {
+						ID string `json:"trajectory_id"`
+					} `json:"subagent_trajectory_ref"`
+				} `json:"results"`
+			} `json:"observation"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal(b, &traj); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, sub := range traj.Subagents {
+		var s struct {
+			ID    string            `json:"trajectory_id"`
+			Steps []json.RawMessage `json:"steps"`
+		}
+		if err := json.Unmarshal(sub, &s); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s.ID)
+		if len(s.Steps) < 2 {
+			t.Errorf("subagent %s: %d steps, want its conversation", s.ID, len(s.Steps))
+		}
+	}
+	refs := map[string]bool{}
+	for _, st := range traj.Steps {
+		if st.Observation == nil {
+			continue
+		}
+		for _, r := range st.Observation.Results {
+			for _, ref := range r.Refs {
+				refs[ref.ID] = true
+			}
+		}
+	}
+	if len(ids) != 2 || !refs[ids[0]] || !refs[ids[1]] {
+		t.Errorf("subagent trajectories %v, referred to %v; want both children, each referred to", ids, refs)
+	}
+
+	// The same children as the export of the stored session.
+	exported := e.run("session", "export", out.end(t).Session, "--format", "atif")
+	if exported.code != 0 {
+		t.Fatalf("export: exit %d\n%s", exported.code, exported.stderr)
+	}
+	var doc struct {
+		Subagents []json.RawMessage `json:"subagent_trajectories"`
+	}
+	if err := json.Unmarshal([]byte(exported.stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Subagents) != len(traj.Subagents) {
+		t.Fatalf("export has %d subagent trajectories, run %d", len(doc.Subagents), len(traj.Subagents))
+	}
+	for i := range doc.Subagents {
+		if !bytes.Equal(compactJSON(t, doc.Subagents[i]), compactJSON(t, traj.Subagents[i])) {
+			t.Errorf("subagent %d differs between run and export:\nrun    %s\nexport %s", i, traj.Subagents[i], doc.Subagents[i])
+		}
+	}
+}
+
+func compactJSON(t *testing.T, raw json.RawMessage) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestRunSubagentToolsTornDown: SIGTERM while two children each run a
+// long shell command, one of which left a process in the background:
+// afterwards no process of any group the children's tools started is in
+// /proc, not even a zombie.
+func TestRunSubagentToolsTornDown(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, toolTurn(spawn("sa", "long-a: run"), spawn("sb", "long-b: run")), answer("never"))
+	long := func(id string) testenv.Turn {
+		return toolTurn(call(id, "bash", map[string]any{
+			"command": "sleep 301 & awk '{print $5}' /proc/$$/stat >> groups; sleep 302", "timeout": 600,
+		}))
+	}
+	e.model.Conversation("long-a:", long("a"), answer("never"))
+	e.model.Conversation("long-b:", long("b"), answer("never"))
+	cmd, stdout, stderr := e.start("run", "run twice")
+	groups := waitLines(t, filepath.Join(e.ws, "groups"), 2)
+	if groups[0] == groups[1] {
+		t.Fatalf("the children's commands share process group %s, want one each", groups[0])
+	}
+	if live := inGroups(t, groups); len(live) < 4 {
+		t.Fatalf("before the signal, %d processes in groups %v, want the shells and sleeps of both", len(live), groups)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	out := e.output(cmd.Wait(), stdout.String(), stderr.String())
+	if out.code != 143 {
+		t.Fatalf("exit %d, want 143; stderr:\n%s", out.code, out.stderr)
+	}
+	// The subreaper reaps asynchronously; give it a moment.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		live := inGroups(t, groups)
+		if len(live) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of the children's groups outlived the session: %v", live)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// inGroups lists the processes in /proc whose process group is one of
+// groups, each as its /proc/PID/stat line.
+func inGroups(t *testing.T, groups []string) []string {
+	t.Helper()
+	want := map[string]bool{}
+	for _, g := range groups {
+		want[g] = true
+	}
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []string
+	for _, d := range dirs {
+		if d.Name()[0] < '0' || d.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces, so count
+		// from the last parenthesis.
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) > 2 && want[fields[2]] {
+			live = append(live, strings.TrimSpace(s))
+		}
+	}
+	return live
 }

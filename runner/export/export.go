@@ -171,10 +171,20 @@ func trajectoryInput(in Input) atif.TrajectoryInput {
 		SystemPromptUnrecorded: true,
 		Agent:                  in.Agent,
 	}
-	for _, c := range in.Children {
-		t.Subagents = append(t.Subagents, trajectoryInput(c))
-	}
+	t.Subagents = SubagentTrajectories(in.Children)
 	return t
+}
+
+// SubagentTrajectories are the trajectory inputs of children (and theirs),
+// built as Trajectory builds them, for a trajectory whose root is built
+// otherwise: aerie run --atif-output's, which knows its system prompt and
+// tools.
+func SubagentTrajectories(children []Input) []atif.TrajectoryInput {
+	out := make([]atif.TrajectoryInput, 0, len(children))
+	for _, c := range children {
+		out = append(out, trajectoryInput(c))
+	}
+	return out
 }
 
 func writeATIF(w io.Writer, in Input) error {

@@ -401,10 +401,12 @@ func testSucceeded(t *testing.T) {
 	e.setPod(pod, corev1.PodRunning, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
 	e.waitPhase("done", aeriev1alpha1.PhaseRunning)
 	e.finishPod(pod, 0, &runconfig.Report{Outcome: runconfig.OutcomeCompleted, SessionID: string(pod.OwnerReferences[0].UID), Summary: "Fixed the off-by-one in the parser.",
-		Usage: runconfig.Usage{InputTokens: 1000, OutputTokens: 200, CacheReadTokens: 50, Requests: 4, ToolCalls: 6, Compactions: 2}})
+		Usage: runconfig.Usage{InputTokens: 1000, OutputTokens: 200, CacheReadTokens: 50, Requests: 4, ToolCalls: 6, Compactions: 2,
+			CostUSD: 0.01234567}})
 	s := e.waitPhase("done", aeriev1alpha1.PhaseSucceeded)
 
-	want := &aeriev1alpha1.Usage{InputTokens: 1000, OutputTokens: 200, CacheReadTokens: 50, TotalTokens: 1250, Turns: 4, ToolCalls: 6, Compactions: 2}
+	want := &aeriev1alpha1.Usage{InputTokens: 1000, OutputTokens: 200, CacheReadTokens: 50, TotalTokens: 1250, Turns: 4, ToolCalls: 6, Compactions: 2,
+		CostUSD: "0.012346"}
 	if diff := cmp.Diff(want, s.Status.Usage); diff != "" {
 		t.Errorf("usage (-want +got):\n%s", diff)
 	}
@@ -425,6 +427,9 @@ func testSucceeded(t *testing.T) {
 		}
 		if got, err := counterValue(e.metrics, "aerie_tokens_total", "kind", "input"); err != nil || got != 1000 {
 			return fmt.Errorf("aerie_tokens_total{kind=input} = %v, %v", got, err)
+		}
+		if got, err := counterValue(e.metrics, "aerie_cost_usd_total", "namespace", e.ns); err != nil || got != 0.012346 {
+			return fmt.Errorf("aerie_cost_usd_total{namespace=%s} = %v, %v", e.ns, got, err)
 		}
 		return nil
 	})

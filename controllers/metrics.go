@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"errors"
+	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,9 @@ type Metrics struct {
 	// agent_type values are bounded (see agentTypeLabels).
 	Subagents      *prometheus.CounterVec
 	SubagentTokens *prometheus.CounterVec
+	// Cost counts what finished sessions cost in US dollars, by namespace
+	// and model.
+	Cost *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg. Metrics that
@@ -49,6 +53,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "aerie_tool_calls_total",
 			Help: "Tool calls of finished AgentSessions.",
 		}),
+		Cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aerie_cost_usd_total",
+			Help: "What the model calls of finished AgentSessions cost in US dollars, by namespace and model.",
+		}, []string{"namespace", "model"}),
 	}
 	m.Subagents = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "aerie_subagents_total",
@@ -76,6 +84,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, err
 	}
 	if m.SubagentTokens, err = register(reg, m.SubagentTokens); err != nil {
+		return nil, err
+	}
+	if m.Cost, err = register(reg, m.Cost); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -110,6 +121,9 @@ func (m *Metrics) finished(s *aeriev1alpha1.AgentSession) {
 		m.Tokens.WithLabelValues("cache_read").Add(float64(u.CacheReadTokens))
 		m.ToolCalls.Add(float64(u.ToolCalls))
 		m.subagents(u.ByAgentType)
+		if c, err := strconv.ParseFloat(u.CostUSD, 64); err == nil && c > 0 {
+			m.Cost.WithLabelValues(s.Namespace, s.Spec.Model.Name).Add(c)
+		}
 	}
 }
 

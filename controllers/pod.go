@@ -181,6 +181,10 @@ func runnerConfig(s *aeriev1alpha1.AgentSession, a attempt) runconfig.Config {
 		if b.MaxTokens != nil {
 			c.Budget.MaxTokens = *b.MaxTokens
 		}
+		if b.MaxCostUSD != nil {
+			// The API's rule makes it a positive decimal.
+			c.Budget.MaxCostUSD, _ = strconv.ParseFloat(*b.MaxCostUSD, 64)
+		}
 	}
 	if w := s.Spec.Workspace; w != nil {
 		c.Executor.WorkingDir = w.WorkingDir

@@ -3,7 +3,9 @@ package controllers
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -287,6 +289,7 @@ func usage(r *runconfig.Report) *aeriev1alpha1.Usage {
 		Compactions:     int32(min(u.Compactions, int64(^uint32(0)>>1))),
 		Subagents:       int32(min(u.Subagents, int64(^uint32(0)>>1))),
 		ByAgentType:     byAgentType(r.AgentTypes),
+		CostUSD:         costString(u.CostUSD),
 	}
 }
 
@@ -311,6 +314,15 @@ func byAgentType(types []runconfig.AgentTypeUsage) []aeriev1alpha1.AgentTypeUsag
 }
 
 func clamp32(n int64) int32 { return int32(max(0, min(n, int64(^uint32(0)>>1)))) }
+
+// costString writes a cost in US dollars as a decimal, to the millionth
+// of a dollar; empty when there is none.
+func costString(usd float64) string {
+	if !(usd > 0) || math.IsInf(usd, 0) {
+		return ""
+	}
+	return strconv.FormatFloat(math.Round(usd*1e6)/1e6, 'f', -1, 64)
+}
 
 // maxStructuredBytes bounds the structured result kept in the status; a
 // report, under 4 KiB, never carries more.

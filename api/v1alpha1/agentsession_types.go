@@ -574,7 +574,7 @@ type ForkSource struct {
 //
 // Its immutability is checked field by field because a duration has many spellings ("1h",
 // "60m", "1h0m0s"): a client that re-serializes the spec must not trip the rule.
-// +kubebuilder:validation:XValidation:rule="has(self.maxDuration) == has(oldSelf.maxDuration) && has(self.maxTurns) == has(oldSelf.maxTurns) && has(self.maxTokens) == has(oldSelf.maxTokens)",message="budget is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.maxDuration) == has(oldSelf.maxDuration) && has(self.maxTurns) == has(oldSelf.maxTurns) && has(self.maxTokens) == has(oldSelf.maxTokens) && has(self.maxCostUSD) == has(oldSelf.maxCostUSD)",message="budget is immutable"
 type Budget struct {
 	// maxDuration bounds the wall time of the session (all attempts together); it also sets
 	// the runner pod's activeDeadlineSeconds.
@@ -600,6 +600,17 @@ type Budget struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="budget is immutable"
 	MaxTokens *int64 `json:"maxTokens,omitempty"`
+
+	// maxCostUSD bounds what the model calls of the session and its subagents cost, in US
+	// dollars, as a decimal string with at most 4 decimals ("2.50"), from the model's price
+	// (bundled, or [prices."model"] in a layer's config.toml). A model without a price is a
+	// configuration error when it is set.
+	// +optional
+	// +kubebuilder:validation:MaxLength=20
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]{1,4})?$')",message="maxCostUSD must be a decimal number of US dollars with at most 4 decimals, such as 2.50"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]{1,4})?$') || double(self) > 0.0",message="maxCostUSD must be more than 0"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="budget is immutable"
+	MaxCostUSD *string `json:"maxCostUSD,omitempty"`
 }
 
 // RunnerSpec customises the runner pod.
@@ -825,6 +836,10 @@ type Usage struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=8
 	ByAgentType []AgentTypeUsage `json:"byAgentType,omitempty"`
+	// costUSD is what the model calls cost in US dollars, as a decimal string, when the model's
+	// price is known.
+	// +optional
+	CostUSD string `json:"costUSD,omitempty"`
 }
 
 // AgentTypeUsage is what the subagents of one agent type used.
@@ -905,6 +920,7 @@ type StructuredResultRef struct {
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model.name`
 // +kubebuilder:printcolumn:name="Turns",type=integer,JSONPath=`.status.usage.turns`
 // +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.usage.totalTokens`
+// +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.usage.costUSD`
 // +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.result.outcome`,priority=1
 // +kubebuilder:printcolumn:name="Session",type=string,JSONPath=`.status.sessionID`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -211,6 +211,14 @@ func testInvalidSpecs(t *testing.T, cp *testenv.ControlPlane) {
 		}, []string{"spec.budget.maxDuration", "maxDuration must be between 10s and 168h"}},
 		{"maxTurns zero", func(s *v1.AgentSession) { s.Spec.Budget = &v1.Budget{MaxTurns: ptr.To[int32](0)} },
 			[]string{"spec.budget.maxTurns"}},
+		{"maxCostUSD five decimals", func(s *v1.AgentSession) { s.Spec.Budget = &v1.Budget{MaxCostUSD: ptr.To("0.00001")} },
+			[]string{"spec.budget.maxCostUSD", "at most 4 decimals"}},
+		{"maxCostUSD not a number", func(s *v1.AgentSession) { s.Spec.Budget = &v1.Budget{MaxCostUSD: ptr.To("$5")} },
+			[]string{"spec.budget.maxCostUSD", "at most 4 decimals"}},
+		{"maxCostUSD negative", func(s *v1.AgentSession) { s.Spec.Budget = &v1.Budget{MaxCostUSD: ptr.To("-1")} },
+			[]string{"spec.budget.maxCostUSD", "at most 4 decimals"}},
+		{"maxCostUSD zero", func(s *v1.AgentSession) { s.Spec.Budget = &v1.Budget{MaxCostUSD: ptr.To("0.0000")} },
+			[]string{"spec.budget.maxCostUSD", "maxCostUSD must be more than 0"}},
 		{"maxAttempts too large", func(s *v1.AgentSession) { s.Spec.Retry = &v1.RetryPolicy{MaxAttempts: 11} },
 			[]string{"spec.retry.maxAttempts"}},
 		{"negative TTL", func(s *v1.AgentSession) { s.Spec.TTLSecondsAfterFinished = ptr.To[int32](-1) },
@@ -289,6 +297,7 @@ func testImmutability(t *testing.T, cp *testenv.ControlPlane) {
 		{"add toolset", func(s *v1.AgentSession) { s.Spec.Toolset = "readonly" }, "spec is immutable except for cancel"},
 		{"add hook approval", func(s *v1.AgentSession) { s.Spec.HookApproval = "allow" }, "spec is immutable except for cancel"},
 		{"change budget", func(s *v1.AgentSession) { s.Spec.Budget.MaxTurns = ptr.To[int32](5) }, "budget is immutable"},
+		{"add maxCostUSD", func(s *v1.AgentSession) { s.Spec.Budget.MaxCostUSD = ptr.To("1.5") }, "budget is immutable"},
 		{"add extensions", func(s *v1.AgentSession) {
 			s.Spec.Extensions = []v1.ExtensionLayer{{ConfigMap: &v1.ConfigMapLayer{Name: "x"}}}
 		}, "spec is immutable except for cancel"},
@@ -378,13 +387,14 @@ func testApprovalsAppendOnly(t *testing.T, cp *testenv.ControlPlane) {
 func testKubectl(t *testing.T, cp *testenv.ControlPlane) {
 	ns := cp.Namespace(t)
 	s := validSession(ns, "printed")
+	s.Spec.Budget = &v1.Budget{MaxCostUSD: ptr.To("2.5")} // a valid cost budget
 	if err := cp.Client.Create(ctx(t), s); err != nil {
 		t.Fatal(err)
 	}
 	s.Status = v1.AgentSessionStatus{
 		Phase:     v1.PhaseSucceeded,
 		SessionID: "3f1c2d4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f",
-		Usage:     &v1.Usage{InputTokens: 1000, OutputTokens: 234, TotalTokens: 1234, Turns: 7, ToolCalls: 12},
+		Usage:     &v1.Usage{InputTokens: 1000, OutputTokens: 234, TotalTokens: 1234, Turns: 7, ToolCalls: 12, CostUSD: "0.0123"},
 		Result:    &v1.Result{Outcome: v1.OutcomeCompleted},
 	}
 	if err := cp.Client.Status().Update(ctx(t), s); err != nil {
@@ -399,10 +409,10 @@ func testKubectl(t *testing.T, cp *testenv.ControlPlane) {
 	if len(lines) != 2 {
 		t.Fatalf("kubectl get ags: want a header and one row, got:\n%s", out)
 	}
-	if got, want := strings.Fields(lines[0]), []string{"NAME", "PHASE", "MODEL", "TURNS", "TOKENS", "AGE"}; !cmp.Equal(got, want) {
+	if got, want := strings.Fields(lines[0]), []string{"NAME", "PHASE", "MODEL", "TURNS", "TOKENS", "COST", "AGE"}; !cmp.Equal(got, want) {
 		t.Errorf("columns = %v, want %v", got, want)
 	}
-	if got, want := strings.Fields(lines[1])[:5], []string{"printed", "Succeeded", "claude-sonnet-4-5", "7", "1234"}; !cmp.Equal(got, want) {
+	if got, want := strings.Fields(lines[1])[:6], []string{"printed", "Succeeded", "claude-sonnet-4-5", "7", "1234", "0.0123"}; !cmp.Equal(got, want) {
 		t.Errorf("row = %v, want %v", got, want)
 	}
 

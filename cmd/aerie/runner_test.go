@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -205,6 +206,7 @@ func testRunnerCompletes(t *testing.T, dsn string) {
 	if res.code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", res.code, res.stderr)
 	}
+	checkCost(t, &res.report.Usage)
 	want := runconfig.Report{
 		Outcome: runconfig.OutcomeCompleted, SessionID: cfg.Session.ID, Summary: "Fixed the tests: fix.txt holds the fix.",
 		Usage: runconfig.Usage{InputTokens: 200, OutputTokens: 15, Requests: 2, ToolCalls: 1},
@@ -509,4 +511,16 @@ func TestRunnerHookApprovalAsk(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkCost checks a report's cost against the pods' model, claude-sonnet-4-5,
+// at its bundled $3 and $15 per million input and output tokens, then
+// clears it, so that the rest of the usage compares exactly.
+func checkCost(t *testing.T, u *runconfig.Usage) {
+	t.Helper()
+	want := (float64(u.InputTokens)*3 + float64(u.OutputTokens)*15) / 1e6
+	if math.Abs(u.CostUSD-want) > 1e-9 {
+		t.Errorf("cost $%v for %d input and %d output tokens, want $%v", u.CostUSD, u.InputTokens, u.OutputTokens, want)
+	}
+	u.CostUSD = 0
 }

@@ -247,12 +247,14 @@ func TestRunnerCumulativeUsage(t *testing.T) {
 		answer("forked"))
 	cfg := p.config()
 	res := p.run(t.Context(), cfg)
+	checkCost(t, &res.report.Usage)
 	if want := (runconfig.Usage{InputTokens: 200, OutputTokens: 15, Requests: 2, ToolCalls: 1}); res.code != 0 || res.report.Usage != want {
 		t.Fatalf("attempt 1: exit %d, usage %+v, want %+v", res.code, res.report.Usage, want)
 	}
 	// Attempt 2 after a lost pod, the task asked again.
 	cfg.Session.Attempt, cfg.Prompt = 2, "Go on."
 	res = p.run(t.Context(), cfg)
+	checkCost(t, &res.report.Usage)
 	if want := (runconfig.Usage{InputTokens: 400, OutputTokens: 30, Requests: 4, ToolCalls: 3}); res.code != 0 || res.report.Usage != want {
 		t.Fatalf("attempt 2: exit %d, usage %+v, want %+v", res.code, res.report.Usage, want)
 	}

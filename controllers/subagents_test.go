@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 
@@ -43,6 +43,7 @@ func TestAgentTypeLabelsCapped(t *testing.T) {
 		t.Errorf("%d token series, want 3 kinds of %d agent types", n, maxAgentTypeLabels+1)
 	}
 }
+
 // TestSubagentUsage: the report's usage by agent type becomes
 // status.usage.byAgentType, and the subagent metrics count it by
 // agent_type.
@@ -109,4 +110,3 @@ func seriesValue(reg *prometheus.Registry, name string, want map[string]string) 
 	}
 	return 0, fmt.Errorf("no series of %s with %v", name, want)
 }
-

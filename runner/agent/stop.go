@@ -58,8 +58,9 @@ func MaxTokens(n int64) StopCondition {
 func MaxCostUSD(usd float64) StopCondition {
 	return func(s Status) (transcript.Outcome, string, bool) {
 		if s.Usage.CostUSD >= usd {
+			budget := strconv.FormatFloat(usd, 'f', -1, 64)
 			return transcript.OutcomeBudgetExceeded,
-				fmt.Sprintf("the cost budget of $%s is spent ($%.4f used)", strconv.FormatFloat(usd, 'f', -1, 64), s.Usage.CostUSD), true
+				fmt.Sprintf("the cost budget of $%s is spent ($%.4f used)", budget, s.Usage.CostUSD), true
 		}
 		return "", "", false
 	}

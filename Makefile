@@ -14,6 +14,8 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 GOTESTFLAGS ?=
 # Benchmark flags; compare two runs with `bin/benchstat old.txt new.txt`.
 BENCHFLAGS ?= -run='^$$' -bench=. -benchmem -count=6
+# How long each fuzz target runs in `make fuzz`.
+FUZZTIME ?= 3s
 
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
@@ -64,6 +66,10 @@ envtest: ## Obtain the envtest binaries (kube-apiserver, etcd, kubectl) and prin
 .PHONY: test
 test: vet chart-tools ## Run every test (unit, envtest, PostgreSQL, SQLite, chart and kustomize) under the race detector.
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test -race -count=1 -timeout=40m $(GOTESTFLAGS) ./...
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 3s); a failing input lands in the package's testdata/fuzz/.
+	FUZZTIME="$(FUZZTIME)" hack/fuzz.sh
 
 .PHONY: bench
 bench: ## Run the benchmarks (needs the same dependencies as the tests).

@@ -71,6 +71,13 @@ test: vet chart-tools ## Run every test (unit, envtest, PostgreSQL, SQLite, char
 fuzz: ## Run every fuzz target for FUZZTIME each (default 3s); a failing input lands in the package's testdata/fuzz/.
 	FUZZTIME="$(FUZZTIME)" hack/fuzz.sh
 
+# Multiplier of the fault suite's sessions and faults; 1 is the bounded run.
+FAULTS_SCALE ?= 1
+
+.PHONY: test-faults
+test-faults: ## Run the fault-injection suite (hack/faults) and print its counts; FAULTS_SCALE=N for a longer run.
+	FAULTS_SCALE="$(FAULTS_SCALE)" go test -count=1 -timeout=60m -v ./hack/faults/
+
 .PHONY: bench
 bench: ## Run the benchmarks (needs the same dependencies as the tests).
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test $(BENCHFLAGS) ./...

@@ -391,6 +391,13 @@ func (r *run) finish(ctx context.Context, err error) (Report, error) {
 		r.opts.Logger.Error("the journal failed: the stored transcript is incomplete",
 			"session", r.sess.ID.String(), "err", jerr)
 	}
+	if jerr := rep.Result.JournalErr; jerr != nil && rep.Result.Outcome == transcript.OutcomeCompleted {
+		// Completed, but not on record: a failure (see ExitCode).
+		rep.ExitCode = ExitCode(rep.Result)
+		r.res.Reason = fmt.Sprintf("the agent completed but the journal failed (%v): the stored session ends "+
+			"where the journal stopped, and a resume would continue from there", jerr)
+		rep.Result.Reason = r.res.Reason
+	}
 	rep.Journal = r.w.Stats()
 	if r.first > 0 {
 		// The entries stored with the new session were its first batch.

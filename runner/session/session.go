@@ -62,10 +62,17 @@ func signalName(s syscall.Signal) string {
 	return s.String()
 }
 
-// ExitCode is the exit status of a run that ended with r.
+// ExitCode is the exit status of a run that ended with r. A run whose
+// journal failed is a storage failure even when the agent completed (the
+// agent goes on after the failure, as the spec has it): the stored session
+// ends where the journal stopped, so a resume would make the later calls
+// again, and 0 must mean the session completed, its record included.
 func ExitCode(r agent.Result) int {
 	switch r.Outcome {
 	case transcript.OutcomeCompleted:
+		if r.JournalErr != nil {
+			return runconfig.ExitFailure
+		}
 		return runconfig.ExitCompleted
 	case transcript.OutcomeModelError:
 		return runconfig.ExitModel

@@ -229,7 +229,7 @@ func (a *app) launch(
 	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	capper, originals := resultCapper(p.config.ToolResults, f, p.home, logger)
-	exe, closeExecutor, err := localExecutor(ctx, p.workspace, logger)
+	exe, closeExecutor, err := localExecutor(ctx, p.workspace, p.home, logger)
 	if err != nil {
 		return launched{}, configErr(err)
 	}
@@ -354,9 +354,27 @@ func resultCapper(
 
 // localExecutor runs the tools in workspace on this machine, aerie a child
 // subreaper of the processes they start. closeExecutor ends both.
+//
+// The process groups of runs killed outright (SIGKILL, a crash) are ended
+// first: every run records its groups in a ledger under home while they
+// run, and the ledgers of dead runs are swept here.
 func localExecutor(
-	ctx context.Context, workspace string, logger *slog.Logger,
+	ctx context.Context, workspace, home string, logger *slog.Logger,
 ) (_ *executor.Local, closeExecutor func(), _ error) {
+	swept, err := process.SweepLedgers(ctx, home, process.DefaultGrace)
+	if err != nil {
+		logger.Warn("end the processes of runs that crashed", "err", err)
+	}
+	for _, r := range swept {
+		if r.Status == process.Terminated && r.Record != nil {
+			logger.Warn("ended a process group a crashed run left running", "pid", r.Record.PID, "command", r.Record.Command)
+		}
+	}
+	ledger, err := process.OpenLedger(home)
+	if err != nil {
+		// Without it a crash leaves the groups running, as before.
+		logger.Warn("record running process groups", "err", err)
+	}
 	reaper, stopReaper, err := process.Subreap()
 	if err != nil {
 		// Escaped descendants are still found and ended by teardown; they
@@ -364,9 +382,17 @@ func localExecutor(
 		logger.Warn("become a child subreaper", "err", err)
 		stopReaper = func() {}
 	}
-	exe, err := executor.NewLocal(workspace, executor.Options{Reaper: reaper, Logger: logger})
+	closeLedger := func() {
+		if ledger != nil {
+			if err := ledger.Close(); err != nil {
+				logger.Warn("close the process ledger", "err", err)
+			}
+		}
+	}
+	exe, err := executor.NewLocal(workspace, executor.Options{Reaper: reaper, Logger: logger, Ledger: ledger})
 	if err != nil {
 		stopReaper()
+		closeLedger()
 		return nil, nil, fmt.Errorf("workspace %s: %w", workspace, err)
 	}
 	return exe, func() {
@@ -374,6 +400,7 @@ func localExecutor(
 			logger.Warn("close the executor", "err", err)
 		}
 		stopReaper()
+		closeLedger()
 	}, nil
 }
 

@@ -38,7 +38,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	aerieBin = filepath.Join(dir, "aerie")
 	build := exec.Command("go", "build", "-o", aerieBin, "github.com/aerie-run/aerie/cmd/aerie")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr

@@ -48,6 +48,11 @@ type Options struct {
 	// Logger receives what goes wrong where no caller is waiting: a
 	// teardown triggered by a context. Nil discards.
 	Logger *slog.Logger
+	// Ledger, when set, records every group while it runs, so that the
+	// groups of a runner killed outright are ended by the next sweep
+	// (process.SweepLedgers) instead of outliving their session. The
+	// caller closes it after Close.
+	Ledger *process.Ledger
 }
 
 // Local runs commands as child processes of this process and file
@@ -69,6 +74,7 @@ type Local struct {
 	grace       time.Duration
 	outputDelay time.Duration
 	log         *slog.Logger
+	ledger      *process.Ledger
 
 	// life is held for reading while a command starts and for writing
 	// by Close, so no command starts unseen by Close's teardown.
@@ -101,6 +107,7 @@ func NewLocal(workspace string, opts Options) (*Local, error) {
 		grace:       cmpOr(opts.Grace, process.DefaultGrace),
 		outputDelay: cmpOr(opts.OutputDelay, DefaultOutputDelay),
 		log:         opts.Logger,
+		ledger:      opts.Ledger,
 		procs:       make(map[string]*localProcess),
 	}
 	if l.log == nil {
@@ -246,6 +253,13 @@ func (l *Local) Start(ctx context.Context, c Command) (Process, error) {
 	if err != nil {
 		sio.closeOurs()
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	if l.ledger != nil {
+		// The record is a safety net for a crash; a command is not refused
+		// for want of it.
+		if err := l.ledger.Add(g, shellJoin(argv), cmd.Dir, started); err != nil {
+			l.log.Warn("record process group", "id", id, "error", err)
+		}
 	}
 
 	p := &localProcess{
@@ -427,8 +441,19 @@ func (l *Local) finish(p *localProcess) {
 		l.mu.Lock()
 		delete(l.procs, p.id)
 		l.mu.Unlock()
+		l.forget(p.id)
 		close(p.finished)
 	})
+}
+
+// forget removes the group id from the ledger: it is gone, or detached.
+func (l *Local) forget(id string) {
+	if l.ledger == nil {
+		return
+	}
+	if err := l.ledger.Remove(id); err != nil {
+		l.log.Warn("remove process group record", "id", id, "error", err)
+	}
 }
 
 // teardown tears p's group down and, once its leader is seen exiting,
@@ -537,6 +562,7 @@ func (l *Local) Detach(ctx context.Context, id string) (ProcessInfo, error) {
 	l.mu.Lock()
 	delete(l.procs, id)
 	l.mu.Unlock()
+	l.forget(id) // the caller's to record now
 	info := p.Info()
 	p.detachMu.Lock()
 	p.detached = true

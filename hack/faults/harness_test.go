@@ -100,6 +100,16 @@ func (e *env) session(t *testing.T, label string) *sess {
 	return s
 }
 
+// scripted returns a new session of e whose model answers with turns.
+func (e *env) scripted(t *testing.T, label string, turns ...testenv.Turn) *sess {
+	t.Helper()
+	s := &sess{e: e, t: t, ws: t.TempDir(), label: label, seen: map[int64]string{}}
+	s.prompt = "session " + label + ": answer"
+	e.model.Conversation(s.prompt, turns...)
+	counts.sessions.Add(1)
+	return s
+}
+
 // request is what the suite reads of a Messages API request.
 type request struct {
 	Messages []struct {
@@ -185,6 +195,7 @@ type outcome struct {
 	code   int // exit code; -1 when killed by a signal
 	stderr string
 	took   time.Duration
+	maxRSS int64 // the process's peak resident memory, bytes
 }
 
 // run runs aerie for the session to its end, within limit.
@@ -198,6 +209,9 @@ func (s *sess) run(limit time.Duration) outcome {
 	start := time.Now()
 	err := cmd.Run()
 	out := outcome{stderr: stderr.String(), took: time.Since(start)}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		out.maxRSS = ru.Maxrss << 10 // Linux counts kilobytes
+	}
 	if ctx.Err() != nil {
 		violation(s.t, "session %s: aerie still running after %v; stderr:\n%s", s.label, limit, tail(out.stderr))
 	}

@@ -189,6 +189,10 @@ type Turn struct {
 	// API's error event carrying this message, instead of the normal end.
 	StreamError string
 
+	// Break, when set, breaks a streamed answer partway, as a failing
+	// server or network does; a non-streamed answer is unaffected.
+	Break *StreamBreak
+
 	// Model, when set, makes the turn answer only a request for this
 	// model (the body's "model"); the turns for other models, and those
 	// for any, are kept for the requests they fit. Concurrent requests to
@@ -201,6 +205,17 @@ type Turn struct {
 	// use what a tool returned, such as a background process id. It runs
 	// on the server's goroutine; report failures with t.Errorf, not Fatal.
 	Respond func(req ModelRequest) Turn
+}
+
+// StreamBreak is how a streamed answer breaks after its first After
+// events: with Raw written in place of the rest (malformed SSE or JSON),
+// stalled (Stall: nothing more is sent, the connection held open until the
+// client gives up), or else with the connection closed in the middle of
+// the next event.
+type StreamBreak struct {
+	After int
+	Raw   string
+	Stall bool
 }
 
 // ToolCall is a tool call of a Turn.
@@ -508,15 +523,15 @@ func (s *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 	a := modelAnswer{Turn: turn, n: n, model: req.Model}
 	switch {
 	case api == modelAPIAnthropic && req.Stream:
-		a.anthropicStream(newModelEventWriter(w))
+		a.anthropicStream(newModelEventWriter(w, r, turn.Break))
 	case api == modelAPIAnthropic:
 		writeModelJSON(w, a.anthropicMessage())
 	case api == modelAPIChat && req.Stream:
-		a.chatStream(newModelEventWriter(w), req.StreamOptions.IncludeUsage)
+		a.chatStream(newModelEventWriter(w, r, turn.Break), req.StreamOptions.IncludeUsage)
 	case api == modelAPIChat:
 		writeModelJSON(w, a.chatCompletion())
 	case api == modelAPIResponses && req.Stream:
-		a.responsesStream(newModelEventWriter(w))
+		a.responsesStream(newModelEventWriter(w, r, turn.Break))
 	default:
 		writeModelJSON(w, a.response("completed"))
 	}
@@ -814,19 +829,33 @@ func modelNullable(s string) any {
 type modelEventWriter struct {
 	w http.ResponseWriter
 	f http.Flusher
+	r *http.Request
+	// brk breaks the stream after brk.After events (see StreamBreak);
+	// sent counts the events so far, and broken is set once it broke.
+	brk    *StreamBreak
+	sent   int
+	broken bool
 }
 
-func newModelEventWriter(w http.ResponseWriter) *modelEventWriter {
+func newModelEventWriter(w http.ResponseWriter, r *http.Request, brk *StreamBreak) *modelEventWriter {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	f, _ := w.(http.Flusher)
-	return &modelEventWriter{w: w, f: f}
+	return &modelEventWriter{w: w, f: f, r: r, brk: brk}
 }
 
 // event writes one event; an empty name writes a data-only event, as Chat
 // Completions streams are.
 func (e *modelEventWriter) event(name string, data any) {
+	if e.broken {
+		return
+	}
+	if e.brk != nil && e.sent == e.brk.After {
+		e.breakStream(name)
+		return
+	}
+	e.sent++
 	var b bytes.Buffer
 	if name != "" {
 		fmt.Fprintf(&b, "event: %s\n", name)
@@ -843,18 +872,47 @@ func (e *modelEventWriter) event(name string, data any) {
 	}
 }
 
-// modelChunks splits s into three pieces (fewer if it is shorter), at rune
-// boundaries, so that every streamed string arrives in several deltas for the
-// client to join.
+// breakStream breaks the stream as e.brk says, in place of the event
+// named name.
+func (e *modelEventWriter) breakStream(name string) {
+	e.broken = true
+	switch {
+	case e.brk.Raw != "":
+		_, _ = io.WriteString(e.w, e.brk.Raw)
+	case e.brk.Stall:
+		if e.f != nil {
+			e.f.Flush()
+		}
+		<-e.r.Context().Done()
+		return
+	default:
+		// Half an event, then the connection is closed under it: net/http
+		// aborts the response of a handler that panics with
+		// ErrAbortHandler, once the deferred flush has sent the half.
+		_, _ = fmt.Fprintf(e.w, "event: %s\ndata: {\"type\": \"%s\", \"ind", name, name)
+		panic(http.ErrAbortHandler)
+	}
+	if e.f != nil {
+		e.f.Flush()
+	}
+}
+
+// modelChunks splits s into three pieces (fewer if it is shorter, more of
+// at most maxChunk bytes if it is long, as real APIs stream), at rune
+// boundaries, so that every streamed string arrives in several deltas for
+// the client to join.
 func modelChunks(s string) []string {
 	r := []rune(s)
-	n := min(3, len(r))
+	n := min(max(3, (len(s)+maxChunk-1)/maxChunk), len(r))
 	out := make([]string, 0, n)
 	for i := range n {
 		out = append(out, string(r[i*len(r)/n:(i+1)*len(r)/n]))
 	}
 	return out
 }
+
+// maxChunk bounds the size of a streamed delta of a long string.
+const maxChunk = 64 << 10
 
 // modelAnswer renders a Turn in the three wire formats.
 type modelAnswer struct {

@@ -195,15 +195,7 @@ func closeCalls(msgs []provider.Message, started map[string]bool) []provider.Mes
 // versions, are left to History. A call pending a person's approval (see
 // PendingApproval) is left open.
 func Unanswered(snap transcript.Snapshot) []transcript.Payload {
-	last := -1
-	for i, e := range snap.Entries {
-		switch e.Payload.(type) {
-		case transcript.AssistantMessage:
-			last = i
-		case transcript.UserMessage:
-			last = -1
-		}
-	}
+	last := lastAssistant(snap)
 	if last < 0 {
 		return nil
 	}
@@ -253,6 +245,30 @@ func Unanswered(snap transcript.Snapshot) []transcript.Payload {
 		}
 	}
 	return out
+}
+
+// Started returns the calls of the last assistant message that were
+// journaled as started (a ToolCall entry) and have no result: those a
+// crash may have left running, which a resume answers (see Unanswered) or,
+// for a call that can be continued such as a subagent's, continues.
+func Started(snap transcript.Snapshot) []transcript.ToolCall {
+	last := lastAssistant(snap)
+	if last < 0 {
+		return nil
+	}
+	answered := map[string]bool{}
+	for _, e := range snap.Entries[last+1:] {
+		if p, ok := e.Payload.(transcript.ToolResult); ok {
+			answered[p.CallID] = true
+		}
+	}
+	var calls []transcript.ToolCall
+	for _, e := range snap.Entries[last+1:] {
+		if p, ok := e.Payload.(transcript.ToolCall); ok && !answered[p.CallID] {
+			calls = append(calls, p)
+		}
+	}
+	return calls
 }
 
 func contents(blocks []transcript.Block) []provider.Content {

@@ -146,6 +146,8 @@ func TestUnanswered(t *testing.T) {
 		name    string
 		entries []transcript.Entry
 		want    []transcript.Payload
+		// started are the calls Started returns: journaled, no result.
+		started []string
 	}{
 		{name: "a new session", entries: nil},
 		{name: "a finished turn", entries: entries(user, calls("a"), call("a"), result("a", "out", false), done("a"))},
@@ -154,6 +156,7 @@ func TestUnanswered(t *testing.T) {
 			name:    "the crash came while the second call ran",
 			entries: entries(user, calls("a", "b"), transcript.Usage{Requests: 1}, call("a"), result("a", "out", false), done("a"), call("b"), transcript.Layers{}),
 			want:    interrupted,
+			started: []string{"b"},
 		},
 		{
 			name:    "the crash came before the second call started",
@@ -170,6 +173,16 @@ func TestUnanswered(t *testing.T) {
 			entries: entries(user, calls("b"), call("b"), user),
 		},
 		{
+			name:    "two calls ran at once",
+			entries: entries(user, calls("a", "b"), call("a"), call("b")),
+			want: []transcript.Payload{
+				result("a", interruptedResult, true),
+				transcript.ToolCompletion{CallID: "a", Status: transcript.ToolInterrupted, Error: firstLine(interruptedResult)},
+				interrupted[0], interrupted[1],
+			},
+			started: []string{"a", "b"},
+		},
+		{
 			name:    "a resume already answered it",
 			entries: entries(user, calls("b"), call("b"), interrupted[0], interrupted[1]),
 		},
@@ -178,6 +191,13 @@ func TestUnanswered(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			snap := transcript.Snapshot{Entries: tt.entries}
+			var started []string
+			for _, c := range Started(snap) {
+				started = append(started, c.CallID)
+			}
+			if diff := cmp.Diff(tt.started, started); diff != "" {
+				t.Errorf("Started (-want +got):\n%s", diff)
+			}
 			got := Unanswered(snap)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Fatalf("Unanswered (-want +got):\n%s", diff)

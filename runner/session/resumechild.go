@@ -76,28 +76,10 @@ func addUsage(a, b transcript.Usage) transcript.Usage {
 // pendingSpawns returns the spawn_agent calls of snap's last assistant
 // message that were journaled (so may have started) and got no result.
 func pendingSpawns(snap transcript.Snapshot) []transcript.ToolCall {
-	last := -1
-	for i, e := range snap.Entries {
-		switch e.Payload.(type) {
-		case transcript.AssistantMessage:
-			last = i
-		case transcript.UserMessage:
-			last = -1
-		}
-	}
-	if last < 0 {
-		return nil
-	}
-	answered := map[string]bool{}
-	for _, e := range snap.Entries[last+1:] {
-		if p, ok := e.Payload.(transcript.ToolResult); ok {
-			answered[p.CallID] = true
-		}
-	}
 	var calls []transcript.ToolCall
-	for _, e := range snap.Entries[last+1:] {
-		if p, ok := e.Payload.(transcript.ToolCall); ok && p.Name == subagent.Name && !answered[p.CallID] {
-			calls = append(calls, p)
+	for _, c := range agent.Started(snap) {
+		if c.Name == subagent.Name {
+			calls = append(calls, c)
 		}
 	}
 	return calls

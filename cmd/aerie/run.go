@@ -135,7 +135,8 @@ by SIGINT or SIGTERM.`,
 			"or ask (the session pauses, exit 5, until aerie approve and --resume)")
 	fl.BoolVar(&f.noMemory, "no-memory", false,
 		"offer no memory tool and give no memory in the system prompt (see aerie memory)")
-	fl.IntVar(&f.maxTurns, "max-turns", 100, "stop after this many model requests (0: no limit)")
+	fl.IntVar(&f.maxTurns, "max-turns", 100,
+		"stop after this many model requests of the session tree, a resumed session's stored ones included (0: no limit)")
 	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "stop once input and output tokens reach this many (0: no limit)")
 	fl.Float64Var(&f.maxCostUSD, "max-cost-usd", 0,
 		"stop once the session tree's model requests cost this many US dollars, from the model's price "+

@@ -257,3 +257,69 @@ func TestRunResumeNeverCreatedSubagent(t *testing.T) {
 		t.Errorf("child %s: %+v, want completed under the root", child, s)
 	}
 }
+
+// TestRunResumeSubagentAfterSessionStart: the children a resume continues
+// are part of the session, so its SessionStart hooks fire first; they fire
+// once, for the root.
+func TestRunResumeSubagentAfterSessionStart(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, answer("root done"))
+	e.model.Conversation("child-o:", bashTurn("c1", "echo child >> order.log"), answer("child done"))
+	testenv.WriteFile(t, filepath.Join(e.home, "hooks.toml"),
+		"[[hooks.SessionStart]]\n[[hooks.SessionStart.hooks]]\ncommand = \"echo start >> order.log\"\n", 0o644)
+	e.seedPending("order", "so", "child-o: work")
+	out := e.run("run", "--resume", "order")
+	if out.code != 0 {
+		t.Fatalf("resume exited %d\n%s", out.code, out.stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.ws, "order.log")); err != nil || string(b) != "start\nchild\n" {
+		t.Errorf("order.log = %q, %v; want the SessionStart hook's line, then the resumed child's", b, err)
+	}
+}
+
+// TestRunResumeTurnBudgetCountsStoredTree: a resumed tree's turn budget
+// counts the requests its stored sessions made, as its token budget counts
+// their tokens: with the root's one and the child's two stored, a budget
+// of 3 turns is spent before the resumed child asks again.
+func TestRunResumeTurnBudgetCountsStoredTree(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, answer("root done"))
+	e.model.Conversation("child-t:", answer("child done"))
+	root := e.seedPending("turns", "st", "child-t: work")
+	input, _ := json.Marshal(map[string]string{"command": "true"})
+	at := time.Now()
+	if _, err := e.store().Create(t.Context(), e.ws, store.NewSession{
+		ID: subagent.ChildID(root, "st"), Dir: e.ws, Kind: store.SessionSubagent, Parent: root, State: store.StateActive,
+		Settings: transcript.Settings{Provider: "anthropic", Model: "claude-sonnet-4-5"},
+		Entries: []transcript.Entry{
+			{Seq: 1, Payload: agent.UserEntry("child-t: work"), CreatedAt: at},
+			{Seq: 2, Payload: transcript.AssistantMessage{StopReason: "tool_use", Content: []transcript.Block{
+				{Type: transcript.BlockToolUse, ID: "c1", Name: "bash", Input: input},
+			}}, CreatedAt: at},
+			{Seq: 3, Payload: transcript.Usage{InputTokens: 50, OutputTokens: 5, Requests: 2}, CreatedAt: at},
+			{Seq: 4, Payload: transcript.ToolCall{CallID: "c1", Name: "bash", Input: input}, CreatedAt: at},
+			{Seq: 5, Payload: transcript.ToolResult{CallID: "c1", Content: []transcript.Block{{Type: transcript.BlockText, Text: "ok"}}}, CreatedAt: at},
+			{Seq: 6, Payload: transcript.ToolCompletion{CallID: "c1", Status: transcript.ToolOK}, CreatedAt: at},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out := e.run("run", "--resume", "turns", "--max-turns", "3")
+	if out.code != 4 {
+		t.Fatalf("resume exited %d, want 4 (budget)\n%s", out.code, out.stderr)
+	}
+	if n := len(e.model.Requests()); n != 0 {
+		t.Errorf("%d model requests, want none: the stored tree spent the 3 turns", n)
+	}
+	if end := out.end(t); !strings.Contains(end.Reason, "turn budget of 3") {
+		t.Errorf("session_end reason %q, want the turn budget", end.Reason)
+	}
+
+	// The child's outcome was delivered; with one turn more the root asks
+	// once, and the child, which ended, never.
+	out = e.run("run", "--resume", "turns", "--max-turns", "4")
+	if out.code != 0 || e.requestsOf("child-t:") != 0 || len(e.model.Requests()) != 1 {
+		t.Errorf("resume with 4 turns: exit %d, %d requests; want exit 0 after the root's one\n%s",
+			out.code, len(e.model.Requests()), out.stderr)
+	}
+}

@@ -317,13 +317,14 @@ func applyToolset(ts *extensions.Toolsets, name string, all []tools.Tool, log *s
 	return out, nil
 }
 
-// converse runs the SessionStart and UserPromptSubmit hooks and the loop,
-// with compactor compacting its conversation: it is told what every
-// request carries besides the messages (the system prompt, the tools) now
-// and after each reload.
+// converse runs the SessionStart hooks, then resume (which continues what
+// the session's last run left pending), then the UserPromptSubmit hooks
+// and the loop, with compactor compacting its conversation: it is told
+// what every request carries besides the messages (the system prompt, the
+// tools) now and after each reload.
 func (eq *equipment) converse(
 	ctx context.Context, source string, model agent.Model, compactor *compaction.Policy,
-	w *journal.Writer, snap transcript.Snapshot,
+	w *journal.Writer, snap transcript.Snapshot, resume func(context.Context, transcript.Snapshot) transcript.Snapshot,
 ) agent.Result {
 	if p, ok := agent.PendingApproval(snap); ok {
 		var paused bool
@@ -336,6 +337,7 @@ func (eq *equipment) converse(
 		}
 	}
 	eq.sessionStart(ctx, source)
+	snap = resume(ctx, snap)
 	// The hooks of this prompt's turn — UserPromptSubmit, the tool hooks,
 	// Stop — share its id (turn_id).
 	ctx = hooks.WithTurn(ctx, uuid.NewString())

@@ -296,17 +296,26 @@ func (r *run) converse(ctx context.Context) {
 		// Hooks act on the workspace: the session exists first.
 		_, _ = r.pending.wait(ctx)
 	}
-	if r.resumeChildren && !r.pending.failed() {
-		r.snap.Entries = answerPending(ctx, r.w, r.sess.ID, r.snap, r.eq.spawn, r.opts.Logger)
-	}
 	switch {
 	case r.pending.failed():
 	case r.compact != nil:
-		r.res = r.eq.compactNow(ctx, r.model, r.compactor(), r.w, r.snap, *r.compact)
+		r.res = r.eq.compactNow(ctx, r.model, r.compactor(), r.w, r.resumePending(ctx, r.snap), *r.compact)
 	default:
-		r.res = r.treeResult(r.eq.converse(ctx, source, r.tree.Ledger().Model(r.model), r.compactor(), r.w, r.snap))
+		r.res = r.treeResult(r.eq.converse(ctx, source, r.tree.Ledger().Model(r.model), r.compactor(), r.w, r.snap,
+			r.resumePending))
 		r.settleResult()
 	}
+}
+
+// resumePending resumes the children of the spawn_agent calls the
+// session's last run left pending, and answers its other open calls (see
+// answerPending); it returns snap with their answers. The root's
+// SessionStart hooks have run by then: a child is part of the session.
+func (r *run) resumePending(ctx context.Context, snap transcript.Snapshot) transcript.Snapshot {
+	if r.resumeChildren {
+		snap.Entries = answerPending(ctx, r.w, r.sess.ID, snap, r.eq.spawn, r.opts.Logger)
+	}
+	return snap
 }
 
 // settleResult ends a run that was asked for a structured result: a run

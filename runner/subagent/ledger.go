@@ -187,11 +187,13 @@ func tokens(u transcript.Usage) int64 {
 
 // Stop is the stop condition every loop of the tree checks before each
 // request: the root's budget, applied to the tree's totals whatever the
-// loop's own status.
+// loop's own status. Its turns are the tree's requests from the start
+// usage on, as its tokens are: a resumed tree's budget counts what the
+// stored tree used, as the tokens it spent count toward a token budget.
 func (l *Ledger) Stop() agent.StopCondition {
 	return func(agent.Status) (transcript.Outcome, string, bool) {
 		t := l.Totals()
-		s := agent.Status{Turns: t.Turns, Usage: t.Usage}
+		s := agent.Status{Turns: int(t.Usage.Requests), Usage: t.Usage}
 		for _, stop := range l.budget {
 			if out, reason, ok := stop(s); ok {
 				if t.Subagents > 0 {

@@ -250,6 +250,25 @@ func FuzzParseArgs(f *testing.F) {
 	})
 }
 
+// TestLedgerTurnsFromStart: the tree's turn budget counts the requests of
+// the start usage (a resumed tree's stored ones) with those charged since.
+func TestLedgerTurnsFromStart(t *testing.T) {
+	t.Parallel()
+	l := NewLedger(transcript.Usage{Requests: 3}, []agent.StopCondition{agent.MaxTurns(5)})
+	l.Charge(provider.Usage{InputTokens: 1})
+	if _, _, stop := l.Stop()(agent.Status{}); stop {
+		t.Fatalf("stopped after 4 of 5 turns")
+	}
+	l.ChargeChild("", provider.Usage{InputTokens: 1})
+	out, reason, stop := l.Stop()(agent.Status{})
+	if !stop || out != transcript.OutcomeBudgetExceeded || !strings.Contains(reason, "turn budget of 5") {
+		t.Errorf("Stop after 3 stored and 2 new turns = %q, %q, %v; want the turn budget of 5 spent", out, reason, stop)
+	}
+	if tot := l.Totals(); tot.Turns != 2 || tot.Usage.Requests != 5 {
+		t.Errorf("totals %+v, want 2 turns in this run and 5 requests in all", tot)
+	}
+}
+
 // TestLedgerByAgentType: each child's responses count toward its agent
 // type as well as the tree; the root's count toward the tree only, and a
 // child without agent_type counts under the default persona's name.

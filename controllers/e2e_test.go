@@ -358,6 +358,11 @@ func TestEndToEnd(t *testing.T) {
 		testPodDeletedResumes(t, e, "resumed-mid-tool", true)
 	})
 
+	t.Run("PodDeletedDuringSubagent", func(t *testing.T) {
+		t.Parallel()
+		testPodDeletedDuringSubagent(t, e)
+	})
+
 	t.Run("CompactionResumes", func(t *testing.T) {
 		t.Parallel()
 		testCompactionResumes(t, e)

@@ -9,6 +9,8 @@ import (
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/runconfig"
+	"github.com/aerie-run/aerie/runner/store"
+	"github.com/aerie-run/aerie/runner/subagent"
 )
 
 // askHook is a hooks.toml whose PreToolUse hook asks a person about every
@@ -177,4 +179,66 @@ func TestRunApprovalSaved(t *testing.T) {
 			t.Errorf("no warning names the malformed file:\n%s", out.stderr)
 		}
 	})
+}
+
+// TestRunApprovalAskInSubagent: a call a hook asks about inside a
+// subagent pauses the whole tree (exit 5): aerie approve of the root
+// records the decision in the child's session, and the resume continues
+// the child, which runs the call once, and delivers its outcome to the
+// root once.
+func TestRunApprovalAskInSubagent(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, toolTurn(spawn("s1", "child-a: work")), answer("root done"))
+	e.model.Conversation("child-a:",
+		toolTurn(call("c1", "bash", map[string]any{"command": "echo once >> ran.txt"})), answer("child done"))
+	testenv.WriteFile(t, filepath.Join(e.home, "hooks.toml"), askHook, 0o644)
+
+	first := e.run("run", "--hook-approval", "ask", "go")
+	id := paused(t, first)
+	child := subagent.ChildID(uuidOf(t, id), "s1").String()
+	for _, ev := range first.events {
+		if ev.Type == events.ApprovalRequested && ev.AgentID != child {
+			t.Errorf("approval_requested %+v, want it from the subagent %s", ev, child)
+		}
+	}
+	if n := ranLines(t, e); n != 0 {
+		t.Fatalf("the call ran %d times before anyone approved it", n)
+	}
+	if got := e.outcomesOf(id); len(got) != 0 {
+		t.Errorf("the root journaled outcomes %+v of a paused subagent, want none", got)
+	}
+	if s := e.sessionsOf()[uuidOf(t, child)]; s.State != store.StateIdle {
+		t.Errorf("the paused subagent's state is %q, want idle", s.State)
+	}
+
+	// A resume before any decision pauses the tree again, asking nobody.
+	if paused(t, e.run("run", "--hook-approval", "ask", "--resume", id)) != id {
+		t.Errorf("the resume without a decision paused another session")
+	}
+	if n := len(e.model.Requests()); n != 2 {
+		t.Errorf("%d model requests after a resume without a decision, want 2 (the root's and the child's first)", n)
+	}
+
+	out := e.run("approve", id)
+	if out.code != 0 || !strings.Contains(out.stdout, "approved call c1 (bash") || !strings.Contains(out.stdout, "of session "+child) ||
+		!strings.Contains(out.stdout, "aerie run --resume "+id) {
+		t.Fatalf("approve: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+	}
+	out = e.run("run", "--hook-approval", "ask", "--resume", id)
+	if out.code != 0 {
+		t.Fatalf("resume after approval: exit %d\n%s", out.code, out.stderr)
+	}
+	if n := ranLines(t, e); n != 1 {
+		t.Errorf("the approved call ran %d times, want once", n)
+	}
+	if n, m := e.requestsOf("child-a:"), len(e.model.Requests()); n != 2 || m != 4 {
+		t.Errorf("%d requests of the subagent and %d in all, want 2 and 4", n, m)
+	}
+	last := e.model.Requests()[len(e.model.Requests())-1]
+	if r := lastToolResult(t, last, "s1"); r.isError || !strings.Contains(r.text, "child done") {
+		t.Errorf("the root's result of s1 = %+v, want the subagent's answer", r)
+	}
+	if got := e.outcomesOf(id); len(got) != 1 || got[0].Session.String() != child || got[0].Outcome != "completed" {
+		t.Errorf("the root's outcomes %+v, want one, completed, of %s", got, child)
+	}
 }

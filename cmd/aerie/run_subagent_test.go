@@ -375,7 +375,8 @@ command = "`+filepath.Join(e.home, "stop.sh")+`"
 
 // TestRunSIGTERMDuringSubagents stops a session while two children run
 // long commands: every process they started ends, and each child and the
-// root are recorded cancelled.
+// root are recorded cancelled; the root journals no outcome, its calls left
+// pending for a resume to continue the children.
 func TestRunSIGTERMDuringSubagents(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, toolTurn(spawn("sa", "sleeper-a: sleep"), spawn("sb", "sleeper-b: sleep")), answer("never"))
@@ -400,6 +401,11 @@ func TestRunSIGTERMDuringSubagents(t *testing.T) {
 	for _, s := range e.sessionsOf() {
 		if s.State != store.StateCancelled {
 			t.Errorf("session %s (%s): state %q, want cancelled", s.ID, s.Kind, s.State)
+		}
+		if s.Kind != store.SessionSubagent {
+			if got := e.outcomesOf(s.ID.String()); len(got) != 0 {
+				t.Errorf("the root journaled outcomes %+v of children stopped with it, want none", got)
+			}
 		}
 	}
 }

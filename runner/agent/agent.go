@@ -481,6 +481,13 @@ func (l *Loop) runTools(
 			if endTurn == "" {
 				endTurn = done.res.EndTurn
 			}
+			if req, ok := suspended(ctx, done.res); ok {
+				// No result: the resumed session continues the call.
+				if await == nil {
+					await = req
+				}
+				continue
+			}
 			if done.res.Await != nil && await == nil && ctx.Err() == nil {
 				await = l.requestApproval(group[j], *done.res.Await)
 				continue
@@ -492,6 +499,20 @@ func (l *Loop) runTools(
 		l.addMessage(provider.Message{Role: provider.RoleTool, Content: results}, first)
 	}
 	return endTurn, await
+}
+
+// suspended reports whether res is a suspended call's (see
+// tools.Result.Suspended) that the loop leaves pending: the run is being
+// stopped, or the call waits on a request another session of the tree
+// journaled, which it returns.
+func suspended(ctx context.Context, res tools.Result) (*transcript.ApprovalRequest, bool) {
+	if !res.Suspended {
+		return nil, false
+	}
+	if a := res.Await; a != nil && a.Request != nil {
+		return a.Request, true
+	}
+	return nil, ctx.Err() != nil
 }
 
 // concurrentRun returns how many calls at the start of calls run together:

@@ -217,3 +217,12 @@ func Paused(ctx context.Context, j Journal, p Pending, observe func(events.Event
 	})
 	return l.end(ctx, awaiting(p.Request))
 }
+
+// AwaitingOther ends a run, awaiting approval, that waits on req: a call
+// of another session of its tree (a subagent's), which journaled req and
+// told the watchers of it.
+func AwaitingOther(
+	ctx context.Context, j Journal, req transcript.ApprovalRequest, observe func(events.Event), usage transcript.Usage,
+) Result {
+	return New(Config{Journal: j, Observe: observe}, nil, usage).end(ctx, awaiting(req))
+}

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/transcript"
@@ -20,8 +21,17 @@ import (
 func (eq *equipment) resolveApproval(
 	ctx context.Context, w *journal.Writer, snap transcript.Snapshot, p agent.Pending,
 ) (_ transcript.Snapshot, paused bool) {
+	return resolveApproval(ctx, eq.opts.Approvals, eq.loopTools(), w, snap, p, eq.opts.Observe)
+}
+
+// resolveApproval is equipment.resolveApproval for any agent of the tree:
+// approvals are the decisions given with the run, t the agent's tools.
+func resolveApproval(
+	ctx context.Context, approvals []transcript.ApprovalDecision, t agent.Tools, w *journal.Writer,
+	snap transcript.Snapshot, p agent.Pending, observe func(events.Event),
+) (_ transcript.Snapshot, paused bool) {
 	var given *transcript.ApprovalDecision
-	for _, d := range eq.opts.Approvals {
+	for _, d := range approvals {
 		if d.CallID == p.Call.CallID {
 			given = &d
 		}
@@ -36,7 +46,7 @@ func (eq *equipment) resolveApproval(
 	}
 	d := p.Decision
 	ctx = hooks.WithDecision(ctx, hooks.Approval{Allowed: d.Allowed, Reason: d.Reason, Policy: decidedBy(d)})
-	done := agent.ResolveApproval(ctx, eq.loopTools(), w, p, eq.opts.Observe)
+	done := agent.ResolveApproval(ctx, t, w, p, observe)
 	snap.Entries = append(slices.Clip(snap.Entries), done...)
 	return snap, false
 }

@@ -324,20 +324,21 @@ func applyToolset(ts *extensions.Toolsets, name string, all []tools.Tool, log *s
 // tools) now and after each reload.
 func (eq *equipment) converse(
 	ctx context.Context, source string, model agent.Model, compactor *compaction.Policy,
-	w *journal.Writer, snap transcript.Snapshot, resume func(context.Context, transcript.Snapshot) transcript.Snapshot,
+	w *journal.Writer, snap transcript.Snapshot,
+	resume func(context.Context, transcript.Snapshot) (transcript.Snapshot, *transcript.ApprovalRequest),
 ) agent.Result {
 	if p, ok := agent.PendingApproval(snap); ok {
 		var paused bool
 		if snap, paused = eq.resolveApproval(ctx, w, snap, p); paused {
-			var usage transcript.Usage
-			if snap.Usage != nil {
-				usage = *snap.Usage
-			}
-			return agent.Paused(ctx, w, p, eq.opts.Observe, usage)
+			return agent.Paused(ctx, w, p, eq.opts.Observe, usageOf(snap))
 		}
 	}
 	eq.sessionStart(ctx, source)
-	snap = resume(ctx, snap)
+	snap, await := resume(ctx, snap)
+	if await != nil {
+		// A subagent paused again: so does the tree, without a request.
+		return agent.AwaitingOther(ctx, w, *await, eq.opts.Observe, usageOf(snap))
+	}
 	// The hooks of this prompt's turn — UserPromptSubmit, the tool hooks,
 	// Stop — share its id (turn_id).
 	ctx = hooks.WithTurn(ctx, uuid.NewString())
@@ -349,6 +350,14 @@ func (eq *equipment) converse(
 		return agent.Result{Outcome: transcript.OutcomeCompleted, Reason: endTurn}
 	}
 	return eq.loop(model, compactor, w, snap).Run(ctx, prompt)
+}
+
+// usageOf is the stored session's cumulative usage.
+func usageOf(snap transcript.Snapshot) transcript.Usage {
+	if snap.Usage != nil {
+		return *snap.Usage
+	}
+	return transcript.Usage{}
 }
 
 // compactNow compacts the conversation at the user's request (a /compact

@@ -90,14 +90,16 @@ func pendingSpawns(snap transcript.Snapshot) []transcript.ToolCall {
 // is run again through spawn, which resumes or delivers its child (see
 // spawner.Spawn), at once as they first ran; every other open call is
 // answered by answerUnanswered. spawn nil (no subagents allowed) leaves
-// every call to answerUnanswered.
+// every call to answerUnanswered. A child suspended again (see
+// subagent.Suspended) leaves its call pending, unanswered: await is the
+// request of the first that paused for approval, which the run pauses on.
 func answerPending(
 	ctx context.Context, w *journal.Writer, session uuid.UUID, snap transcript.Snapshot, spawn tools.Tool,
 	log *slog.Logger,
-) []transcript.Entry {
+) (_ []transcript.Entry, await *transcript.ApprovalRequest) {
 	calls := pendingSpawns(snap)
 	if spawn == nil || len(calls) == 0 {
-		return answerUnanswered(w, session, snap, log)
+		return answerUnanswered(w, session, snap, log, nil), nil
 	}
 	results := make([]tools.Result, len(calls))
 	starts := make([]time.Time, len(calls))
@@ -114,8 +116,16 @@ func answerPending(
 	add := func(p transcript.Payload) {
 		es = append(es, transcript.Entry{Seq: w.Append(p), Payload: p, CreatedAt: time.Now()})
 	}
+	open := map[string]bool{}
 	for i, c := range calls {
 		res := results[i]
+		if res.Suspended {
+			open[c.CallID] = true
+			if a := res.Await; a != nil && a.Request != nil && await == nil {
+				await = a.Request
+			}
+			continue
+		}
 		for _, e := range res.Entries {
 			add(e)
 		}
@@ -130,7 +140,7 @@ func answerPending(
 		add(comp)
 	}
 	snap.Entries = es
-	return answerUnanswered(w, session, snap, log)
+	return answerUnanswered(w, session, snap, log, open), await
 }
 
 func firstLine(s string) string {
@@ -153,7 +163,7 @@ func finished(sess store.Session, snap transcript.Snapshot) (agent.Result, bool)
 			ended = true
 		}
 	}
-	if !ended || snap.Checkpoint == nil {
+	if !ended || snap.Checkpoint == nil || resumable(snap.Checkpoint.Outcome) {
 		return agent.Result{}, false
 	}
 	res := agent.Result{Outcome: snap.Checkpoint.Outcome, Answer: snap.Checkpoint.Result, Turns: int(snap.Checkpoint.Turn)}
@@ -161,6 +171,13 @@ func finished(sess store.Session, snap transcript.Snapshot) (agent.Result, bool)
 		res.Usage = *snap.Usage
 	}
 	return res, true
+}
+
+// resumable reports whether a child that ended with outcome goes on when
+// its parent resumes: it paused for approval, or it was stopped with its
+// run (see subagent.Suspended), and its parent's call is still pending.
+func resumable(outcome transcript.Outcome) bool {
+	return outcome == transcript.OutcomeAwaitingApproval || outcome == transcript.OutcomeCancelled
 }
 
 // answeredAlready is the result of a child whose conversation ends with

@@ -264,7 +264,7 @@ func (r *run) start(ctx context.Context) error {
 	// loop is about to go on (see converse); the other open calls are
 	// answered with them.
 	if r.resumeChildren = r.eq.spawn != nil && len(pendingSpawns(r.snap)) > 0; !r.resumeChildren {
-		r.snap.Entries = answerUnanswered(r.w, r.sess.ID, r.snap, opts.Logger)
+		r.snap.Entries = answerUnanswered(r.w, r.sess.ID, r.snap, opts.Logger, nil)
 	}
 	r.base = r.workspaceBase(ctx)
 	if err := r.eq.start(r.sess.ID, r.w); err != nil {
@@ -299,7 +299,8 @@ func (r *run) converse(ctx context.Context) {
 	switch {
 	case r.pending.failed():
 	case r.compact != nil:
-		r.res = r.eq.compactNow(ctx, r.model, r.compactor(), r.w, r.resumePending(ctx, r.snap), *r.compact)
+		snap, _ := r.resumePending(ctx, r.snap)
+		r.res = r.eq.compactNow(ctx, r.model, r.compactor(), r.w, snap, *r.compact)
 	default:
 		r.res = r.treeResult(r.eq.converse(ctx, source, r.tree.Ledger().Model(r.model), r.compactor(), r.w, r.snap,
 			r.resumePending))
@@ -309,13 +310,17 @@ func (r *run) converse(ctx context.Context) {
 
 // resumePending resumes the children of the spawn_agent calls the
 // session's last run left pending, and answers its other open calls (see
-// answerPending); it returns snap with their answers. The root's
-// SessionStart hooks have run by then: a child is part of the session.
-func (r *run) resumePending(ctx context.Context, snap transcript.Snapshot) transcript.Snapshot {
+// answerPending); it returns snap with their answers, and the request a
+// child paused on again, if one did. The root's SessionStart hooks have
+// run by then: a child is part of the session.
+func (r *run) resumePending(
+	ctx context.Context, snap transcript.Snapshot,
+) (transcript.Snapshot, *transcript.ApprovalRequest) {
+	var await *transcript.ApprovalRequest
 	if r.resumeChildren {
-		snap.Entries = answerPending(ctx, r.w, r.sess.ID, snap, r.eq.spawn, r.opts.Logger)
+		snap.Entries, await = answerPending(ctx, r.w, r.sess.ID, snap, r.eq.spawn, r.opts.Logger)
 	}
-	return snap
+	return snap, await
 }
 
 // settleResult ends a run that was asked for a structured result: a run
@@ -561,10 +566,13 @@ func openSession(
 // may have partly run is answered as interrupted, never made again without
 // the model being told.
 func answerUnanswered(
-	w *journal.Writer, session uuid.UUID, snap transcript.Snapshot, log *slog.Logger,
+	w *journal.Writer, session uuid.UUID, snap transcript.Snapshot, log *slog.Logger, open map[string]bool,
 ) []transcript.Entry {
 	es := slices.Clip(snap.Entries) // the snapshot's array is not this run's to write
 	for _, p := range agent.Unanswered(snap) {
+		if open[callOf(p)] {
+			continue // a suspended subagent's call, pending for the next resume
+		}
 		seq := w.Append(p)
 		es = append(es, transcript.Entry{Seq: seq, Payload: p, CreatedAt: time.Now()})
 		if c, ok := p.(transcript.ToolCompletion); ok && c.Status == transcript.ToolInterrupted {
@@ -573,6 +581,17 @@ func answerUnanswered(
 		}
 	}
 	return es
+}
+
+// callOf is the call id of an answer Unanswered returns.
+func callOf(p transcript.Payload) string {
+	switch p := p.(type) {
+	case transcript.ToolResult:
+		return p.CallID
+	case transcript.ToolCompletion:
+		return p.CallID
+	}
+	return ""
 }
 
 // settle returns the settings the run uses: the stored ones of a resumed or

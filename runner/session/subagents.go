@@ -248,10 +248,18 @@ func (s *spawner) resume(ctx context.Context, c *child, snap transcript.Snapshot
 	if err != nil {
 		return agent.Result{Outcome: transcript.OutcomeFailed, Reason: err.Error(), Err: err}
 	}
-	snap.Entries = answerPending(ctx, c.w, c.id, snap, spawn, r.opts.Logger)
-	var usage transcript.Usage
-	if snap.Usage != nil {
-		usage = *snap.Usage
+	usage := usageOf(snap)
+	if p, ok := agent.PendingApproval(snap); ok {
+		// It paused for a person's approval: with a decision the call is
+		// answered, without one it pauses again, and so does the tree.
+		var paused bool
+		if snap, paused = resolveApproval(ctx, r.opts.Approvals, reg, c.w, snap, p, c.observe); paused {
+			return agent.Paused(ctx, c.w, p, c.observe, usage)
+		}
+	}
+	var await *transcript.ApprovalRequest
+	if snap.Entries, await = answerPending(ctx, c.w, c.id, snap, spawn, r.opts.Logger); await != nil {
+		return agent.AwaitingOther(ctx, c.w, *await, c.observe, usage)
 	}
 	history, seqs := agent.HistoryWithSeqs(snap)
 	if res, ok := answeredAlready(history, snap); ok {

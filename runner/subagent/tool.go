@@ -171,7 +171,35 @@ func (t *Tool) Run(ctx context.Context, call json.RawMessage) tools.Result {
 	if err != nil {
 		return failed("%v", err)
 	}
+	if res, ok := suspended(ctx, out); ok {
+		return res
+	}
 	return result(req, out)
+}
+
+// Suspended reports whether a child that ended with res, in a run whose
+// context is ctx, is to go on when the session resumes: it paused for a
+// person's approval, or it was stopped with its run (a lost pod, a
+// signal). Its parent's call stays pending for the resume, which
+// continues the child from its journal.
+func Suspended(ctx context.Context, res agent.Result) bool {
+	return res.Outcome == transcript.OutcomeAwaitingApproval ||
+		(res.Outcome == transcript.OutcomeCancelled && ctx.Err() != nil)
+}
+
+// suspended is the result of a suspended child (see Suspended): no result
+// for the model, the call left pending, and the run paused on the request
+// the child paused on.
+func suspended(ctx context.Context, out Outcome) (tools.Result, bool) {
+	r := out.Result
+	if !Suspended(ctx, r) {
+		return tools.Result{}, false
+	}
+	res := tools.Result{Suspended: true, Content: fmt.Sprintf("subagent %s: %s", out.Session, r.Outcome)}
+	if a := r.Approval; r.Outcome == transcript.OutcomeAwaitingApproval && a != nil {
+		res.Await = &tools.Await{Hooks: a.Hooks, Reason: a.Reason, Request: a}
+	}
+	return res, true
 }
 
 // result is the tool result of a child that ran.

@@ -66,6 +66,12 @@ type Result struct {
 	// and ends the run awaiting approval (Content is not the model's to
 	// read: a resumed run answers the call once someone decided).
 	Await *Await
+	// Suspended says the call stopped before it ended, its work kept to go
+	// on when the session resumes: a subagent stopped with its run, or one
+	// paused for a person's approval (then Await.Request is what it asks).
+	// The loop journals no result for it, so that a resumed run finds the
+	// call pending and continues it (Content is not the model's to read).
+	Suspended bool
 	// Entries are journaled before the call's result, in the session's
 	// stream: what the call did that the transcript records besides its
 	// result (a subagent's outcome). The model does not see them.
@@ -77,6 +83,10 @@ type Await struct {
 	// Hooks are the hooks that asked, and Reason their reasons.
 	Hooks  []string
 	Reason string
+	// Request, for a suspended call, is the request of the call it waits
+	// on, in another session of the tree (a subagent's), which journaled
+	// it.
+	Request *transcript.ApprovalRequest
 }
 
 // errorf returns an error result.

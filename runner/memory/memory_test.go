@@ -13,11 +13,32 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/aerie-run/aerie/runner/store/dburl"
 )
 
 func newFiles(t *testing.T) Files {
 	t.Helper()
 	return Files{Dir: filepath.Join(t.TempDir(), DirName), Project: ProjectKey("https://example.com/org/app.git")}
+}
+
+// backends are the places memory is kept, each a function that makes a
+// new, empty one: files, and the session store (a real SQLite file; the
+// conformance suite of runner/store runs the versioned puts on PostgreSQL
+// too).
+var backends = map[string]func(t *testing.T) Documents{
+	"files": func(t *testing.T) Documents { return newFiles(t) },
+	"store": func(t *testing.T) Documents { return newStored(t, "https://example.com/org/app.git") },
+}
+
+func newStored(t *testing.T, scope string) Stored {
+	t.Helper()
+	st, err := dburl.Open(context.Background(), filepath.Join(t.TempDir(), "sessions.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return Stored{Store: st, Tenant: "team-a", Scope: scope}
 }
 
 func TestParse(t *testing.T) {
@@ -87,8 +108,17 @@ func FuzzParse(f *testing.F) {
 
 func TestApply(t *testing.T) {
 	t.Parallel()
+	for name, docs := range backends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testApply(t, docs(t))
+		})
+	}
+}
+
+func testApply(t *testing.T, docs Documents) {
 	ctx := context.Background()
-	m := New(newFiles(t), Limits{})
+	m := New(docs, Limits{})
 	steps := []struct {
 		op      Op
 		refused string // in the error, "" when allowed
@@ -139,8 +169,16 @@ func TestApply(t *testing.T) {
 
 func TestApplyDocumentCap(t *testing.T) {
 	t.Parallel()
+	for name, docs := range backends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testApplyDocumentCap(t, docs(t))
+		})
+	}
+}
+
+func testApplyDocumentCap(t *testing.T, files Documents) {
 	ctx := context.Background()
-	files := newFiles(t)
 	m := New(files, Limits{User: 200, Entry: 100})
 	var err error
 	n := 0
@@ -150,7 +188,7 @@ func TestApplyDocumentCap(t *testing.T) {
 	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "over its cap of 200") {
 		t.Fatalf("add %d: %v, want refused over the cap", n, err)
 	}
-	data, rerr := os.ReadFile(files.Path(User))
+	data, rerr := files.Read(ctx, User)
 	if rerr != nil || len(data) > 200 {
 		t.Fatalf("USER.md is %d bytes (%v), over the cap", len(data), rerr)
 	}
@@ -198,8 +236,16 @@ func TestApplyMalformed(t *testing.T) {
 // Memory values all land, none lost to a read-modify-write race.
 func TestApplyConcurrent(t *testing.T) {
 	t.Parallel()
+	for name, docs := range backends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testApplyConcurrent(t, docs(t))
+		})
+	}
+}
+
+func testApplyConcurrent(t *testing.T, files Documents) {
 	ctx := context.Background()
-	files := newFiles(t)
 	const n = 24
 	var wg sync.WaitGroup
 	for i := range n {
@@ -213,6 +259,43 @@ func TestApplyConcurrent(t *testing.T) {
 	got, err := New(files, Limits{}).Entries(ctx, Project)
 	if err != nil || len(got) != n {
 		t.Fatalf("%d entries (%v), want %d: %q", len(got), err, n, got)
+	}
+}
+
+// TestStoredMalformed: a malformed document in the store is refused as a
+// file is, and left as it was; Write repairs it.
+func TestStoredMalformed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	docs := newStored(t, "app")
+	bad := "# Notes\n\nfree prose\n"
+	if ok, err := docs.Store.PutMemory(ctx, docs.Tenant, "app", "MEMORY.md", []byte(bad), 0); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	m := New(docs, Limits{})
+	if _, err := m.Apply(ctx, Op{Target: Project, Action: Add, Content: "x"}); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("Apply on a malformed document: %v, want ErrMalformed", err)
+	}
+	if data, _ := docs.Read(ctx, Project); string(data) != bad {
+		t.Errorf("document = %q, want it as it was", data)
+	}
+	if err := m.Write(ctx, Project, []byte("- repaired\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Apply(ctx, Op{Target: Project, Action: Add, Content: "x"}); err != nil {
+		t.Fatalf("Apply after the repair: %v", err)
+	}
+	// The user's memory is the tenant's: another project shares it, not
+	// the project's.
+	if _, err := m.Apply(ctx, Op{Target: User, Action: Add, Content: "likes tables"}); err != nil {
+		t.Fatal(err)
+	}
+	other := New(Stored{Store: docs.Store, Tenant: docs.Tenant, Scope: "other"}, Limits{})
+	if got, err := other.Entries(ctx, User); err != nil || len(got) != 1 {
+		t.Errorf("user entries of another project = %q, %v; want the tenant's", got, err)
+	}
+	if got, err := other.Entries(ctx, Project); err != nil || len(got) != 0 {
+		t.Errorf("project entries of another project = %q, %v; want none", got, err)
 	}
 }
 

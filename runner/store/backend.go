@@ -110,4 +110,14 @@ type Queries interface {
 	// ToolOutput returns what PutToolOutput stored for the call; found is
 	// false if nothing was.
 	ToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string) (data []byte, found bool, err error)
+
+	// Memory returns the tenant's memory document of scope and target and
+	// its version; version 0 (and no data) if there is none.
+	Memory(ctx context.Context, tenant, scope, target string) (data []byte, version int64, err error)
+	// PutMemory stores data as the memory document of scope and target,
+	// with version+1, if its stored version is still version (0: there is
+	// none yet); stored is false, and nothing is written, if it is not.
+	PutMemory(
+		ctx context.Context, tenant, scope, target string, data []byte, version int64, at time.Time,
+	) (stored bool, err error)
 }

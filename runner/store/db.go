@@ -362,6 +362,45 @@ func (db *DB) ToolOutput(ctx context.Context, tenant string, session uuid.UUID, 
 	return data, nil
 }
 
+func (db *DB) Memory(ctx context.Context, tenant, scope, target string) ([]byte, int64, error) {
+	if err := checkMemory(tenant, target); err != nil {
+		return nil, 0, fmt.Errorf("read memory: %w", err)
+	}
+	data, version, err := db.b.Memory(ctx, tenant, scope, target)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read memory %s of %q: %w", target, scope, err)
+	}
+	return data, version, nil
+}
+
+func (db *DB) PutMemory(ctx context.Context, tenant, scope, target string, data []byte, version int64) (bool, error) {
+	if err := checkMemory(tenant, target); err != nil {
+		return false, fmt.Errorf("write memory: %w", err)
+	}
+	if version < 0 {
+		return false, fmt.Errorf("write memory: version %d: %w", version, ErrInvalid)
+	}
+	if data == nil {
+		data = []byte{} // NOT NULL
+	}
+	stored, err := db.b.PutMemory(ctx, tenant, scope, target, data, version, now())
+	if err != nil {
+		return false, fmt.Errorf("write memory %s of %q: %w", target, scope, err)
+	}
+	return stored, nil
+}
+
+// checkMemory checks the tenant and the target of a memory document.
+func checkMemory(tenant, target string) error {
+	if err := checkTenant(tenant); err != nil {
+		return err
+	}
+	if target == "" {
+		return fmt.Errorf("empty memory target: %w", ErrInvalid)
+	}
+	return nil
+}
+
 // live returns the tenant's live session id through q, an ErrNotFound
 // naming the id if there is none.
 func live(ctx context.Context, q Queries, tenant string, id uuid.UUID) (Session, error) {

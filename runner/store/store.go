@@ -80,6 +80,20 @@ type Store interface {
 	// ErrNotFound if nothing was, or there is no such session.
 	ToolOutput(ctx context.Context, tenant string, session uuid.UUID, callID string) ([]byte, error)
 
+	// Memory returns the tenant's memory document of scope (a project; ""
+	// for what is the tenant's, whatever the project) and target (the
+	// document's name), with its version, which counts its writes: 0, and
+	// no data, when there is none. Memory belongs to the tenant, not to a
+	// session: it outlives the sessions that wrote it.
+	Memory(ctx context.Context, tenant, scope, target string) (data []byte, version int64, err error)
+	// PutMemory replaces the memory document with data if its version is
+	// still version, the one Memory returned (0: there was none), and says
+	// whether it did: false, with nothing written, when another write came
+	// first. That compare-and-swap is what keeps two sessions' changes of
+	// one document from losing either: read, change, put, and read again
+	// when the put is refused.
+	PutMemory(ctx context.Context, tenant, scope, target string, data []byte, version int64) (stored bool, err error)
+
 	// Close releases the store's connections. The SQLite store also
 	// checkpoints and truncates its write-ahead log.
 	Close() error

@@ -405,6 +405,35 @@ func (q queries) ToolOutput(
 	return data, true, nil
 }
 
+func (q queries) Memory(ctx context.Context, tenant, scope, target string) ([]byte, int64, error) {
+	var (
+		data    []byte
+		version int64
+	)
+	err := q.c.QueryRow(ctx, `SELECT data, version FROM memories WHERE tenant = $1 AND scope = $2 AND target = $3`,
+		tenant, scope, target).Scan(&data, &version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, pgError(err)
+	}
+	return data, version, nil
+}
+
+func (q queries) PutMemory(
+	ctx context.Context, tenant, scope, target string, data []byte, version int64, at time.Time,
+) (bool, error) {
+	if version == 0 {
+		return q.update(ctx, `INSERT INTO memories (tenant, scope, target, version, updated_at, data)
+			VALUES ($1, $2, $3, 1, $4, $5) ON CONFLICT (tenant, scope, target) DO NOTHING`,
+			tenant, scope, target, at, data)
+	}
+	return q.update(ctx, `UPDATE memories SET version = version + 1, updated_at = $5, data = $6
+		WHERE tenant = $1 AND scope = $2 AND target = $3 AND version = $4`,
+		tenant, scope, target, version, at, data)
+}
+
 // appendSQL inserts a batch and accounts for it in the session row, in one
 // statement and so one round trip. Entries already stored are skipped (the
 // retry of a batch whose commit was not acknowledged), and only the rows

@@ -629,6 +629,35 @@ func (q queries) ToolOutput(
 	return data, true, nil
 }
 
+func (q queries) Memory(ctx context.Context, tenant, scope, target string) ([]byte, int64, error) {
+	var (
+		data    []byte
+		version int64
+	)
+	err := q.read.QueryRowContext(ctx, `SELECT data, version FROM memories WHERE tenant = ? AND scope = ? AND target = ?`,
+		tenant, scope, target).Scan(&data, &version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, sqliteError(err)
+	}
+	return data, version, nil
+}
+
+func (q queries) PutMemory(
+	ctx context.Context, tenant, scope, target string, data []byte, version int64, at time.Time,
+) (bool, error) {
+	if version == 0 {
+		return q.update(ctx, `INSERT INTO memories (tenant, scope, target, version, updated_at, data)
+			VALUES (?, ?, ?, 1, ?, ?) ON CONFLICT (tenant, scope, target) DO NOTHING`,
+			tenant, scope, target, at.UnixMicro(), data)
+	}
+	return q.update(ctx, `UPDATE memories SET version = version + 1, updated_at = ?, data = ?
+		WHERE tenant = ? AND scope = ? AND target = ? AND version = ?`,
+		at.UnixMicro(), data, tenant, scope, target, version)
+}
+
 func (b *backend) Append(
 	ctx context.Context, tenant string, session uuid.UUID, rows []store.EntryRow, at time.Time,
 ) error {

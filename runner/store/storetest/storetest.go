@@ -61,6 +61,8 @@ func Run(t *testing.T, newURL func(t *testing.T) string) {
 		{"SetState", testSetState},
 		{"Traces", testTraces},
 		{"ToolOutputs", testToolOutputs},
+		{"Memories", testMemories},
+		{"MemoryCompareAndSwap", testMemoryCompareAndSwap},
 		{"EmptyTenant", testEmptyTenant},
 	}
 	for _, c := range cases {
@@ -1183,6 +1185,121 @@ func testToolOutputs(t *testing.T, newURL func(t *testing.T) string) {
 	}
 	if _, err := get(tenant, s.ID, "toolu_01"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("ToolOutput of a deleted session: %v, want ErrNotFound", err)
+	}
+}
+
+// testMemories keeps memory documents by tenant, scope and target,
+// byte-exact, outside every session: they outlive the sessions that wrote
+// them, and each tenant sees its own.
+func testMemories(t *testing.T, newURL func(t *testing.T) string) {
+	st := open(t, newURL(t))
+	const scope = "https://git.example/team/app.git"
+	if data, v, err := st.Memory(ctx(t), tenant, scope, "MEMORY.md"); err != nil || v != 0 || len(data) != 0 {
+		t.Fatalf("Memory of nothing stored = %q, %d, %v; want no data, version 0", data, v, err)
+	}
+	doc := []byte("# Project memory\n\n- run make test\x00\xff\n")
+	if ok, err := st.PutMemory(ctx(t), tenant, scope, "MEMORY.md", doc, 0); err != nil || !ok {
+		t.Fatalf("first PutMemory = %v, %v; want stored", ok, err)
+	}
+	data, v, err := st.Memory(ctx(t), tenant, scope, "MEMORY.md")
+	if err != nil || v != 1 || !bytes.Equal(data, doc) {
+		t.Fatalf("Memory = %q, %d, %v; want the document at version 1", data, v, err)
+	}
+	// A session that wrote it is deleted: the memory stays.
+	s := create(t, st, tenant, store.NewSession{Dir: tenant})
+	if err := st.Delete(ctx(t), tenant, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.PutMemory(ctx(t), tenant, scope, "MEMORY.md", []byte("second"), v); err != nil || !ok {
+		t.Fatalf("PutMemory at version %d = %v, %v; want stored", v, ok, err)
+	}
+	if data, v, err := st.Memory(ctx(t), tenant, scope, "MEMORY.md"); err != nil || v != 2 || string(data) != "second" {
+		t.Errorf("Memory after the second put = %q, %d, %v; want %q at version 2", data, v, err, "second")
+	}
+	for name, c := range map[string]struct{ tenant, scope, target string }{
+		"another tenant": {"/elsewhere", scope, "MEMORY.md"},
+		"another scope":  {tenant, scope + "/other", "MEMORY.md"},
+		"the user scope": {tenant, "", "MEMORY.md"},
+		"another target": {tenant, scope, "USER.md"},
+	} {
+		if data, v, err := st.Memory(ctx(t), c.tenant, c.scope, c.target); err != nil || v != 0 || data != nil {
+			t.Errorf("%s: Memory = %q, %d, %v; want nothing", name, data, v, err)
+		}
+	}
+	if ok, err := st.PutMemory(ctx(t), tenant, "", "USER.md", nil, 0); err != nil || !ok {
+		t.Errorf("PutMemory of an empty document = %v, %v; want stored", ok, err)
+	}
+	if data, v, err := st.Memory(ctx(t), tenant, "", "USER.md"); err != nil || v != 1 || len(data) != 0 {
+		t.Errorf("Memory of the empty document = %q, %d, %v; want empty at version 1", data, v, err)
+	}
+	_, _, err = st.Memory(ctx(t), "", scope, "MEMORY.md")
+	wantErr(t, "Memory of an empty tenant", err, store.ErrInvalid)
+	_, err = st.PutMemory(ctx(t), tenant, scope, "", []byte("x"), 0)
+	wantErr(t, "PutMemory of an empty target", err, store.ErrInvalid)
+	_, err = st.PutMemory(ctx(t), tenant, scope, "MEMORY.md", []byte("x"), -1)
+	wantErr(t, "PutMemory of a negative version", err, store.ErrInvalid)
+}
+
+// testMemoryCompareAndSwap refuses a write whose version is not the stored
+// one, and so keeps every change of writers that read, change, put and
+// read again when refused: none is lost.
+func testMemoryCompareAndSwap(t *testing.T, newURL func(t *testing.T) string) {
+	st := open(t, newURL(t))
+	const scope, target = "app", "MEMORY.md"
+	if ok, err := st.PutMemory(ctx(t), tenant, scope, target, []byte("a"), 0); err != nil || !ok {
+		t.Fatalf("PutMemory = %v, %v", ok, err)
+	}
+	for _, stale := range []int64{0, 2, 7} {
+		if ok, err := st.PutMemory(ctx(t), tenant, scope, target, []byte("stale"), stale); err != nil || ok {
+			t.Errorf("PutMemory at stale version %d = %v, %v; want refused", stale, ok, err)
+		}
+	}
+	if data, v, _ := st.Memory(ctx(t), tenant, scope, target); string(data) != "a" || v != 1 {
+		t.Fatalf("after refused puts: %q at version %d, want %q at 1", data, v, "a")
+	}
+	const writers, each = 4, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				for {
+					data, v, err := st.Memory(ctx(t), tenant, scope, target)
+					if err != nil {
+						errs <- err
+						return
+					}
+					next := append(slices.Clip(data), fmt.Sprintf(",%d.%d", w, i)...)
+					ok, err := st.PutMemory(ctx(t), tenant, scope, target, next, v)
+					if err != nil && !errors.Is(err, store.ErrTransient) {
+						errs <- err
+						return
+					}
+					if ok {
+						break
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	data, v, err := st.Memory(ctx(t), tenant, scope, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != 1+writers*each {
+		t.Errorf("version = %d, want %d: one per stored write", v, 1+writers*each)
+	}
+	for w := range writers {
+		for i := range each {
+			if !bytes.Contains(data, fmt.Appendf(nil, ",%d.%d", w, i)) {
+				t.Errorf("the change %d.%d is lost: %q", w, i, data)
+			}
+		}
 	}
 }
 

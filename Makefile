@@ -76,7 +76,7 @@ FAULTS_SCALE ?= 1
 
 .PHONY: test-faults
 test-faults: ## Run the fault-injection suite (hack/faults) and print its counts; FAULTS_SCALE=N for a longer run.
-	FAULTS_SCALE="$(FAULTS_SCALE)" go test -count=1 -timeout=60m -v ./hack/faults/
+	AERIE_FAULTS=1 FAULTS_SCALE="$(FAULTS_SCALE)" go test -count=1 -timeout=60m -v ./hack/faults/
 
 .PHONY: bench
 bench: ## Run the benchmarks (needs the same dependencies as the tests).

@@ -204,13 +204,16 @@ func (s *sess) run(limit time.Duration) outcome {
 	ctx, cancel := context.WithTimeout(s.t.Context(), limit)
 	defer cancel()
 	cmd := s.command(ctx)
+	rss := filepath.Join(s.t.TempDir(), "peakrss")
+	cmd.Path, cmd.Args = peakrssBin, append([]string{peakrssBin, rss}, cmd.Args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	start := time.Now()
 	err := cmd.Run()
 	out := outcome{stderr: stderr.String(), took: time.Since(start)}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		out.maxRSS = ru.Maxrss << 10 // Linux counts kilobytes
+	if b, err := os.ReadFile(rss); err == nil {
+		kib, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		out.maxRSS = kib << 10
 	}
 	if ctx.Err() != nil {
 		violation(s.t, "session %s: aerie still running after %v; stderr:\n%s", s.label, limit, tail(out.stderr))

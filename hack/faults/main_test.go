@@ -10,8 +10,10 @@ import (
 	"testing"
 )
 
-// aerieBin is the aerie binary every test runs, built once by TestMain.
-var aerieBin string
+// aerieBin is the aerie binary every test runs, built once by TestMain,
+// and peakrssBin hack/peakrss, which measures a run's peak memory (the
+// rusage of a child of the test process would count the test's own).
+var aerieBin, peakrssBin string
 
 // counts are the figures a run prints at its end.
 var counts struct {
@@ -33,18 +35,25 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	if os.Getenv("AERIE_FAULTS") != "1" {
+		// A suite of its own, not part of `make test`.
+		fmt.Println("hack/faults: the fault suite runs with `make test-faults` (AERIE_FAULTS=1)")
+		return 0
+	}
 	dir, err := os.MkdirTemp("", "aerie-faults-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	aerieBin = filepath.Join(dir, "aerie")
-	build := exec.Command("go", "build", "-o", aerieBin, "github.com/aerie-run/aerie/cmd/aerie")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "build aerie: %v\n", err)
-		return 1
+	aerieBin, peakrssBin = filepath.Join(dir, "aerie"), filepath.Join(dir, "peakrss")
+	for bin, pkg := range map[string]string{aerieBin: "./cmd/aerie", peakrssBin: "./hack/peakrss"} {
+		build := exec.Command("go", "build", "-o", bin, "github.com/aerie-run/aerie/"+pkg[2:])
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n", pkg, err)
+			return 1
+		}
 	}
 	code := m.Run()
 	fmt.Printf("faults: %d faults injected, %d sessions, %d entries, %d violations (FAULTS_SCALE=%d)\n",

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -12,11 +13,16 @@ import (
 	"github.com/aerie-run/aerie/runner/runconfig"
 )
 
-// maxModelRSS bounds the peak memory of a run whose model misbehaves, a
-// 100 MB answer included. A tool call with 10 MB of arguments peaks near
-// 1 GB today: each copy of the conversation (request body, journal entry,
-// SDK message) holds the arguments again.
-const maxModelRSS = 1536 << 20
+// maxModelRSS bounds the peak memory of a run whose model misbehaves
+// (about 40 MB measured; 180 MB with 10 MB of tool arguments).
+const maxModelRSS = 512 << 20
+
+// maxHugeAnswerRSS bounds the run that receives a 100 MB answer. It peaks
+// near 1.4 GB today, 14 times the answer (the SDK's accumulated message,
+// the journal entry and the next request each hold it again): aerie does
+// not cap an answer's size yet, so this guards against worse, it does not
+// claim a small bound.
+const maxHugeAnswerRSS = 2 << 30
 
 func done() testenv.Turn {
 	return testenv.Turn{Text: "done", Usage: testenv.TokenUsage{InputTokens: 100, OutputTokens: 5}}
@@ -53,6 +59,8 @@ func TestModelFaults(t *testing.T) {
 		stderr string
 		// signal, when set, is sent after the first request (the stall).
 		signal syscall.Signal
+		// maxRSS bounds the run's peak memory; maxModelRSS when 0.
+		maxRSS int64
 	}{
 		{name: "5xx burst", turn: testenv.Turn{Text: "ok", Faults: append(faultsOf(500, 2, nil), faultsOf(529, 1, nil)...)}, requests: 4},
 		{name: "429 retry-after", turn: testenv.Turn{Text: "ok", Faults: faultsOf(429, 1, http.Header{"Retry-After": {"1"}})}, requests: 2},
@@ -62,7 +70,7 @@ func TestModelFaults(t *testing.T) {
 		{name: "malformed SSE", turn: testenv.Turn{Text: "partial answer", Break: &testenv.StreamBreak{After: 3, Raw: "event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 0, \"delta\": {\"type\": \"text_delta\", \"text\": \n\n"}}, code: runconfig.ExitModel},
 		{name: "malformed JSON tool arguments", turn: testenv.Turn{ToolCalls: []testenv.ToolCall{{Name: "write_file", Arguments: `{"path": "a.txt", "content": `}}}},
 		{name: "stalled stream", turn: testenv.Turn{Text: "partial answer", Break: &testenv.StreamBreak{After: 3, Stall: true}}, code: runconfig.ExitTerminated, signal: syscall.SIGTERM},
-		{name: "100 MB answer", turn: testenv.Turn{Text: strings.Repeat("y", 100<<20)}},
+		{name: "100 MB answer", turn: testenv.Turn{Text: strings.Repeat("y", 100<<20)}, maxRSS: maxHugeAnswerRSS},
 		{name: "10 MB tool arguments", turn: testenv.Turn{ToolCalls: []testenv.ToolCall{{Name: "write_file", Arguments: string(bigArgs)}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,8 +93,8 @@ func TestModelFaults(t *testing.T) {
 			if n := s.requests(); tc.requests > 0 && n != tc.requests {
 				violation(t, "%s: %d model requests, want %d", tc.name, n, tc.requests)
 			}
-			if out.maxRSS > maxModelRSS {
-				violation(t, "%s: peak RSS %d MB, over %d MB", tc.name, out.maxRSS>>20, maxModelRSS>>20)
+			if limit := cmp.Or(tc.maxRSS, maxModelRSS); out.maxRSS > limit {
+				violation(t, "%s: peak RSS %d MB, over %d MB", tc.name, out.maxRSS>>20, limit>>20)
 			}
 			if out.code != 0 {
 				if out := s.run(2 * time.Minute); out.code != 0 {

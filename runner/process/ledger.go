@@ -2,6 +2,7 @@ package process
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -63,9 +64,29 @@ func OpenLedger(home string) (*Ledger, error) {
 	return &Ledger{reg: &Registry{dir: filepath.Join(root, id)}, lock: lock}, nil
 }
 
-// Add records g, started at started to run command in dir.
+// Add records g, started at started to run command in dir. The record is
+// renamed into place but not synced: it has to survive its owner's death,
+// which the page cache does, not the machine's, which the group does not
+// survive either; a sync would widen the moment in which a killed owner
+// leaves a group unrecorded from microseconds to the disk's latency.
 func (l *Ledger) Add(g Group, command, dir string, started time.Time) error {
-	return l.reg.Register(Record{Group: g, Command: command, Dir: dir, StartedAt: started})
+	rec := Record{Group: g, Command: command, Dir: dir, StartedAt: started}
+	if err := rec.validate(); err != nil {
+		return fmt.Errorf("record process group: %w", err)
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("record process group %s: %w", g.ID, err)
+	}
+	tmp := filepath.Join(l.reg.dir, "."+g.ID+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("record process group %s: %w", g.ID, err)
+	}
+	if err := os.Rename(tmp, l.reg.file(g.ID)); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("record process group %s: %w", g.ID, err)
+	}
+	return nil
 }
 
 // Remove forgets the group id: it is gone, or someone else's now.

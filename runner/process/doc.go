@@ -2,8 +2,10 @@
 // it starts each command as the leader of a new group, fingerprints it so a
 // reused PID is never signalled, tears a group down (SIGTERM, grace,
 // SIGKILL, then a sweep of the descendants that left the group), reaps
-// orphans as a child subreaper, and keeps durable records of the groups a
-// headless run leaves running.
+// orphans as a child subreaper, keeps durable records of the groups a
+// headless run leaves running, and keeps a ledger of the groups a run is
+// running, so that those of a run killed outright are ended by the next
+// (see [Ledger]).
 //
 // Linux only: identity and descendants are read from /proc.
 //

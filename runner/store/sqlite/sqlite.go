@@ -9,7 +9,9 @@
 // processes creating the same file. Every connection enables foreign keys
 // and WAL, waits up to 5 s for locks, syncs NORMAL and checkpoints every
 // 500 pages. Writes go through one connection per process, reads through a
-// pool of query-only connections beside it. A lock held past the busy
+// pool of query-only connections beside it; appends made at once (the
+// journals of concurrent subagents) are committed together, in one
+// transaction. A lock held past the busy
 // timeout is reported as store.ErrTransient. Close checkpoints and
 // truncates the write-ahead log.
 package sqlite
@@ -34,7 +36,6 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/aerie-run/aerie/runner/store"
-	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // migrationFiles holds the schema migrations, NNNN_name.up.sql.
@@ -73,6 +74,9 @@ type backend struct {
 	// for every batch cost more than running them.
 	appendMu    sync.Mutex
 	appendStmts *appendStmts
+	// group gathers the batches appended while a commit is under way, for
+	// the next transaction to commit together (see Append).
+	group group
 
 	closeOnce sync.Once
 	closeErr  error
@@ -656,53 +660,6 @@ func (q queries) PutMemory(
 	return q.update(ctx, `UPDATE memories SET version = version + 1, updated_at = ?, data = ?
 		WHERE tenant = ? AND scope = ? AND target = ? AND version = ?`,
 		at.UnixMicro(), data, tenant, scope, target, version)
-}
-
-func (b *backend) Append(
-	ctx context.Context, tenant string, session uuid.UUID, rows []store.EntryRow, at time.Time,
-) error {
-	stmts, err := b.appendStatements(ctx)
-	if err != nil {
-		return fmt.Errorf("prepare: %w", sqliteError(err))
-	}
-	err = store.WithTx(ctx, b.beginWrite, func(t tx) error {
-		id := session.String()
-		var one int
-		switch err := t.tx.StmtContext(ctx, stmts.live).QueryRowContext(ctx, id, tenant).Scan(&one); {
-		case errors.Is(err, sql.ErrNoRows):
-			return store.ErrNotFound
-		case err != nil:
-			return err
-		}
-		insert := t.tx.StmtContext(ctx, stmts.insert)
-		var inserted, lastSeq int64
-		for _, r := range rows {
-			res, err := insert.ExecContext(ctx, id, tenant, r.Seq, string(r.Kind), string(r.Payload), r.CreatedAt.UnixMicro())
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n > 0 {
-				inserted += n
-				lastSeq = r.Seq
-			}
-		}
-		count := t.tx.StmtContext(ctx, stmts.count)
-		if _, err := count.ExecContext(ctx, inserted, lastSeq, at.UnixMicro(), id, tenant); err != nil {
-			return err
-		}
-		for _, r := range rows {
-			if r.Kind != transcript.KindCompaction {
-				continue
-			}
-			if _, err := t.tx.ExecContext(ctx, `UPDATE entries SET compacted_by = ?
-				WHERE session_id = ? AND tenant = ? AND seq < ? AND compacted_by IS NULL`,
-				r.Seq, id, tenant, r.FirstKept); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return sqliteError(err)
 }
 
 func sqliteCode(err error) int {

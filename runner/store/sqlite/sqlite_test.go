@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -364,4 +366,75 @@ func TestCorruptEntry(t *testing.T) {
 		}
 		return n
 	})
+}
+
+// TestGroupCommit appends from many goroutines at once, as the journals of
+// concurrent subagents do, one of them to a session that is not live: the
+// batches committed together each return once stored, the unknown
+// session's batches fail alone with ErrNotFound, and every session has its
+// entries in order with its counts.
+func TestGroupCommit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sessions.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const writers, batches = 16, 40
+	ids := make([]uuid.UUID, writers)
+	for i := range ids {
+		s, err := st.Create(ctx, "tenant", store.NewSession{Dir: "/w", Kind: store.SessionHeadless})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = s.ID
+	}
+	entry := func(seq int64) transcript.Entry {
+		return transcript.Entry{Seq: seq, Payload: transcript.Usage{Requests: seq}, CreatedAt: time.Now()}
+	}
+	errs := make(chan error, writers*batches+batches)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			for b := range int64(batches) {
+				if err := st.Append(ctx, "tenant", id, []transcript.Entry{entry(2*b + 1), entry(2*b + 2)}); err != nil {
+					errs <- fmt.Errorf("append to %s: %w", id, err)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for b := range int64(batches) {
+			if err := st.Append(ctx, "tenant", uuid.New(), []transcript.Entry{entry(b + 1)}); !errors.Is(err, store.ErrNotFound) {
+				errs <- fmt.Errorf("append to an unknown session: %v, want ErrNotFound", err)
+			}
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for _, id := range ids {
+		es, err := st.Entries(ctx, "tenant", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(es) != 2*batches {
+			t.Fatalf("session %s has %d entries, want %d", id, len(es), 2*batches)
+		}
+		for i, e := range es {
+			if e.Seq != int64(i+1) {
+				t.Fatalf("session %s: entry %d has sequence number %d", id, i, e.Seq)
+			}
+		}
+		s, err := st.Session(ctx, "tenant", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.EntryCount != 2*batches || s.LastSeq != 2*batches {
+			t.Errorf("session %s: counts %d entries, last %d; want %d", id, s.EntryCount, s.LastSeq, 2*batches)
+		}
+	}
 }

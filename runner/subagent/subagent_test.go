@@ -332,3 +332,32 @@ func TestCapAgentTypes(t *testing.T) {
 		t.Errorf("capped entries sum to %d tokens, want all 550", sum)
 	}
 }
+
+// TestSuspended: a child that paused for approval, or that stopped because
+// its run did, goes on when the session resumes; any other end is its
+// outcome, delivered.
+func TestSuspended(t *testing.T) {
+	t.Parallel()
+	stopped, cancel := context.WithCancel(t.Context())
+	cancel()
+	tests := []struct {
+		name    string
+		ctx     context.Context
+		outcome transcript.Outcome
+		want    bool
+	}{
+		{"awaiting approval", t.Context(), transcript.OutcomeAwaitingApproval, true},
+		{"stopped with its run", stopped, transcript.OutcomeCancelled, true},
+		{"cancelled while its run goes on", t.Context(), transcript.OutcomeCancelled, false},
+		{"completed", stopped, transcript.OutcomeCompleted, false},
+		{"budget spent", t.Context(), transcript.OutcomeBudgetExceeded, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := Suspended(tt.ctx, agent.Result{Outcome: tt.outcome}); got != tt.want {
+				t.Errorf("Suspended = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

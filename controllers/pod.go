@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -158,6 +159,7 @@ func runnerConfig(s *aeriev1alpha1.AgentSession, a attempt) runconfig.Config {
 			BaseURL:  s.Spec.Model.BaseURL,
 		},
 		Push:         pushConfig(s),
+		Memory:       memoryConfig(s),
 		Toolset:      s.Spec.Toolset,
 		Persona:      s.Spec.Persona,
 		HookApproval: string(s.Spec.HookApproval),
@@ -699,6 +701,23 @@ func defaultPushBranch(session string) string { return "aerie/" + session }
 
 // pushConfig is the runner's push configuration: set when the session
 // delivers its work with spec.workspace.git.push.
+// memoryConfig is where the session's memory is kept: spec.memory.scope,
+// else the git workspace's URL, the same for https://host/repo and
+// https://host/repo.git/; nil when spec.memory.disabled.
+func memoryConfig(s *aeriev1alpha1.AgentSession) *runconfig.Memory {
+	m := s.Spec.Memory
+	if m != nil && m.Disabled {
+		return nil
+	}
+	if m != nil && m.Scope != "" {
+		return &runconfig.Memory{Scope: m.Scope}
+	}
+	if w := s.Spec.Workspace; w != nil && w.Git != nil {
+		return &runconfig.Memory{Scope: strings.TrimSuffix(strings.TrimRight(w.Git.URL, "/"), ".git")}
+	}
+	return &runconfig.Memory{}
+}
+
 func pushConfig(s *aeriev1alpha1.AgentSession) *runconfig.Push {
 	if w := s.Spec.Workspace; w == nil || w.Git == nil || w.Git.Push == nil {
 		return nil

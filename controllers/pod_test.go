@@ -361,3 +361,27 @@ func TestHookApprovalReachesRunner(t *testing.T) {
 		}
 	}
 }
+
+func TestMemoryConfig(t *testing.T) {
+	t.Parallel()
+	git := func(url string) *aeriev1alpha1.WorkspaceSpec {
+		return &aeriev1alpha1.WorkspaceSpec{Git: &aeriev1alpha1.GitWorkspace{URL: url}}
+	}
+	for _, c := range []struct {
+		name      string
+		memory    *aeriev1alpha1.MemorySpec
+		workspace *aeriev1alpha1.WorkspaceSpec
+		want      *runconfig.Memory
+	}{
+		{"no workspace", nil, nil, &runconfig.Memory{}},
+		{"git URL", nil, git("https://git.example/team/app.git/"), &runconfig.Memory{Scope: "https://git.example/team/app"}},
+		{"git URL without .git", nil, git("https://git.example/team/app"), &runconfig.Memory{Scope: "https://git.example/team/app"}},
+		{"scope over the URL", &aeriev1alpha1.MemorySpec{Scope: "app"}, git("https://git.example/team/app.git"), &runconfig.Memory{Scope: "app"}},
+		{"disabled", &aeriev1alpha1.MemorySpec{Disabled: true}, git("https://git.example/team/app.git"), nil},
+	} {
+		s := &aeriev1alpha1.AgentSession{Spec: aeriev1alpha1.AgentSessionSpec{Memory: c.memory, Workspace: c.workspace}}
+		if diff := cmp.Diff(c.want, memoryConfig(s)); diff != "" {
+			t.Errorf("%s: memoryConfig (-want +got):\n%s", c.name, diff)
+		}
+	}
+}

@@ -167,6 +167,33 @@ type AgentSessionSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="result is immutable"
 	Result *ResultSpec `json:"result,omitempty"`
+
+	// memory configures the built-in memory: the memory tool, with which the model saves what
+	// later sessions should know about the project (MEMORY.md) and about the user (USER.md),
+	// and the memory given to each session in its system prompt as it was when the session
+	// started. In a pod, memory is kept in the session store, per namespace and project, so
+	// the next session on the same project sees it; the user memory is the namespace's.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="memory is immutable"
+	Memory *MemorySpec `json:"memory,omitempty"`
+}
+
+// MemorySpec configures the built-in memory of a session.
+// +kubebuilder:validation:XValidation:rule="!(has(self.disabled) && self.disabled && has(self.scope))",message="scope has no use when memory is disabled"
+type MemorySpec struct {
+	// scope names the project whose memory the session reads and writes. Unset, it is the
+	// URL of spec.workspace.git (without a trailing .git or /), so sessions on the same
+	// repository share it; with no git workspace either, the session uses the namespace's
+	// project memory, shared by every session that names no project.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._/-]*$`
+	Scope string `json:"scope,omitempty"`
+
+	// disabled offers no memory tool and gives no memory in the system prompt.
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
 }
 
 // ResultSpec says what structured result a session must end with.

@@ -185,6 +185,12 @@ func testInvalidSpecs(t *testing.T, cp *testenv.ControlPlane) {
 			s.Spec.Workspace = &v1.WorkspaceSpec{Git: &v1.GitWorkspace{URL: "https://example.com/repo.git",
 				Push: &v1.GitPush{Branch: "aerie/a..b"}}}
 		}, []string{"spec.workspace.git.push.branch", "valid git branch name"}},
+		{"memory scope with a space", func(s *v1.AgentSession) {
+			s.Spec.Memory = &v1.MemorySpec{Scope: "team app"}
+		}, []string{"spec.memory.scope"}},
+		{"memory scope and disabled", func(s *v1.AgentSession) {
+			s.Spec.Memory = &v1.MemorySpec{Scope: "app", Disabled: true}
+		}, []string{"spec.memory", "scope has no use when memory is disabled"}},
 		{"push branch ending in .lock", func(s *v1.AgentSession) {
 			s.Spec.Workspace = &v1.WorkspaceSpec{Git: &v1.GitWorkspace{URL: "https://example.com/repo.git",
 				Push: &v1.GitPush{Branch: "fix.lock"}}}

@@ -141,6 +141,19 @@ type Config struct {
 
 	// Push, when set, delivers the work after the agent completed.
 	Push *Push `json:"push,omitempty"`
+
+	// Memory, when set, gives the session the built-in memory, kept in
+	// the session store; nil is spec.memory.disabled.
+	Memory *Memory `json:"memory,omitempty"`
+}
+
+// Memory is where a session's built-in memory is kept in the store: the
+// project memory under Namespace and Scope, the user memory under
+// Namespace.
+type Memory struct {
+	// Scope names the project (spec.memory.scope, or the git workspace's
+	// URL); empty is the namespace's project memory.
+	Scope string `json:"scope,omitempty"`
 }
 
 // ResultSchema is the JSON Schema of the structured result an attempt must

@@ -26,6 +26,7 @@ import (
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/memory"
 	"github.com/aerie-run/aerie/runner/moa"
 	"github.com/aerie-run/aerie/runner/pricing"
 	"github.com/aerie-run/aerie/runner/provider"
@@ -45,6 +46,7 @@ type Store interface {
 	session.Store
 	session.OutputStore
 	moa.Traces
+	memory.Store
 	Entries(ctx context.Context, tenant string, id uuid.UUID) ([]transcript.Entry, error)
 }
 
@@ -252,6 +254,11 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 	// session store.
 	opts.MoA.References, opts.MoA.Aggregator = conf.MoA.Models()
 	opts.MoA.Traces = st
+	if m := cfg.Memory; m != nil {
+		// No file in the pod outlives it: the memory is the store's, the
+		// namespace's and the project's.
+		opts.Memory = memory.New(memory.Stored{Store: st, Tenant: cfg.Namespace, Scope: m.Scope}, memory.Limits{})
+	}
 	if cfg.Session.Attempt > 1 {
 		_, snap, err := st.Load(ctx, cfg.Namespace, id)
 		switch {

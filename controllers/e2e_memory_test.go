@@ -3,6 +3,8 @@ package controllers
 import (
 	"bytes"
 	"encoding/json"
+	"os/exec"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,5 +87,29 @@ func TestEndToEndMemory(t *testing.T) {
 		if got := bytes.Contains(body, []byte(`"name":"memory"`)); got == disabled {
 			t.Errorf("%s: the memory tool offered = %v, want %v", c.name, got, !disabled)
 		}
+	}
+
+	// aerie memory shows and edits the memory the pods kept.
+	memoryCmd := func(env []string, args ...string) (string, error) {
+		args = append(args, "--db", e.dsn, "--namespace", e.ns, "--scope", project.Scope)
+		cmd := exec.Command(e.bin, args...)
+		cmd.Env = append(cmd.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := memoryCmd(nil, "memory", "show", "--json")
+	var docs []struct {
+		Target, Where string
+		Entries       []string
+	}
+	if err != nil || json.Unmarshal([]byte(out), &docs) != nil || len(docs) != 2 ||
+		len(docs[0].Entries) != 1 || docs[0].Entries[0] != fact || !strings.Contains(docs[0].Where, project.Scope) {
+		t.Fatalf("aerie memory show --json: %v\n%s", err, out)
+	}
+	if out, err := memoryCmd([]string{`EDITOR=printf '# Project memory\n\n- edited\n' >`}, "memory", "edit"); err != nil {
+		t.Fatalf("aerie memory edit: %v\n%s", err, out)
+	}
+	if out, err := memoryCmd(nil, "memory", "show"); err != nil || !strings.Contains(out, "- edited") || strings.Contains(out, fact) {
+		t.Errorf("aerie memory show after the edit: %v\n%s", err, out)
 	}
 }

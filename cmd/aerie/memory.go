@@ -13,6 +13,7 @@ import (
 
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/memory"
+	"github.com/aerie-run/aerie/runner/runconfig"
 )
 
 // localMemory is the built-in memory of runs in workspace: USER.md and the
@@ -22,59 +23,119 @@ func localMemory(home, workspace string) (*memory.Memory, memory.Files) {
 	return memory.New(files, memory.Limits{}), files
 }
 
+// memoryFlags say which memory aerie memory means: a workspace's files,
+// or with --namespace a cluster's, in the session store.
+type memoryFlags struct {
+	workspace, db, namespace, scope string
+}
+
 func newMemoryCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "memory",
 		Short: "Show or edit the built-in memory: the project's MEMORY.md and the user's USER.md",
 		Long: `The memory tool saves what the model learnt for later sessions: about the project
 (MEMORY.md, one per workspace) and about the user (USER.md), under $AERIE_HOME/memory.
-A session's system prompt carries the memory as it was when the session started.`,
+A session's system prompt carries the memory as it was when the session started.
+
+The memory of sessions that run in a cluster is kept in the session store: --namespace
+names the AgentSessions' namespace and --scope the project (spec.memory.scope, or the URL
+of spec.workspace.git without a trailing .git; none: the namespace's project memory).`,
+		Example: `  aerie memory show
+  aerie memory show --db postgres://aerie@db/aerie --namespace team-a --scope https://git.example/team/app`,
 	}
-	var workspace string
-	cmd.PersistentFlags().StringVar(&workspace, "workspace", "",
+	f := &memoryFlags{}
+	fl := cmd.PersistentFlags()
+	fl.StringVar(&f.workspace, "workspace", "",
 		"the workspace whose project memory is meant (default: the enclosing git repository, or the current directory)")
-	cmd.AddCommand(newMemoryShowCmd(a, &workspace), newMemoryEditCmd(a, &workspace))
+	fl.StringVar(&f.db, "db", "", "with --namespace, the session database `URL` (default: $"+
+		runconfig.DatabaseURLEnv+", then database_url of the global config)")
+	fl.StringVar(&f.namespace, "namespace", "",
+		"the memory of a cluster's sessions: the `namespace` it is kept under in the session store")
+	fl.StringVar(&f.scope, "scope", "", "with --namespace, the project: spec.memory.scope or the git workspace's URL")
+	cmd.AddCommand(newMemoryShowCmd(a, f), newMemoryEditCmd(a, f))
 	return cmd
 }
 
-// memoryPlace is the memory of the workspace the flags name.
-func (a *app) memoryPlace(workspaceFlag string) (*memory.Memory, memory.Files, error) {
+// memoryPlace is a memory and where its documents are.
+type memoryPlace struct {
+	m    *memory.Memory
+	docs memory.Documents
+	// where names a document for people: a file's path, a stored
+	// document's namespace and scope.
+	where func(memory.Target) string
+	// stored says the documents are the session store's.
+	stored bool
+	close  func()
+}
+
+// memoryPlace is the memory the flags name.
+func (a *app) memoryPlace(cmd *cobra.Command, f *memoryFlags) (memoryPlace, error) {
 	dir, err := a.workDir()
 	if err != nil {
-		return nil, memory.Files{}, fmt.Errorf("find the current directory: %w", err)
+		return memoryPlace{}, fmt.Errorf("find the current directory: %w", err)
 	}
-	ws, err := workspaceRoot(dir, workspaceFlag)
+	if f.namespace == "" {
+		if f.scope != "" || f.db != "" {
+			return memoryPlace{}, configErr(errors.New("--scope and --db name a cluster's memory: give its --namespace too"))
+		}
+		ws, err := workspaceRoot(dir, f.workspace)
+		if err != nil {
+			return memoryPlace{}, configErr(err)
+		}
+		m, files := localMemory(config.Home(a.env), ws)
+		return memoryPlace{m: m, docs: files, where: files.Path, close: func() {}}, nil
+	}
+	if f.workspace != "" {
+		return memoryPlace{}, configErr(errors.New("--workspace names local memory, --namespace a cluster's: give one"))
+	}
+	url, err := a.exportDatabase(cmd, dir, f.db)
 	if err != nil {
-		return nil, memory.Files{}, configErr(err)
+		return memoryPlace{}, err
 	}
-	m, files := localMemory(config.Home(a.env), ws)
-	return m, files, nil
+	st, err := openStore(cmd.Context(), url)
+	if err != nil {
+		return memoryPlace{}, err
+	}
+	docs := memory.Stored{Store: st, Tenant: f.namespace, Scope: f.scope}
+	return memoryPlace{
+		m: memory.New(docs, memory.Limits{}), docs: docs, where: docs.Where, stored: true,
+		close: func() { closeStore(cmd, st) },
+	}, nil
 }
 
 // memoryDoc is one memory document as aerie memory show --json writes it.
 type memoryDoc struct {
-	Target  memory.Target `json:"target"`
-	Path    string        `json:"path"`
-	Entries []string      `json:"entries"`
-	Error   string        `json:"error,omitempty"`
-	Cap     int           `json:"cap"`
+	Target memory.Target `json:"target"`
+	// Path is a file's; Where names a document of the session store.
+	Path    string   `json:"path,omitempty"`
+	Where   string   `json:"where,omitempty"`
+	Entries []string `json:"entries"`
+	Error   string   `json:"error,omitempty"`
+	Cap     int      `json:"cap"`
 }
 
-func newMemoryShowCmd(a *app, workspace *string) *cobra.Command {
+func newMemoryShowCmd(a *app, f *memoryFlags) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "show",
 		Short: "Print the project's and the user's memory entries",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, files, err := a.memoryPlace(*workspace)
+			p, err := a.memoryPlace(cmd, f)
 			if err != nil {
 				return err
 			}
+			defer p.close()
+			m := p.m
 			caps := map[memory.Target]int{memory.Project: m.Limits().Project, memory.User: m.Limits().User}
 			docs := make([]memoryDoc, 0, len(memory.Targets))
 			for _, t := range memory.Targets {
-				d := memoryDoc{Target: t, Path: files.Path(t), Entries: []string{}, Cap: caps[t]}
+				d := memoryDoc{Target: t, Entries: []string{}, Cap: caps[t]}
+				if p.stored {
+					d.Where = p.where(t)
+				} else {
+					d.Path = p.where(t)
+				}
 				entries, err := m.Entries(cmd.Context(), t)
 				if err != nil {
 					d.Error = err.Error()
@@ -94,7 +155,7 @@ func newMemoryShowCmd(a *app, workspace *string) *cobra.Command {
 				if i > 0 {
 					b.WriteString("\n")
 				}
-				fmt.Fprintf(&b, "%s memory (%s), %d entries:\n", d.Target, d.Path, len(d.Entries))
+				fmt.Fprintf(&b, "%s memory (%s), %d entries:\n", d.Target, p.where(d.Target), len(d.Entries))
 				if d.Error != "" {
 					fmt.Fprintf(&b, "  malformed: %s\n", d.Error)
 				}
@@ -110,7 +171,7 @@ func newMemoryShowCmd(a *app, workspace *string) *cobra.Command {
 	return cmd
 }
 
-func newMemoryEditCmd(a *app, workspace *string) *cobra.Command {
+func newMemoryEditCmd(a *app, f *memoryFlags) *cobra.Command {
 	var target string
 	cmd := &cobra.Command{
 		Use:   "edit",
@@ -128,11 +189,12 @@ func newMemoryEditCmd(a *app, workspace *string) *cobra.Command {
 			if editor == "" {
 				return configErr(errors.New("set $EDITOR (or $VISUAL) to the editor to run"))
 			}
-			m, files, err := a.memoryPlace(*workspace)
+			p, err := a.memoryPlace(cmd, f)
 			if err != nil {
 				return err
 			}
-			old, err := files.Read(cmd.Context(), t)
+			defer p.close()
+			old, err := p.docs.Read(cmd.Context(), t)
 			if err != nil {
 				return err
 			}
@@ -155,17 +217,17 @@ func newMemoryEditCmd(a *app, workspace *string) *cobra.Command {
 			ed := exec.CommandContext(cmd.Context(), "/bin/sh", "-c", editor+` "$1"`, "editor", tmp.Name())
 			ed.Stdin, ed.Stdout, ed.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if err := ed.Run(); err != nil {
-				return fmt.Errorf("editor %q: %w; %s is unchanged", editor, err, files.Path(t))
+				return fmt.Errorf("editor %q: %w; %s is unchanged", editor, err, p.where(t))
 			}
 			doc, err := os.ReadFile(tmp.Name())
 			if err != nil {
 				return err
 			}
-			if err := m.Write(cmd.Context(), t, doc); err != nil {
+			if err := p.m.Write(cmd.Context(), t, doc); err != nil {
 				keep = true
-				return configErr(fmt.Errorf("%s is unchanged, the edit kept in %s: %w", files.Path(t), tmp.Name(), err))
+				return configErr(fmt.Errorf("%s is unchanged, the edit kept in %s: %w", p.where(t), tmp.Name(), err))
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "saved %s\n", files.Path(t))
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "saved %s\n", p.where(t))
 			return err
 		},
 	}

@@ -99,4 +99,10 @@ func TestRunMemory(t *testing.T) {
 	if show := e.run("memory", "show"); !strings.Contains(show.stdout, "project memory (") || !strings.Contains(show.stdout, "- repaired") {
 		t.Errorf("memory show:\n%s", show.stdout)
 	}
+	// A cluster's memory needs its namespace, and is not a workspace's.
+	for _, args := range [][]string{{"--scope", "app"}, {"--namespace", "team-a", "--workspace", "."}} {
+		if out := e.run(append([]string{"memory", "show"}, args...)...); out.code != 2 || !strings.Contains(out.stderr, "--namespace") {
+			t.Errorf("memory show %q: exit %d\n%s", args, out.code, out.stderr)
+		}
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
@@ -137,7 +136,7 @@ func parse(path string, doc []byte) (settings, error) {
 			for i, v := range *list {
 				name, ok := v.(string)
 				if !ok {
-					return settings{}, fail("plugins.disabled", fmt.Errorf("item %d: want a string, got %s", i, kindOf(v)))
+					return settings{}, fail("plugins.disabled", fmt.Errorf("item %d: want a string, got %s", i, pricing.ValueKind(v)))
 				}
 				names = append(names, name)
 			}
@@ -173,7 +172,7 @@ func parseComponents(pl map[string]any) (*plugins.Components, error) {
 	for i, v := range *list {
 		name, ok := v.(string)
 		if !ok {
-			return nil, fmt.Errorf("item %d: want a string, got %s", i, kindOf(v))
+			return nil, fmt.Errorf("item %d: want a string, got %s", i, pricing.ValueKind(v))
 		}
 		names = append(names, name)
 	}
@@ -206,7 +205,7 @@ func parseMoA(root map[string]any) (l moaLayer, key string, err error) {
 	for i, v := range *list {
 		s, ok := v.(string)
 		if !ok {
-			return moaLayer{}, refs, fmt.Errorf("item %d: want a string, got %s", i, kindOf(v))
+			return moaLayer{}, refs, fmt.Errorf("item %d: want a string, got %s", i, pricing.ValueKind(v))
 		}
 		m, err := ParseModelRef(s)
 		if err != nil {
@@ -282,7 +281,7 @@ func get[T any](table map[string]any, key string) (*T, error) {
 	t, ok := v.(T)
 	if !ok {
 		var zero T
-		return nil, fmt.Errorf("want %s, got %s", kindOf(zero), kindOf(v))
+		return nil, fmt.Errorf("want %s, got %s", pricing.ValueKind(zero), pricing.ValueKind(v))
 	}
 	return &t, nil
 }
@@ -297,28 +296,6 @@ func getInt(table map[string]any, key string) (*int, error) {
 	}
 	n := int(*v)
 	return &n, nil
-}
-
-// kindOf names a decoded TOML value's type as the TOML spec does.
-func kindOf(v any) string {
-	switch v.(type) {
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case int64:
-		return "an integer"
-	case float64:
-		return "a float"
-	case map[string]any:
-		return "a table"
-	case []any:
-		return "an array"
-	case time.Time, toml.LocalDate, toml.LocalTime, toml.LocalDateTime:
-		return "a date or time"
-	default:
-		return fmt.Sprintf("%T", v)
-	}
 }
 
 // syntaxError turns go-toml's error into a *FileError with its position.

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -115,7 +116,7 @@ func Decode(v any) (t Table, key []string, err error) {
 	}
 	models, ok := v.(map[string]any)
 	if !ok {
-		return nil, []string{"prices"}, fmt.Errorf(`want a table of [prices."model"] tables, got %s`, kind(v))
+		return nil, []string{"prices"}, fmt.Errorf(`want a table of [prices."model"] tables, got %s`, ValueKind(v))
 	}
 	t = make(Table, len(models))
 	names := make([]string, 0, len(models))
@@ -147,7 +148,7 @@ func Decode(v any) (t Table, key []string, err error) {
 func decodePrice(v any) (p Price, field string, err error) {
 	m, ok := v.(map[string]any)
 	if !ok {
-		return Price{}, "", fmt.Errorf("want a table with input and output prices, got %s", kind(v))
+		return Price{}, "", fmt.Errorf("want a table with input and output prices, got %s", ValueKind(v))
 	}
 	var cacheRead, cacheWrite *float64
 	for _, f := range []struct {
@@ -200,7 +201,7 @@ func number(m map[string]any, key string) (float64, bool, error) {
 	case float64:
 		x = n
 	default:
-		return 0, false, fmt.Errorf("want a number (US dollars per million tokens), got %s", kind(v))
+		return 0, false, fmt.Errorf("want a number (US dollars per million tokens), got %s", ValueKind(v))
 	}
 	if math.IsNaN(x) || x < 0 || x > MaxPrice {
 		return 0, false, fmt.Errorf("%v is out of range; use 0 to %d US dollars per million tokens", x, MaxPrice)
@@ -208,7 +209,11 @@ func number(m map[string]any, key string) (float64, bool, error) {
 	return x, true, nil
 }
 
-func kind(v any) string {
+// ValueKind names the kind of a value decoded from TOML, as an error
+// about a value of the wrong kind says it: "a string", "a table", ...
+// Every reader of TOML documents of this program uses it, so that they all
+// say it alike.
+func ValueKind(v any) string {
 	switch v.(type) {
 	case string:
 		return "a string"
@@ -222,8 +227,10 @@ func kind(v any) string {
 		return "a table"
 	case []any:
 		return "an array"
-	default:
+	case time.Time, toml.LocalDate, toml.LocalTime, toml.LocalDateTime:
 		return "a date or time"
+	default:
+		return fmt.Sprintf("%T", v)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	aeriev1 "github.com/aerie-run/aerie/api/v1alpha1"
+	"github.com/aerie-run/aerie/runner/runconfig"
 )
 
 // kubeFlags select the cluster and namespace of the commands that talk to
@@ -150,29 +151,48 @@ func finished(s *aeriev1.AgentSession) bool {
 	return false
 }
 
-// exitStatus is the exit status that stands for a finished session: the
-// runner's own, as aerie run would exit, or one derived from the phase when
-// the runner never reported one (its pod was lost, say).
+// settled reports whether the session goes on no further by itself: it
+// has finished, or it awaits a person's approval (which aerie run exits 5
+// for, so that a pipeline never hangs on it).
+func settled(s *aeriev1.AgentSession) bool {
+	return finished(s) || s.Status.Phase == aeriev1.PhaseAwaitingApproval
+}
+
+// exitStatus is the exit status that stands for a settled session, as aerie
+// run would exit: the runner's own, or one derived from the phase and the
+// outcome when the runner never reported one (its pod was lost, say).
 func exitStatus(s *aeriev1.AgentSession) int {
+	if s.Status.Phase == aeriev1.PhaseAwaitingApproval {
+		// Whatever an earlier attempt reported: the session is paused now.
+		return runconfig.ExitAwaitingApproval
+	}
 	if r := s.Status.Result; r != nil && r.ExitCode != nil {
 		return int(*r.ExitCode)
 	}
 	switch s.Status.Phase {
 	case aeriev1.PhaseSucceeded:
-		return 0
+		return runconfig.ExitCompleted
 	case aeriev1.PhaseCancelled:
-		return 143
+		return runconfig.ExitTerminated
 	}
-	return 1
+	if r := s.Status.Result; r != nil {
+		switch r.Outcome {
+		case aeriev1.OutcomeBudgetExceeded, aeriev1.OutcomeTimedOut:
+			return runconfig.ExitBudget
+		case aeriev1.OutcomeResultInvalid:
+			return runconfig.ExitResultInvalid
+		}
+	}
+	return runconfig.ExitFailure
 }
 
 // pollInterval is how often waiting commands read the session's status.
 const pollInterval = 500 * time.Millisecond
 
-// wait polls the session until it has finished, calling seen on every
+// wait polls the session until done says it is, calling seen on every
 // change of phase, or until ctx ends.
 func (c *kubeClient) wait(
-	ctx context.Context, name string, seen func(*aeriev1.AgentSession),
+	ctx context.Context, name string, done func(*aeriev1.AgentSession) bool, seen func(*aeriev1.AgentSession),
 ) (*aeriev1.AgentSession, error) {
 	var last aeriev1.AgentSessionPhase = "-"
 	for {
@@ -190,7 +210,7 @@ func (c *kubeClient) wait(
 				last = s.Status.Phase
 				seen(s)
 			}
-			if finished(s) {
+			if done(s) {
 				return s, nil
 			}
 		}

@@ -47,8 +47,8 @@ func newSubmitCmd(a *app) *cobra.Command {
 input), or one built from --prompt and the model flags. With --wait it then
 waits until the session has finished and exits with its outcome, using the
 exit codes of aerie run (0 completed, 2 configuration error, 3 model or API
-failure, 4 budget spent, 6 no valid structured result, 143 cancelled, 1
-anything else), so a CI job can
+failure, 4 budget spent, 5 paused awaiting approval, 6 no valid structured
+result, 143 cancelled, 1 anything else), so a CI job can
 fail on a failed session. --follow also streams the session's events from its
 runner pod while it runs. On a terminal the progress is shown for a person;
 otherwise as JSON Lines. --diff (with --wait) then prints what the session
@@ -151,7 +151,7 @@ func (a *app) submit(cmd *cobra.Command, f submitFlags) (err error) {
 			kc.follow(followCtx, created.Name, out)
 		}()
 	}
-	done, err := kc.wait(ctx, created.Name, func(s *aeriev1.AgentSession) { out.status("status", s) })
+	done, err := kc.wait(ctx, created.Name, settled, func(s *aeriev1.AgentSession) { out.status("status", s) })
 	if err != nil {
 		return fmt.Errorf("wait for session %s/%s: %w", kc.namespace, created.Name, err)
 	}
@@ -269,7 +269,7 @@ func (c *kubeClient) follow(ctx context.Context, name string, out *submitOutput)
 				_ = rc.Close() // only read: its Close loses nothing
 			}
 		}
-		if err == nil && finished(s) {
+		if err == nil && settled(s) {
 			return
 		}
 		select {
@@ -480,7 +480,7 @@ func newCancelCmd() *cobra.Command {
 			if !wait {
 				return out.Err()
 			}
-			done, err := kc.wait(cmd.Context(), s.Name, func(*aeriev1.AgentSession) {})
+			done, err := kc.wait(cmd.Context(), s.Name, finished, func(*aeriev1.AgentSession) {})
 			if err != nil {
 				return err
 			}

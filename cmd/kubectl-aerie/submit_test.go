@@ -207,3 +207,49 @@ func testApprove(t *testing.T, cp *testenv.ControlPlane) {
 		t.Errorf("spec.approvals %+v, want %+v", got.Spec.Approvals, want)
 	}
 }
+
+// TestExitStatus: submit --wait exits as aerie run would for every phase
+// and outcome a session settles in, with the runner's exit code when it
+// reported one and from the phase and outcome when its pod was lost.
+func TestExitStatus(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		phase   aeriev1.AgentSessionPhase
+		outcome aeriev1.Outcome
+		code    *int32 // the runner's, nil when it reported none
+		want    int
+		settled bool
+	}{
+		{aeriev1.PhasePending, "", nil, 1, false},
+		{aeriev1.PhaseRunning, "", nil, 1, false},
+		{aeriev1.PhaseSucceeded, aeriev1.OutcomeCompleted, ptr.To[int32](0), 0, true},
+		{aeriev1.PhaseSucceeded, "", nil, 0, true},
+		{aeriev1.PhaseFailed, aeriev1.OutcomeBudgetExceeded, ptr.To[int32](4), 4, true},
+		{aeriev1.PhaseFailed, aeriev1.OutcomeBudgetExceeded, nil, 4, true},
+		{aeriev1.PhaseFailed, aeriev1.OutcomeTimedOut, nil, 4, true},
+		{aeriev1.PhaseFailed, aeriev1.OutcomeResultInvalid, ptr.To[int32](6), 6, true},
+		{aeriev1.PhaseFailed, aeriev1.OutcomeResultInvalid, nil, 6, true},
+		{aeriev1.PhaseFailed, aeriev1.OutcomeError, ptr.To[int32](3), 3, true},
+		{aeriev1.PhaseFailed, aeriev1.OutcomeError, ptr.To[int32](2), 2, true},
+		{aeriev1.PhaseFailed, aeriev1.OutcomeFailed, nil, 1, true},
+		{aeriev1.PhaseAwaitingApproval, "", ptr.To[int32](5), 5, true},
+		// A resumed attempt's earlier report does not stand for the pause.
+		{aeriev1.PhaseAwaitingApproval, "", ptr.To[int32](0), 5, true},
+		{aeriev1.PhaseAwaitingApproval, "", nil, 5, true},
+		{aeriev1.PhaseCancelled, aeriev1.OutcomeCancelled, nil, 143, true},
+	} {
+		s := &aeriev1.AgentSession{Status: aeriev1.AgentSessionStatus{Phase: c.phase}}
+		if c.outcome != "" || c.code != nil {
+			s.Status.Result = &aeriev1.Result{Outcome: c.outcome, ExitCode: c.code}
+		}
+		if got := settled(s); got != c.settled {
+			t.Errorf("%s %s: settled = %v, want %v", c.phase, c.outcome, got, c.settled)
+		}
+		if !c.settled {
+			continue
+		}
+		if got := exitStatus(s); got != c.want {
+			t.Errorf("%s %s (runner's code %v): exit %d, want %d", c.phase, c.outcome, c.code, got, c.want)
+		}
+	}
+}

@@ -130,7 +130,8 @@ parent was deleted is shown as a root.
 
 KIND is how a session came to be (user, headless, fork, subagent). For a
 subagent, AGENT is its agent type (its persona; - for the parent session's
-own), and OUTCOME and TOKENS (input plus output) are what its parent
+own), and OUTCOME, TOKENS (input plus output) and COST (in US dollars,
+- when its model's price is unknown) are what its parent
 recorded when it ended; a subagent still running, or whose parent never
 recorded its end, shows - there and its STATE says where it is.
 
@@ -655,7 +656,7 @@ func printSessionTree(
 	w io.Writer, roots []*store.Node, outcomes map[uuid.UUID]transcript.SubagentOutcome, now time.Time,
 ) error {
 	tw := cli.NewTable(w)
-	fmt.Fprintln(tw, "ID\tLABEL\tKIND\tAGENT\tSTATE\tOUTCOME\tTOKENS\tENTRIES\tUPDATED")
+	fmt.Fprintln(tw, "ID\tLABEL\tKIND\tAGENT\tSTATE\tOUTCOME\tTOKENS\tCOST\tENTRIES\tUPDATED")
 	var walk func(nodes []*store.Node, indent string, top bool)
 	walk = func(nodes []*store.Node, indent string, top bool) {
 		for i, n := range nodes {
@@ -667,20 +668,31 @@ func printSessionTree(
 				branch, next = "", ""
 			}
 			s := n.Session
-			outcome, tokens := "-", "-"
+			outcome, tokens, cost := "-", "-", "-"
 			if o, ok := outcomes[s.ID]; ok {
 				outcome = string(o.Outcome)
 				if o.Usage != nil {
 					tokens = strconv.FormatInt(o.Usage.InputTokens+o.Usage.OutputTokens, 10)
+					cost = costOf(*o.Usage)
 				}
 			}
-			fmt.Fprintf(tw, "%s%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", indent, branch, s.ID, labelOrDash(s.Label),
-				s.Kind, labelOrDash(agentType(s, outcomes)), stateOf(s), outcome, tokens, s.EntryCount, cli.Age(now, s.UpdatedAt))
+			fmt.Fprintf(tw, "%s%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", indent, branch, s.ID, labelOrDash(s.Label),
+				s.Kind, labelOrDash(agentType(s, outcomes)), stateOf(s), outcome, tokens, cost, s.EntryCount,
+				cli.Age(now, s.UpdatedAt))
 			walk(n.Children, indent+next, false)
 		}
 	}
 	walk(roots, "", true)
 	return tw.Flush()
+}
+
+// costOf is usage's cost as the tree shows it, in US dollars to the
+// fourth decimal; - when the price was unknown (no cost recorded).
+func costOf(u transcript.Usage) string {
+	if !(u.CostUSD > 0) {
+		return "-"
+	}
+	return fmt.Sprintf("$%.4f", u.CostUSD)
 }
 
 func labelOrDash(label string) string {

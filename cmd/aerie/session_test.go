@@ -742,17 +742,17 @@ func TestPrintSessions(t *testing.T) {
 		}
 		outcomes := map[uuid.UUID]transcript.SubagentOutcome{
 			id(3): {Session: id(3), Outcome: transcript.OutcomeCompleted, AgentType: "reviewer",
-				Usage: &transcript.Usage{InputTokens: 1200, OutputTokens: 34}},
+				Usage: &transcript.Usage{InputTokens: 1200, OutputTokens: 34, CostUSD: 0.004111}},
 		}
 		if err := printSessionTree(&b, roots, outcomes, now); err != nil {
 			t.Fatal(err)
 		}
-		want := `ID                                            LABEL  KIND      AGENT     STATE      OUTCOME    TOKENS  ENTRIES  UPDATED
-00000000-0000-0000-0000-000000000001          main   user      -         active     -          -       12       3m ago
-├── 00000000-0000-0000-0000-000000000002      try-b  fork      -         idle       -          -       7        2h ago
-│   └── 00000000-0000-0000-0000-000000000003  -      subagent  reviewer  completed  completed  1234    3        5s ago
-└── 00000000-0000-0000-0000-000000000004      -      subagent  -         deleted    -          -       1        3d ago
-00000000-0000-0000-0000-000000000005          -      headless  -         idle       -          -       0        just now
+		want := `ID                                            LABEL  KIND      AGENT     STATE      OUTCOME    TOKENS  COST     ENTRIES  UPDATED
+00000000-0000-0000-0000-000000000001          main   user      -         active     -          -       -        12       3m ago
+├── 00000000-0000-0000-0000-000000000002      try-b  fork      -         idle       -          -       -        7        2h ago
+│   └── 00000000-0000-0000-0000-000000000003  -      subagent  reviewer  completed  completed  1234    $0.0041  3        5s ago
+└── 00000000-0000-0000-0000-000000000004      -      subagent  -         deleted    -          -       -        1        3d ago
+00000000-0000-0000-0000-000000000005          -      headless  -         idle       -          -       -        0        just now
 `
 		if diff := cmpLines(want, b.String()); diff != "" {
 			t.Errorf("tree (-want +got):\n%s", diff)

@@ -302,6 +302,19 @@ func TestRunSubagentsBudget(t *testing.T) {
 	if n := len(e.model.Requests()); n > 1+2*5 {
 		t.Errorf("%d requests", n)
 	}
+	// The stored usage gives session list its cost, and tree the
+	// subagents'.
+	list := e.run("session", "list", "--json")
+	var listed sessionListJSON
+	if err := json.Unmarshal([]byte(list.stdout), &listed); err != nil || len(listed.Sessions) != 1 {
+		t.Fatalf("session list --json: %v\n%s%s", err, list.stdout, list.stderr)
+	}
+	if c := listed.Sessions[0].CostUSD; c == nil || *c <= 0 || *c > end.Usage.CostUSD+1e-9 {
+		t.Errorf("session list cost_usd = %v, want up to the tree's $%v", c, end.Usage.CostUSD)
+	}
+	if tree := e.run("session", "tree"); !strings.Contains(tree.stdout, "COST") || strings.Count(tree.stdout, "$0.00") < 2 {
+		t.Errorf("session tree lacks the subagents' costs:\n%s", tree.stdout)
+	}
 }
 
 // TestRunSubagentHooks: SubagentStart and SubagentStop hooks see the

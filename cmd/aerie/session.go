@@ -32,6 +32,7 @@ type sessionStore interface {
 	Delete(ctx context.Context, tenant string, id uuid.UUID) error
 	Fork(ctx context.Context, tenant string, source uuid.UUID, opts store.ForkOptions) (store.Session, error)
 	Entries(ctx context.Context, tenant string, session uuid.UUID) ([]transcript.Entry, error)
+	Load(ctx context.Context, tenant string, session uuid.UUID) (store.Session, transcript.Snapshot, error)
 }
 
 // sessions is an open session database scoped to one tenant.
@@ -82,13 +83,15 @@ func newSessionListCmd(a *app) *cobra.Command {
 		Use:   listCmd,
 		Short: "List the sessions of the current directory, most recently updated first",
 		Long: `List shows each session's id, label, state, number of entries and how long ago
-it was last updated, most recently updated first. Subagent sessions (kind
+it was last updated, most recently updated first, with its COST in US dollars
+from its stored usage (- when its models' prices are unknown). Subagent sessions (kind
 subagent: child agents of another session) and deleted sessions are left out
 unless --all; tree shows the subagents under their parents.
 
 --json prints {"tenant": DIR, "sessions": [SESSION, ...]}, where SESSION has
 id, label, state, kind, entries, last_seq, parent_id, root_id, dir,
-provider, model, created_at, updated_at and deleted_at.`,
+provider, model, created_at, updated_at, deleted_at and cost_usd (left out
+when unknown).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withSessions(cmd, a, func(ctx context.Context, s sessions) error {
@@ -99,10 +102,15 @@ provider, model, created_at, updated_at and deleted_at.`,
 				if !all {
 					list = slices.DeleteFunc(list, func(s store.Session) bool { return s.Kind == store.SessionSubagent })
 				}
+				costs := sessionCosts(ctx, s, list)
 				if asJSON {
 					out := sessionListJSON{Tenant: s.tenant, Sessions: make([]sessionJSON, 0, len(list))}
 					for _, sess := range list {
-						out.Sessions = append(out.Sessions, toSessionJSON(sess))
+						j := toSessionJSON(sess)
+						if c, ok := costs[sess.ID]; ok {
+							j.CostUSD = &c
+						}
+						out.Sessions = append(out.Sessions, j)
 					}
 					return cli.WriteJSON(cmd.OutOrStdout(), out)
 				}
@@ -110,7 +118,7 @@ provider, model, created_at, updated_at and deleted_at.`,
 					_, err := fmt.Fprintf(cmd.OutOrStdout(), "No sessions in %s.\n", s.tenant)
 					return err
 				}
-				return printSessionTable(cmd.OutOrStdout(), list, time.Now())
+				return printSessionTable(cmd.OutOrStdout(), list, costs, time.Now())
 			})
 		},
 	}
@@ -514,6 +522,9 @@ type sessionJSON struct {
 	CreatedAt time.Time  `json:"created_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
 	DeletedAt *time.Time `json:"deleted_at"`
+	// CostUSD is the session's cost from its stored usage (list only);
+	// null when its models' prices were unknown or it made no request.
+	CostUSD *float64 `json:"cost_usd,omitempty"`
 }
 
 type sessionNodeJSON struct {
@@ -639,13 +650,31 @@ func agentType(s store.Session, outcomes map[uuid.UUID]transcript.SubagentOutcom
 	return outcomes[s.ID].AgentType
 }
 
-// printSessionTable prints sessions as list shows them, ages relative to now.
-func printSessionTable(w io.Writer, list []store.Session, now time.Time) error {
+// sessionCosts are the costs of the sessions of list that have one in
+// their latest stored usage; a session whose usage cannot be read (a
+// deleted one) has none.
+func sessionCosts(ctx context.Context, s sessions, list []store.Session) map[uuid.UUID]float64 {
+	costs := make(map[uuid.UUID]float64, len(list))
+	for _, sess := range list {
+		if !sess.DeletedAt.IsZero() {
+			continue
+		}
+		_, snap, err := s.st.Load(ctx, s.tenant, sess.ID)
+		if err == nil && snap.Usage != nil && snap.Usage.CostUSD > 0 {
+			costs[sess.ID] = snap.Usage.CostUSD
+		}
+	}
+	return costs
+}
+
+// printSessionTable prints sessions as list shows them, with their costs,
+// ages relative to now.
+func printSessionTable(w io.Writer, list []store.Session, costs map[uuid.UUID]float64, now time.Time) error {
 	tw := cli.NewTable(w)
-	fmt.Fprintln(tw, "ID\tLABEL\tSTATE\tENTRIES\tUPDATED")
+	fmt.Fprintln(tw, "ID\tLABEL\tSTATE\tCOST\tENTRIES\tUPDATED")
 	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n",
-			s.ID, labelOrDash(s.Label), stateOf(s), s.EntryCount, cli.Age(now, s.UpdatedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, labelOrDash(s.Label), stateOf(s),
+			costOf(transcript.Usage{CostUSD: costs[s.ID]}), s.EntryCount, cli.Age(now, s.UpdatedAt))
 	}
 	return tw.Flush()
 }

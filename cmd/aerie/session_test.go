@@ -93,20 +93,20 @@ func testSessionCommands(t *testing.T, newHome func(t *testing.T) string) {
 		f := seed(t)
 		r := mustRun(t, f.harness(), "session", "list")
 		lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-		if got := strings.Fields(lines[0]); !slices.Equal(got, []string{"ID", "LABEL", "STATE", "ENTRIES", "UPDATED"}) {
+		if got := strings.Fields(lines[0]); !slices.Equal(got, []string{"ID", "LABEL", "STATE", "COST", "ENTRIES", "UPDATED"}) {
 			t.Errorf("header = %q", lines[0])
 		}
 		got := map[string][]string{}
 		for _, l := range lines[1:] {
 			fields := strings.Fields(l)
-			got[fields[0]] = fields[1:4] // the age is the rest
+			got[fields[0]] = fields[1:5] // the age is the rest
 		}
 		want := map[string][]string{
-			f.main.ID.String():  {"main", "active", "7"},
-			f.other.ID.String(): {"other", "idle", "2"},
-			f.try.ID.String():   {"try", "idle", "6"},
-			f.twinA.ID.String(): {"dup", "idle", "0"},
-			f.twinB.ID.String(): {"dup", "idle", "0"},
+			f.main.ID.String():  {"main", "active", "-", "7"},
+			f.other.ID.String(): {"other", "idle", "-", "2"},
+			f.try.ID.String():   {"try", "idle", "-", "6"},
+			f.twinA.ID.String(): {"dup", "idle", "-", "0"},
+			f.twinB.ID.String(): {"dup", "idle", "-", "0"},
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("rows (-want +got):\n%s\n%s", diff, r.stdout)
@@ -165,12 +165,12 @@ func testSessionCommands(t *testing.T, newHome func(t *testing.T) string) {
 			lines = append(lines, strings.Join(fields[:len(fields)-2], " "))
 		}
 		wantLines := []string{
-			f.main.ID.String() + " main user - active - - 7",
-			"├── " + f.try.ID.String() + " try fork - idle - - 6",
-			"└── " + f.sub.ID.String() + " - subagent - completed - - 0",
-			f.other.ID.String() + " other user - idle - - 2",
-			f.twinA.ID.String() + " dup user - idle - - 0",
-			f.twinB.ID.String() + " dup user - idle - - 0",
+			f.main.ID.String() + " main user - active - - - 7",
+			"├── " + f.try.ID.String() + " try fork - idle - - - 6",
+			"└── " + f.sub.ID.String() + " - subagent - completed - - - 0",
+			f.other.ID.String() + " other user - idle - - - 2",
+			f.twinA.ID.String() + " dup user - idle - - - 0",
+			f.twinB.ID.String() + " dup user - idle - - - 0",
 		}
 		if diff := cmp.Diff(wantLines, lines); diff != "" {
 			t.Errorf("tree (-want +got):\n%s\n%s", diff, r.stdout)
@@ -717,13 +717,14 @@ func TestPrintSessions(t *testing.T) {
 	t.Run("table", func(t *testing.T) {
 		t.Parallel()
 		var b strings.Builder
-		if err := printSessionTable(&b, []store.Session{root, fork, sub2}, now); err != nil {
+		costs := map[uuid.UUID]float64{id(1): 1.23456}
+		if err := printSessionTable(&b, []store.Session{root, fork, sub2}, costs, now); err != nil {
 			t.Fatal(err)
 		}
-		want := `ID                                    LABEL  STATE    ENTRIES  UPDATED
-00000000-0000-0000-0000-000000000001  main   active   12       3m ago
-00000000-0000-0000-0000-000000000002  try-b  idle     7        2h ago
-00000000-0000-0000-0000-000000000004  -      deleted  1        3d ago
+		want := `ID                                    LABEL  STATE    COST     ENTRIES  UPDATED
+00000000-0000-0000-0000-000000000001  main   active   $1.2346  12       3m ago
+00000000-0000-0000-0000-000000000002  try-b  idle     -        7        2h ago
+00000000-0000-0000-0000-000000000004  -      deleted  -        1        3d ago
 `
 		if diff := cmpLines(want, b.String()); diff != "" {
 			t.Errorf("table (-want +got):\n%s", diff)

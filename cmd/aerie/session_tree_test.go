@@ -143,10 +143,10 @@ func testSubagentTrees(t *testing.T, newHome func(t *testing.T) string) {
 			lines = append(lines, strings.Join(fields[:len(fields)-2], " "))
 		}
 		want := []string{
-			f.lead.ID.String() + " lead headless - completed - - 9",
-			"├── " + f.reviewer.ID.String() + " - subagent reviewer completed completed 1020 8",
-			"│ └── " + f.helper.ID.String() + " - subagent - failed budget_exceeded 55 2",
-			"└── " + f.waiter.ID.String() + " - subagent - active - - 1",
+			f.lead.ID.String() + " lead headless - completed - - - 9",
+			"├── " + f.reviewer.ID.String() + " - subagent reviewer completed completed 1020 - 8",
+			"│ └── " + f.helper.ID.String() + " - subagent - failed budget_exceeded 55 - 2",
+			"└── " + f.waiter.ID.String() + " - subagent - active - - - 1",
 		}
 		if diff := cmp.Diff(want, lines); diff != "" {
 			t.Errorf("tree (-want +got):\n%s\n%s", diff, out)

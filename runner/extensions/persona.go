@@ -55,6 +55,10 @@ const TypePersona layer.Type = "persona"
 // ErrUnknownPersona means a persona was asked for that no layer defines.
 var ErrUnknownPersona = errors.New("unknown persona")
 
+// ErrInvalidPersonaName means a persona was asked for by a name no
+// persona file can have.
+var ErrInvalidPersonaName = errors.New("invalid persona name")
+
 // Persona is a loaded persona.
 type Persona struct {
 	// Name is the persona's name.
@@ -108,7 +112,8 @@ func LoadPersona(src layer.Source, name string) (Persona, []layer.Artifact, erro
 	}
 	if !ValidPersonaName(name) {
 		return Persona{}, nil, fmt.Errorf(
-			"persona %q: want 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit", name)
+			"persona %q: %w: want 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit",
+			name, ErrInvalidPersonaName)
 	}
 	v, err := src.Open()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -61,14 +62,53 @@ func (m Matcher) match(name string) bool {
 // agents use for them. The OpenVaala spec maps Write and Edit to
 // apply_patch; aerie also has Osprey's write_file and edit_file, which
 // write files just as well, so a guard written for Write or Edit covers
-// them too rather than leaving them as a way around it.
+// them too rather than leaving them as a way around it. The rest are
+// Claude Code's names for the tools aerie has too, which Claude plugins'
+// hooks, agents and commands name.
 var aliasesOf = map[string][]string{
-	"bash":        {"Bash"},
-	"apply_patch": {"Write", "Edit"},
-	"write_file":  {"Write"},
-	"edit_file":   {"Edit"},
-	"read_file":   {"Read"},
-	"spawn_agent": {"Agent"},
+	"bash":           {"Bash"},
+	"process":        {"BashOutput", "KillShell"},
+	"apply_patch":    {"Write", "Edit", "MultiEdit"},
+	"write_file":     {"Write"},
+	"edit_file":      {"Edit", "MultiEdit"},
+	"read_file":      {"Read"},
+	"grep":           {"Grep"},
+	"find_files":     {"Glob"},
+	"list_directory": {"LS"},
+	"spawn_agent":    {"Agent", "Task"},
+	"skill":          {"Skill"},
+}
+
+// aliasedBy inverts aliasesOf: another agent's tool name → aerie's names
+// for it, sorted.
+var aliasedBy = sync.OnceValue(func() map[string][]string {
+	out := map[string][]string{}
+	for name, aliases := range aliasesOf {
+		for _, a := range aliases {
+			out[a] = append(out[a], name)
+		}
+	}
+	for _, names := range out {
+		slices.Sort(names)
+	}
+	return out
+})
+
+// ToolNames returns aerie's names for the tool another agent calls name
+// (Claude Code's Read is read_file; its Edit is edit_file and
+// apply_patch), through the aliases hook matchers use, so that a Claude
+// plugin's tools list means the same tools as its hooks' matchers. An
+// aerie name, or any name without an alias (mcp__server__tool), is itself;
+// ok is false when name is another agent's that aerie has no tool for.
+func ToolNames(name string) (names []string, ok bool) {
+	if names, ok := aliasedBy()[name]; ok {
+		return slices.Clone(names), true
+	}
+	if name == "" || name[0] >= 'A' && name[0] <= 'Z' {
+		// Claude's tool names are capitalized; aerie's never are.
+		return nil, false
+	}
+	return []string{name}, true
 }
 
 // compileTOML compiles a hooks.toml matcher: an anchored regular

@@ -93,6 +93,9 @@ func SplitComponents(s string) (Components, error) {
 // ships.
 type ComponentState struct {
 	Component Component `json:"component"`
+	// Name is the agent type or command a file of agents/ or commands/
+	// defines (<plugin>:<name>), when it was read.
+	Name string `json:"name,omitempty"`
 	// Path is the component's file or directory in the plugin.
 	Path string `json:"path"`
 	// Status is active (loaded), inactive (not enabled by components) or
@@ -115,7 +118,10 @@ var componentPaths = []struct {
 }
 
 // loaded are the components aerie loads from a Claude or Codex plugin.
-var loaded = Components{ComponentSkills}
+var loaded = Components{ComponentSkills, ComponentAgents, ComponentCommands}
+
+// perFile are the components reported file by file when they load.
+var perFile = Components{ComponentAgents, ComponentCommands}
 
 // componentStates reports the components the plugin at rel (root on disk)
 // ships: its skill directories skills, and those of componentPaths that
@@ -130,6 +136,8 @@ func componentStates(fsys fs.FS, rel, root string, skills []string, comps Compon
 				"not enabled by components; add %q to [plugins] components or aerie plugin install --components", c)
 		case !loaded.Has(c):
 			s.Status, s.Reason = layer.StatusSkipped, fmt.Sprintf("unsupported: aerie does not load a plugin's %s", c)
+		case perFile.Has(c):
+			return // its files are reported as they load
 		}
 		out = append(out, s)
 	}
@@ -142,6 +150,23 @@ func componentStates(fsys fs.FS, rel, root string, skills []string, comps Compon
 		if st, err := fs.Stat(fsys, path.Join(rel, cp.path)); err == nil && st.IsDir() == cp.dir {
 			add(cp.c, cp.path)
 		}
+	}
+	return out
+}
+
+// loadClaude loads the components of the Claude or Codex plugin p at rel
+// that comps enables beyond its skills, and reports each file.
+func loadClaude(fsys fs.FS, rel string, p *Plugin, comps Components) []ComponentState {
+	var out []ComponentState
+	present := func(dir string) bool {
+		st, err := fs.Stat(fsys, path.Join(rel, dir))
+		return err == nil && st.IsDir()
+	}
+	if comps.Has(ComponentAgents) && present("agents") {
+		out = append(out, loadAgents(fsys, rel, p)...)
+	}
+	if comps.Has(ComponentCommands) && present("commands") {
+		out = append(out, loadCommands(fsys, rel, p)...)
 	}
 	return out
 }

@@ -345,6 +345,9 @@ func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options
 	for _, s := range m.MCPServers {
 		p.MCPServers = append(p.MCPServers, s.place(name, e.Manifest, root))
 	}
+	if m.Format == FormatClaude || m.Format == FormatCodex {
+		e.ComponentStates = append(e.ComponentStates, loadClaude(fsys, rel, p, comps)...)
+	}
 	e.Status = layer.StatusActive
 	return e, p, nil
 }
@@ -434,4 +437,39 @@ func readLimited(fsys fs.FS, name string) ([]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+// Agents returns every enabled plugin's agents, in plugin-name order.
+func (s *Set) Agents() []Agent {
+	var out []Agent
+	for _, p := range s.Plugins {
+		out = append(out, p.Agents...)
+	}
+	return out
+}
+
+// Agent returns the agent type name (<plugin>:<agent>) of an enabled
+// plugin.
+func (s *Set) Agent(name string) (Agent, bool) {
+	for _, p := range s.Plugins {
+		for _, a := range p.Agents {
+			if a.Name == name {
+				return a, true
+			}
+		}
+	}
+	return Agent{}, false
+}
+
+// Command returns the command name (<plugin>:<command>) of an enabled
+// plugin.
+func (s *Set) Command(name string) (Command, bool) {
+	for _, p := range s.Plugins {
+		for _, c := range p.Commands {
+			if c.Name == name {
+				return c, true
+			}
+		}
+	}
+	return Command{}, false
 }

@@ -122,6 +122,10 @@ type Plugin struct {
 	Hooks []hooks.Hook `json:"hooks,omitempty"`
 	// MCPServers are the native manifest's servers, after substitution.
 	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
+	// Agents and Commands are a Claude or Codex plugin's agents/*.md and
+	// commands/*.md, when its components include them.
+	Agents   []Agent   `json:"agents,omitempty"`
+	Commands []Command `json:"commands,omitempty"`
 	// Install is the provenance of a plugin installed with aerie plugin
 	// install; nil otherwise.
 	Install *Install `json:"install,omitempty"`

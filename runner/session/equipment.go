@@ -720,7 +720,7 @@ func stopHook(
 // commands (cmds) and spawn its own spawn_agent, narrowed by toolset, and
 // wrapped in the child's hook engine.
 func (eq *equipment) childTools(
-	id uuid.UUID, cmds tools.Commands, spawn tools.Tool, toolset string, engine *hooks.Engine,
+	id uuid.UUID, cmds tools.Commands, spawn tools.Tool, toolset string, only []string, engine *hooks.Engine,
 ) (*tools.Registry, error) {
 	opts := eq.opts
 	builtin := append(tools.Builtin(opts.Executor, cmds, nil), spawn)
@@ -735,7 +735,9 @@ func (eq *equipment) childTools(
 	for _, d := range eq.reg.Definitions() {
 		parent[d.Name] = true
 	}
-	all = slices.DeleteFunc(all, func(t tools.Tool) bool { return !parent[t.Name()] })
+	all = slices.DeleteFunc(all, func(t tools.Tool) bool {
+		return !parent[t.Name()] || only != nil && !slices.Contains(only, t.Name())
+	})
 	if toolset != "" {
 		if all, err = applyToolset(eq.ext.Set.Toolsets, toolset, all, opts.Logger); err != nil {
 			var ce *ConfigError

@@ -49,6 +49,13 @@ func (r *run) newTree(ctx context.Context) error {
 		stored, start = ids, addUsage(start, usage)
 	}
 	r.tree = subagent.NewTree(limits, subagent.NewLedger(start, r.opts.Budget.Stop), stored...)
+	if plugs := r.eq.ext.Plugins; plugs != nil {
+		var types []subagent.Type
+		for _, a := range plugs.Agents() {
+			types = append(types, subagent.Type{Name: a.Name, Description: a.Description})
+		}
+		r.tree.WithTypes(types...)
+	}
 	r.children = &subagent.Children{}
 	return nil
 }
@@ -90,6 +97,9 @@ type child struct {
 	persona extensions.Persona
 	system  string
 	toolset string
+	// only, when not nil, are the names of the tools the child may have
+	// (a plugin agent's tools field), within the parent's.
+	only    []string
 	observe func(events.Event)
 	engine  *hooks.Engine
 	w       *journal.Writer
@@ -171,12 +181,23 @@ func (s *spawner) persona(c *child) error {
 	if c.req.AgentType == "" {
 		return nil
 	}
+	if plugs := r.eq.ext.Plugins; plugs != nil && strings.Contains(c.req.AgentType, ":") {
+		if a, ok := plugs.Agent(c.req.AgentType); ok {
+			c.system, c.only = a.Prompt, a.Tools
+			return nil
+		}
+	}
 	x := r.opts.Extensions
 	src := layer.Source{Layers: x.Layers, Workspace: x.Workspace, WorkDir: x.Dir}
 	p, _, err := extensions.LoadPersona(src, c.req.AgentType)
-	if errors.Is(err, extensions.ErrUnknownPersona) {
+	if errors.Is(err, extensions.ErrUnknownPersona) || errors.Is(err, extensions.ErrInvalidPersonaName) {
 		names, _ := extensions.PersonaNames(src)
-		known := "none are defined (personas/<name>.toml in a layer)"
+		if plugs := r.eq.ext.Plugins; plugs != nil {
+			for _, a := range plugs.Agents() {
+				names = append(names, a.Name)
+			}
+		}
+		known := "none are defined (personas/<name>.toml in a layer, or a plugin's agents)"
 		if len(names) > 0 {
 			known = "known: " + strings.Join(names, ", ")
 		}
@@ -291,7 +312,7 @@ func (s *spawner) tools(c *child) (*tools.Registry, tools.Tool, error) {
 	r := s.r
 	c.children = &subagent.Children{}
 	spawn := subagent.NewTool(r.tree, c.req.Depth, c.id, &spawner{r: r, parent: c.id}, c.children)
-	reg, err := r.eq.childTools(c.id, c.cmds, spawn, c.toolset, c.engine)
+	reg, err := r.eq.childTools(c.id, c.cmds, spawn, c.toolset, c.only, c.engine)
 	return reg, spawn, err
 }
 

@@ -268,3 +268,27 @@ func simpleValue(v []byte) bool {
 	}
 	return true
 }
+
+// SplitFrontmatter returns the YAML frontmatter of a Markdown file (the
+// text between its opening "---" line and the closing one) and the body
+// after it; ok is false when the file does not start with frontmatter.
+// Claude's agent and command files share SKILL.md's shape.
+func SplitFrontmatter(data []byte) (block, body []byte, ok bool) {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	first, rest, ok := cutLine(data)
+	if !ok || !isFence(first) {
+		return nil, nil, false
+	}
+	start := len(data) - len(rest)
+	for off := start; off < len(data); {
+		line, after, hasNL := cutLine(data[off:])
+		if isFence(line) {
+			return data[start:off], after, true
+		}
+		if !hasNL {
+			break
+		}
+		off += len(line) + 1
+	}
+	return nil, nil, false
+}

@@ -70,6 +70,9 @@ func (e *LimitError) Unwrap() error { return ErrLimit }
 type Tree struct {
 	limits Limits
 	ledger *Ledger
+	// types are the agent types besides personas that spawn_agent
+	// describes; set before the tree's first tool is made.
+	types []Type
 
 	mu      sync.Mutex
 	running int
@@ -90,6 +93,21 @@ func NewTree(limits Limits, ledger *Ledger, stored ...uuid.UUID) *Tree {
 			t.total++
 		}
 	}
+	return t
+}
+
+// Type is an agent type spawn_agent names in its description, such as a
+// plugin's agent: the model learns from it which exist and when to use
+// them.
+type Type struct {
+	Name        string
+	Description string
+}
+
+// WithTypes makes types the agent types the tree's spawn_agent describes;
+// it is called once, before the tree's tools are made.
+func (t *Tree) WithTypes(types ...Type) *Tree {
+	t.types = types
 	return t
 }
 

@@ -93,19 +93,44 @@ func NewTool(tree *Tree, depth int, parent uuid.UUID, spawner Spawner, children 
 
 func (*Tool) Name() string { return Name }
 
-func (*Tool) Description() string {
-	return "Delegate a self-contained task to a subagent: a new agent with its own conversation, " +
+func (t *Tool) Description() string {
+	d := description
+	if len(t.tree.types) > 0 {
+		var b strings.Builder
+		b.WriteString(d)
+		b.WriteString("\n\nAgent types besides personas:")
+		for _, ty := range t.tree.types {
+			fmt.Fprintf(&b, "\n- %s", ty.Name)
+			if desc := firstLine(ty.Description); desc != "" {
+				b.WriteString(": " + desc)
+			}
+		}
+		d = b.String()
+	}
+	return d
+}
+
+// firstLine is s up to its first line end, at most 300 bytes: a catalog
+// entry, not the whole of a long description.
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 300 {
+		s = strings.ToValidUTF8(s[:300], "") + "…"
+	}
+	return s
+}
+
+const description = "Delegate a self-contained task to a subagent: a new agent with its own conversation, " +
 		"which sees only the task you give it (say everything it needs), works with your tools, " +
 		"and returns its final answer, how it ended and what it used. " +
 		"Several spawn_agent calls in one response run at the same time. " +
 		"agent_type picks a persona; toolset narrows its tools; max_turns bounds its model requests."
-}
 
 func (*Tool) Schema() json.RawMessage {
 	return json.RawMessage(`{"type":"object","properties":{` +
 		`"task":{"type":"string","description":"The task, with all the context the subagent needs."},` +
 		`"agent_type":{"type":"string","description":` +
-		`"A persona name (personas/<name>.toml); empty is your own system prompt."},` +
+		`"A persona name (personas/<name>.toml) or a plugin agent (plugin:agent); empty is your own system prompt."},` +
 		`"toolset":{"type":"string","description":` +
 		`"A toolset name (toolsets.toml) narrowing the subagent's tools; never more than yours."},` +
 		`"max_turns":{"type":"integer","minimum":1,"description":"The most model requests the subagent may make."}` +

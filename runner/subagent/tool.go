@@ -121,10 +121,10 @@ func firstLine(s string) string {
 }
 
 const description = "Delegate a self-contained task to a subagent: a new agent with its own conversation, " +
-		"which sees only the task you give it (say everything it needs), works with your tools, " +
-		"and returns its final answer, how it ended and what it used. " +
-		"Several spawn_agent calls in one response run at the same time. " +
-		"agent_type picks a persona; toolset narrows its tools; max_turns bounds its model requests."
+	"which sees only the task you give it (say everything it needs), works with your tools, " +
+	"and returns its final answer, how it ended and what it used. " +
+	"Several spawn_agent calls in one response run at the same time. " +
+	"agent_type picks a persona; toolset narrows its tools; max_turns bounds its model requests."
 
 func (*Tool) Schema() json.RawMessage {
 	return json.RawMessage(`{"type":"object","properties":{` +

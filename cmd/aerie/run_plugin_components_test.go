@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -116,4 +117,71 @@ func sorted(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
+}
+
+// firstUserText is the text of a request's first user message.
+func firstUserText(t *testing.T, req testenv.ModelRequest) string {
+	t.Helper()
+	var r anthropicRequest
+	if err := req.Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, c := range r.Messages[0].Content {
+		b.WriteString(c.Text)
+	}
+	return b.String()
+}
+
+// TestRunPluginCommand calls a Claude plugin's command: its arguments are
+// substituted, its !`git status` runs in the workspace before the prompt
+// is sent (a long output cut at 8 KiB, and said so), an @file is read
+// from the workspace (one outside it is refused), and the turn offers only
+// its allowed-tools.
+func TestRunPluginCommand(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, answer("status noted"))
+	src := filepath.Join(t.TempDir(), "review")
+	testenv.WriteFile(t, filepath.Join(src, ".claude-plugin/plugin.json"), `{"name": "review"}`, 0o644)
+	testenv.WriteFile(t, filepath.Join(src, "commands/status.md"), "---\n"+
+		"description: Summarize the working tree\nargument-hint: MODE [TOPIC]\n"+
+		"allowed-tools: [\"Bash(git status:*)\", \"Read\", \"AskUserQuestion\"]\n---\n"+
+		"Mode $1, topic $2, all: $ARGUMENTS\n"+
+		"Status: !`git status --short`\n"+
+		"Root: ${CLAUDE_PLUGIN_ROOT}\n"+
+		"Long: !`head -c 20000 /dev/zero | tr '\\0' a`\n"+
+		"Read @notes.txt first.\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(src, "commands/leak.md"), "Read @../outside.txt\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(e.ws, "notes.txt"), "the notes\n", 0o644)
+	testenv.WriteFile(t, filepath.Join(e.ws, "untracked.go"), "package x\n", 0o644)
+	if out, err := exec.Command("git", "-C", e.ws, "init", "-q").CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	e.install(src, "commands")
+
+	out := e.run("run", `/review:status fast "error paths"`)
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	req := e.model.Requests()[0]
+	msg := firstUserText(t, req)
+	for _, want := range []string{
+		`Mode fast, topic error paths, all: fast "error paths"`,
+		"Status: ?? notes.txt\n?? untracked.go",
+		"Root: " + filepath.Join(e.home, "plugins", "review"),
+		"[the output of head -c 20000 /dev/zero | tr '\\0' a: cut at 8192 of 16384 bytes]",
+		"<file path=\"notes.txt\">\nthe notes\n</file>",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the prompt lacks %q:\n%.2000s", want, msg)
+		}
+	}
+	if got, want := sorted(offeredTools(t, req)), []string{"bash", "read_file"}; !slices.Equal(got, want) {
+		t.Errorf("tools = %v, want the command's allowed-tools %v", got, want)
+	}
+
+	testenv.WriteFile(t, filepath.Join(filepath.Dir(e.ws), "outside.txt"), "secret\n", 0o644)
+	if out := e.run("run", "/review:leak"); out.code == 0 || !strings.Contains(out.stderr, "@../outside.txt") {
+		t.Errorf("a file outside the workspace was read: exit %d\n%s", out.code, out.stderr)
+	}
 }

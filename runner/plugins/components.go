@@ -156,7 +156,7 @@ func componentStates(fsys fs.FS, rel, root string, skills []string, comps Compon
 
 // loadClaude loads the components of the Claude or Codex plugin p at rel
 // that comps enables beyond its skills, and reports each file.
-func loadClaude(fsys fs.FS, rel string, p *Plugin, comps Components) []ComponentState {
+func loadClaude(fsys fs.FS, l layer.Layer, rel string, p *Plugin, comps Components) []ComponentState {
 	var out []ComponentState
 	present := func(dir string) bool {
 		st, err := fs.Stat(fsys, path.Join(rel, dir))
@@ -166,7 +166,7 @@ func loadClaude(fsys fs.FS, rel string, p *Plugin, comps Components) []Component
 		out = append(out, loadAgents(fsys, rel, p)...)
 	}
 	if comps.Has(ComponentCommands) && present("commands") {
-		out = append(out, loadCommands(fsys, rel, p)...)
+		out = append(out, loadCommands(fsys, rel, p, l.Kind == layer.KindProject)...)
 	}
 	return out
 }

@@ -55,6 +55,9 @@ type Command struct {
 	// Root is the plugin's directory, File the command's file.
 	Root string `json:"-"`
 	File string `json:"file"`
+	// Project is set for a plugin of a project layer, whose !`cmd` lines
+	// do not run: the repository, not the session's submitter, wrote them.
+	Project bool `json:"project,omitempty"`
 }
 
 // markdown is a Claude agent or command file: its frontmatter's string
@@ -362,12 +365,13 @@ func loadAgents(fsys fs.FS, rel string, p *Plugin) []ComponentState {
 }
 
 // loadCommands reads the plugin's commands/*.md into p.Commands.
-func loadCommands(fsys fs.FS, rel string, p *Plugin) []ComponentState {
+func loadCommands(fsys fs.FS, rel string, p *Plugin, project bool) []ComponentState {
 	return readMarkdown(fsys, rel, p.Root, "commands", ComponentCommands, func(file string, data []byte) (string, string, error) {
 		c, err := ParseCommand(p.Name, p.Root, file, data)
 		if err != nil {
 			return "", "", err
 		}
+		c.Project = project
 		p.Commands = append(p.Commands, c)
 		note := ""
 		if len(c.Unmapped) > 0 {

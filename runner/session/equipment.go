@@ -84,6 +84,10 @@ type equipment struct {
 	// as the file tools reach them; nil when the workspace cannot be read.
 	follower *instructions.Follower
 
+	// turnTools, when not nil, are the only tools the prompt's turn
+	// offers: a plugin command's allowed-tools (see expandCommand).
+	turnTools []string
+
 	// spawn is the session's spawn_agent tool (see subagents.go); nil
 	// when it offers none.
 	spawn tools.Tool
@@ -235,6 +239,9 @@ func (eq *equipment) build(x *Extensions) (loadout, error) {
 	}
 	if eq.servers != nil {
 		all = append(all, eq.servers.Tools()...)
+	}
+	if eq.turnTools != nil {
+		all = slices.DeleteFunc(all, func(t tools.Tool) bool { return !slices.Contains(eq.turnTools, t.Name()) })
 	}
 	engine := hooks.New(opts.Executor, x.Hooks.Hooks, hooks.Options{
 		SessionID: eq.session,

@@ -168,6 +168,9 @@ func (r *run) open(ctx context.Context) error {
 	if err := r.eq.startMCP(ctx); err != nil {
 		return err
 	}
+	if err := r.eq.expandCommand(ctx); err != nil {
+		return err
+	}
 	if r.sess, r.snap, r.pending, err = openSession(ctx, r.st, opts); err != nil {
 		return err
 	}

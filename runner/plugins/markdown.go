@@ -75,7 +75,8 @@ func parseMarkdown(file string, data []byte) (md markdown, err error) {
 	defer func() {
 		// yaml.v3 has panicked on hostile input before.
 		if r := recover(); r != nil {
-			md, err = markdown{}, layer.Problem{File: file, Reason: fmt.Sprintf("cannot parse the frontmatter: internal error: %v", r)}
+			md, err = markdown{}, layer.Problem{File: file,
+				Reason: fmt.Sprintf("cannot parse the frontmatter: internal error: %v", r)}
 		}
 	}()
 	md = markdown{file: file, fields: map[string]*yaml.Node{}}
@@ -105,7 +106,8 @@ func parseMarkdown(file string, data []byte) (md markdown, err error) {
 		return md, nil // empty frontmatter
 	}
 	if top.Kind != yaml.MappingNode {
-		return md, layer.Problem{File: file, Reason: fmt.Sprintf("line %d: the frontmatter must be a mapping of fields", fileLine(top))}
+		return md, layer.Problem{File: file,
+			Reason: fmt.Sprintf("line %d: the frontmatter must be a mapping of fields", fileLine(top))}
 	}
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		k, v := top.Content[i], top.Content[i+1]
@@ -271,7 +273,8 @@ func ParseAgent(plugin, file string, data []byte) (Agent, error) {
 		a.Tools, a.Unmapped = names, unmapped
 	}
 	if a.Prompt == "" {
-		return Agent{}, layer.Problem{File: file, Reason: "the body is empty; write the agent's system prompt after the frontmatter"}
+		return Agent{}, layer.Problem{File: file,
+			Reason: "the body is empty; write the agent's system prompt after the frontmatter"}
 	}
 	return a, nil
 }
@@ -302,7 +305,8 @@ func ParseCommand(plugin, root, file string, data []byte) (Command, error) {
 		c.AllowedTools, c.Unmapped = names, unmapped
 	}
 	if c.Body == "" {
-		return Command{}, layer.Problem{File: file, Reason: "the body is empty; write the command's prompt after the frontmatter"}
+		return Command{}, layer.Problem{File: file,
+			Reason: "the body is empty; write the command's prompt after the frontmatter"}
 	}
 	return c, nil
 }
@@ -342,7 +346,9 @@ func readMarkdown(fsys fs.FS, rel, root, dir string, c Component,
 // loadAgents reads the plugin's agents/*.md into p.Agents.
 func loadAgents(fsys fs.FS, rel string, p *Plugin) []ComponentState {
 	seen := map[string]string{}
-	return readMarkdown(fsys, rel, p.Root, "agents", ComponentAgents, func(file string, data []byte) (string, string, error) {
+	return readMarkdown(fsys, rel, p.Root, "agents", ComponentAgents, func(file string, data []byte) (
+		string, string, error,
+	) {
 		a, err := ParseAgent(p.Name, file, data)
 		if err != nil {
 			return "", "", err
@@ -366,7 +372,9 @@ func loadAgents(fsys fs.FS, rel string, p *Plugin) []ComponentState {
 
 // loadCommands reads the plugin's commands/*.md into p.Commands.
 func loadCommands(fsys fs.FS, rel string, p *Plugin, project bool) []ComponentState {
-	return readMarkdown(fsys, rel, p.Root, "commands", ComponentCommands, func(file string, data []byte) (string, string, error) {
+	return readMarkdown(fsys, rel, p.Root, "commands", ComponentCommands, func(file string, data []byte) (
+		string, string, error,
+	) {
 		c, err := ParseCommand(p.Name, p.Root, file, data)
 		if err != nil {
 			return "", "", err

@@ -45,7 +45,8 @@ func (eq *equipment) expandCommand(ctx context.Context) error {
 func (eq *equipment) runInline(ctx context.Context, root, line string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, inlineTimeout)
 	defer cancel()
-	set := []string{plugins.RootEnvClaude + "=" + root}
+	set := make([]string, 0, 1+len(plugins.RootEnv))
+	set = append(set, plugins.RootEnvClaude+"="+root)
 	for _, k := range plugins.RootEnv {
 		set = append(set, k+"="+root)
 	}
@@ -81,15 +82,17 @@ func (eq *equipment) readReferenced(name string) ([]byte, error) {
 		return nil, err
 	}
 	defer r.Close() //nolint:errcheck // read-only
-	rel := name
-	if !filepath.IsAbs(name) {
+	var rel string
+	if filepath.IsAbs(name) {
+		if rel, err = filepath.Rel(ws, name); err != nil {
+			return nil, err
+		}
+	} else {
 		dir, err := filepath.Rel(ws, eq.load.Dir)
 		if err != nil {
 			return nil, err
 		}
 		rel = filepath.Join(dir, name)
-	} else if rel, err = filepath.Rel(ws, name); err != nil {
-		return nil, err
 	}
 	f, err := r.Open(rel)
 	if err != nil {

@@ -185,3 +185,39 @@ func TestRunPluginCommand(t *testing.T) {
 		t.Errorf("a file outside the workspace was read: exit %d\n%s", out.code, out.stderr)
 	}
 }
+
+// TestExtensionsPluginComponents: the extensions report lists each
+// component of a Claude plugin with its status and reason.
+func TestExtensionsPluginComponents(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	e.install(corpusPlugin(t, "hookify"), "agents,commands")
+	out := e.run("extensions", "--json")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	var rep struct {
+		Artifacts []struct {
+			Type, Name, Status, Reason string
+		} `json:"artifacts"`
+	}
+	if err := json.Unmarshal([]byte(out.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out.stdout)
+	}
+	got := map[string]string{}
+	for _, a := range rep.Artifacts {
+		if a.Type == "plugin_component" {
+			got[a.Name] = a.Status + ": " + a.Reason
+		}
+	}
+	for name, want := range map[string]string{
+		"hookify:conversation-analyzer": "active: ",
+		"hookify:hookify":               "active: allowed-tools AskUserQuestion, TodoWrite: aerie has no such tool",
+		"hookify hooks":                 "inactive: not enabled by components",
+		"hookify skills":                "inactive: not enabled by components",
+	} {
+		if !strings.HasPrefix(got[name], want) {
+			t.Errorf("%s: %q, want %q…", name, got[name], want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,11 @@ const Dir = "plugins"
 
 // TypePlugin is the extensions report type of a plugin.
 const TypePlugin layer.Type = "plugin"
+
+// TypeComponent is the extensions report type of a component a Claude or
+// Codex plugin ships (one per agent or command file), listed after its
+// plugin.
+const TypeComponent layer.Type = "plugin_component"
 
 // noManifest says that a directory holds none of the manifests a plugin
 // may have.
@@ -160,6 +166,12 @@ func (s *Set) Artifacts() []layer.Artifact {
 			a.ShadowedBy = e.ShadowedBy
 		}
 		out = append(out, a)
+		for _, c := range e.ComponentStates {
+			out = append(out, layer.Artifact{
+				Type: TypeComponent, Name: cmp.Or(c.Name, e.Name+" "+string(c.Component)), Layer: e.Layer.Name,
+				LayerKind: e.Layer.Kind, Path: c.Path, Status: c.Status, Reason: layer.SanitizeReason(c.Reason),
+			})
+		}
 	}
 	return out
 }

@@ -217,6 +217,12 @@ mcp_servers:
 	}
 	status := map[string]string{}
 	for _, a := range set.Artifacts() {
+		if a.Type == TypeComponent {
+			if a.Layer+"/"+a.Name != "home/alpha skills" || a.Status != layer.StatusActive {
+				t.Errorf("component artifact %+v, want alpha's skills, active", a)
+			}
+			continue
+		}
 		if a.Type != TypePlugin {
 			t.Errorf("artifact type %q", a.Type)
 		}
@@ -232,6 +238,9 @@ mcp_servers:
 	// The shadowed review names the nearer one's artifact, which lists it.
 	arts := map[string]layer.Artifact{}
 	for _, a := range set.Artifacts() {
+		if a.Type == TypeComponent {
+			continue
+		}
 		arts[a.Layer+"/"+a.Name] = a
 	}
 	nearReview, farReview := arts["spec[0]/review"], arts["home/review"]

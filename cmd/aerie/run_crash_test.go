@@ -2,12 +2,10 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -29,37 +27,9 @@ const crashSteps = 10
 // is answered as not run although it ran, is therefore made again, and its
 // command runs again.
 func crashModel(t *testing.T, req testenv.ModelRequest) testenv.Turn {
-	var r struct {
-		Messages []struct {
-			Content []struct {
-				Type      string          `json:"type"`
-				ID        string          `json:"id"`
-				ToolUseID string          `json:"tool_use_id"`
-				Content   json.RawMessage `json:"content"`
-			} `json:"content"`
-		} `json:"messages"`
-	}
-	if err := req.Decode(&r); err != nil {
+	next, err := testenv.NextStep(req)
+	if err != nil {
 		t.Errorf("decode the request: %v", err)
-	}
-	last, lastID := 0, ""
-	notRun := map[string]bool{} // call id → its result says it was not run
-	for _, m := range r.Messages {
-		for _, c := range m.Content {
-			switch c.Type {
-			case "tool_use":
-				step, _, _ := strings.Cut(strings.TrimPrefix(c.ID, "step"), "-")
-				if n, err := strconv.Atoi(step); err == nil && n >= last {
-					last, lastID = n, c.ID
-				}
-			case "tool_result":
-				notRun[c.ToolUseID] = strings.Contains(string(c.Content), "not run")
-			}
-		}
-	}
-	next := last + 1
-	if notRun[lastID] {
-		next = last
 	}
 	turn := answer("all steps done")
 	if next <= crashSteps {
@@ -139,24 +109,8 @@ func TestRunCrashResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := map[string][]string{} // step → ids of its journaled calls, in order
-	results := map[string]string{} // call id → its result
-	completions := map[string]transcript.ToolStatus{}
-	for _, en := range e.entries(sess.ID.String()) {
-		switch p := en.Payload.(type) {
-		case transcript.ToolCall:
-			step, _, _ := strings.Cut(p.CallID, "-")
-			calls[step] = append(calls[step], p.CallID)
-		case transcript.ToolResult:
-			var text strings.Builder
-			for _, bl := range p.Content {
-				text.WriteString(bl.Text)
-			}
-			results[p.CallID] = text.String()
-		case transcript.ToolCompletion:
-			completions[p.CallID] = p.Status
-		}
-	}
+	sc := testenv.ReadStepCalls(e.entries(sess.ID.String()))
+	calls, results, completions := sc.Calls, sc.Results, sc.Completions
 	interruptions := 0
 	for i := 1; i <= crashSteps; i++ {
 		step := fmt.Sprintf("step%d", i)

@@ -130,28 +130,9 @@ type request struct {
 // lost in a crash is therefore made again, and its command runs again,
 // which the side-effect check catches.
 func (s *sess) stepModel(req testenv.ModelRequest) testenv.Turn {
-	var r request
-	if err := req.Decode(&r); err != nil {
+	next, err := testenv.NextStep(req)
+	if err != nil {
 		s.t.Errorf("decode the request: %v", err)
-	}
-	last, lastID := 0, ""
-	notRun := map[string]bool{}
-	for _, m := range r.Messages {
-		for _, c := range m.Content {
-			switch c.Type {
-			case "tool_use":
-				step, _, _ := strings.Cut(strings.TrimPrefix(c.ID, "step"), "-")
-				if n, err := strconv.Atoi(step); err == nil && n >= last {
-					last, lastID = n, c.ID
-				}
-			case "tool_result":
-				notRun[c.ToolUseID] = strings.Contains(string(c.Content), "not run")
-			}
-		}
-	}
-	next := last + 1
-	if notRun[lastID] {
-		next = last
 	}
 	if next > steps {
 		return testenv.Turn{Text: "all steps done", Delay: 20 * time.Millisecond}

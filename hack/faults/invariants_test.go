@@ -66,23 +66,8 @@ func (s *sess) checkEnd() {
 	s.t.Helper()
 	es := s.checkStored()
 	counts.entries.Add(int64(len(es)))
-	calls := map[string][]string{} // step → its journaled call ids
-	results, completions := map[string]string{}, map[string]transcript.ToolStatus{}
-	for _, en := range es {
-		switch p := en.Payload.(type) {
-		case transcript.ToolCall:
-			step, _, _ := strings.Cut(p.CallID, "-")
-			calls[step] = append(calls[step], p.CallID)
-		case transcript.ToolResult:
-			var text strings.Builder
-			for _, bl := range p.Content {
-				text.WriteString(bl.Text)
-			}
-			results[p.CallID] = text.String()
-		case transcript.ToolCompletion:
-			completions[p.CallID] = p.Status
-		}
-	}
+	sc := testenv.ReadStepCalls(es)
+	calls, results, completions := sc.Calls, sc.Results, sc.Completions
 	ran := map[string]int{}
 	if b, err := os.ReadFile(filepath.Join(s.ws, "steps.log")); err == nil {
 		for _, line := range strings.Fields(string(b)) {

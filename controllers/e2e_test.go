@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,6 +51,8 @@ type e2e struct {
 	dsn      string
 	// bin is the aerie binary built from this tree.
 	bin string
+	// metrics is the registry of the controllers' metrics.
+	metrics *prometheus.Registry
 }
 
 func startE2E(t *testing.T) *e2e {
@@ -69,10 +72,11 @@ func startE2E(t *testing.T) *e2e {
 	cp := testenv.StartControlPlane(t)
 	pg := testenv.StartPostgres(t)
 	e := &e2e{
-		cp:     cp,
-		runner: testenv.StartPodRunner(t, cp, testenv.PodRunnerOptions{Commands: map[string]string{"aerie": bin}}),
-		dsn:    pg.NewDatabase(t),
-		bin:    bin,
+		cp:      cp,
+		runner:  testenv.StartPodRunner(t, cp, testenv.PodRunnerOptions{Commands: map[string]string{"aerie": bin}}),
+		dsn:     pg.NewDatabase(t),
+		bin:     bin,
+		metrics: prometheus.NewRegistry(),
 	}
 	e.ns, e.platform = e.namespace(t), cp.Namespace(t)
 	e.startController(t, e.ns, e.platform)
@@ -126,11 +130,16 @@ func (e *e2e) startController(t *testing.T, ns, platform string) (stop func()) {
 	// The pod runner maps the command name to the built binary.
 	cfg.RunnerCommand = "aerie"
 	cfg.TerminationGrace = 10 * time.Second
+	m, err := NewMetrics(e.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := &AgentSessionReconciler{
 		Client:   mgr.GetClient(),
 		Reader:   mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("aerie-controller"),
 		Config:   cfg,
+		Metrics:  m,
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)}); err != nil {
 		t.Fatal(err)

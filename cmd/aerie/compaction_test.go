@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -158,5 +159,97 @@ func TestRunRecoversFromOverflow(t *testing.T) {
 	}
 	if overflows != n {
 		t.Errorf("%d compactions for %d overflowed requests", n, overflows)
+	}
+}
+
+// isSummaryRequest says whether req is a compaction's summary request.
+func isSummaryRequest(req testenv.ModelRequest) bool {
+	return strings.Contains(string(req.Body), "You summarize the first part of a conversation")
+}
+
+// withSummaryUsage is turns with the answers to summary requests reporting
+// u; the other answers report no tokens, so that what a run counts is the
+// summaries' alone.
+func withSummaryUsage(turns []testenv.Turn, u testenv.TokenUsage) []testenv.Turn {
+	for i, turn := range turns {
+		respond := turn.Respond
+		turns[i].Respond = func(req testenv.ModelRequest) testenv.Turn {
+			out := respond(req)
+			if isSummaryRequest(req) {
+				out.Usage = u
+			}
+			return out
+		}
+	}
+	return turns
+}
+
+// TestRunChargesCompactionSummaries: the tokens and cost of the summary
+// requests are the session's usage, reported at the end and journaled,
+// though they are no requests of its own.
+func TestRunChargesCompactionSummaries(t *testing.T) {
+	t.Parallel()
+	const window = 16_000
+	summary := usage(3_000, 400)
+	e := newE2E(t, withSummaryUsage(buildSteps(12), summary)...)
+	e.model.SetContextWindow(testenv.ContextWindow{Tokens: window})
+	out := e.run("run", "--events-jsonl", "--context-window", fmt.Sprint(window), "Build every step.")
+	if out.code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", out.code, out.stderr)
+	}
+	summaries, own := 0, 0
+	for _, req := range e.model.Requests() {
+		switch {
+		case req.Turn == 0:
+		case isSummaryRequest(req):
+			summaries++
+		default:
+			own++
+		}
+	}
+	if summaries == 0 {
+		t.Fatal("no summary request: the run did not compact")
+	}
+	end := out.end(t)
+	u := end.Usage
+	n := int64(summaries)
+	if u == nil || u.InputTokens != n*summary.InputTokens || u.OutputTokens != n*summary.OutputTokens || u.Requests != int64(own) {
+		t.Fatalf("session usage %+v, want %d summaries' %d input and %d output tokens in %d requests",
+			u, n, n*summary.InputTokens, n*summary.OutputTokens, own)
+	}
+	// claude-sonnet-4-5: $3 and $15 a million input and output tokens.
+	if want := float64(n) * (3_000*3 + 400*15) / 1e6; math.Abs(u.CostUSD-want) > 1e-9 {
+		t.Errorf("session cost $%v, want the summaries' $%v", u.CostUSD, want)
+	}
+	var last transcript.Usage
+	for _, en := range e.entries(end.Session) {
+		if ju, ok := en.Payload.(transcript.Usage); ok {
+			last = ju
+		}
+	}
+	if last.InputTokens != u.InputTokens || last.OutputTokens != u.OutputTokens || math.Abs(last.CostUSD-u.CostUSD) > 1e-9 {
+		t.Errorf("last journaled usage %+v, want the session's %+v", last, *u)
+	}
+}
+
+// TestRunCompactionSummaryTokenBudget: a summary's tokens count toward
+// --max-tokens, so a summary that spends the budget ends the session
+// before the request it was made for.
+func TestRunCompactionSummaryTokenBudget(t *testing.T) {
+	t.Parallel()
+	const window = 16_000
+	e := newE2E(t, withSummaryUsage(buildSteps(12), usage(3_000, 400))...)
+	e.model.SetContextWindow(testenv.ContextWindow{Tokens: window})
+	out := e.run("run", "--events-jsonl", "--context-window", fmt.Sprint(window), "--max-tokens", "3000", "Build every step.")
+	if out.code != 4 {
+		t.Fatalf("exit %d, want 4 (budget); stderr:\n%s", out.code, out.stderr)
+	}
+	end := out.end(t)
+	if end.Outcome != transcript.OutcomeBudgetExceeded || !strings.Contains(end.Reason, "token budget of 3000 is spent (3400 used)") {
+		t.Errorf("session end %s: %s, want the token budget spent by the summary", end.Outcome, end.Reason)
+	}
+	reqs := e.model.Requests()
+	if len(reqs) == 0 || !isSummaryRequest(reqs[len(reqs)-1]) {
+		t.Errorf("%d requests, the last not the summary: a request was made after the budget was spent", len(reqs))
 	}
 }

@@ -245,7 +245,12 @@ func (l *Loop) Run(ctx context.Context, prompt string) Result {
 				return l.end(ctx, Result{Outcome: transcript.OutcomeFailed, Reason: err.Error(), Err: err})
 			}
 		}
-		l.compactBefore(ctx)
+		if l.compactBefore(ctx) {
+			// The summary's tokens may have spent the budget.
+			if r, ok := l.checkStop(); ok {
+				return l.end(ctx, r)
+			}
+		}
 		resp, err := l.requestRecovering(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -414,9 +419,10 @@ func (l *Loop) conversation() []provider.Message {
 	return append(msgs, l.messages...)
 }
 
-// toolUsage adds what a tool's own model requests used to the session's
-// usage, journaled and reported as a response's is, so that the token
-// budget counts it. They are not the session's turns: the request count
+// toolUsage adds what a tool's own model requests (a mixture of agents)
+// or a compaction's summary requests used to the session's usage,
+// journaled and reported as a response's is, so that the token and cost
+// budgets count it. They are not the session's turns: the request count
 // and the context size stay as they are.
 func (l *Loop) toolUsage(r provider.Usage) {
 	if r == (provider.Usage{}) {

@@ -14,16 +14,19 @@ import (
 // compactBefore asks the Compactor, before a request, whether to compact,
 // and applies the compaction it makes. A compaction that fails is a
 // warning: the conversation goes on as it is; one skipped by a gate is
-// only logged.
-func (l *Loop) compactBefore(ctx context.Context) {
+// only logged. It reports whether the summary requests used tokens, which
+// the session's usage counts, made or failed.
+func (l *Loop) compactBefore(ctx context.Context) bool {
 	if l.cfg.Compactor == nil {
-		return
+		return false
 	}
 	res, ok, err := l.cfg.Compactor.Before(ctx, l.messages, l.usage)
 	if err == nil && ok {
 		err = l.applyCompaction(res)
 	}
+	l.toolUsage(res.Usage)
 	l.compactionFailed(ctx, err)
+	return res.Usage != (provider.Usage{})
 }
 
 // Compact compacts the conversation at the user's request (a manual
@@ -48,6 +51,7 @@ func (l *Loop) Compact(ctx context.Context, instructions string) Result {
 	if err == nil {
 		err = l.applyCompaction(res)
 	}
+	l.toolUsage(res.Usage)
 	switch {
 	case err == nil:
 		p := res.Provenance
@@ -93,6 +97,7 @@ func (l *Loop) requestRecovering(ctx context.Context) (provider.Response, error)
 	if cerr == nil {
 		cerr = l.applyCompaction(res)
 	}
+	l.toolUsage(res.Usage)
 	if cerr != nil {
 		l.compactionFailed(ctx, cerr)
 		return provider.Response{}, fmt.Errorf("%w; compacting the conversation to fit failed: %v", err, cerr)

@@ -262,6 +262,8 @@ func TestLoopCompactionFailureKeepsContext(t *testing.T) {
 // fixed index.
 type cutAt struct {
 	index int
+	// usage is what its summary used.
+	usage provider.Usage
 	done  bool
 }
 
@@ -271,7 +273,10 @@ func (c *cutAt) Before(_ context.Context, msgs []provider.Message, _ transcript.
 	}
 	c.done = true
 	out := append([]provider.Message{provider.UserMessage("summary")}, msgs[c.index:]...)
-	return compaction.Result{Messages: out, Cut: compaction.Cut{Index: c.index}, Replacement: "summary", Provenance: transcript.Provenance{Trigger: "manual"}}, true, nil
+	return compaction.Result{
+		Messages: out, Cut: compaction.Cut{Index: c.index}, Replacement: "summary",
+		Provenance: transcript.Provenance{Trigger: "manual"}, Usage: c.usage,
+	}, true, nil
 }
 
 func (c *cutAt) Overflow(context.Context, []provider.Message) (compaction.Result, error) {
@@ -282,11 +287,9 @@ func (c *cutAt) Manual(context.Context, []provider.Message, string) (compaction.
 	return compaction.Result{}, compaction.ErrNoCut
 }
 
-// TestLoopCompactsResumedHistory: a compaction that keeps messages of the
-// history journals the entry of the first one kept, which HistorySeqs
-// gives; without them it is not made.
-func TestLoopCompactsResumedHistory(t *testing.T) {
-	t.Parallel()
+// resumedHistory is the conversation of a stored session of three
+// exchanges, journaled from entry 100 on, and its entries' numbers.
+func resumedHistory() ([]provider.Message, []int64) {
 	text := func(s string) []transcript.Block { return []transcript.Block{{Type: transcript.BlockText, Text: s}} }
 	var es []transcript.Entry
 	for i, p := range []transcript.Payload{
@@ -300,7 +303,55 @@ func TestLoopCompactsResumedHistory(t *testing.T) {
 	} {
 		es = append(es, transcript.Entry{Seq: int64(100 + i), Payload: p})
 	}
-	history, seqs := HistoryWithSeqs(transcript.Snapshot{Entries: es})
+	return HistoryWithSeqs(transcript.Snapshot{Entries: es})
+}
+
+// TestLoopCountsSummaryUsage: what a compaction's summary used is the
+// session's usage, journaled, though no request of its own; a summary
+// that spends the token budget ends the run before the next request.
+func TestLoopCountsSummaryUsage(t *testing.T) {
+	t.Parallel()
+	history, seqs := resumedHistory()
+	start := transcript.Usage{InputTokens: 50, OutputTokens: 5, Requests: 2}
+	summary := provider.Usage{InputTokens: 400, OutputTokens: 40, CostUSD: 0.002}
+	rec := &recorder{}
+	done := textTurn("done")
+	done.Usage = provider.Usage{InputTokens: 10, OutputTokens: 1}
+	l := New(Config{
+		Model: provider.NewScripted("s", []provider.Response{done}), Journal: rec,
+		Compactor: &cutAt{index: 4, usage: summary}, HistorySeqs: seqs,
+	}, history, start)
+	r := l.Run(t.Context(), "")
+	want := transcript.Usage{InputTokens: 460, OutputTokens: 46, CostUSD: 0.002, Requests: 3, ContextTokens: 11}
+	if r.Outcome != transcript.OutcomeCompleted || r.Usage != want {
+		t.Fatalf("outcome %s (%s), usage %+v; want completed with %+v", r.Outcome, r.Reason, r.Usage, want)
+	}
+	var journaled []transcript.Usage
+	for _, p := range rec.entries {
+		if u, ok := p.(transcript.Usage); ok {
+			journaled = append(journaled, u)
+		}
+	}
+	if len(journaled) != 2 || journaled[0].InputTokens != 450 || journaled[0].Requests != 2 {
+		t.Errorf("journaled usage %+v, want the summary's first, then the response's", journaled)
+	}
+
+	// No response is scripted: a request would fail the run.
+	l = New(Config{
+		Model: provider.NewScripted("s", nil), Journal: &recorder{}, Stop: []StopCondition{MaxTokens(400)},
+		Compactor: &cutAt{index: 4, usage: summary}, HistorySeqs: seqs,
+	}, history, start)
+	if r := l.Run(t.Context(), ""); r.Outcome != transcript.OutcomeBudgetExceeded || r.Usage.InputTokens != 450 {
+		t.Errorf("outcome %s (%s), usage %+v; want the budget spent by the summary", r.Outcome, r.Reason, r.Usage)
+	}
+}
+
+// TestLoopCompactsResumedHistory: a compaction that keeps messages of the
+// history journals the entry of the first one kept, which HistorySeqs
+// gives; without them it is not made.
+func TestLoopCompactsResumedHistory(t *testing.T) {
+	t.Parallel()
+	history, seqs := resumedHistory()
 
 	rec := &recorder{}
 	l := New(Config{Model: provider.NewScripted("s", []provider.Response{textTurn("done")}), Journal: rec, Compactor: &cutAt{index: 4}, HistorySeqs: seqs}, history, transcript.Usage{})

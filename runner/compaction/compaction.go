@@ -228,6 +228,10 @@ type Result struct {
 	Replacement string
 	// Provenance says how it was made.
 	Provenance transcript.Provenance
+	// Usage is what the summary requests used, each attempt's. A
+	// compaction that failed after a summarizer answered returns it with
+	// its error, and nothing else: the tokens were spent all the same.
+	Usage provider.Usage
 }
 
 // Compact compacts msgs (the conversation without its system prompt; it is
@@ -266,15 +270,17 @@ func (p *Policy) compact(
 	}
 	sctx, cancel := context.WithTimeout(ctx, p.cfg.SummaryTimeout)
 	defer cancel()
-	summary, err := p.summarize(sctx, msgs[:cut.Index], instructions)
+	summary, used, err := p.summarize(sctx, msgs[:cut.Index], instructions)
 	if err != nil && trigger == TriggerAuto && ctx.Err() == nil {
 		p.failures++
 	}
 	if err != nil {
 		if ctx.Err() == nil && sctx.Err() != nil {
-			return Result{}, fmt.Errorf("summarize %d messages: no summary within %s: %w", cut.Index, p.cfg.SummaryTimeout, err)
+			err = fmt.Errorf("summarize %d messages: no summary within %s: %w", cut.Index, p.cfg.SummaryTimeout, err)
+		} else {
+			err = fmt.Errorf("summarize %d messages: %w", cut.Index, err)
 		}
-		return Result{}, fmt.Errorf("summarize %d messages: %w", cut.Index, err)
+		return Result{Usage: used}, err
 	}
 
 	before := p.tracker.Tokens()
@@ -302,6 +308,7 @@ func (p *Policy) compact(
 		Messages:    out,
 		Cut:         cut,
 		Replacement: text,
+		Usage:       used,
 		Provenance: transcript.Provenance{
 			Trigger:         string(trigger),
 			Provider:        p.cfg.Provider,
@@ -320,8 +327,11 @@ func (p *Policy) compact(
 // the conversation's size, since the conversation is what overflowed. A
 // summary request the model refuses as too large too is made again with
 // half the input, twice at most. instructions, when not empty, are the
-// user's focus for the summary.
-func (p *Policy) summarize(ctx context.Context, prefix []provider.Message, instructions string) (string, error) {
+// user's focus for the summary. It returns the summary and what every
+// attempt used.
+func (p *Policy) summarize(
+	ctx context.Context, prefix []provider.Message, instructions string,
+) (string, provider.Usage, error) {
 	limit, maxOutput := MaxSummaryInput, int64(maxSummaryOutput)
 	if w := p.cfg.Window; w > 0 {
 		limit = int(min(int64(limit), w/2*BytesPerToken))
@@ -329,10 +339,12 @@ func (p *Policy) summarize(ctx context.Context, prefix []provider.Message, instr
 	} else {
 		limit = int(min(int64(limit), p.tracker.Tokens()*BytesPerToken/2))
 	}
+	var used provider.Usage
 	for attempt := 0; ; attempt++ {
-		summary, err := summarize(ctx, p.cfg.Summarizer, Render(prefix, limit), instructions, maxOutput)
+		summary, u, err := summarize(ctx, p.cfg.Summarizer, Render(prefix, limit), instructions, maxOutput)
+		used = used.Add(u)
 		if err == nil || attempt == 2 || !errors.Is(err, provider.ErrContextOverflow) {
-			return summary, err
+			return summary, used, err
 		}
 		limit /= 2
 	}

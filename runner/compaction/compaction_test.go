@@ -147,6 +147,30 @@ func TestCompactKeepsContextOnFailure(t *testing.T) {
 	}
 }
 
+// TestCompactUsage: a compaction returns what its summary requests used,
+// with its error when the answer was no summary: the tokens were spent.
+func TestCompactUsage(t *testing.T) {
+	t.Parallel()
+	msgs := session(30, 4_000)
+	used := provider.Usage{InputTokens: 9_000, OutputTokens: 300, CacheReadTokens: 1_000, CostUSD: 0.03}
+	s := answering("The test is fixed.")
+	s.usage = used
+	res, err := compaction.New(compaction.Config{Window: 35_000, Summarizer: s}).Compact(t.Context(), msgs, compaction.TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Usage != used {
+		t.Errorf("usage %+v, want the summary's %+v", res.Usage, used)
+	}
+
+	empty := answering(" ")
+	empty.usage = used
+	res, err = compaction.New(compaction.Config{Window: 35_000, Summarizer: empty}).Compact(t.Context(), msgs, compaction.TriggerManual)
+	if err == nil || res.Usage != used || res.Messages != nil {
+		t.Errorf("an empty summary: %+v, %v; want an error with the usage alone", res, err)
+	}
+}
+
 func TestAntiThrash(t *testing.T) {
 	t.Parallel()
 	// A long summary of a short prefix saves under 10 %.

@@ -14,6 +14,8 @@ import (
 // request, and which keeps the requests it gets.
 type summarizer struct {
 	answer func(ctx context.Context, req provider.Request) (string, error)
+	// usage is what each answer reports it used.
+	usage provider.Usage
 
 	mu       sync.Mutex
 	requests []provider.Request
@@ -36,7 +38,7 @@ func (s *summarizer) Stream(ctx context.Context, req provider.Request) iter.Seq2
 		if !yield(provider.Part{Type: provider.PartTextDelta, Text: text}, nil) {
 			return
 		}
-		yield(provider.Part{Type: provider.PartFinish, StopReason: provider.StopEndTurn}, nil)
+		yield(provider.Part{Type: provider.PartFinish, StopReason: provider.StopEndTurn, Usage: s.usage}, nil)
 	}
 }
 

@@ -65,17 +65,20 @@ func summaryRequest(input, instructions string, maxOutput int64) provider.Reques
 	}
 }
 
-// summarize asks s for a summary of input and returns its text.
-func summarize(ctx context.Context, s Summarizer, input, instructions string, maxOutput int64) (string, error) {
+// summarize asks s for a summary of input and returns its text, and what
+// the response used, an answer without text too.
+func summarize(
+	ctx context.Context, s Summarizer, input, instructions string, maxOutput int64,
+) (string, provider.Usage, error) {
 	resp, err := provider.Collect(s.Stream(ctx, summaryRequest(input, instructions, maxOutput)))
 	if err != nil {
-		return "", err
+		return "", provider.Usage{}, err
 	}
 	text := strings.TrimSpace(resp.Message.Text())
 	if text == "" {
-		return "", errors.New("the summarizer answered without text")
+		return "", resp.Usage, errors.New("the summarizer answered without text")
 	}
-	return text, nil
+	return text, resp.Usage, nil
 }
 
 // Replacement returns the text that stands in for the messages a

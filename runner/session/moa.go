@@ -88,10 +88,7 @@ type treeCharged struct {
 func (t treeCharged) Run(ctx context.Context, args json.RawMessage) tools.Result {
 	res := t.Tool.Run(ctx, args)
 	if t.r.tree != nil && res.Usage != (provider.Usage{}) {
-		t.r.tree.Ledger().ChargeTool(transcript.Usage{
-			InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens,
-			CacheReadTokens: res.Usage.CacheReadTokens, CacheWriteTokens: res.Usage.CacheWriteTokens,
-		})
+		t.r.tree.Ledger().ChargeTool(res.Usage)
 	}
 	return res
 }

@@ -340,22 +340,30 @@ func (r *run) settleResult() {
 	}
 }
 
-// compactor is the policy that compacts the run's conversation: the
-// session's model (or the one [compaction] names) summarizes, within the
-// window in force less the responses' cap, and the session's hooks are
-// told. With the window unknown it compacts only a request the model
-// refused as too large.
+// compactor is the policy that compacts the run's conversation (see
+// compaction), and the session's hooks are told. With the window unknown
+// it compacts only a request the model refused as too large.
 func (r *run) compactor() *compaction.Policy {
-	window := compaction.UsableWindow(r.window, r.opts.Model.MaxOutputTokens)
-	return compaction.New(compaction.Config{
-		Window:     window,
-		Summarizer: r.summarizer,
+	cfg := r.compaction(r.children)
+	cfg.Restore = r.eq.restorer(cfg.Window)
+	cfg.Hooks = compactHooks{r.eq}
+	return compaction.New(cfg)
+}
+
+// compaction is the configuration of the compaction of the conversation
+// of one agent of the tree, whose running children are children: the
+// session's model (or the one [compaction] names) summarizes, within the
+// window in force less the responses' cap, and what the summaries use is
+// charged to the tree's ledger, so that the tree's budgets count it (the
+// loop adds it to the agent's own usage).
+func (r *run) compaction(children *subagent.Children) compaction.Config {
+	return compaction.Config{
+		Window:     compaction.UsableWindow(r.window, r.opts.Model.MaxOutputTokens),
+		Summarizer: r.tree.Ledger().ToolModel(r.summarizer),
 		Provider:   r.summarySettings.Provider,
 		Model:      r.summarySettings.Model,
-		Restore:    r.eq.restorer(window),
-		Hooks:      compactHooks{r.eq},
-		Children:   r.children,
-	})
+		Children:   children,
+	}
 }
 
 // finish ends the session, whatever phase the run reached, and makes its

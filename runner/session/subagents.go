@@ -328,13 +328,7 @@ func (s *spawner) loop(
 	if maxTurns > 0 {
 		stop = append(stop, agent.MaxTurns(maxTurns))
 	}
-	policy := compaction.New(compaction.Config{
-		Window:     compaction.UsableWindow(r.window, opts.Model.MaxOutputTokens),
-		Summarizer: r.summarizer,
-		Provider:   r.summarySettings.Provider,
-		Model:      r.summarySettings.Model,
-		Children:   c.children,
-	})
+	policy := compaction.New(r.compaction(c.children))
 	policy.SetFixed(c.system, reg.Definitions())
 	promptSeq := int64(1)
 	if history != nil {

@@ -96,24 +96,26 @@ func (l *Ledger) ChargeChild(agentType string, u provider.Usage) {
 }
 
 func addResponse(to *transcript.Usage, u provider.Usage) {
+	addTokens(to, u)
+	to.Requests++
+}
+
+func addTokens(to *transcript.Usage, u provider.Usage) {
 	to.InputTokens += u.InputTokens
 	to.OutputTokens += u.OutputTokens
 	to.CacheReadTokens += u.CacheReadTokens
 	to.CacheWriteTokens += u.CacheWriteTokens
 	to.CostUSD += u.CostUSD
-	to.Requests++
 }
 
-// ChargeTool adds the tokens a tool's own model calls used (a mixture of
-// agents): they count toward the token budget, not as requests or turns.
-func (l *Ledger) ChargeTool(u transcript.Usage) {
+// ChargeTool adds what model calls outside the loops' requests used — a
+// tool's own (a mixture of agents), a compaction's summaries (see
+// ToolModel): their tokens and cost count toward the budget, they are no
+// requests or turns.
+func (l *Ledger) ChargeTool(u provider.Usage) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.usage.InputTokens += u.InputTokens
-	l.usage.OutputTokens += u.OutputTokens
-	l.usage.CacheReadTokens += u.CacheReadTokens
-	l.usage.CacheWriteTokens += u.CacheWriteTokens
-	l.usage.CostUSD += u.CostUSD
+	addTokens(&l.usage, u)
 }
 
 // Totals are a ledger's counts.
@@ -209,30 +211,29 @@ func (l *Ledger) Stop() agent.StopCondition {
 // Model wraps the root's model m so that the usage of each of its
 // responses is charged to the ledger as the response ends, before the loop
 // asks for the next.
-func (l *Ledger) Model(m agent.Model) agent.Model { return charging{m: m, l: l} }
+func (l *Ledger) Model(m agent.Model) agent.Model { return charging{m: m, charge: l.Charge} }
 
 // ChildModel is Model for a child of agentType: its responses are charged
 // to the tree and to the agent type.
 func (l *Ledger) ChildModel(agentType string, m agent.Model) agent.Model {
-	return charging{m: m, l: l, child: true, agentType: agentType}
+	return charging{m: m, charge: func(u provider.Usage) { l.ChargeChild(agentType, u) }}
 }
 
+// ToolModel is Model for the calls of a model outside the loops' requests,
+// such as the compaction summarizer: each response is charged as
+// ChargeTool charges it.
+func (l *Ledger) ToolModel(m agent.Model) agent.Model { return charging{m: m, charge: l.ChargeTool} }
+
 type charging struct {
-	m         agent.Model
-	l         *Ledger
-	child     bool
-	agentType string
+	m      agent.Model
+	charge func(provider.Usage)
 }
 
 func (c charging) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Part, error] {
 	return func(yield func(provider.Part, error) bool) {
 		for part, err := range c.m.Stream(ctx, req) {
 			if err == nil && part.Type == provider.PartFinish {
-				if c.child {
-					c.l.ChargeChild(c.agentType, part.Usage)
-				} else {
-					c.l.Charge(part.Usage)
-				}
+				c.charge(part.Usage)
 			}
 			if !yield(part, err) {
 				return

@@ -152,6 +152,35 @@ func TestLedgerChargesAcrossLoops(t *testing.T) {
 	}
 }
 
+// TestLedgerChargesToolModel: the responses of a model outside the loops'
+// requests (the compaction summarizer) count toward the token and cost
+// budgets, and are no requests or turns of the tree.
+func TestLedgerChargesToolModel(t *testing.T) {
+	t.Parallel()
+	l := NewLedger(transcript.Usage{InputTokens: 100, Requests: 1},
+		[]agent.StopCondition{agent.MaxTokens(1000), agent.MaxCostUSD(0.5)})
+	m := l.ToolModel(finishing{u: provider.Usage{InputTokens: 300, OutputTokens: 50, CacheReadTokens: 20, CostUSD: 0.2}})
+	for range 2 {
+		for _, err := range m.Stream(t.Context(), provider.Request{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := transcript.Usage{InputTokens: 700, OutputTokens: 100, CacheReadTokens: 40, CostUSD: 0.4, Requests: 1}
+	if tot := l.Totals(); tot.Usage != want || tot.Turns != 0 {
+		t.Fatalf("totals %+v, want usage %+v and no turns", tot, want)
+	}
+	if _, _, stop := l.Stop()(agent.Status{}); stop {
+		t.Fatalf("stopped at 800 tokens of 1000 and $0.40 of $0.50")
+	}
+	l.ChargeTool(provider.Usage{CostUSD: 0.1})
+	out, reason, stop := l.Stop()(agent.Status{})
+	if !stop || out != transcript.OutcomeBudgetExceeded || !strings.Contains(reason, "0.5") {
+		t.Errorf("Stop() = %q, %q, %v; want the cost budget spent", out, reason, stop)
+	}
+}
+
 func TestChildrenWait(t *testing.T) {
 	var c Children
 	c.Wait(t.Context()) // none: returns at once

@@ -253,3 +253,66 @@ func TestRunCompactionSummaryTokenBudget(t *testing.T) {
 		t.Errorf("%d requests, the last not the summary: a request was made after the budget was spent", len(reqs))
 	}
 }
+
+// TestRunChargesSubagentCompactionSummaries: a child's summaries are
+// charged to the tree: the session's reported usage, the tree's, counts
+// their tokens and cost.
+func TestRunChargesSubagentCompactionSummaries(t *testing.T) {
+	t.Parallel()
+	const window = 16_000
+	summary := usage(3_000, 400)
+	// The child's requests are the builder's conversation's; once
+	// compacted, they no longer start with its key and come to the main
+	// script, which hands them on.
+	child := withSummaryUsage(buildSteps(12), summary)
+	var mu sync.Mutex
+	root := 0
+	respond := func(req testenv.ModelRequest) testenv.Turn {
+		if !strings.Contains(string(req.Body), "Have the steps built.") {
+			return child[0].Respond(req)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if root++; root == 1 {
+			return testenv.Turn{ToolCalls: []testenv.ToolCall{spawn("sa", "builder: build every step")}}
+		}
+		return testenv.Turn{Text: "The builder built every step."}
+	}
+	main := make([]testenv.Turn, len(child))
+	for i := range main {
+		main[i].Respond = respond
+	}
+	e := newE2E(t, main...)
+	e.model.Conversation("builder:", child...)
+	e.model.SetContextWindow(testenv.ContextWindow{Tokens: window})
+	out := e.run("run", "--events-jsonl", "--context-window", fmt.Sprint(window), "Have the steps built.")
+	if out.code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", out.code, out.stderr)
+	}
+	for _, ev := range out.events {
+		if ev.Type == events.SubagentStop && ev.Outcome != transcript.OutcomeCompleted {
+			t.Fatalf("the child ended %s: %s", ev.Outcome, ev.Reason)
+		}
+	}
+	summaries := 0
+	for _, req := range e.model.Requests() {
+		if req.Turn != 0 && isSummaryRequest(req) {
+			summaries++
+		}
+	}
+	if summaries == 0 {
+		t.Fatal("no summary request: the child did not compact")
+	}
+	if log, err := os.ReadFile(filepath.Join(e.ws, "steps.log")); err != nil || strings.Count(string(log), "\n") != 12 {
+		t.Fatalf("steps.log %q (%v), want the child's 12 steps", log, err)
+	}
+	n := int64(summaries)
+	u := out.end(t).Usage
+	t.Logf("%d summaries; tree usage %+v", n, *u)
+	if u == nil || u.InputTokens != n*summary.InputTokens || u.OutputTokens != n*summary.OutputTokens {
+		t.Fatalf("tree usage %+v, want %d summaries' %d input and %d output tokens", u, n, n*summary.InputTokens, n*summary.OutputTokens)
+	}
+	if want := float64(n) * (3_000*3 + 400*15) / 1e6; math.Abs(u.CostUSD-want) > 1e-9 {
+		t.Errorf("tree cost $%v, want the summaries' $%v", u.CostUSD, want)
+	}
+}

@@ -19,7 +19,9 @@ import (
 // reports the wall time of 16 over that of one (wall-ratio; the target is
 // at most 1.2) and the growth of the peak resident set per further child
 // (rss-MiB/child; the target is at most 2), with the wall times and peak
-// sets themselves. The file case's children write and read files, the
+// sets themselves, and the CPU time of the 16 (cpu-ms-16: user and
+// system time of the process and its tools), which shows how near the
+// machine's cores the fan-out runs. The file case's children write and read files, the
 // bash case's run shell commands.
 //
 //	go test -run '^$' -bench RunSubagents -benchtime 3x ./cmd/aerie/
@@ -40,10 +42,11 @@ func BenchmarkRunSubagents(b *testing.B) {
 	}
 	for _, kind := range []string{"file", "bash"} {
 		b.Run(kind, func(b *testing.B) {
-			var ratio, growth, wall1, wall16, rss1, rss16 float64
+			var ratio, growth, wall1, wall16, rss1, rss16, cpu16 float64
 			for b.Loop() {
-				w1, r1 := fanOut(b, 1, steps[kind])
-				w16, r16 := fanOut(b, 16, steps[kind])
+				w1, r1, _ := fanOut(b, 1, steps[kind])
+				w16, r16, c16 := fanOut(b, 16, steps[kind])
+				cpu16 += c16.Seconds() * 1000
 				ratio += w16.Seconds() / w1.Seconds()
 				growth += float64(r16-r1) / 15 / (1 << 20)
 				wall1 += w1.Seconds() * 1000
@@ -58,14 +61,16 @@ func BenchmarkRunSubagents(b *testing.B) {
 			b.ReportMetric(wall16/n, "wall-ms-16")
 			b.ReportMetric(rss1/n, "peak-rss-MiB-1")
 			b.ReportMetric(rss16/n, "peak-rss-MiB-16")
+			b.ReportMetric(cpu16/n, "cpu-ms-16")
 		})
 	}
 }
 
 // fanOut runs aerie run once with a root spawning n children at once,
-// each taking the steps step gives; it returns the run's wall time and
-// the process's peak resident set in bytes.
-func fanOut(b *testing.B, n int, step func(child, step int) testenv.ToolCall) (time.Duration, int64) {
+// each taking the steps step gives; it returns the run's wall time, the
+// process's peak resident set in bytes, and the CPU time of the process
+// and the tool processes it waited for.
+func fanOut(b *testing.B, n int, step func(child, step int) testenv.ToolCall) (wall time.Duration, rss int64, cpu time.Duration) {
 	b.Helper()
 	const latency = 50 * time.Millisecond
 	ws, home := b.TempDir(), b.TempDir()
@@ -92,7 +97,7 @@ func fanOut(b *testing.B, n int, step func(child, step int) testenv.ToolCall) (t
 	}
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
-	wall := time.Since(start)
+	wall = time.Since(start)
 	if err != nil {
 		b.Fatalf("aerie run with %d children: %v\n%s", n, err, out)
 	}
@@ -103,5 +108,6 @@ func fanOut(b *testing.B, n int, step func(child, step int) testenv.ToolCall) (t
 	if !ok {
 		b.Fatal("no resource usage of the run")
 	}
-	return wall, ru.Maxrss << 10 // kilobytes on Linux
+	cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	return wall, ru.Maxrss << 10, cpu // Maxrss is in kilobytes on Linux
 }

@@ -610,7 +610,7 @@ func (l *Loop) recordCall(c provider.Content, done called) provider.Content {
 	})
 	comp := transcript.ToolCompletion{CallID: c.ToolCallID, Status: done.status, Duration: done.d}
 	if res.IsError {
-		comp.Error = firstLine(res.Content)
+		comp.Error = CompletionError(res.Content)
 	}
 	l.append(comp)
 	l.emit(events.Event{
@@ -641,7 +641,9 @@ func toolStatus(ctx context.Context, res tools.Result) transcript.ToolStatus {
 	return transcript.ToolOK
 }
 
-func firstLine(s string) string {
+// CompletionError is the error a ToolCompletion records for a failed
+// result: the first line of its content, at most 200 bytes.
+func CompletionError(s string) string {
 	const max = 200
 	for i, r := range s {
 		if r == '\n' || i >= max {

@@ -197,7 +197,7 @@ func ResolveApproval(
 	})
 	comp := transcript.ToolCompletion{CallID: p.Call.CallID, Status: status, Duration: d2}
 	if res.IsError {
-		comp.Error = firstLine(res.Content)
+		comp.Error = CompletionError(res.Content)
 	}
 	record(comp)
 	emit(events.Event{

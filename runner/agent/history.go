@@ -229,7 +229,9 @@ func Unanswered(snap transcript.Snapshot) []transcript.Payload {
 					Content: []transcript.Block{{Type: transcript.BlockText, Text: interruptedResult}},
 					IsError: true,
 				},
-				transcript.ToolCompletion{CallID: b.ID, Status: transcript.ToolInterrupted, Error: firstLine(interruptedResult)})
+				transcript.ToolCompletion{
+					CallID: b.ID, Status: transcript.ToolInterrupted, Error: CompletionError(interruptedResult),
+				})
 		case !answered:
 			out = append(out, transcript.ToolResult{
 				CallID:  b.ID,

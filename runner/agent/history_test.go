@@ -140,7 +140,7 @@ func TestUnanswered(t *testing.T) {
 	}
 	interrupted := []transcript.Payload{
 		result("b", interruptedResult, true),
-		transcript.ToolCompletion{CallID: "b", Status: transcript.ToolInterrupted, Error: firstLine(interruptedResult)},
+		transcript.ToolCompletion{CallID: "b", Status: transcript.ToolInterrupted, Error: CompletionError(interruptedResult)},
 	}
 	tests := []struct {
 		name    string
@@ -177,7 +177,7 @@ func TestUnanswered(t *testing.T) {
 			entries: entries(user, calls("a", "b"), call("a"), call("b")),
 			want: []transcript.Payload{
 				result("a", interruptedResult, true),
-				transcript.ToolCompletion{CallID: "a", Status: transcript.ToolInterrupted, Error: firstLine(interruptedResult)},
+				transcript.ToolCompletion{CallID: "a", Status: transcript.ToolInterrupted, Error: CompletionError(interruptedResult)},
 				interrupted[0], interrupted[1],
 			},
 			started: []string{"a", "b"},

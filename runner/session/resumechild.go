@@ -135,22 +135,12 @@ func answerPending(
 		})
 		comp := transcript.ToolCompletion{CallID: c.CallID, Status: transcript.ToolOK, Duration: time.Since(starts[i])}
 		if res.IsError {
-			comp.Status, comp.Error = transcript.ToolError, firstLine(res.Content)
+			comp.Status, comp.Error = transcript.ToolError, agent.CompletionError(res.Content)
 		}
 		add(comp)
 	}
 	snap.Entries = es
 	return answerUnanswered(w, session, snap, log, open), await
-}
-
-func firstLine(s string) string {
-	const limit = 200
-	for i, r := range s {
-		if r == '\n' || i >= limit {
-			return s[:i]
-		}
-	}
-	return s
 }
 
 // finished reports whether a stored child ended, and how: its state is

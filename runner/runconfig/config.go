@@ -132,6 +132,13 @@ type Config struct {
 
 	Trust Trust `json:"trust,omitempty"`
 
+	// Secrets are the names of the agent container's environment
+	// variables that the session's spec.secrets fills from Secret keys.
+	// Only these resolve a ${NAME} in an extension's MCP headers and env;
+	// their values never reach the workspace container, a layer, a log or
+	// an event.
+	Secrets []string `json:"secrets,omitempty"`
+
 	Budget Budget `json:"budget,omitempty"`
 
 	// Result, when set, asks for a structured result of its schema.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strings"
 )
 
 // ErrIncomplete is returned when a stream ends without its PartFinish: the
@@ -47,8 +48,12 @@ type Accumulator struct {
 	// content, as the provider sent it.
 	openText, openReasoning int
 	started                 bool
-	calls                   map[string]int  // tool call id -> index in msg.Content
-	ended                   map[string]bool // tool call ids whose end arrived
+	// bufs[i] holds the text (or a tool call's arguments) of msg.Content[i]
+	// as it grows: appending the deltas to a string would copy all of it
+	// at each one, quadratic in the answer's size.
+	bufs  []*strings.Builder
+	calls map[string]int  // tool call id -> index in msg.Content
+	ended map[string]bool // tool call ids whose end arrived
 }
 
 func (a *Accumulator) init() {
@@ -76,18 +81,17 @@ func (a *Accumulator) Add(p Part) error {
 			return nil
 		}
 		if a.openText < 0 {
-			a.msg.Content = append(a.msg.Content, Content{Type: ContentText})
-			a.openText = len(a.msg.Content) - 1
+			a.openText = a.open(Content{Type: ContentText})
 			a.openReasoning = -1
 		}
-		a.msg.Content[a.openText].Text += p.Text
+		a.bufs[a.openText].WriteString(p.Text)
 	case PartReasoningDelta:
 		if p.Text == "" {
 			return nil
 		}
-		a.reasoning().Text += p.Text
+		a.bufs[a.reasoning()].WriteString(p.Text)
 	case PartReasoningEnd:
-		r := a.reasoning()
+		r := &a.msg.Content[a.reasoning()]
 		r.Signature, r.Redacted = p.Signature, p.Redacted
 		a.openReasoning = -1
 	case PartToolCallStart:
@@ -97,15 +101,14 @@ func (a *Accumulator) Add(p Part) error {
 		if _, dup := a.calls[p.ToolCallID]; dup {
 			return fmt.Errorf("accumulate: tool call %s starts twice", p.ToolCallID)
 		}
-		a.msg.Content = append(a.msg.Content, ToolCall(p.ToolCallID, p.ToolName, ""))
-		a.calls[p.ToolCallID] = len(a.msg.Content) - 1
+		a.calls[p.ToolCallID] = a.open(ToolCall(p.ToolCallID, p.ToolName, ""))
 		a.openText, a.openReasoning = -1, -1
 	case PartToolCallDelta:
 		i, err := a.call(p)
 		if err != nil {
 			return err
 		}
-		a.msg.Content[i].Arguments += p.Text
+		a.bufs[i].WriteString(p.Text)
 	case PartToolCallEnd:
 		if _, err := a.call(p); err != nil {
 			return err
@@ -119,14 +122,21 @@ func (a *Accumulator) Add(p Part) error {
 	return nil
 }
 
-// reasoning returns the open reasoning content, opening one if needed.
-func (a *Accumulator) reasoning() *Content {
+// open adds c to the message and returns its index.
+func (a *Accumulator) open(c Content) int {
+	a.msg.Content = append(a.msg.Content, c)
+	a.bufs = append(a.bufs, new(strings.Builder))
+	return len(a.msg.Content) - 1
+}
+
+// reasoning returns the index of the open reasoning content, opening one if
+// needed.
+func (a *Accumulator) reasoning() int {
 	if a.openReasoning < 0 {
-		a.msg.Content = append(a.msg.Content, Content{Type: ContentReasoning})
-		a.openReasoning = len(a.msg.Content) - 1
+		a.openReasoning = a.open(Content{Type: ContentReasoning})
 		a.openText = -1
 	}
-	return &a.msg.Content[a.openReasoning]
+	return a.openReasoning
 }
 
 func (a *Accumulator) call(p Part) (int, error) {
@@ -150,8 +160,14 @@ func (a *Accumulator) Response() (Response, error) {
 	}
 	msg := Message{Role: RoleAssistant, Content: append([]Content(nil), a.msg.Content...)}
 	for i, c := range msg.Content {
-		if c.Type == ContentToolCall && c.Arguments == "" {
+		// String shares the builder's bytes: no copy of the answer.
+		switch s := a.bufs[i].String(); {
+		case c.Type != ContentToolCall:
+			msg.Content[i].Text = s
+		case s == "":
 			msg.Content[i].Arguments = "{}"
+		default:
+			msg.Content[i].Arguments = s
 		}
 	}
 	return Response{Message: msg, Usage: a.usage, StopReason: a.stop}, nil

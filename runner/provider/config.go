@@ -42,6 +42,19 @@ const (
 	// answer of tens of thousands of tokens takes minutes to stream.
 	DefaultTimeout = 20 * time.Minute
 
+	// DefaultStreamIdleTimeout is how long a streamed answer may send
+	// nothing before its attempt fails. It is Codex's default
+	// (stream_idle_timeout_ms): servers that take long to start answering
+	// (a local model reading a long prompt) send the headers, then nothing
+	// for a while; the APIs send keep-alive events far more often.
+	DefaultStreamIdleTimeout = 5 * time.Minute
+	// DefaultMaxAnswerBytes caps one answer: its text, reasoning and tool
+	// call arguments together. It is far above what an output token cap
+	// lets a model write (128,000 tokens are about half a megabyte), so
+	// only a server that misbehaves reaches it, and it keeps such a
+	// server from running the runner out of memory.
+	DefaultMaxAnswerBytes = 32 << 20
+
 	// responseHeaderTimeout fails an attempt whose server accepted the request
 	// but sends no response headers, so that it is retried instead of using up
 	// the whole call's Timeout. Streaming servers answer with headers at once;
@@ -83,6 +96,14 @@ type Config struct {
 	// Timeout bounds each model call, retries included. Zero means
 	// DefaultTimeout.
 	Timeout time.Duration
+	// StreamIdleTimeout fails an attempt whose streamed answer sends nothing,
+	// not a byte, for this long (see ErrStreamIdle). Zero means
+	// DefaultStreamIdleTimeout; a negative value disables it.
+	StreamIdleTimeout time.Duration
+	// MaxAnswerBytes caps one answer's text, reasoning and tool call
+	// arguments together (see ErrAnswerTooLarge). Zero means
+	// DefaultMaxAnswerBytes; a negative value disables the cap.
+	MaxAnswerBytes int
 	// HTTPClient sends the requests; nil means a client with a response-header
 	// timeout. Tests and proxies set it.
 	HTTPClient *http.Client `json:"-"`
@@ -109,6 +130,30 @@ func (c Config) CallTimeout() time.Duration {
 		return DefaultTimeout
 	}
 	return c.Timeout
+}
+
+// IdleTimeout is how long a streamed answer may send nothing:
+// StreamIdleTimeout, with its default; zero when it is disabled.
+func (c Config) IdleTimeout() time.Duration {
+	switch {
+	case c.StreamIdleTimeout < 0:
+		return 0
+	case c.StreamIdleTimeout == 0:
+		return DefaultStreamIdleTimeout
+	}
+	return c.StreamIdleTimeout
+}
+
+// AnswerCap is the cap on one answer's size in bytes: MaxAnswerBytes, with
+// its default; zero when it is disabled.
+func (c Config) AnswerCap() int {
+	switch {
+	case c.MaxAnswerBytes < 0:
+		return 0
+	case c.MaxAnswerBytes == 0:
+		return DefaultMaxAnswerBytes
+	}
+	return c.MaxAnswerBytes
 }
 
 // Client is the HTTP client that sends the requests: HTTPClient, or one

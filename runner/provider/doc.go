@@ -31,7 +31,13 @@
 // delivered.
 //
 // Every call has its own deadline (Config.Timeout), which bounds connecting,
-// retrying and reading the whole stream. API keys come from the caller, are
+// retrying and reading the whole stream. Within it, a stream that sends
+// nothing for Config.StreamIdleTimeout fails its attempt with ErrStreamIdle
+// (see IdleTimeout); an attempt that stalled before it delivered a part is
+// made again like a connection error, up to Config.MaxRetries times. An
+// answer larger than Config.MaxAnswerBytes is cut and fails the call with
+// ErrAnswerTooLarge, without a retry, so that a misbehaving server cannot
+// run the caller out of memory (see Guard). API keys come from the caller, are
 // never read from the environment (the SDKs' ANTHROPIC_* and OPENAI_*
 // variables are ignored), and never formatted or logged (see Secret).
 package provider

@@ -37,6 +37,7 @@ type Messages struct {
 	model     string
 	maxTokens int64
 	timeout   time.Duration
+	guard     provider.Guard
 
 	// blocks holds the encoding of each content block of the last request.
 	// Every request carries the whole conversation, and the SDK encodes it
@@ -96,6 +97,7 @@ func New(cfg provider.Config) (*Messages, error) {
 		// retry-after say when the server sends them.
 		option.WithMaxRetries(cfg.Retries()),
 		option.WithMiddleware(provider.RetryLog(cfg.Log(), provider.NameAnthropic, cfg.Model)),
+		option.WithMiddleware(provider.IdleTimeout(cfg.IdleTimeout())),
 	}
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
@@ -109,13 +111,15 @@ func New(cfg provider.Config) (*Messages, error) {
 		model:     cfg.Model,
 		maxTokens: maxTokens,
 		timeout:   cfg.CallTimeout(),
+		guard:     cfg.Guard(provider.NameAnthropic),
 	}, nil
 }
 
 // Name returns "anthropic".
 func (a *Messages) Name() string { return provider.NameAnthropic }
 
-// Stream sends req to the Messages API and streams the answer.
+// Stream sends req to the Messages API and streams the answer, guarded as
+// provider.Guard says.
 func (a *Messages) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Part, error] {
 	return func(yield func(provider.Part, error) bool) {
 		body, err := a.body(req)
@@ -123,35 +127,42 @@ func (a *Messages) Stream(ctx context.Context, req provider.Request) iter.Seq2[p
 			yield(provider.Part{}, fmt.Errorf("anthropic: %w", err))
 			return
 		}
-		callCtx, cancel := context.WithTimeout(ctx, a.timeout)
-		defer cancel()
-		// The SDK would encode the params by reflection, then compact the
-		// result and copy it again to set "stream": over a long session
-		// that is milliseconds a turn. The body is made here instead, of
-		// the SDK's encodings of each part (see body); the params only
-		// name the model for the SDK's telemetry.
-		stream := a.client.Messages.NewStreaming(callCtx,
-			anthropic.MessageNewParams{Model: a.model, MaxTokens: a.outputTokens(req)},
-			option.WithRequestBody("application/json", body))
-		defer stream.Close() //nolint:errcheck // read-only
+		a.guard.Stream(ctx, func(ctx context.Context) iter.Seq2[provider.Part, error] {
+			return func(yield func(provider.Part, error) bool) { a.attempt(ctx, req, body, yield) }
+		})(yield)
+	}
+}
 
-		var dec decoder
-		for stream.Next() {
-			if !dec.event(stream.Current(), yield) {
-				return
-			}
-			if dec.err != nil {
-				yield(provider.Part{}, fmt.Errorf("anthropic: stream messages: %w", dec.err))
-				return
-			}
-		}
-		if err := stream.Err(); err != nil {
-			yield(provider.Part{}, provider.CallError(callCtx, ctx, a.timeout, "anthropic: stream messages", apiError(err)))
+// attempt sends one request of body (req's encoding) and yields its parts.
+func (a *Messages) attempt(ctx context.Context, req provider.Request, body []byte, yield func(provider.Part, error) bool) {
+	callCtx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	// The SDK would encode the params by reflection, then compact the
+	// result and copy it again to set "stream": over a long session that
+	// is milliseconds a turn. The body is made here instead, of the SDK's
+	// encodings of each part (see body); the params only name the model
+	// for the SDK's telemetry.
+	stream := a.client.Messages.NewStreaming(callCtx,
+		anthropic.MessageNewParams{Model: a.model, MaxTokens: a.outputTokens(req)},
+		option.WithRequestBody("application/json", body))
+	defer stream.Close() //nolint:errcheck // read-only
+
+	var dec decoder
+	for stream.Next() {
+		if !dec.event(stream.Current(), yield) {
 			return
 		}
-		if !dec.stopped {
-			yield(provider.Part{}, fmt.Errorf("anthropic: stream messages: %w", provider.ErrIncomplete))
+		if dec.err != nil {
+			yield(provider.Part{}, fmt.Errorf("anthropic: stream messages: %w", dec.err))
+			return
 		}
+	}
+	if err := stream.Err(); err != nil {
+		yield(provider.Part{}, provider.CallError(callCtx, ctx, a.timeout, "anthropic: stream messages", apiError(err)))
+		return
+	}
+	if !dec.stopped {
+		yield(provider.Part{}, fmt.Errorf("anthropic: stream messages: %w", provider.ErrIncomplete))
 	}
 }
 

@@ -23,6 +23,7 @@ type Chat struct {
 	model     string
 	maxTokens int64
 	timeout   time.Duration
+	guard     provider.Guard
 }
 
 // NewChat returns a Chat Completions client for provider openai or
@@ -42,6 +43,7 @@ func NewChat(cfg provider.Config) (*Chat, error) {
 		model:     cfg.Model,
 		maxTokens: cfg.MaxOutputTokens,
 		timeout:   cfg.CallTimeout(),
+		guard:     cfg.Guard(cfg.Provider),
 	}, nil
 }
 
@@ -59,8 +61,8 @@ func (o *Chat) Stream(ctx context.Context, req provider.Request) iter.Seq2[provi
 		open := func(ctx context.Context) *ssestream.Stream[openai.ChatCompletionChunk] {
 			return o.client.NewStreaming(ctx, params)
 		}
-		call := streamCall{name: o.name, op: "stream chat completion", timeout: o.timeout}
-		stream(ctx, call, open, &chatDecoder{calls: map[int64]*chatCall{}}, yield)
+		call := streamCall{name: o.name, op: "stream chat completion", timeout: o.timeout, guard: o.guard}
+		stream(ctx, call, open, func() decoder[openai.ChatCompletionChunk] { return &chatDecoder{calls: map[int64]*chatCall{}} }, yield)
 	}
 }
 

@@ -99,6 +99,7 @@ func clientOptions(cfg provider.Config) ([]option.RequestOption, error) {
 		// retry-after say (up to two minutes; a longer wait ends the retries).
 		option.WithMaxRetries(cfg.Retries()),
 		option.WithMiddleware(provider.RetryLog(cfg.Log(), cfg.Provider, cfg.Model)),
+		option.WithMiddleware(provider.IdleTimeout(cfg.IdleTimeout())),
 		option.WithMiddleware(errorEnvelope),
 	}
 	if cfg.APIKey != "" {

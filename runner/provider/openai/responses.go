@@ -28,6 +28,7 @@ type Responses struct {
 	model     string
 	maxTokens int64
 	timeout   time.Duration
+	guard     provider.Guard
 }
 
 // NewResponses returns a Responses API client for provider openai (or
@@ -45,6 +46,7 @@ func NewResponses(cfg provider.Config) (*Responses, error) {
 		model:     cfg.Model,
 		maxTokens: cfg.MaxOutputTokens,
 		timeout:   cfg.CallTimeout(),
+		guard:     cfg.Guard(cfg.Provider),
 	}, nil
 }
 
@@ -62,8 +64,10 @@ func (o *Responses) Stream(ctx context.Context, req provider.Request) iter.Seq2[
 		open := func(ctx context.Context) *ssestream.Stream[responses.ResponseStreamEventUnion] {
 			return o.client.NewStreaming(ctx, params)
 		}
-		call := streamCall{name: o.name, op: "stream response", timeout: o.timeout}
-		stream(ctx, call, open, &responsesDecoder{items: map[string]*responsesItem{}}, yield)
+		call := streamCall{name: o.name, op: "stream response", timeout: o.timeout, guard: o.guard}
+		stream(ctx, call, open, func() decoder[responses.ResponseStreamEventUnion] {
+			return &responsesDecoder{items: map[string]*responsesItem{}}
+		}, yield)
 	}
 }
 

@@ -3,6 +3,7 @@ package openai
 import (
 	"context"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/openai/openai-go/v3/packages/ssestream"
@@ -22,17 +23,30 @@ type decoder[E any] interface {
 }
 
 // streamCall is one streamed request: the provider's name, the operation
-// its errors are named after, and the request's own deadline.
+// its errors are named after, the request's own deadline and the guard of
+// its attempts.
 type streamCall struct {
 	name    string
 	op      string
 	timeout time.Duration
+	guard   provider.Guard
 }
 
-// stream is the loop both APIs share: it opens the stream under the call's
-// deadline, hands every event to dec, and yields the error that ends the
-// stream, if one does, named after the call.
+// stream is the loop both APIs share: it makes the attempts the call's
+// guard asks for (see provider.Guard), each with a decoder of its own.
 func stream[E any](
+	ctx context.Context, c streamCall, open func(context.Context) *ssestream.Stream[E], newDecoder func() decoder[E],
+	yield func(provider.Part, error) bool,
+) {
+	c.guard.Stream(ctx, func(ctx context.Context) iter.Seq2[provider.Part, error] {
+		return func(yield func(provider.Part, error) bool) { attempt(ctx, c, open, newDecoder(), yield) }
+	})(yield)
+}
+
+// attempt opens the stream under the call's deadline, hands every event to
+// dec, and yields the error that ends the stream, if one does, named after
+// the call.
+func attempt[E any](
 	ctx context.Context, c streamCall, open func(context.Context) *ssestream.Stream[E], dec decoder[E],
 	yield func(provider.Part, error) bool,
 ) {

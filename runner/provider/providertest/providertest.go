@@ -74,6 +74,9 @@ func Run(t *testing.T, kinds ...Kind) {
 		{"ContextWindow", testContextWindow},
 		{"Timeout", testTimeout},
 		{"StreamError", testStreamError},
+		{"StreamIdleRetried", testStreamIdleRetried},
+		{"StreamIdleMidAnswer", testStreamIdleMidAnswer},
+		{"AnswerTooLarge", testAnswerTooLarge},
 		{"MalformedToolCall", testMalformedToolCall},
 		{"Conversation", testConversation},
 		{"RequestBody", testRequestBody},
@@ -466,6 +469,106 @@ func testStreamError(t *testing.T, kinds []Kind) {
 			if p.Type == provider.PartFinish {
 				t.Error("a finish part before the error")
 			}
+		}
+	})
+}
+
+// idleTimeout is the stream idle timeout of the tests of stalled streams.
+const idleTimeout = 300 * time.Millisecond
+
+// withConfig makes k's provider for ms with the configuration edit makes.
+func withConfig(t *testing.T, k Kind, ms *testenv.ModelServer, edit func(*provider.Config)) provider.Provider {
+	t.Helper()
+	cfg := k.Config(ms)
+	edit(&cfg)
+	p, err := k.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// testStreamIdleRetried checks that a stream that stalls before it
+// delivered anything is made again, and the call gets the second answer.
+func testStreamIdleRetried(t *testing.T, kinds []Kind) {
+	turns := []testenv.Turn{
+		{Text: "never sent", Break: &testenv.StreamBreak{After: 0, Stall: true}},
+		{Text: "the answer after the stall"},
+	}
+	forEachKind(t, kinds, turns, func(t *testing.T, k Kind, ms *testenv.ModelServer, _ provider.Provider) {
+		p := withConfig(t, k, ms, func(c *provider.Config) { c.StreamIdleTimeout = idleTimeout })
+		_, resp, err := collect(t, p, userRequest("hi"))
+		if err != nil {
+			t.Fatalf("collect: %v", err)
+		}
+		if got := resp.Message.Text(); got != "the answer after the stall" {
+			t.Errorf("answer %q, want the second attempt's", got)
+		}
+		if n := len(ms.Requests()); n != 2 {
+			t.Errorf("%d requests, want 2", n)
+		}
+	})
+}
+
+// testStreamIdleMidAnswer checks that a stream that stalls after it
+// delivered text fails the call, once, with an error that names the idle
+// timeout; and that without retries a stall before the answer fails too.
+func testStreamIdleMidAnswer(t *testing.T, kinds []Kind) {
+	turns := []testenv.Turn{{Text: "a partial answer, then nothing", Break: &testenv.StreamBreak{After: 5, Stall: true}}}
+	forEachKind(t, kinds, turns, func(t *testing.T, k Kind, ms *testenv.ModelServer, _ provider.Provider) {
+		p := withConfig(t, k, ms, func(c *provider.Config) { c.StreamIdleTimeout = idleTimeout })
+		parts, _, err := collect(t, p, userRequest("hi"))
+		if !errors.Is(err, provider.ErrStreamIdle) {
+			t.Fatalf("error %v, want ErrStreamIdle", err)
+		}
+		if !strings.Contains(err.Error(), "nothing received for 300ms") {
+			t.Errorf("error %q does not name the idle timeout", err)
+		}
+		if countParts(parts, provider.PartTextDelta, "") == 0 {
+			t.Error("no text before the stall")
+		}
+		if n := len(ms.Requests()); n != 1 {
+			t.Errorf("%d requests, want 1: delivered parts cannot be taken back", n)
+		}
+	})
+	stalled := []testenv.Turn{{Text: "never sent", Break: &testenv.StreamBreak{After: 0, Stall: true}}}
+	forEachKind(t, kinds, stalled, func(t *testing.T, k Kind, ms *testenv.ModelServer, _ provider.Provider) {
+		p := withConfig(t, k, ms, func(c *provider.Config) { c.StreamIdleTimeout, c.MaxRetries = idleTimeout, -1 })
+		if _, _, err := collect(t, p, userRequest("hi")); !errors.Is(err, provider.ErrStreamIdle) {
+			t.Fatalf("error %v, want ErrStreamIdle", err)
+		}
+		if n := len(ms.Requests()); n != 1 {
+			t.Errorf("%d requests, want 1 without retries", n)
+		}
+	})
+}
+
+// testAnswerTooLarge checks that an answer past Config.MaxAnswerBytes is
+// cut at the cap and fails the call, without a retry.
+func testAnswerTooLarge(t *testing.T, kinds []Kind) {
+	const maxAnswer = 1000
+	turns := []testenv.Turn{{
+		Text:      strings.Repeat("a", 600),
+		ToolCalls: []testenv.ToolCall{{Name: "write_file", Arguments: `{"content": "` + strings.Repeat("b", 600) + `"}`}},
+	}}
+	forEachKind(t, kinds, turns, func(t *testing.T, k Kind, ms *testenv.ModelServer, _ provider.Provider) {
+		p := withConfig(t, k, ms, func(c *provider.Config) { c.MaxAnswerBytes = maxAnswer })
+		parts, _, err := collect(t, p, userRequest("hi"))
+		if !errors.Is(err, provider.ErrAnswerTooLarge) {
+			t.Fatalf("error %v, want ErrAnswerTooLarge", err)
+		}
+		if !strings.Contains(err.Error(), "1000 bytes") {
+			t.Errorf("error %q does not name the cap", err)
+		}
+		size := 0
+		for _, p := range parts {
+			size += len(p.Text)
+		}
+		if size > maxAnswer {
+			t.Errorf("%d bytes delivered, over the cap of %d", size, maxAnswer)
+		}
+		if n := len(ms.Requests()); n != 1 {
+			t.Errorf("%d requests, want 1: an answer too large is not retried", n)
 		}
 	})
 }

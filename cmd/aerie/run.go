@@ -245,7 +245,7 @@ func (a *app) launch(
 		Prompt:  prompt,
 		Model: session.Model{
 			Settings:        transcript.Settings{Provider: f.provider, Model: f.model},
-			New:             a.modelFactory(f, src.Layers, logger),
+			New:             a.modelFactory(f, src.Layers, p.config.Model, logger),
 			ContextWindow:   f.contextWindow,
 			CompactionModel: p.config.Compaction.Model,
 			Prices:          pricing.Bundled().With(p.config.Prices),
@@ -645,12 +645,13 @@ func (a *app) defaultSettings(s transcript.Settings) transcript.Settings {
 }
 
 // modelFactory makes the provider for the settings a session runs with, from
-// the flags and the credentials in the environment.
+// the flags, the configuration's [model] bounds and the credentials in the
+// environment.
 func (a *app) modelFactory(
-	f runFlags, layers []layer.Layer, logger *slog.Logger,
+	f runFlags, layers []layer.Layer, bounds config.Model, logger *slog.Logger,
 ) func(transcript.Settings) (agent.Model, error) {
 	return func(s transcript.Settings) (agent.Model, error) {
-		cfg := provider.Config{Provider: s.Provider, Model: s.Model, BaseURL: f.baseURL, API: f.api, Logger: logger}
+		cfg := bounds.Bound(provider.Config{Provider: s.Provider, Model: s.Model, BaseURL: f.baseURL, API: f.api, Logger: logger})
 		getenv := a.env.Getenv
 		if getenv == nil {
 			getenv = func(string) string { return "" }

@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aerie-run/aerie/runner/plugins"
 	"github.com/aerie-run/aerie/runner/pricing"
@@ -36,6 +37,9 @@ type Config struct {
 	// DatabaseURL is the session store: a postgres:// URL or a SQLite file
 	// (see store.ParseURL). Only the global file may set it.
 	DatabaseURL string
+
+	// Model is the [model] table.
+	Model Model
 
 	// ToolResults controls how large tool outputs reach the model.
 	ToolResults ToolResults
@@ -55,6 +59,42 @@ type Config struct {
 	// or add to the bundled ones (see package pricing), a nearer file's
 	// model by model.
 	Prices pricing.Table
+}
+
+// Model is the [model] table: the bounds on the model's streamed answers,
+// which the model's API calls of the session (and of its subagents)
+// apply.
+type Model struct {
+	// StreamIdleTimeout fails an attempt of a model call whose streamed
+	// answer sends nothing for this long (stream_idle_timeout_secs). An
+	// attempt that stalls before its answer began is retried like a
+	// connection error; one that stalls later fails the call.
+	StreamIdleTimeout time.Duration
+	// MaxAnswerBytes caps one answer of the model, its text, reasoning and
+	// tool call arguments together (max_answer_bytes): a larger answer
+	// fails the call, and it is not retried.
+	MaxAnswerBytes int
+}
+
+// Bound returns pc with the table's bounds, for the provider of a
+// session's model calls.
+func (m Model) Bound(pc provider.Config) provider.Config {
+	pc.StreamIdleTimeout, pc.MaxAnswerBytes = m.StreamIdleTimeout, m.MaxAnswerBytes
+	return pc
+}
+
+// maxStreamIdleTimeout bounds stream_idle_timeout_secs: a day.
+const maxStreamIdleTimeout = 24 * time.Hour
+
+func (m Model) validate() error {
+	if m.StreamIdleTimeout <= 0 || m.StreamIdleTimeout > maxStreamIdleTimeout {
+		return &keyError{key: "model.stream_idle_timeout_secs", err: fmt.Errorf("%d is out of range; use 1 to %d seconds",
+			int64(m.StreamIdleTimeout/time.Second), int64(maxStreamIdleTimeout/time.Second))}
+	}
+	if m.MaxAnswerBytes <= 0 || m.MaxAnswerBytes > maxLimit {
+		return &keyError{key: "model.max_answer_bytes", err: fmt.Errorf("%d is out of range; use 1 to %d", m.MaxAnswerBytes, maxLimit)}
+	}
+	return nil
 }
 
 // MoA is the [moa] table: the models of the mixture_of_agents tool, which
@@ -203,6 +243,10 @@ const (
 func Defaults(home string) Config {
 	return Config{
 		DatabaseURL: store.SQLiteURL(filepath.Join(home, "sessions.db")),
+		Model: Model{
+			StreamIdleTimeout: provider.DefaultStreamIdleTimeout,
+			MaxAnswerBytes:    provider.DefaultMaxAnswerBytes,
+		},
 		ToolResults: ToolResults{
 			MaxBytes:  DefaultToolResultMaxBytes,
 			HeadBytes: DefaultToolResultHeadBytes,
@@ -229,6 +273,9 @@ func (c Config) Validate() error {
 		if _, err := store.ParseURL(c.DatabaseURL); err != nil {
 			return &keyError{key: keyDatabaseURL, err: err}
 		}
+	}
+	if err := c.Model.validate(); err != nil {
+		return err
 	}
 	if err := c.ToolResults.validate(); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
@@ -18,6 +19,7 @@ import (
 // file overrides only the keys it names.
 type settings struct {
 	DatabaseURL     *string
+	Model           modelLayer
 	ToolResults     toolResultsLayer
 	PluginsDisabled *[]string
 	PluginsComps    *plugins.Components
@@ -26,6 +28,11 @@ type settings struct {
 	MoA             moaLayer
 	// Prices are the file's [prices."model"] tables; nil when it has none.
 	Prices pricing.Table
+}
+
+type modelLayer struct {
+	StreamIdleTimeoutSecs *int
+	MaxAnswerBytes        *int
 }
 
 type moaLayer struct {
@@ -50,6 +57,10 @@ type toolResultsLayer struct {
 // apply returns c with the keys l sets replaced.
 func (l settings) apply(c Config) Config {
 	set(&c.DatabaseURL, l.DatabaseURL)
+	if l.Model.StreamIdleTimeoutSecs != nil {
+		c.Model.StreamIdleTimeout = time.Duration(*l.Model.StreamIdleTimeoutSecs) * time.Second
+	}
+	set(&c.Model.MaxAnswerBytes, l.Model.MaxAnswerBytes)
 	t := &c.ToolResults
 	set(&t.CompressContext, l.ToolResults.CompressContext)
 	set(&t.MaxBytes, l.ToolResults.MaxBytes)
@@ -144,6 +155,9 @@ func parse(path string, doc []byte) (settings, error) {
 		}
 	}
 	var key string
+	if key, err = parseModel(root, &l.Model); err != nil {
+		return settings{}, fail(key, err)
+	}
 	if l.CompactionModel, key, err = parseCompaction(root); err != nil {
 		return settings{}, fail(key, err)
 	}
@@ -227,6 +241,33 @@ func parseMoA(root map[string]any) (l moaLayer, key string, err error) {
 		l.AggregatorModel = &m
 	}
 	return l, "", nil
+}
+
+// parseModel reads the [model] table: the bounds on the model's answers.
+// key is the dotted key at fault when it fails.
+func parseModel(root map[string]any, l *modelLayer) (key string, err error) {
+	t, err := get[map[string]any](root, "model")
+	if err != nil || t == nil {
+		return "model", err
+	}
+	for _, f := range []struct {
+		key string
+		dst **int
+	}{
+		{"stream_idle_timeout_secs", &l.StreamIdleTimeoutSecs},
+		{"max_answer_bytes", &l.MaxAnswerBytes},
+	} {
+		if *f.dst, err = getInt(*t, f.key); err != nil {
+			return "model." + f.key, err
+		}
+		if *f.dst != nil && **f.dst <= 0 {
+			return "model." + f.key, fmt.Errorf("%d: want a positive number", **f.dst)
+		}
+	}
+	if s := l.StreamIdleTimeoutSecs; s != nil && time.Duration(*s) > maxStreamIdleTimeout/time.Second {
+		return "model.stream_idle_timeout_secs", fmt.Errorf("%d: want at most %d seconds", *s, int64(maxStreamIdleTimeout/time.Second))
+	}
+	return "", nil
 }
 
 // parseSubagents reads the [subagents] table: the limits of spawn_agent.

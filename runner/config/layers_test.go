@@ -211,7 +211,7 @@ func TestLoadLayers(t *testing.T) {
 			}
 			want := Config{ToolResults: ToolResults{
 				MaxBytes: DefaultToolResultMaxBytes, HeadBytes: DefaultToolResultHeadBytes, TailBytes: DefaultToolResultTailBytes,
-			}, Subagents: Defaults("").Subagents}
+			}, Model: Defaults("").Model, Subagents: Defaults("").Subagents}
 			if tt.want != nil {
 				tt.want(&want)
 			}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -78,6 +79,37 @@ max_bytes = "big"
 			name:     "a negative limit is out of range",
 			files:    map[string]string{"home/config.toml": "tool_results = { max_lines = -1 }\n"},
 			warnings: []string{"home/config.toml:1:1: tool_results.max_lines: -1 is out of range"},
+		},
+		{
+			name: "the model's bounds, the project's key overriding the global one",
+			files: map[string]string{
+				"home/config.toml":          "[model]\nstream_idle_timeout_secs = 30\nmax_answer_bytes = 1048576\n",
+				"ws/a/b/.aerie/config.toml": "model.max_answer_bytes = 2048\n",
+			},
+			want: func(c *Config) {
+				c.Model = Model{StreamIdleTimeout: 30 * time.Second, MaxAnswerBytes: 2048}
+			},
+			project: "ws/a/b/.aerie/config.toml",
+		},
+		{
+			name:     "a zero stream idle timeout is refused",
+			files:    map[string]string{"home/config.toml": "[model]\nstream_idle_timeout_secs = 0\n"},
+			warnings: []string{"home/config.toml:2:1: model.stream_idle_timeout_secs: 0: want a positive number"},
+		},
+		{
+			name:     "a stream idle timeout over a day is refused",
+			files:    map[string]string{"home/config.toml": "[model]\nstream_idle_timeout_secs = 86401\n"},
+			warnings: []string{"home/config.toml:2:1: model.stream_idle_timeout_secs: 86401: want at most 86400 seconds"},
+		},
+		{
+			name:     "an answer cap over 1 GiB is out of range",
+			files:    map[string]string{"home/config.toml": "[model]\nmax_answer_bytes = 2000000000\n"},
+			warnings: []string{"home/config.toml:2:1: model.max_answer_bytes: 2000000000 is out of range; use 1 to 1073741824"},
+		},
+		{
+			name:     "an answer cap of the wrong type",
+			files:    map[string]string{"home/config.toml": "[model]\nmax_answer_bytes = \"32M\"\n"},
+			warnings: []string{"home/config.toml:2:1: model.max_answer_bytes: want an integer, got a string"},
 		},
 		{
 			name: "project file overrides the global one key by key",

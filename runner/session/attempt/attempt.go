@@ -209,7 +209,7 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 		Prompt:  cfg.Prompt,
 		Model: session.Model{
 			Settings:        transcript.Settings{Provider: cfg.Model.Provider, Model: cfg.Model.Name},
-			New:             modelFactory(cfg, env),
+			New:             modelFactory(cfg, conf.Model, env),
 			ContextWindow:   cfg.Model.ContextWindow,
 			MaxOutputTokens: cfg.Model.MaxOutputTokens,
 			CompactionModel: conf.Compaction.Model,
@@ -434,15 +434,15 @@ func hasPrompt(snap transcript.Snapshot, prompt string) bool {
 	return false
 }
 
-// modelFactory makes the provider from the configuration and the API key
-// in the environment; the scripted provider's script is found in the
-// layers.
-func modelFactory(cfg *runconfig.Config, env Env) func(transcript.Settings) (agent.Model, error) {
+// modelFactory makes the provider from the configuration, the layers'
+// [model] bounds and the API key in the environment; the scripted
+// provider's script is found in the layers.
+func modelFactory(cfg *runconfig.Config, bounds config.Model, env Env) func(transcript.Settings) (agent.Model, error) {
 	return func(s transcript.Settings) (agent.Model, error) {
-		pc := provider.Config{
+		pc := bounds.Bound(provider.Config{
 			Provider: s.Provider, Model: s.Model, BaseURL: cfg.Model.BaseURL, API: cfg.Model.API,
 			MaxOutputTokens: cfg.Model.MaxOutputTokens, Logger: env.Logger,
-		}
+		})
 		if key := runconfig.APIKeyEnv(s.Provider); key != "" {
 			pc.APIKey = provider.Secret(env.Getenv(key))
 			if pc.APIKey == "" && s.Provider != provider.NameOpenAICompatible {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/session"
@@ -221,7 +222,7 @@ func TestOptionsAttempts(t *testing.T) {
 func TestModelCredentials(t *testing.T) {
 	t.Parallel()
 	cfg := &runconfig.Config{Model: runconfig.Model{Provider: runconfig.ProviderAnthropic}}
-	newModel := modelFactory(cfg, Env{Getenv: func(string) string { return "" }})
+	newModel := modelFactory(cfg, config.Defaults("").Model, Env{Getenv: func(string) string { return "" }})
 	_, err := newModel(transcript.Settings{Provider: runconfig.ProviderAnthropic, Model: "claude-sonnet-4-5"})
 	if err == nil || !strings.Contains(err.Error(), "spec.model.apiKeySecretRef") {
 		t.Errorf("no key: %v", err)

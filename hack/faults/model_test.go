@@ -1,9 +1,10 @@
 package faults
 
 import (
-	"cmp"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,15 +15,14 @@ import (
 )
 
 // maxModelRSS bounds the peak memory of a run whose model misbehaves
-// (about 40 MB measured; 180 MB with 10 MB of tool arguments).
+// (about 40 MB measured; 180 MB with 10 MB of tool arguments; 155 to 165
+// MB for a 100 MB answer, cut at the 32 MiB cap on an answer's size,
+// where it peaked near 1.4 GB without the cap).
 const maxModelRSS = 512 << 20
 
-// maxHugeAnswerRSS bounds the run that receives a 100 MB answer. It peaks
-// near 1.4 GB today, 14 times the answer (the SDK's accumulated message,
-// the journal entry and the next request each hold it again): aerie does
-// not cap an answer's size yet, so this guards against worse, it does not
-// claim a small bound.
-const maxHugeAnswerRSS = 2 << 30
+// idleConfig is the project config of the runs whose streams stall: a
+// stream idle timeout of a second instead of minutes.
+const idleConfig = "[model]\nstream_idle_timeout_secs = 1\n"
 
 func done() testenv.Turn {
 	return testenv.Turn{Text: "done", Usage: testenv.TokenUsage{InputTokens: 100, OutputTokens: 5}}
@@ -39,10 +39,12 @@ func faultsOf(status, n int, h http.Header) []testenv.Fault {
 // TestModelFaults runs sessions against a model server that misbehaves:
 // bursts of 5xx within and past the retries, 429 with retry-after, a
 // stream that ends in an error event, breaks off mid-event, turns
-// malformed or stalls, a 100 MB answer and a tool call with 10 MB of
-// arguments. Each run must end as documented (completed after the
-// retries, else exit 3 with the server's error), in bounded memory, and
-// its session resume to completion.
+// malformed or stalls (before the answer began, retried; in the middle of
+// it, failed; while a signal ends the run), a 100 MB answer (past the cap
+// on an answer's size) and a tool call with 10 MB of arguments (within
+// it). Each run must end as documented (completed after the retries, else
+// exit 3 with the cause), in bounded memory, and its session resume to
+// completion.
 func TestModelFaults(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "")
@@ -59,8 +61,8 @@ func TestModelFaults(t *testing.T) {
 		stderr string
 		// signal, when set, is sent after the first request (the stall).
 		signal syscall.Signal
-		// maxRSS bounds the run's peak memory; maxModelRSS when 0.
-		maxRSS int64
+		// config, when set, is the session's project config.toml.
+		config string
 	}{
 		{name: "5xx burst", turn: testenv.Turn{Text: "ok", Faults: append(faultsOf(500, 2, nil), faultsOf(529, 1, nil)...)}, requests: 4},
 		{name: "429 retry-after", turn: testenv.Turn{Text: "ok", Faults: faultsOf(429, 1, http.Header{"Retry-After": {"1"}})}, requests: 2},
@@ -69,13 +71,18 @@ func TestModelFaults(t *testing.T) {
 		{name: "disconnect mid-event", turn: testenv.Turn{Text: "partial answer", Break: &testenv.StreamBreak{After: 4}}, code: runconfig.ExitModel},
 		{name: "malformed SSE", turn: testenv.Turn{Text: "partial answer", Break: &testenv.StreamBreak{After: 3, Raw: "event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 0, \"delta\": {\"type\": \"text_delta\", \"text\": \n\n"}}, code: runconfig.ExitModel},
 		{name: "malformed JSON tool arguments", turn: testenv.Turn{ToolCalls: []testenv.ToolCall{{Name: "write_file", Arguments: `{"path": "a.txt", "content": `}}}},
-		{name: "stalled stream", turn: testenv.Turn{Text: "partial answer", Break: &testenv.StreamBreak{After: 3, Stall: true}}, code: runconfig.ExitTerminated, signal: syscall.SIGTERM},
-		{name: "100 MB answer", turn: testenv.Turn{Text: strings.Repeat("y", 100<<20)}, maxRSS: maxHugeAnswerRSS},
+		{name: "stall before the answer", turn: testenv.Turn{Text: "never sent", Break: &testenv.StreamBreak{After: 0, Stall: true}}, requests: 2, config: idleConfig},
+		{name: "stall mid-answer", turn: testenv.Turn{Text: "partial answer", Break: &testenv.StreamBreak{After: 5, Stall: true}}, code: runconfig.ExitModel, requests: 1, stderr: "nothing received for 1s (the stream idle timeout", config: idleConfig},
+		{name: "signal during a stall", turn: testenv.Turn{Text: "partial answer", Break: &testenv.StreamBreak{After: 3, Stall: true}}, code: runconfig.ExitTerminated, signal: syscall.SIGTERM},
+		{name: "100 MB answer", turn: testenv.Turn{Text: strings.Repeat("y", 100<<20)}, code: runconfig.ExitModel, requests: 1, stderr: "the answer passed 33554432 bytes, the cap on one answer"},
 		{name: "10 MB tool arguments", turn: testenv.Turn{ToolCalls: []testenv.ToolCall{{Name: "write_file", Arguments: string(bigArgs)}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			label := strings.ReplaceAll(tc.name, " ", "-")
 			s := e.scripted(t, label, tc.turn, done(), done())
+			if tc.config != "" {
+				s.projectConfig(tc.config)
+			}
 			counts.faults.Add(1)
 			var out outcome
 			if tc.signal != 0 {
@@ -93,8 +100,8 @@ func TestModelFaults(t *testing.T) {
 			if n := s.requests(); tc.requests > 0 && n != tc.requests {
 				violation(t, "%s: %d model requests, want %d", tc.name, n, tc.requests)
 			}
-			if limit := cmp.Or(tc.maxRSS, maxModelRSS); out.maxRSS > limit {
-				violation(t, "%s: peak RSS %d MB, over %d MB", tc.name, out.maxRSS>>20, limit>>20)
+			if out.maxRSS > maxModelRSS {
+				violation(t, "%s: peak RSS %d MB, over %d MB", tc.name, out.maxRSS>>20, maxModelRSS>>20)
 			}
 			if out.code != 0 {
 				if out := s.run(2 * time.Minute); out.code != 0 {
@@ -105,6 +112,19 @@ func TestModelFaults(t *testing.T) {
 			s.checkAnswered()
 			counts.entries.Add(int64(len(s.seen)))
 		})
+	}
+}
+
+// projectConfig writes the session's project config.toml, in its
+// workspace's .aerie directory.
+func (s *sess) projectConfig(toml string) {
+	s.t.Helper()
+	dir := filepath.Join(s.ws, ".aerie")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(toml), 0o644); err != nil {
+		s.t.Fatal(err)
 	}
 }
 

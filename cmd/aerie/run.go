@@ -651,7 +651,9 @@ func (a *app) modelFactory(
 	f runFlags, layers []layer.Layer, bounds config.Model, logger *slog.Logger,
 ) func(transcript.Settings) (agent.Model, error) {
 	return func(s transcript.Settings) (agent.Model, error) {
-		cfg := bounds.Bound(provider.Config{Provider: s.Provider, Model: s.Model, BaseURL: f.baseURL, API: f.api, Logger: logger})
+		cfg := bounds.Bound(provider.Config{
+			Provider: s.Provider, Model: s.Model, BaseURL: f.baseURL, API: f.api, Logger: logger,
+		})
 		getenv := a.env.Getenv
 		if getenv == nil {
 			getenv = func(string) string { return "" }

@@ -92,7 +92,9 @@ func (m Model) validate() error {
 			int64(m.StreamIdleTimeout/time.Second), int64(maxStreamIdleTimeout/time.Second))}
 	}
 	if m.MaxAnswerBytes <= 0 || m.MaxAnswerBytes > maxLimit {
-		return &keyError{key: "model.max_answer_bytes", err: fmt.Errorf("%d is out of range; use 1 to %d", m.MaxAnswerBytes, maxLimit)}
+		return &keyError{
+			key: "model.max_answer_bytes", err: fmt.Errorf("%d is out of range; use 1 to %d", m.MaxAnswerBytes, maxLimit),
+		}
 	}
 	return nil
 }

@@ -265,7 +265,8 @@ func parseModel(root map[string]any, l *modelLayer) (key string, err error) {
 		}
 	}
 	if s := l.StreamIdleTimeoutSecs; s != nil && time.Duration(*s) > maxStreamIdleTimeout/time.Second {
-		return "model.stream_idle_timeout_secs", fmt.Errorf("%d: want at most %d seconds", *s, int64(maxStreamIdleTimeout/time.Second))
+		return "model.stream_idle_timeout_secs",
+			fmt.Errorf("%d: want at most %d seconds", *s, int64(maxStreamIdleTimeout/time.Second))
 	}
 	return "", nil
 }

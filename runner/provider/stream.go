@@ -34,7 +34,9 @@ var ErrAnswerTooLarge = errors.New("the model's answer is too large")
 // Both SDKs take it as their option.Middleware. The SDKs' retries happen
 // before the body is read, so a stalled stream is not retried by them; see
 // Guard for what is.
-func IdleTimeout(timeout time.Duration) func(*http.Request, func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+func IdleTimeout(
+	timeout time.Duration,
+) func(*http.Request, func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	return func(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 		if timeout <= 0 {
 			return next(req)
@@ -135,7 +137,9 @@ func (c Config) Guard(name string) Guard {
 //
 // attempt is one request, streamed as Provider.Stream says; it names its
 // errors after the call.
-func (g Guard) Stream(ctx context.Context, attempt func(context.Context) iter.Seq2[Part, error]) iter.Seq2[Part, error] {
+func (g Guard) Stream(
+	ctx context.Context, attempt func(context.Context) iter.Seq2[Part, error],
+) iter.Seq2[Part, error] {
 	return func(yield func(Part, error) bool) {
 		callCtx, cancel := context.WithTimeoutCause(ctx, g.timeout,
 			fmt.Errorf("no complete answer within the %s timeout: %w", g.timeout, context.DeadlineExceeded))

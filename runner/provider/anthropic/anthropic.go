@@ -134,7 +134,9 @@ func (a *Messages) Stream(ctx context.Context, req provider.Request) iter.Seq2[p
 }
 
 // attempt sends one request of body (req's encoding) and yields its parts.
-func (a *Messages) attempt(ctx context.Context, req provider.Request, body []byte, yield func(provider.Part, error) bool) {
+func (a *Messages) attempt(
+	ctx context.Context, req provider.Request, body []byte, yield func(provider.Part, error) bool,
+) {
 	callCtx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	// The SDK would encode the params by reflection, then compact the

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
 	"iter"
 	"time"
 
@@ -52,18 +51,12 @@ func (o *Chat) Name() string { return o.name }
 
 // Stream sends req to the Chat Completions API and streams the answer.
 func (o *Chat) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Part, error] {
-	return func(yield func(provider.Part, error) bool) {
-		params, err := o.params(req)
-		if err != nil {
-			yield(provider.Part{}, fmt.Errorf("%s: %w", o.name, err))
-			return
-		}
-		open := func(ctx context.Context) *ssestream.Stream[openai.ChatCompletionChunk] {
-			return o.client.NewStreaming(ctx, params)
-		}
-		call := streamCall{name: o.name, op: "stream chat completion", timeout: o.timeout, guard: o.guard}
-		stream(ctx, call, open, func() decoder[openai.ChatCompletionChunk] { return &chatDecoder{calls: map[int64]*chatCall{}} }, yield)
-	}
+	call := streamCall{name: o.name, op: "stream chat completion", timeout: o.timeout, guard: o.guard}
+	return streamed(ctx, call, func() (openai.ChatCompletionNewParams, error) { return o.params(req) },
+		func(ctx context.Context, p openai.ChatCompletionNewParams) *ssestream.Stream[openai.ChatCompletionChunk] {
+			return o.client.NewStreaming(ctx, p)
+		},
+		func() decoder[openai.ChatCompletionChunk] { return &chatDecoder{calls: map[int64]*chatCall{}} })
 }
 
 func (o *Chat) params(req provider.Request) (openai.ChatCompletionNewParams, error) {

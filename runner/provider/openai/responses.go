@@ -55,20 +55,14 @@ func (o *Responses) Name() string { return o.name }
 
 // Stream sends req to the Responses API and streams the answer.
 func (o *Responses) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Part, error] {
-	return func(yield func(provider.Part, error) bool) {
-		params, err := o.params(req)
-		if err != nil {
-			yield(provider.Part{}, fmt.Errorf("%s: %w", o.name, err))
-			return
-		}
-		open := func(ctx context.Context) *ssestream.Stream[responses.ResponseStreamEventUnion] {
-			return o.client.NewStreaming(ctx, params)
-		}
-		call := streamCall{name: o.name, op: "stream response", timeout: o.timeout, guard: o.guard}
-		stream(ctx, call, open, func() decoder[responses.ResponseStreamEventUnion] {
+	call := streamCall{name: o.name, op: "stream response", timeout: o.timeout, guard: o.guard}
+	return streamed(ctx, call, func() (responses.ResponseNewParams, error) { return o.params(req) },
+		func(ctx context.Context, p responses.ResponseNewParams) *ssestream.Stream[responses.ResponseStreamEventUnion] {
+			return o.client.NewStreaming(ctx, p)
+		},
+		func() decoder[responses.ResponseStreamEventUnion] {
 			return &responsesDecoder{items: map[string]*responsesItem{}}
-		}, yield)
-	}
+		})
 }
 
 func (o *Responses) params(req provider.Request) (responses.ResponseNewParams, error) {

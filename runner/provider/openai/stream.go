@@ -32,6 +32,24 @@ type streamCall struct {
 	guard   provider.Guard
 }
 
+// streamed is the stream of a request of both APIs: the params the request
+// makes, or its error, then the stream of those params, opened by open
+// (see stream).
+func streamed[P, E any](
+	ctx context.Context, c streamCall, params func() (P, error),
+	open func(context.Context, P) *ssestream.Stream[E], newDecoder func() decoder[E],
+) iter.Seq2[provider.Part, error] {
+	return func(yield func(provider.Part, error) bool) {
+		p, err := params()
+		if err != nil {
+			yield(provider.Part{}, fmt.Errorf("%s: %w", c.name, err))
+			return
+		}
+		open := func(ctx context.Context) *ssestream.Stream[E] { return open(ctx, p) }
+		stream(ctx, c, open, newDecoder, yield)
+	}
+}
+
 // stream is the loop both APIs share: it makes the attempts the call's
 // guard asks for (see provider.Guard), each with a decoder of its own.
 func stream[E any](

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -39,6 +40,17 @@ func TestLoadLayers(t *testing.T) {
 			},
 			want: func(c *Config) {
 				c.Subagents = Subagents{MaxConcurrent: 2, MaxDepth: 1, MaxTotal: 10}
+			},
+			applied: []string{"layers/spec/config.toml", "layers/platform/config.toml"},
+		},
+		{
+			name: "the model's bounds layer key by key",
+			files: map[string]string{
+				"layers/platform/config.toml": "[model]\nstream_idle_timeout_secs = 60\nmax_answer_bytes = 1000000\n",
+				"layers/spec/config.toml":     "[model]\nmax_answer_bytes = 5000\n",
+			},
+			want: func(c *Config) {
+				c.Model = Model{StreamIdleTimeout: time.Minute, MaxAnswerBytes: 5000}
 			},
 			applied: []string{"layers/spec/config.toml", "layers/platform/config.toml"},
 		},

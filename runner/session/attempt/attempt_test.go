@@ -1,6 +1,7 @@
 package attempt
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/session"
 	"github.com/aerie-run/aerie/runner/store"
@@ -226,6 +228,27 @@ func TestModelCredentials(t *testing.T) {
 	_, err := newModel(transcript.Settings{Provider: runconfig.ProviderAnthropic, Model: "claude-sonnet-4-5"})
 	if err == nil || !strings.Contains(err.Error(), "spec.model.apiKeySecretRef") {
 		t.Errorf("no key: %v", err)
+	}
+}
+
+// TestModelBounds: the layers' [model] bounds reach the provider of the
+// session's model calls.
+func TestModelBounds(t *testing.T) {
+	t.Parallel()
+	cfg := &runconfig.Config{Model: runconfig.Model{Provider: runconfig.ProviderAnthropic}}
+	bounds := config.Model{StreamIdleTimeout: 7 * time.Second, MaxAnswerBytes: 4096}
+	var got provider.Config
+	env := Env{
+		Getenv: func(string) string { return "sk-test" },
+		NewProvider: func(pc provider.Config) (provider.Provider, error) {
+			got = pc
+			return nil, errors.New("not made")
+		},
+	}
+	_, _ = modelFactory(cfg, bounds, env)(transcript.Settings{Provider: runconfig.ProviderAnthropic, Model: "claude-sonnet-4-5"})
+	if got.StreamIdleTimeout != 7*time.Second || got.MaxAnswerBytes != 4096 {
+		t.Errorf("provider config has idle timeout %v and answer cap %d, want 7s and 4096",
+			got.StreamIdleTimeout, got.MaxAnswerBytes)
 	}
 }
 

@@ -102,7 +102,9 @@ type Config struct {
 	StreamIdleTimeout time.Duration
 	// MaxAnswerBytes caps one answer's text, reasoning and tool call
 	// arguments together (see ErrAnswerTooLarge). Zero means
-	// DefaultMaxAnswerBytes; a negative value disables the cap.
+	// DefaultMaxAnswerBytes; a negative value disables the cap. Like
+	// StreamIdleTimeout, it bounds the providers of the real APIs; the
+	// scripted provider replays its file as it is.
 	MaxAnswerBytes int
 	// HTTPClient sends the requests; nil means a client with a response-header
 	// timeout. Tests and proxies set it.

@@ -70,7 +70,7 @@ func testPodDeletedDuringSubagent(t *testing.T, e *e2e) {
 	// from the held one, with the call c1 and its result once.
 	var root, child []testenv.ModelRequest
 	for _, r := range model.Requests() {
-		if strings.HasPrefix(firstUser(t, r), childTask) {
+		if strings.HasPrefix(r.FirstUser(), childTask) {
 			child = append(child, r)
 		} else {
 			root = append(root, r)
@@ -116,22 +116,7 @@ func testPodDeletedDuringSubagent(t *testing.T, e *e2e) {
 	if len(outcomes) != 1 || outcomes[0].Session != childID || outcomes[0].Outcome != transcript.OutcomeCompleted || results != 1 {
 		t.Errorf("root's outcomes %+v and %d results of s1, want one completed outcome of %s and one result", outcomes, results, childID)
 	}
-	st, err := dburl.Open(t.Context(), e.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	cs, err := st.Session(t.Context(), e.ns, childID)
-	if err != nil {
-		t.Fatalf("the subagent's stored session %s: %v", childID, err)
-	}
-	if cs.State != store.StateCompleted || cs.ParentID != rootID {
-		t.Errorf("the subagent's session: state %s, parent %s; want completed under %s", cs.State, cs.ParentID, rootID)
-	}
-	entries, err := st.Entries(t.Context(), e.ns, childID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	entries := storedChild(t, e, rootID, childID)
 	c1 := 0
 	for i, en := range entries {
 		if en.Seq != int64(i+1) {
@@ -146,24 +131,25 @@ func testPodDeletedDuringSubagent(t *testing.T, e *e2e) {
 	}
 }
 
-// firstUser is the text of the first user message of an Anthropic request.
-func firstUser(t *testing.T, r testenv.ModelRequest) string {
+// storedChild is the entries in PostgreSQL of the subagent child of the
+// session parent, after checking that it completed under parent.
+func storedChild(t *testing.T, e *e2e, parent, child uuid.UUID) []transcript.Entry {
 	t.Helper()
-	var body struct {
-		Messages []struct {
-			Role    string `json:"role"`
-			Content []struct {
-				Text string `json:"text"`
-			} `json:"content"`
-		} `json:"messages"`
+	st, err := dburl.Open(t.Context(), e.dsn)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := r.Decode(&body); err != nil {
-		t.Fatalf("decode request: %v", err)
+	defer st.Close()
+	cs, err := st.Session(t.Context(), e.ns, child)
+	if err != nil {
+		t.Fatalf("the subagent's stored session %s: %v", child, err)
 	}
-	for _, m := range body.Messages {
-		if m.Role == "user" && len(m.Content) > 0 {
-			return m.Content[0].Text
-		}
+	if cs.State != store.StateCompleted || cs.ParentID != parent {
+		t.Errorf("the subagent's session: state %s, parent %s; want completed under %s", cs.State, cs.ParentID, parent)
 	}
-	return ""
+	entries, err := st.Entries(t.Context(), e.ns, child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries
 }

@@ -248,20 +248,15 @@ func waitForFile(t *testing.T, path string) []byte {
 	}
 }
 
-func bashTurn(id, command string) testenv.Turn {
-	return callTurn(id, "bash", map[string]any{"command": command})
-}
+// The fake model's script, in this package's short names.
+var (
+	bashTurn = testenv.BashTurn
+	answer   = testenv.Answer
+)
 
 // callTurn is a model turn that calls tool with args.
 func callTurn(id, tool string, args map[string]any) testenv.Turn {
-	b, err := json.Marshal(args)
-	if err != nil {
-		panic(err)
-	}
-	return testenv.Turn{
-		ToolCalls: []testenv.ToolCall{{ID: id, Name: tool, Arguments: string(b)}},
-		Usage:     testenv.TokenUsage{InputTokens: 100, OutputTokens: 10},
-	}
+	return testenv.ToolTurn(testenv.Call(id, tool, args))
 }
 
 // TestEndToEnd runs AgentSessions through the controller, runner pods

@@ -19,32 +19,9 @@ import (
 	"github.com/aerie-run/aerie/runner/transcript"
 )
 
-// conversationOf is the first user message of a request: a child's task.
-func conversationOf(t *testing.T, req testenv.ModelRequest) string {
-	t.Helper()
-	var r anthropicRequest
-	if err := req.Decode(&r); err != nil {
-		t.Fatalf("decode the request: %v", err)
-	}
-	for _, m := range r.Messages {
-		if m.Role == "user" && len(m.Content) > 0 {
-			return m.Content[0].Text
-		}
-	}
-	return ""
-}
-
 // requestsOf counts the requests of the conversation whose first message
 // starts with key.
-func (e *e2e) requestsOf(key string) int {
-	n := 0
-	for _, req := range e.model.Requests() {
-		if strings.HasPrefix(conversationOf(e.t, req), key) {
-			n++
-		}
-	}
-	return n
-}
+func (e *e2e) requestsOf(key string) int { return len(e.model.RequestsOf(key)) }
 
 // outcomesOf returns the SubagentOutcome entries of session id.
 func (e *e2e) outcomesOf(id string) []transcript.SubagentOutcome {
@@ -113,7 +90,7 @@ func killWhileDeepestRuns(t *testing.T, chain ...string) {
 	}
 	deepest := chain[len(chain)-1]
 	for _, req := range e.model.Requests()[asked:] {
-		if strings.HasPrefix(conversationOf(t, req), deepest) {
+		if strings.HasPrefix(req.FirstUser(), deepest) {
 			if r := lastToolResult(t, req, "c2"); !r.isError || !strings.Contains(r.text, "may have partly run") {
 				t.Errorf("the resumed child's call c2 was answered %+v, want interrupted", r)
 			}

@@ -19,14 +19,6 @@ import (
 	"github.com/aerie-run/aerie/runner/transcript"
 )
 
-func spawn(id, task string) testenv.ToolCall {
-	return call(id, "spawn_agent", map[string]any{"task": task})
-}
-
-func bashTurn(id, command string) testenv.Turn {
-	return toolTurn(call(id, "bash", map[string]any{"command": command}))
-}
-
 // lastToolResult is the text of the last tool result a request carries.
 func lastToolResult(t *testing.T, req testenv.ModelRequest, id string) toolResult {
 	t.Helper()

@@ -214,21 +214,14 @@ func toolResults(t *testing.T, req testenv.ModelRequest) map[string]toolResult {
 	return res
 }
 
-func call(id, name string, args any) testenv.ToolCall {
-	b, err := json.Marshal(args)
-	if err != nil {
-		panic(err)
-	}
-	return testenv.ToolCall{ID: id, Name: name, Arguments: string(b)}
-}
-
-func toolTurn(calls ...testenv.ToolCall) testenv.Turn {
-	return testenv.Turn{ToolCalls: calls, Usage: testenv.TokenUsage{InputTokens: 100, OutputTokens: 10}}
-}
-
-func answer(text string) testenv.Turn {
-	return testenv.Turn{Text: text, Usage: testenv.TokenUsage{InputTokens: 100, OutputTokens: 5}}
-}
+// The fake model's script, in this package's short names.
+var (
+	call     = testenv.Call
+	toolTurn = testenv.ToolTurn
+	answer   = testenv.Answer
+	bashTurn = testenv.BashTurn
+	spawn    = testenv.Spawn
+)
 
 // TestRunEveryBuiltinTool drives a session through every built-in tool and
 // checks what each returned to the model, what happened in the workspace

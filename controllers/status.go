@@ -543,7 +543,11 @@ func (u *statusUpdate) awaiting(p podResult) {
 // approvalMessage names a paused call for people: its id, tool, the start
 // of its arguments and the hooks' reason.
 func approvalMessage(a *runconfig.PendingApproval) string {
-	msg := fmt.Sprintf("call %s of tool %s awaits approval", a.CallID, a.Tool)
+	msg := fmt.Sprintf("call %s of tool %s", a.CallID, a.Tool)
+	if a.AgentID != "" {
+		msg += " in subagent " + a.AgentID
+	}
+	msg += " awaits approval"
 	if a.Preview != "" {
 		msg += ": " + a.Preview
 	}

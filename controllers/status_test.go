@@ -550,3 +550,23 @@ func TestAwaitingApproval(t *testing.T) {
 		t.Errorf("pendingApproval %+v, want call-7 since %v", pa, first)
 	}
 }
+
+// TestApprovalMessage: the condition names the paused call, and the
+// subagent whose call it is when it is not the session's own.
+func TestApprovalMessage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		a    runconfig.PendingApproval
+		want string
+	}{
+		{runconfig.PendingApproval{CallID: "c1", Tool: "bash"}, "call c1 of tool bash awaits approval"},
+		{
+			runconfig.PendingApproval{CallID: "c1", Tool: "bash", Preview: "ls", Reason: "ask", AgentID: "0b7e"},
+			"call c1 of tool bash in subagent 0b7e awaits approval: ls (hook: ask)",
+		},
+	} {
+		if got := approvalMessage(&tc.a); got != tc.want {
+			t.Errorf("approvalMessage(%+v) = %q, want %q", tc.a, got, tc.want)
+		}
+	}
+}

@@ -76,6 +76,9 @@ type PendingApproval struct {
 	Preview string `json:"preview,omitempty"`
 	// Reason is the reason the hooks gave for asking.
 	Reason string `json:"reason,omitempty"`
+	// AgentID is the subagent (its session id) whose call it is; empty
+	// for the session's own call. A decision names the call alone.
+	AgentID string `json:"agentID,omitempty"`
 }
 
 // MaxPreviewBytes bounds the preview of a pending call's arguments and

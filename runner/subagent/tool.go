@@ -222,7 +222,11 @@ func suspended(ctx context.Context, out Outcome) (tools.Result, bool) {
 	}
 	res := tools.Result{Suspended: true, Content: fmt.Sprintf("subagent %s: %s", out.Session, r.Outcome)}
 	if a := r.Approval; r.Outcome == transcript.OutcomeAwaitingApproval && a != nil {
-		res.Await = &tools.Await{Hooks: a.Hooks, Reason: a.Reason, Request: a}
+		req := *a
+		if req.AgentID == "" { // the child's own call, not a grandchild's
+			req.AgentID = out.Session.String()
+		}
+		res.Await = &tools.Await{Hooks: a.Hooks, Reason: a.Reason, Request: &req}
 	}
 	return res, true
 }

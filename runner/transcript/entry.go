@@ -412,6 +412,10 @@ type ApprovalRequest struct {
 	// Hooks are the hooks that asked, and Reason their reasons.
 	Hooks  []string `json:"hooks,omitempty"`
 	Reason string   `json:"reason,omitempty"`
+	// AgentID, in the request a parent's run ends on, is the subagent
+	// (its session id) whose call it is and whose journal holds the
+	// request; empty for a session's own call. Not journaled.
+	AgentID string `json:"-"`
 }
 
 // ApprovalDecision records a person's decision on the pending call CallID

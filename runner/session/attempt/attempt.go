@@ -136,7 +136,9 @@ func report(res session.Report, toolCalls, priorCompactions int64) runconfig.Rep
 	r := res.Result
 	var pending *runconfig.PendingApproval
 	if a := r.Approval; a != nil {
-		pending = &runconfig.PendingApproval{CallID: a.CallID, Tool: a.Tool, Preview: a.Preview, Reason: a.Reason}
+		pending = &runconfig.PendingApproval{
+			CallID: a.CallID, Tool: a.Tool, Preview: a.Preview, Reason: a.Reason, AgentID: a.AgentID,
+		}
 	}
 	var structured *runconfig.Result
 	if st := res.Structured; st != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,8 @@ import (
 	aeriev1alpha1 "github.com/aerie-run/aerie/api/v1alpha1"
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/runconfig"
+	"github.com/aerie-run/aerie/runner/subagent"
+	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // askHooks is a hooks.toml whose PreToolUse hook asks a person about every
@@ -79,6 +82,106 @@ func TestApprovalsEndToEnd(t *testing.T) {
 			t.Errorf("the call was not denied as timed out: the model saw %s", body)
 		}
 	})
+
+	t.Run("approved in a subagent", func(t *testing.T) {
+		t.Parallel()
+		testAskInSubagent(t, e, "child-approved", aeriev1alpha1.DecisionAllow)
+	})
+
+	t.Run("denied in a subagent", func(t *testing.T) {
+		t.Parallel()
+		testAskInSubagent(t, e, "child-denied", aeriev1alpha1.DecisionDeny)
+	})
+}
+
+// testAskInSubagent: a call a hook asks about inside a subagent pauses the
+// whole session, whose status names the subagent and its call; the
+// decision in spec.approvals starts attempt 2, which resumes the subagent
+// from its journal: approved, its call runs once, denied, it gets the
+// reason; either way the subagent ends, once, and so does the root.
+func testAskInSubagent(t *testing.T, e *e2e, name string, decision aeriev1alpha1.Decision) {
+	const task = "child-ask: count the lines"
+	model := testenv.StartModelServer(t, testenv.ToolTurn(testenv.Spawn("s1", task)), answer("Root done."))
+	model.Conversation(task, bashTurn("c1", "echo ran >> once.log; wc -l < once.log"), answer("Child done."))
+	e.askSession(t, name, model, time.Hour)
+
+	s := e.waitAwaiting(t, name)
+	root := uuid.MustParse(s.Status.SessionID)
+	child := subagent.ChildID(root, "s1")
+	c := meta.FindStatusCondition(s.Status.Conditions, aeriev1alpha1.ConditionAwaitingApproval)
+	for _, want := range []string{"call c1 of tool bash", "subagent " + child.String(), "once.log", "commands need a person"} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("AwaitingApproval message %q does not name %q", c.Message, want)
+		}
+	}
+	if pa := s.Status.PendingApproval; pa == nil || pa.CallID != "c1" || pa.Tool != "bash" {
+		t.Errorf("pendingApproval %+v, want c1 of bash", pa)
+	}
+	if n := len(model.RequestsOf(task)); n != 1 {
+		t.Errorf("the subagent made %d requests before the decision, want 1", n)
+	}
+
+	s.Spec.Approvals = append(s.Spec.Approvals, aeriev1alpha1.ApprovalDecision{CallID: "c1", Decision: decision, Reason: "not today"})
+	if err := e.cp.Client.Update(t.Context(), s); err != nil {
+		t.Fatalf("decide: %v", err)
+	}
+	s = e.waitFinished(t, name)
+	e.checkResumed(t, s, aeriev1alpha1.ReasonApprovalDecided)
+
+	// The subagent: its first turn once, then its last with c1's result,
+	// the command's output when approved (run once: one line), the reason
+	// when denied.
+	reqs := model.RequestsOf(task)
+	if len(reqs) != 2 {
+		t.Fatalf("the subagent made %d requests, want 2 (its first turn was not asked again)", len(reqs))
+	}
+	got := toolResults(t, reqs[1])["c1"]
+	if decision == aeriev1alpha1.DecisionAllow && strings.TrimSpace(got) != "1" {
+		t.Errorf("the approved call's result %q, want 1 (it ran once)", got)
+	}
+	if decision == aeriev1alpha1.DecisionDeny && !strings.Contains(got, "a person denied this call: not today") {
+		t.Errorf("the denied call's result %q, want the reason", got)
+	}
+	// The root: its first turn once, then its last with the subagent's answer.
+	var rootReqs []testenv.ModelRequest
+	for _, r := range model.Requests() {
+		if !strings.HasPrefix(r.FirstUser(), task) {
+			rootReqs = append(rootReqs, r)
+		}
+	}
+	if len(rootReqs) != 2 || !strings.Contains(toolResults(t, rootReqs[1])["s1"], "Child done.") {
+		t.Fatalf("the root made %d requests, want 2, the last with the subagent's answer", len(rootReqs))
+	}
+
+	// Stored: the subagent completed under the root, with the decision
+	// and one result of c1 in its journal; the root has its one outcome.
+	var outcomes []transcript.SubagentOutcome
+	for _, en := range storedEntries(t, e, s) {
+		if p, ok := en.Payload.(transcript.SubagentOutcome); ok {
+			outcomes = append(outcomes, p)
+		}
+	}
+	if len(outcomes) != 1 || outcomes[0].Session != child || outcomes[0].Outcome != transcript.OutcomeCompleted {
+		t.Errorf("the root's outcomes %+v, want one, completed, of %s", outcomes, child)
+	}
+	entries := storedChild(t, e, root, child)
+	results, decided := 0, 0
+	for _, en := range entries {
+		switch p := en.Payload.(type) {
+		case transcript.ToolResult:
+			if p.CallID == "c1" {
+				results++
+			}
+		case transcript.ApprovalDecision:
+			if p.CallID == "c1" && p.Allowed == (decision == aeriev1alpha1.DecisionAllow) && p.By == "spec.approvals" {
+				decided++
+			}
+		}
+	}
+	if results != 1 || decided != 1 {
+		t.Errorf("the subagent's journal has %d results of c1 and %d decisions from spec.approvals, want 1 and 1:\n%s",
+			results, decided, describeEntries(entries))
+	}
 }
 
 // askSession creates a session with hookApproval ask and approvalTimeout.

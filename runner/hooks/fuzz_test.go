@@ -98,6 +98,37 @@ func FuzzParseYAML(f *testing.F) {
 	})
 }
 
+// FuzzParseClaude: a Claude or Codex hooks.json either is refused whole
+// or yields parts, one active part for each hook that runs, and every
+// skipped part with its reason.
+func FuzzParseClaude(f *testing.F) {
+	f.Add(`{"hooks": {"Notification": [{"hooks": [{"type": "command", "command": "n"}]}], "Stop": [{"hooks": [{"type": "prompt", "prompt": "p"}, {"type": "command", "command": "\"${CLAUDE_PLUGIN_ROOT}/s.sh\"", "if": "Bash(git:*)", "statusMessage": "m"}]}]}}`)
+	f.Add(`{"hooks": {"PreToolUse": [{"matcher": "(", "hooks": []}, {"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "x", "timeout": 0}]}]}}`)
+	f.Add("hooks:\n  Stop: [{hooks: [&h {type: command, command: 'true', async: true}, *h]}]\n")
+	corpusSeeds(f)
+	src := Source{Layer: layer.Layer{Name: "home", Kind: layer.KindHome}, File: "/p/hooks/hooks.json", Dir: "/p", Root: "/p",
+		Confined: true, Env: []string{"CLAUDE_PLUGIN_ROOT=/p"}}
+	f.Fuzz(func(t *testing.T, in string) {
+		hooks, parts, probs := ParseClaude([]byte(in), src, "/w")
+		checkParsed(t, hooks, probs)
+		if len(probs) > 0 && parts != nil {
+			t.Fatalf("parts despite problems")
+		}
+		active := 0
+		for _, p := range parts {
+			if (p.Field == "") != (p.Event == "") || (p.Skipped && p.Reason == "") {
+				t.Fatalf("incomplete part %+v", p)
+			}
+			if !p.Skipped {
+				active++
+			}
+		}
+		if active != len(hooks) {
+			t.Fatalf("%d active parts for %d hooks", active, len(hooks))
+		}
+	})
+}
+
 func FuzzParseOutput(f *testing.F) {
 	f.Add(`{"decision":"block","reason":"r","systemMessage":"s","continue":false,"stopReason":"x"}`, 0, "")
 	f.Add(`{"hookSpecificOutput":{"permissionDecision":"ask","permissionDecisionReason":"?","updatedInput":{"a":[1,2]},"additionalContext":"c"}}`, 0, "")

@@ -325,7 +325,7 @@ func (ld *layerLoad) yamls() {
 			continue
 		}
 		size += int64(len(rd.data))
-		hooks, probs := parseYAML(rd.data, src, ld.opts.Dir, ld.root, ld.res, scripts)
+		hooks, probs := parseYAML(rd.data, src, ld.opts.Dir, ld.root, ld.res, scripts, nil)
 		ld.use(src, FormatYAML, rd, hooks, probs)
 	}
 }

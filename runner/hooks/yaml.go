@@ -37,7 +37,8 @@ const nodeBudget = 100_000
 //
 // JSON is YAML, so a Claude or Codex hooks.json parses too; its top-level
 // description is accepted and ignored, and its other features are refused
-// by name. workdir is the agent's working directory, where the commands
+// by name (ParseClaude reads such a file as the other agent means it).
+// workdir is the agent's working directory, where the commands
 // run. A file with any problem yields no hooks.
 //
 // A script runs in place, from the layer: layer directories are mounted
@@ -45,16 +46,19 @@ const nodeBudget = 100_000
 // aerie need not copy it to a cache first, and an edit takes effect at
 // the next run just the same.
 func ParseYAML(data []byte, src Source, workdir string) (hooks []Hook, probs []layer.Problem) {
-	return parseYAML(data, src, workdir, nil, nil, nil)
+	return parseYAML(data, src, workdir, nil, nil, nil, nil)
 }
 
 // parseYAML is ParseYAML checking scripts through root, when it is the
 // open directory src.Root, rather than opening it for each script, and
 // compiling matchers through res. scripts, when not nil, keeps the checks
 // of scripts read through root, for the other files of the layer: a
-// script their hooks share is read once.
+// script their hooks share is read once. parts, when not nil, reads the
+// file as a Claude or Codex hooks.json (see ParseClaude) and collects its
+// parts.
 func parseYAML(
 	data []byte, src Source, workdir string, root *layer.Dir, res *regexps, scripts map[string]scriptCheck,
+	parts *[]Part,
 ) (hooks []Hook, probs []layer.Problem) {
 	ps := &problems{src: src}
 	defer func() {
@@ -78,7 +82,7 @@ func parseYAML(
 		ps.add("", "more than one YAML document; a hooks file holds one")
 		return nil, ps.list
 	}
-	y := &yamlParser{ps: ps, src: src, workdir: workdir, budget: nodeBudget, res: res}
+	y := &yamlParser{ps: ps, src: src, workdir: workdir, budget: nodeBudget, res: res, parts: parts}
 	if root != nil && root.Path() == src.Root {
 		y.root, y.scripts = root, scripts
 	}
@@ -146,6 +150,12 @@ type yamlParser struct {
 	res *regexps
 	// scripts, when set, are the checks of scripts read through root.
 	scripts map[string]scriptCheck
+	// parts, when set, makes the file a Claude or Codex hooks.json: its
+	// parts are collected there, and what aerie does not run skips the
+	// part rather than refusing the file (see ParseClaude).
+	parts *[]Part
+	// notes are what the hook being read has that aerie ignores.
+	notes []string
 }
 
 // scriptCheck is a script's absolute path and why it cannot be used ("" when it can).
@@ -240,6 +250,10 @@ func (y *yamlParser) events(n *yaml.Node, field string) []Hook {
 	var out []Hook
 	y.fields(n, field, func(name string, v *yaml.Node, f string) {
 		ev, ok := knownEvent(name)
+		if !ok && y.parts != nil {
+			y.part(unknownClaudeEvent(name))
+			return
+		}
 		if !ok {
 			y.add(f, v, "unknown event %q; the events are %s", name, eventNames())
 			return
@@ -249,7 +263,9 @@ func (y *yamlParser) events(n *yaml.Node, field string) []Hook {
 		}
 		groups, ok := y.seq(v)
 		if !ok {
-			y.add(f, v, "must be a list of groups, each with hooks (and an optional matcher)")
+			y.contain(Part{Field: partField(f), Event: name}, func() {
+				y.add(f, v, "must be a list of groups, each with hooks (and an optional matcher)")
+			})
 			return
 		}
 		for i, g := range groups {
@@ -260,9 +276,51 @@ func (y *yamlParser) events(n *yaml.Node, field string) []Hook {
 }
 
 func (y *yamlParser) group(ev Event, field string, g *yaml.Node) []Hook {
+	var (
+		m     Matcher
+		hooks []*yaml.Node
+	)
+	if !y.contain(Part{Field: partField(field), Event: string(ev), Matcher: rawMatcher(g)}, func() {
+		m, hooks = y.groupFields(field, g)
+	}) {
+		return nil
+	}
+	var out []Hook
+	for j, h := range hooks {
+		f := fmt.Sprintf("%s.hooks[%d]", field, j)
+		p := Part{Field: partField(f), Event: string(ev), Matcher: m.String()}
+		var (
+			hook Hook
+			ok   bool
+		)
+		y.notes = nil
+		if y.contain(p, func() { hook, ok = y.hook(ev, m, f, h) }) && ok {
+			p.Reason = strings.Join(y.notes, "; ")
+			y.part(p)
+			out = append(out, hook)
+		}
+	}
+	return out
+}
+
+// rawMatcher is the matcher of the group g as written, for its part.
+func rawMatcher(g *yaml.Node) string {
+	if g.Kind != yaml.MappingNode {
+		return ""
+	}
+	for i := 0; i+1 < len(g.Content); i += 2 {
+		if k, v := g.Content[i], g.Content[i+1]; k.Value == "matcher" && v.Kind == yaml.ScalarNode && !isNull(v) {
+			return v.Value
+		}
+	}
+	return ""
+}
+
+// groupFields reads the group g at field: its matcher and its hooks.
+func (y *yamlParser) groupFields(field string, g *yaml.Node) (Matcher, []*yaml.Node) {
 	if g.Kind != yaml.MappingNode {
 		y.add(field, g, "must be a mapping with hooks (and an optional matcher)")
-		return nil
+		return Matcher{}, nil
 	}
 	var (
 		m     Matcher
@@ -290,20 +348,14 @@ func (y *yamlParser) group(ev Event, field string, g *yaml.Node) []Hook {
 	})
 	if hooks == nil || isNull(hooks) {
 		y.add(field, g, "missing hooks: a group needs a list of hooks")
-		return nil
+		return m, nil
 	}
 	items, ok := y.seq(hooks)
 	if !ok {
 		y.add(field+".hooks", hooks, "must be a list of hooks")
-		return nil
+		return m, nil
 	}
-	var out []Hook
-	for j, h := range items {
-		if hook, ok := y.hook(ev, m, fmt.Sprintf("%s.hooks[%d]", field, j), h); ok {
-			out = append(out, hook)
-		}
-	}
-	return out
+	return m, items
 }
 
 // unsupported explains fields of other agents' hook formats that aerie
@@ -328,6 +380,9 @@ func (y *yamlParser) hook(ev Event, m Matcher, field string, h *yaml.Node) (Hook
 	}
 	if h.Kind != yaml.MappingNode {
 		y.add(field, h, "must be a mapping with type and command or script")
+		return hook, false
+	}
+	if y.parts != nil && !y.claudeType(field, h) {
 		return hook, false
 	}
 	before := len(y.ps.list)
@@ -361,7 +416,11 @@ func (y *yamlParser) hook(ev Event, m Matcher, field string, h *yaml.Node) (Hook
 				hook.OnFailure = OnFailure(v.Value)
 			}
 		default:
-			if why, ok := unsupported[key]; ok {
+			if why, ok := ignoredClaude[key]; ok && y.parts != nil {
+				y.notes = append(y.notes, why)
+			} else if why, ok := skippedClaude[key]; ok && y.parts != nil {
+				y.add(f, v, "%s", why)
+			} else if why, ok := unsupported[key]; ok {
 				y.add(f, v, "%s", why)
 			} else {
 				y.add(f, v, "unknown field; a hook has type, command or script, args, timeout and on_failure")
@@ -425,7 +484,10 @@ func (y *yamlParser) hookCommand(hook *Hook, field string, h, command, script, a
 			break
 		}
 		hook.Command = command.Value
-		if exe, ok := commandExecutable(command.Value, y.workdir, homeOf(y.src)); ok {
+		if y.parts != nil {
+			hook.Command = expandVars(hook.Command, y.src.Env)
+		}
+		if exe, ok := commandExecutable(hook.Command, y.workdir, homeOf(y.src)); ok {
 			hook.Executables = []string{exe}
 		}
 	default:

@@ -98,6 +98,10 @@ type ComponentState struct {
 	Name string `json:"name,omitempty"`
 	// Path is the component's file or directory in the plugin.
 	Path string `json:"path"`
+	// Event and Matcher are those of a hook of hooks/hooks.json, as
+	// written.
+	Event   string `json:"event,omitempty"`
+	Matcher string `json:"matcher,omitempty"`
 	// Status is active (loaded), inactive (not enabled by components) or
 	// skipped (enabled, but aerie does not load it).
 	Status layer.Status `json:"status"`
@@ -113,15 +117,16 @@ var componentPaths = []struct {
 }{
 	{ComponentAgents, "agents", true},
 	{ComponentCommands, "commands", true},
-	{ComponentHooks, "hooks/hooks.json", false},
+	{ComponentHooks, HooksFile, false},
 	{ComponentMCP, ".mcp.json", false},
 }
 
 // loaded are the components aerie loads from a Claude or Codex plugin.
-var loaded = Components{ComponentSkills, ComponentAgents, ComponentCommands}
+var loaded = Components{ComponentSkills, ComponentAgents, ComponentCommands, ComponentHooks}
 
-// perFile are the components reported file by file when they load.
-var perFile = Components{ComponentAgents, ComponentCommands}
+// perFile are the components reported file by file (hooks: hook by
+// hook) when they load.
+var perFile = Components{ComponentAgents, ComponentCommands, ComponentHooks}
 
 // componentStates reports the components the plugin at rel (root on disk)
 // ships: its skill directories skills, and those of componentPaths that
@@ -155,8 +160,9 @@ func componentStates(fsys fs.FS, rel, root string, skills []string, comps Compon
 }
 
 // loadClaude loads the components of the Claude or Codex plugin p at rel
-// that comps enables beyond its skills, and reports each file.
-func loadClaude(fsys fs.FS, l layer.Layer, rel string, p *Plugin, comps Components) []ComponentState {
+// that comps enables beyond its skills, and reports each file. Its hooks
+// run in workdir.
+func loadClaude(fsys fs.FS, l layer.Layer, rel string, p *Plugin, comps Components, workdir string) []ComponentState {
 	var out []ComponentState
 	present := func(dir string) bool {
 		st, err := fs.Stat(fsys, path.Join(rel, dir))
@@ -168,5 +174,21 @@ func loadClaude(fsys fs.FS, l layer.Layer, rel string, p *Plugin, comps Componen
 	if comps.Has(ComponentCommands) && present("commands") {
 		out = append(out, loadCommands(fsys, rel, p, l.Kind == layer.KindProject)...)
 	}
+	if st, err := fs.Stat(fsys, path.Join(rel, HooksFile)); comps.Has(ComponentHooks) && err == nil && !st.IsDir() {
+		out = append(out, loadHooks(fsys, l, rel, p, workdir)...)
+	}
 	return out
+}
+
+// reportReason is the state's reason as the extensions report gives it: a
+// hook's matcher first, since the report has no field for it.
+func (s ComponentState) reportReason() string {
+	if s.Matcher == "" {
+		return s.Reason
+	}
+	m := "matcher " + s.Matcher
+	if s.Reason == "" {
+		return m
+	}
+	return m + "; " + s.Reason
 }

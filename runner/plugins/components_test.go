@@ -88,7 +88,7 @@ func TestLoadComponents(t *testing.T) {
 }
 
 // TestComponentStates reports each component a Claude plugin ships:
-// loaded, not enabled by components, or unsupported.
+// loaded, or not enabled by components.
 func TestComponentStates(t *testing.T) {
 	t.Parallel()
 	l := newLayer(t, "home", layer.KindHome, map[string]string{
@@ -111,7 +111,7 @@ func TestComponentStates(t *testing.T) {
 	want := map[string]string{
 		"a:skills": "active: ",
 		"a:agents": `inactive: not enabled by components; add "agents" to [plugins] components or aerie plugin install --components`,
-		"a:hooks":  "skipped: unsupported: aerie does not load a plugin's hooks",
+		"a:hooks":  "active: declares no hooks",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("component states (-want +got):\n%s", diff)
@@ -164,4 +164,54 @@ func indexOf(c Component) int {
 		}
 	}
 	return -1
+}
+
+// TestHooksStates: a plugin's hooks.json that does not parse is skipped
+// with its reason, and a project layer's plugin runs no hooks; the plugin
+// and its other components load either way.
+func TestHooksStates(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{
+		"plugins/a/.claude-plugin/plugin.json": `{"name":"a"}`,
+		"plugins/a/hooks/hooks.json":           `{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}}`,
+		"plugins/b/.claude-plugin/plugin.json": `{"name":"b"}`,
+		"plugins/b/hooks/hooks.json":           `{"hooks": [`,
+	}
+	for _, tc := range []struct {
+		kind  layer.Kind
+		want  map[string]string
+		hooks int
+	}{
+		{layer.KindHome, map[string]string{
+			"a hooks Stop[0].hooks[0]": "active: ",
+			"b hooks":                  "skipped: invalid YAML",
+		}, 1},
+		{layer.KindProject, map[string]string{
+			"a hooks": "skipped: " + projectHooks,
+			"b hooks": "skipped: " + projectHooks,
+		}, 0},
+	} {
+		l := newLayer(t, "l", tc.kind, files)
+		set, err := Load([]layer.Layer{l}, Options{Components: Components{ComponentHooks}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, e := range set.Entries {
+			if e.Status != layer.StatusActive {
+				t.Errorf("%s: plugin %s %s: %s", tc.kind, e.Name, e.Status, e.Reason)
+			}
+			for _, c := range e.ComponentStates {
+				got[c.Name] = string(c.Status) + ": " + c.Reason
+			}
+		}
+		for name, want := range tc.want {
+			if !strings.HasPrefix(got[name], want) {
+				t.Errorf("%s: %s = %q, want %q…", tc.kind, name, got[name], want)
+			}
+		}
+		if len(got) != len(tc.want) || len(set.Hooks()) != tc.hooks {
+			t.Errorf("%s: states %v, %d hooks; want %d hooks", tc.kind, got, len(set.Hooks()), tc.hooks)
+		}
+	}
 }

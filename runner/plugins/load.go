@@ -169,7 +169,7 @@ func (s *Set) Artifacts() []layer.Artifact {
 		for _, c := range e.ComponentStates {
 			out = append(out, layer.Artifact{
 				Type: TypeComponent, Name: cmp.Or(c.Name, e.Name+" "+string(c.Component)), Layer: e.Layer.Name,
-				LayerKind: e.Layer.Kind, Path: c.Path, Status: c.Status, Reason: layer.SanitizeReason(c.Reason),
+				LayerKind: e.Layer.Kind, Path: c.Path, Status: c.Status, Reason: layer.SanitizeReason(c.reportReason()),
 			})
 		}
 	}
@@ -358,7 +358,7 @@ func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options
 		p.MCPServers = append(p.MCPServers, s.place(name, e.Manifest, root))
 	}
 	if m.Format == FormatClaude || m.Format == FormatCodex {
-		e.ComponentStates = append(e.ComponentStates, loadClaude(fsys, l, rel, p, comps)...)
+		e.ComponentStates = append(e.ComponentStates, loadClaude(fsys, l, rel, p, comps, opts.WorkDir)...)
 	}
 	e.Status = layer.StatusActive
 	return e, p, nil

@@ -118,7 +118,9 @@ type Plugin struct {
 	Layer string `json:"layer"`
 	// Skills are the existing skill directories, in search order.
 	Skills []SkillRoot `json:"skills,omitempty"`
-	// Hooks are the native manifest's hooks, run after the layers' hooks.
+	// Hooks are the native manifest's hooks, or a Claude or Codex plugin's
+	// hooks/hooks.json when its components include hooks; they run after
+	// the layers' hooks.
 	Hooks []hooks.Hook `json:"hooks,omitempty"`
 	// MCPServers are the native manifest's servers, after substitution.
 	MCPServers []MCPServer `json:"mcp_servers,omitempty"`

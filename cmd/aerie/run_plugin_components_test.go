@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -215,6 +218,84 @@ func TestExtensionsPluginComponents(t *testing.T) {
 		"hookify:hookify":               "active: allowed-tools AskUserQuestion, TodoWrite: aerie has no such tool",
 		"hookify hooks":                 "inactive: not enabled by components",
 		"hookify skills":                "inactive: not enabled by components",
+	} {
+		if !strings.HasPrefix(got[name], want) {
+			t.Errorf("%s: %q, want %q…", name, got[name], want)
+		}
+	}
+}
+
+// TestRunPluginHooks installs a Claude plugin with its hooks: its
+// hooks.json's PreToolUse hook, a script under the plugin called through
+// ${CLAUDE_PLUGIN_ROOT}, denies a Bash call with Claude's JSON protocol;
+// the model sees the denial, the command never runs, and the hook saw
+// CLAUDE_PLUGIN_ROOT and the call. Its hook with an if condition aerie
+// cannot evaluate does not run, and the extensions report says so.
+func TestRunPluginHooks(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		toolTurn(call("b1", "bash", map[string]any{"command": "touch marker"})),
+		answer("the guard said no"))
+	src := filepath.Join(t.TempDir(), "guard")
+	testenv.WriteFile(t, filepath.Join(src, ".claude-plugin/plugin.json"), `{"name": "guard"}`, 0o644)
+	testenv.WriteFile(t, filepath.Join(src, "hooks/hooks.json"), `{
+  "hooks": {
+    "Notification": [{"hooks": [{"type": "command", "command": "true"}]}],
+    "PreToolUse": [{
+      "matcher": "Bash",
+      "hooks": [
+        {"type": "command", "command": "touch \"${CLAUDE_PLUGIN_ROOT}/if-ran\"", "if": "Bash(touch:*)"},
+        {"type": "command", "command": "\"${CLAUDE_PLUGIN_ROOT}/hooks/deny.sh\"", "timeout": 10, "statusMessage": "guarding"}
+      ]
+    }]
+  }
+}`, 0o644)
+	testenv.WriteFile(t, filepath.Join(src, "hooks/deny.sh"), `#!/bin/bash
+printf '%s' "$CLAUDE_PLUGIN_ROOT" > "$CLAUDE_PLUGIN_ROOT/seen-root"
+cat > "$CLAUDE_PLUGIN_ROOT/seen-input"
+echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "guard: no touching"}}'
+`, 0o755)
+	e.install(src, "hooks")
+	root := filepath.Join(e.home, "plugins", "guard")
+
+	out := e.run("run", "make a marker")
+	if out.code != 0 {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	reqs := e.model.Requests()
+	if res := toolResults(t, reqs[len(reqs)-1])["b1"]; !strings.Contains(res.text, "guard: no touching") {
+		t.Errorf("the model did not see the denial: %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "marker")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the denied command ran: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(root, "seen-root")); err != nil || string(got) != root {
+		t.Errorf("the hook saw CLAUDE_PLUGIN_ROOT %q (%v), want %q", got, err, root)
+	}
+	if in, err := os.ReadFile(filepath.Join(root, "seen-input")); err != nil || !strings.Contains(string(in), `"touch marker"`) {
+		t.Errorf("the hook's input %q (%v) lacks the call", in, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "if-ran")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the hook with an if condition ran: %v", err)
+	}
+
+	rep := e.run("extensions", "--json")
+	var r struct {
+		Artifacts []struct{ Type, Name, Status, Reason string } `json:"artifacts"`
+	}
+	if err := json.Unmarshal([]byte(rep.stdout), &r); err != nil {
+		t.Fatalf("%v\n%s", err, rep.stdout)
+	}
+	got := map[string]string{}
+	for _, a := range r.Artifacts {
+		if a.Type == "plugin_component" {
+			got[a.Name] = a.Status + ": " + a.Reason
+		}
+	}
+	for name, want := range map[string]string{
+		"guard hooks Notification":           `skipped: unsupported event: aerie has no event "Notification"`,
+		"guard hooks PreToolUse[0].hooks[0]": "skipped: matcher Bash; if: line 7: a condition (if) aerie cannot evaluate",
+		"guard hooks PreToolUse[0].hooks[1]": "active: matcher Bash; statusMessage is ignored",
 	} {
 		if !strings.HasPrefix(got[name], want) {
 			t.Errorf("%s: %q, want %q…", name, got[name], want)

@@ -18,7 +18,12 @@
 //     through bash -c, script + args names a file; the default timeout is
 //     60 s; a failing hook allows, or blocks with on_failure: block.
 //
-// Both speak the same JSON protocol: an event object on standard input, a
+// A Claude Code or Codex hooks.json (a plugin's hooks/hooks.json) is read
+// as a YAML file is, but as the other agent means it (ParseClaude): what
+// aerie does not have skips that hook, with the reason, instead of
+// refusing the file.
+//
+// All speak the same JSON protocol: an event object on standard input, a
 // verdict as exit code plus standard output (see Verdict). Hooks run
 // through the executor, in process groups torn down on timeout, so a hook
 // never outlives its deadline and never sees the runner's secrets.

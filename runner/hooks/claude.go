@@ -109,7 +109,8 @@ func partField(field string) string { return strings.TrimPrefix(field, hooksKey+
 // unknownClaudeEvent is the part of an event aerie does not have.
 func unknownClaudeEvent(name string) Part {
 	return Part{Field: name, Event: name, Skipped: true,
-		Reason: fmt.Sprintf("unsupported event: aerie has no event %q (its events are %s); its hooks do not run", name, eventNames())}
+		Reason: fmt.Sprintf("unsupported event: aerie has no event %q (its events are %s); its hooks do not run",
+			name, eventNames())}
 }
 
 // expandVars replaces ${NAME} in s for each NAME=value of env whose value
@@ -147,11 +148,12 @@ var skippedClaude = map[string]string{
 func (y *yamlParser) claudeType(field string, h *yaml.Node) bool {
 	for i := 0; i+1 < len(h.Content); i += 2 {
 		k, v := y.deref(h.Content[i]), y.deref(h.Content[i+1])
-		if k == nil || v == nil || k.Value != "type" {
+		if k == nil || v == nil || k.Value != typeKey {
 			continue
 		}
 		if y.isString(v) && v.Value != commandType {
-			y.add(field+".type", v, "unsupported hook type %q: aerie runs only command hooks (not prompt, agent or http)", v.Value)
+			y.add(field+"."+typeKey, v,
+				"unsupported hook type %q: aerie runs only command hooks (not prompt, agent or http)", v.Value)
 			return false
 		}
 	}

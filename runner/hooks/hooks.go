@@ -82,6 +82,8 @@ const (
 	hooksKey    = "hooks"
 	commandKey  = "command"
 	commandType = "command"
+	typeKey     = "type"
+	matcherKey  = "matcher"
 )
 
 func knownEvent(name string) (Event, bool) {

@@ -102,7 +102,7 @@ func tomlGroup(ps *problems, src Source, workdir string, ev Event, field string,
 	var m Matcher
 	for _, k := range slices.Sorted(maps.Keys(g)) {
 		switch k {
-		case "matcher":
+		case matcherKey:
 			s, ok := g[k].(string)
 			if !ok {
 				ps.add(field+".matcher", "must be a string: an anchored regular expression over the tool name")
@@ -153,7 +153,7 @@ func tomlGroup(ps *problems, src Source, workdir string, ev Event, field string,
 					continue
 				}
 				hook.Timeout = time.Duration(n) * time.Second
-			case "type":
+			case typeKey:
 				if s, _ := h[k].(string); s != commandType {
 					ps.add(hf+".type", "must be \"command\", the only hook type")
 					ok = false

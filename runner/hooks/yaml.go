@@ -309,7 +309,7 @@ func rawMatcher(g *yaml.Node) string {
 		return ""
 	}
 	for i := 0; i+1 < len(g.Content); i += 2 {
-		if k, v := g.Content[i], g.Content[i+1]; k.Value == "matcher" && v.Kind == yaml.ScalarNode && !isNull(v) {
+		if k, v := g.Content[i], g.Content[i+1]; k.Value == matcherKey && v.Kind == yaml.ScalarNode && !isNull(v) {
 			return v.Value
 		}
 	}
@@ -328,7 +328,7 @@ func (y *yamlParser) groupFields(field string, g *yaml.Node) (Matcher, []*yaml.N
 	)
 	y.fields(g, field, func(key string, v *yaml.Node, f string) {
 		switch key {
-		case "matcher":
+		case matcherKey:
 			if isNull(v) {
 				return
 			}
@@ -393,7 +393,7 @@ func (y *yamlParser) hook(ev Event, m Matcher, field string, h *yaml.Node) (Hook
 	)
 	y.fields(h, field, func(key string, v *yaml.Node, f string) {
 		switch key {
-		case "type":
+		case typeKey:
 			typ = v
 		case commandKey:
 			command = v

@@ -80,6 +80,10 @@ type Server struct {
 	// PluginRoot its directory.
 	Plugin     string `json:"plugin,omitempty"`
 	PluginRoot string `json:"plugin_root,omitempty"`
+	// Resolved is what a Claude or Codex plugin's declaration read from
+	// the environment (AddClaudePlugin): its values are in the fields
+	// above, and masked in every error and result of the server.
+	Resolved Resolved `json:"resolved,omitzero"`
 }
 
 // idPattern is the spec's rule for an id: letters, digits, - and _ (and

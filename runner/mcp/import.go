@@ -21,12 +21,14 @@ import (
 
 // Other agents declare MCP servers in formats of their own: Claude
 // Code's .mcp.json and Claude Desktop's claude_desktop_config.json,
-// Codex's [mcp_servers] tables. aerie does not read them as
-// configuration (the spec loads neither a Claude plugin's nor a Codex
-// plugin's servers); ImportClaude and ImportCodex translate them into
+// Codex's [mcp_servers] tables. aerie does not read them as its own
+// configuration: ImportClaude and ImportCodex translate them into
 // aerie's declarations, for a person to review and write to
 // mcp_servers/<id>.yaml (see Declaration), and say precisely why an
-// entry cannot be translated.
+// entry cannot be translated. The one exception is a Claude or Codex
+// plugin whose components include "mcp": Config.AddClaudePlugin reads its
+// .mcp.json with the same translation, expanding ${VAR} as Claude does
+// (see Variables).
 
 // expansion finds ${VAR} and ${VAR:-default}, which those formats expand
 // and aerie, using values as written, does not.
@@ -51,22 +53,81 @@ func ImportClaude(data []byte, file string) (servers []Server, probs []layer.Pro
 			servers, probs = nil, []layer.Problem{ps.problem("", fmt.Sprintf("cannot parse JSON: internal error: %v", r))}
 		}
 	}()
+	claudeEntries(data, ps, func(e claudeEntry) {
+		e.values(func(n *yaml.Node, path string) { literal(n, path, ps) })
+		if srv, ok := e.translate(ps); ok {
+			servers = append(servers, srv)
+		}
+	})
+	return servers, ps.list
+}
+
+// claudeEntry is one server entry of a Claude .mcp.json.
+type claudeEntry struct {
+	id, path string
+	// node is the declaration in aerie's fields (id first, the type
+	// added when the entry has none); nil when the entry is not an
+	// object.
+	node *yaml.Node
+	// first is the index in the problems of the entry's first one.
+	first int
+}
+
+// values calls f with the value of each field the entry declares, and
+// its path in the file.
+func (e claudeEntry) values(f func(n *yaml.Node, path string)) {
+	if e.node == nil {
+		return
+	}
+	for i := 2; i+1 < len(e.node.Content); i += 2 {
+		f(e.node.Content[i+1], e.path+"."+e.node.Content[i].Value)
+	}
+}
+
+// translate decodes the entry with aerie's rules; ok when the entry has
+// no problem.
+func (e claudeEntry) translate(ps *problems) (Server, bool) {
+	if e.node == nil {
+		return Server{}, false
+	}
+	srv := translate(e.node, e.path, ps)
+	return srv, len(ps.list) == e.first
+}
+
+// problems are the entry's problems.
+func (e claudeEntry) problems(ps *problems) []layer.Problem { return ps.list[e.first:] }
+
+// claudeFile returns the mapping of server entries in a Claude .mcp.json
+// and the prefix of their paths in it, adding the file's problems to ps.
+func claudeFile(data []byte, ps *problems) (*yaml.Node, string, bool) {
 	top, ok := decodeOne(data, ps)
 	if !ok {
-		return nil, ps.list
+		return nil, "", false
 	}
-	prefix := ""
-	if entries := field(top, "mcpServers"); entries != nil {
-		for i := 0; i+1 < len(top.Content); i += 2 {
-			if k := top.Content[i].Value; k != "mcpServers" && !strings.HasPrefix(k, "_") {
-				ps.add(k, "not read: only mcpServers declares servers")
-			}
+	entries := field(top, "mcpServers")
+	if entries == nil {
+		return top, "", true
+	}
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if k := top.Content[i].Value; k != "mcpServers" && !strings.HasPrefix(k, "_") {
+			ps.add(k, "not read: only mcpServers declares servers")
 		}
-		top, prefix = ps.deref(entries), "mcpServers."
-		if top == nil || top.Kind != yaml.MappingNode {
-			ps.add("mcpServers", "must be an object of servers by id")
-			return nil, ps.list
-		}
+	}
+	top = ps.deref(entries)
+	if top == nil || top.Kind != yaml.MappingNode {
+		ps.add("mcpServers", "must be an object of servers by id")
+		return nil, "", false
+	}
+	return top, "mcpServers.", true
+}
+
+// claudeEntries calls each with the server entries of a Claude .mcp.json
+// in order, adding to ps the problems of the file and, before each call,
+// those of the entry's fields that aerie cannot translate.
+func claudeEntries(data []byte, ps *problems, each func(claudeEntry)) {
+	top, prefix, ok := claudeFile(data, ps)
+	if !ok {
+		return
 	}
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		k, v := ps.deref(top.Content[i]), ps.deref(top.Content[i+1])
@@ -77,34 +138,29 @@ func ImportClaude(data []byte, file string) (servers []Server, probs []layer.Pro
 		if strings.HasPrefix(id, "_") && v.Kind == yaml.ScalarNode {
 			continue // a comment
 		}
-		path := prefix + id
+		e := claudeEntry{id: id, path: prefix + id, first: len(ps.list)}
 		if v.Kind != yaml.MappingNode {
-			ps.add(path, "must be an object declaring a server")
+			ps.add(e.path, "must be an object declaring a server")
+			each(e)
 			continue
 		}
-		entry := &yaml.Node{Kind: yaml.MappingNode, Tag: yamlMapTag, Content: []*yaml.Node{str(fieldID), str(id)}}
-		before := len(ps.list)
+		e.node = &yaml.Node{Kind: yaml.MappingNode, Tag: yamlMapTag, Content: []*yaml.Node{str(fieldID), str(id)}}
 		hasType := false
 		for j := 0; j+1 < len(v.Content); j += 2 {
 			fk, fv := v.Content[j], v.Content[j+1]
 			if !slices.Contains(claudeFields, fk.Value) {
-				ps.add(path+"."+fk.Value, "cannot be translated: aerie declares servers with %s only",
+				ps.add(e.path+"."+fk.Value, "cannot be translated: aerie declares servers with %s only",
 					strings.Join(claudeFields, ", "))
 				continue
 			}
 			hasType = hasType || fk.Value == "type"
-			literal(fv, path+"."+fk.Value, ps)
-			entry.Content = append(entry.Content, fk, fv)
+			e.node.Content = append(e.node.Content, fk, fv)
 		}
 		if !hasType {
-			entry.Content = append(entry.Content, str(fieldType), str(string(TypeStdio)))
+			e.node.Content = append(e.node.Content, str(fieldType), str(string(TypeStdio)))
 		}
-		srv := translate(entry, path, ps)
-		if len(ps.list) == before {
-			servers = append(servers, srv)
-		}
+		each(e)
 	}
-	return servers, ps.list
 }
 
 // codexFields maps the fields of a Codex [mcp_servers.<id>] table to

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/aerie-run/aerie/runner/layer"
 )
 
@@ -69,6 +71,9 @@ type File struct {
 	// Executables are what a trust pin of an untrusted declaration must
 	// cover besides it: its stdio command, when that is a path.
 	Executables []string `json:"executables,omitempty"`
+	// Variables are the environment variables a Claude or Codex plugin's
+	// declaration read, by name: their values are never reported.
+	Variables []string `json:"variables,omitempty"`
 }
 
 // Config is the MCP servers a session uses and the report of how they
@@ -313,7 +318,11 @@ func (c *Config) AddPlugin(plugin, root string, servers []Server) error {
 			}
 			srv.Env = env
 		}
-		f.Status = layer.StatusActive
+		f.Status, f.Variables = layer.StatusActive, srv.Resolved.Names
+		if len(srv.Resolved.Uses) > 0 {
+			f.Reason = fmt.Sprintf("resolved from the environment: %s; each value is used there only, by %s, and never shown",
+				strings.Join(srv.Resolved.Uses, ", "), user(srv))
+		}
 		if srv.Disabled {
 			f.Status, f.Reason = layer.StatusInactive, disabledReason
 		} else {
@@ -327,6 +336,79 @@ func (c *Config) AddPlugin(plugin, root string, servers []Server) error {
 		return fmt.Errorf("add the MCP servers of plugin %s: %w", plugin, errors.Join(errs...))
 	}
 	return nil
+}
+
+// user says who uses a server's resolved values.
+func user(srv Server) string {
+	if srv.Type == TypeStdio {
+		return "the server's own process, which gets no other of the runner's variables"
+	}
+	return "the runner's requests to the server"
+}
+
+// AddClaudePlugin adds the servers of a Claude or Codex plugin: data is
+// its .mcp.json, or the mcpServers of its manifest, in file, read in
+// Claude's format as ImportClaude reads it (the type defaults to stdio).
+// ${CLAUDE_PLUGIN_ROOT} (and aerie's placeholders) become root, and a
+// stdio server gets CLAUDE_PLUGIN_ROOT as a variable too; every other
+// ${VAR} and ${VAR:-default} in command, args, env, url and headers
+// resolves through vars. An entry with a problem — a variable that does
+// not resolve, a field aerie cannot translate — is skipped with it, in
+// the report and Problems, and the plugin's other servers still load: a
+// plugin's component is not the run's configuration. The others are
+// added as AddPlugin adds an aerie plugin's, whose error it returns.
+func (c *Config) AddClaudePlugin(plugin, root, file string, data []byte, vars Variables) (err error) {
+	ps := &problems{src: Source{File: file, Plugin: plugin}, budget: nodeBudget}
+	var errs []error
+	defer func() {
+		if r := recover(); r != nil {
+			c.skipPlugin(plugin, file, "", []layer.Problem{ps.problem("", fmt.Sprintf("cannot parse JSON: internal error: %v", r))})
+		}
+	}()
+	fileProbs := -1 // the file's own problems come before its entries'
+	claudeEntries(data, ps, func(e claudeEntry) {
+		if fileProbs < 0 {
+			fileProbs = e.first
+		}
+		var got Resolved
+		e.values(func(n *yaml.Node, path string) {
+			vars.expandNode(n, path, strings.TrimPrefix(path, e.path+"."), root, &got, ps)
+		})
+		srv, ok := e.translate(ps)
+		probs := e.problems(ps)
+		for i := range probs {
+			probs[i].Reason = got.Mask(probs[i].Reason)
+		}
+		if !ok {
+			c.skipPlugin(plugin, file, e.id, probs)
+			return
+		}
+		srv.Resolved = got
+		if srv.Type == TypeStdio {
+			if _, set := srv.Env[ClaudePluginRootVar]; !set {
+				if srv.Env == nil {
+					srv.Env = map[string]string{}
+				}
+				srv.Env[ClaudePluginRootVar] = root
+			}
+		}
+		// One at a time, so that the report lists the entries in order.
+		errs = append(errs, c.AddPlugin(plugin, root, []Server{srv}))
+	})
+	if fileProbs < 0 {
+		fileProbs = len(ps.list)
+	}
+	if fileProbs > 0 {
+		c.skipPlugin(plugin, file, "", ps.list[:fileProbs])
+	}
+	return errors.Join(errs...)
+}
+
+// skipPlugin records a plugin's entry id (the whole file when "") that is
+// skipped for probs.
+func (c *Config) skipPlugin(plugin, file, id string, probs []layer.Problem) {
+	c.Problems = append(c.Problems, probs...)
+	c.Files = append(c.Files, File{Path: file, ID: id, Plugin: plugin, Status: layer.StatusSkipped, Reason: layer.Summary(probs)})
 }
 
 func (c *Config) sort() {

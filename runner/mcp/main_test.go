@@ -42,6 +42,10 @@ func serve(mode string) int {
 		return 7
 	case "exit":
 		return 0
+	case "leak":
+		// A server that fails quoting its credential.
+		fmt.Fprintln(os.Stderr, "bad token "+os.Getenv("LEAKED"))
+		return 7
 	case "hang":
 		time.Sleep(time.Hour)
 		return 0

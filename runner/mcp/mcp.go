@@ -3,7 +3,8 @@
 //
 // Servers are declared in mcp_servers/<id>.yaml in the extension layers
 // (Load; the nearest declaration of an id wins) and in enabled plugins
-// (Config.AddPlugin). A Manager connects them when the session starts:
+// (Config.AddPlugin; a Claude or Codex plugin's .mcp.json,
+// Config.AddClaudePlugin). A Manager connects them when the session starts:
 // stdio servers are started through the executor, each in a process
 // group of its own in the workspace, with a secret-free environment, and
 // torn down with the session; http and sse servers are reached with the
@@ -316,9 +317,11 @@ func (c *conn) connect(ctx context.Context) {
 		return
 	}
 	if err != nil {
-		c.state, c.err = StateFailed, err.Error()
+		// The error may quote the server's URL or its standard error: what
+		// its declaration read from the environment is masked.
+		c.state, c.err = StateFailed, c.srv.Resolved.Mask(err.Error())
 		if !c.srv.Required {
-			c.m.opts.Logger.Warn("MCP server skipped", "server", c.srv.ID, "file", c.srv.File, "error", err)
+			c.m.opts.Logger.Warn("MCP server skipped", "server", c.srv.ID, "file", c.srv.File, "error", c.err)
 		}
 		return
 	}
@@ -444,7 +447,7 @@ func (c *conn) watch(session *sdk.ClientSession, end context.CancelFunc) {
 	c.session, c.end, c.state = nil, nil, StateFailed
 	c.err = "the connection was lost"
 	if err != nil && !errors.Is(err, sdk.ErrConnectionClosed) {
-		c.err += ": " + err.Error()
+		c.err += ": " + c.srv.Resolved.Mask(err.Error())
 	}
 	c.m.opts.Logger.Warn("MCP server connection lost", "server", c.srv.ID, "error", c.err)
 }

@@ -99,9 +99,9 @@ func (t *Tool) Run(ctx context.Context, call json.RawMessage) tools.Result {
 		case errors.Is(err, sdk.ErrConnectionClosed):
 			return errorf("%s: the connection to MCP server %s was lost", t.name, t.c.srv.ID)
 		}
-		return errorf("%s: %v", t.name, err)
+		return errorf("%s: %s", t.name, t.c.srv.Resolved.Mask(err.Error()))
 	}
-	return tools.Result{Content: Text(res), IsError: res.IsError}
+	return tools.Result{Content: t.c.srv.Resolved.maskResult(Text(res)), IsError: res.IsError}
 }
 
 // Text renders a tool result for the model, which reads text: text

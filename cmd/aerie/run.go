@@ -28,6 +28,7 @@ import (
 	"github.com/aerie-run/aerie/runner/export"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/mcp"
 	"github.com/aerie-run/aerie/runner/pricing"
 	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/provider"
@@ -603,6 +604,9 @@ func (a *app) extensionSource(dir, workspace string, pc config.Plugins) (session
 	return session.LoadOptions{
 		Layers: layers, Workspace: workspace, Dir: dir, Getenv: a.env.Getenv, UserHome: userHome(a.env),
 		DisabledPlugins: pc.Disabled, PluginComponents: pc.Components, System: session.DefaultSystemPrompt(dir),
+		// A Claude or Codex plugin's MCP servers take their credentials
+		// from aerie run's environment.
+		MCPVariables: mcp.LocalVariables(a.env.Getenv),
 	}, nil
 }
 

@@ -122,11 +122,11 @@ var componentPaths = []struct {
 }
 
 // loaded are the components aerie loads from a Claude or Codex plugin.
-var loaded = Components{ComponentSkills, ComponentAgents, ComponentCommands, ComponentHooks}
+var loaded = Components{ComponentSkills, ComponentAgents, ComponentCommands, ComponentHooks, ComponentMCP}
 
-// perFile are the components reported file by file (hooks: hook by
-// hook) when they load.
-var perFile = Components{ComponentAgents, ComponentCommands, ComponentHooks}
+// perFile are the components reported file by file when they load (hooks
+// hook by hook, the MCP servers by runner/mcp, server by server).
+var perFile = Components{ComponentAgents, ComponentCommands, ComponentHooks, ComponentMCP}
 
 // componentStates reports the components the plugin at rel (root on disk)
 // ships: its skill directories skills, and those of componentPaths that
@@ -162,7 +162,7 @@ func componentStates(fsys fs.FS, rel, root string, skills []string, comps Compon
 // loadClaude loads the components of the Claude or Codex plugin p at rel
 // that comps enables beyond its skills, and reports each file. Its hooks
 // run in workdir.
-func loadClaude(fsys fs.FS, l layer.Layer, rel string, p *Plugin, comps Components, workdir string) []ComponentState {
+func loadClaude(fsys fs.FS, l layer.Layer, rel string, p *Plugin, m *Manifest, comps Components, workdir string) []ComponentState {
 	var out []ComponentState
 	present := func(dir string) bool {
 		st, err := fs.Stat(fsys, path.Join(rel, dir))
@@ -176,6 +176,9 @@ func loadClaude(fsys fs.FS, l layer.Layer, rel string, p *Plugin, comps Componen
 	}
 	if st, err := fs.Stat(fsys, path.Join(rel, HooksFile)); comps.Has(ComponentHooks) && err == nil && !st.IsDir() {
 		out = append(out, loadHooks(fsys, l, rel, p, workdir)...)
+	}
+	if comps.Has(ComponentMCP) {
+		out = append(out, loadMCP(fsys, rel, p, m)...)
 	}
 	return out
 }
@@ -191,4 +194,40 @@ func (s ComponentState) reportReason() string {
 		return m
 	}
 	return m + "; " + s.Reason
+}
+
+// loadMCP reads the plugin's MCP server declarations into p.ClaudeMCP: its
+// .mcp.json when present, the files its manifest m names, and the servers
+// m declares itself. A named file that cannot be read is reported.
+func loadMCP(fsys fs.FS, rel string, p *Plugin, m *Manifest) []ComponentState {
+	var out []ComponentState
+	if _, err := fs.Stat(fsys, path.Join(rel, MCPFile)); err == nil {
+		out = append(out, readMCP(fsys, rel, p, MCPFile))
+	}
+	for _, f := range m.MCPFiles {
+		out = append(out, readMCP(fsys, rel, p, f))
+	}
+	if m.MCPInline != nil {
+		p.ClaudeMCP = append(p.ClaudeMCP, MCPSource{File: p.Manifest, Data: m.MCPInline})
+	}
+	var failed []ComponentState
+	for _, s := range out {
+		if s.Status != layer.StatusActive {
+			failed = append(failed, s)
+		}
+	}
+	return failed
+}
+
+// readMCP reads the declarations file f of the plugin; the state says
+// whether it could be read (its servers are reported by runner/mcp).
+func readMCP(fsys fs.FS, rel string, p *Plugin, f string) ComponentState {
+	s := ComponentState{Component: ComponentMCP, Path: filepath.Join(p.Root, filepath.FromSlash(f)), Status: layer.StatusActive}
+	data, err := readLimited(fsys, path.Join(rel, f))
+	if err != nil {
+		s.Status, s.Reason = layer.StatusSkipped, fmt.Sprintf("cannot read the MCP servers' declarations: %v", err)
+		return s
+	}
+	p.ClaudeMCP = append(p.ClaudeMCP, MCPSource{File: s.Path, Data: data})
+	return s
 }

@@ -118,6 +118,62 @@ func TestComponentStates(t *testing.T) {
 	}
 }
 
+// TestLoadMCP collects a Claude plugin's MCP server declarations when its
+// components include mcp: its .mcp.json, the files its manifest names and
+// the servers it declares itself; a named file that is missing is
+// reported.
+func TestLoadMCP(t *testing.T) {
+	t.Parallel()
+	l := newLayer(t, "home", layer.KindHome, map[string]string{
+		"plugins/a/.claude-plugin/plugin.json": `{"name":"a","mcpServers":["more.json","gone.json"]}`,
+		"plugins/a/.mcp.json":                  `{"x": {"command": "c"}}`,
+		"plugins/a/more.json":                  `{"y": {"command": "d"}}`,
+		"plugins/b/.claude-plugin/plugin.json": `{"name":"b","mcpServers":{"z": {"type": "http", "url": "https://z"}}}`,
+		"plugins/c/.claude-plugin/plugin.json": `{"name":"c"}`,
+		"plugins/c/.mcp.json":                  `{}`,
+	})
+	for _, tc := range []struct {
+		comps Components
+		want  map[string][]string
+		state map[string]string
+	}{
+		{comps: Components{ComponentMCP}, want: map[string][]string{
+			"a": {"plugins/a/.mcp.json", `{"x": {"command": "c"}}`, "plugins/a/more.json", `{"y": {"command": "d"}}`},
+			"b": {"plugins/b/.claude-plugin/plugin.json", `{"z": {"type": "http", "url": "https://z"}}`},
+			"c": {"plugins/c/.mcp.json", `{}`},
+		}, state: map[string]string{"a:mcp": "skipped"}},
+		{comps: Components{ComponentSkills}, want: map[string][]string{}, state: map[string]string{"a:mcp": "inactive", "c:mcp": "inactive"}},
+	} {
+		set, err := Load([]layer.Layer{l}, Options{Components: tc.comps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string][]string{}
+		for _, p := range set.Plugins {
+			for _, s := range p.ClaudeMCP {
+				got[p.Name] = append(got[p.Name], strings.TrimPrefix(s.File, l.Dir+"/"), string(s.Data))
+			}
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%v: declarations (-want +got):\n%s", tc.comps, diff)
+		}
+		states := map[string]string{}
+		for _, e := range set.Entries {
+			for _, c := range e.ComponentStates {
+				if c.Component == ComponentMCP {
+					states[e.Name+":mcp"] = string(c.Status)
+					if c.Status == layer.StatusSkipped && !strings.Contains(c.Reason, "gone.json") {
+						t.Errorf("reason %q does not name the missing file", c.Reason)
+					}
+				}
+			}
+		}
+		if diff := cmp.Diff(tc.state, states); diff != "" {
+			t.Errorf("%v: states (-want +got):\n%s", tc.comps, diff)
+		}
+	}
+}
+
 // TestLoadComponentsBadRecord skips a plugin whose install record names
 // an unknown component, with the file and the fix.
 func TestLoadComponentsBadRecord(t *testing.T) {

@@ -358,7 +358,7 @@ func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options
 		p.MCPServers = append(p.MCPServers, s.place(name, e.Manifest, root))
 	}
 	if m.Format == FormatClaude || m.Format == FormatCodex {
-		e.ComponentStates = append(e.ComponentStates, loadClaude(fsys, l, rel, p, comps, opts.WorkDir)...)
+		e.ComponentStates = append(e.ComponentStates, loadClaude(fsys, l, rel, p, m, comps, opts.WorkDir)...)
 	}
 	e.Status = layer.StatusActive
 	return e, p, nil

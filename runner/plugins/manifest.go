@@ -120,6 +120,12 @@ type Manifest struct {
 	Hooks *yaml.Node
 	// MCPServers are the native manifest's servers, before substitution.
 	MCPServers []MCPServer
+	// MCPFiles are the files of Claude-format servers (.mcp.json) a Codex
+	// or Claude manifest's mcpServers names, cleaned; MCPInline is the
+	// servers it declares itself, as JSON. Neither includes the plugin's
+	// .mcp.json, which is read whatever the manifest says.
+	MCPFiles  []string
+	MCPInline []byte
 }
 
 // ParseManifest parses a manifest of the given format. file names it in
@@ -410,6 +416,7 @@ type jsonManifest struct {
 	Version     json.RawMessage `json:"version"`
 	Description json.RawMessage `json:"description"`
 	Skills      json.RawMessage `json:"skills"`
+	MCPServers  json.RawMessage `json:"mcpServers"`
 }
 
 func parseJSON(format Format, file string, data []byte) (*Manifest, error) {
@@ -455,8 +462,45 @@ func parseJSON(format Format, file string, data []byte) (*Manifest, error) {
 			m.Skills = append(m.Skills, c)
 		}
 	}
+	if err := m.jsonServers(j.MCPServers); err != nil {
+		return nil, fail("mcpServers", "%v", err)
+	}
 	return m, nil
 }
+
+// jsonServers reads a Codex or Claude manifest's mcpServers: the path of
+// a .mcp.json, a list of them, or the servers themselves (an object, in
+// .mcp.json's format).
+func (m *Manifest) jsonServers(raw json.RawMessage) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == jsonNull {
+		return nil
+	}
+	if raw[0] == '{' {
+		m.MCPInline = raw
+		return nil
+	}
+	var paths []string
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		paths = []string{one}
+	} else if err := json.Unmarshal(raw, &paths); err != nil {
+		return errors.New("must be the path of a .mcp.json, a list of paths, or an object of servers")
+	}
+	for _, p := range paths {
+		c, err := cleanRel(p)
+		if err != nil {
+			return err
+		}
+		if c != MCPFile && !contains(m.MCPFiles, c) {
+			m.MCPFiles = append(m.MCPFiles, c)
+		}
+	}
+	return nil
+}
+
+// MCPFile is where a Claude or Codex plugin declares its MCP servers.
+const MCPFile = ".mcp.json"
 
 func optString(raw json.RawMessage) (string, error) {
 	if len(raw) == 0 || string(raw) == jsonNull {

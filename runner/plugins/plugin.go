@@ -97,6 +97,14 @@ func (s MCPServer) place(plugin, file, root string) MCPServer {
 	return s
 }
 
+// MCPSource is one declaration of a Claude or Codex plugin's MCP servers:
+// its file (a .mcp.json, or the manifest for servers it declares itself)
+// and the JSON.
+type MCPSource struct {
+	File string `json:"file"`
+	Data []byte `json:"-"`
+}
+
 // SkillRoot is a directory of skills (or a single skill's directory) that a
 // plugin contributes. Its skills are named Namespace + ":" + skill.
 type SkillRoot struct {
@@ -128,6 +136,11 @@ type Plugin struct {
 	// commands/*.md, when its components include them.
 	Agents   []Agent   `json:"agents,omitempty"`
 	Commands []Command `json:"commands,omitempty"`
+	// ClaudeMCP are a Claude or Codex plugin's MCP server declarations,
+	// in Claude's format, when its components include "mcp": runner/mcp
+	// reads them (its .mcp.json translation), since their ${VAR} resolve
+	// where the session runs.
+	ClaudeMCP []MCPSource `json:"claude_mcp,omitempty"`
 	// Install is the provenance of a plugin installed with aerie plugin
 	// install; nil otherwise.
 	Install *Install `json:"install,omitempty"`

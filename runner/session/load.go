@@ -45,6 +45,11 @@ type LoadOptions struct {
 	// Pins are trust pins the session's submitter gives besides the
 	// layers' trust.toml files (an AgentSession's spec.trust.pinsFrom).
 	Pins []layer.Pin
+	// MCPVariables resolve the ${VAR} of Claude and Codex plugins' MCP
+	// servers: the environment of aerie run (mcp.LocalVariables), or in a
+	// pod only the session's secrets (mcp.PodVariables). The zero value
+	// resolves none.
+	MCPVariables mcp.Variables
 }
 
 func (o LoadOptions) workspace() string {
@@ -139,6 +144,11 @@ func LoadExtensions(o LoadOptions) (*Extensions, error) {
 				continue
 			}
 			x.fail("plugin "+p.Name, x.MCP.AddPlugin(p.Name, p.Root, PluginServers(p)))
+		}
+		for _, p := range x.Plugins.Plugins {
+			for _, src := range p.ClaudeMCP {
+				x.fail("plugin "+p.Name, x.MCP.AddClaudePlugin(p.Name, p.Root, src.File, src.Data, o.MCPVariables))
+			}
 		}
 	}
 	return x, nil

@@ -26,6 +26,7 @@ import (
 	"github.com/aerie-run/aerie/runner/events"
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/mcp"
 	"github.com/aerie-run/aerie/runner/memory"
 	"github.com/aerie-run/aerie/runner/moa"
 	"github.com/aerie-run/aerie/runner/pricing"
@@ -218,12 +219,17 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 			Prices:          pricing.Bundled().With(conf.Prices),
 		},
 		Extensions: session.LoadOptions{
-			Layers:          layers,
-			Workspace:       cfg.Executor.Workspace,
-			Dir:             dir,
-			Pins:            pins,
-			DisabledPlugins: conf.Plugins.Disabled,
-			System:          session.DefaultSystemPrompt(dir),
+			Layers:           layers,
+			Workspace:        cfg.Executor.Workspace,
+			Dir:              dir,
+			Pins:             pins,
+			DisabledPlugins:  conf.Plugins.Disabled,
+			PluginComponents: conf.Plugins.Components,
+			System:           session.DefaultSystemPrompt(dir),
+			// Only the variables the session's spec.secrets fill resolve
+			// a plugin's ${VAR}: the agent container holds aerie's own
+			// credentials too.
+			MCPVariables: mcp.PodVariables(env.Getenv, cfg.Secrets),
 		},
 		// The layers' [tool_results] caps and compresses outputs as
 		// `aerie run`'s config does; the originals go to the store

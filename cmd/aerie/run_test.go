@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
+	if os.Getenv(mcpServerEnv) == "stdio" {
+		os.Exit(serveMCPStdio())
+	}
 	os.Exit(m.Run())
 }
 

@@ -195,14 +195,14 @@ func (v Variables) unresolved(names []string) error {
 		switch {
 		case !v.Restricted:
 			reasons[i] = fmt.Sprintf("${%s} is not set in the environment of aerie run; "+
-				"set %s there, or give a default: ${%s:-value}", name, name, name)
+				"set %s there, or give it a default (${VAR:-value})", name, name)
 		case slices.Contains(v.Secrets, name):
 			reasons[i] = fmt.Sprintf("${%s} is one of the session's secrets but is empty in the runner's environment; "+
 				"check the Secret key spec.secrets names for %s", name, name)
 		default:
 			reasons[i] = fmt.Sprintf("${%s} is not one of the session's secrets; "+
 				"add {name: %s, secretKeyRef: {name: <secret>, key: <key>}} to spec.secrets, "+
-				"or give a default: ${%s:-value}", name, name, name)
+				"or give it a default (${VAR:-value})", name, name)
 		}
 	}
 	return fmt.Errorf("%s", strings.Join(reasons, "; "))

@@ -41,8 +41,8 @@ func TestVariablesExpand(t *testing.T) {
 		{name: "not a variable", v: local, in: "$TOKEN ${1X} ${A-B}", want: "$TOKEN ${1X} ${A-B}"},
 		{
 			name: "missing locally", v: local, in: "${MISSING} ${EMPTY} ${MISSING}",
-			err: "${MISSING} is not set in the environment of aerie run; set MISSING there, or give a default: ${MISSING:-value}; " +
-				"${EMPTY} is not set in the environment of aerie run; set EMPTY there, or give a default: ${EMPTY:-value}",
+			err: "${MISSING} is not set in the environment of aerie run; set MISSING there, or give it a default (${VAR:-value}); " +
+				"${EMPTY} is not set in the environment of aerie run; set EMPTY there, or give it a default (${VAR:-value})",
 		},
 		{name: "pod: a secret", v: pod, in: "Bearer ${TOKEN}", want: "Bearer tok-123", read: []string{"TOKEN"}},
 		// The runner's other variables never resolve in a pod, even when
@@ -51,7 +51,7 @@ func TestVariablesExpand(t *testing.T) {
 		{
 			name: "pod: not a secret", v: pod, in: "${HOME}",
 			err: "${HOME} is not one of the session's secrets; add {name: HOME, secretKeyRef: {name: <secret>, key: <key>}} " +
-				"to spec.secrets, or give a default: ${HOME:-value}",
+				"to spec.secrets, or give it a default (${VAR:-value})",
 		},
 		{
 			name: "pod: a secret that is empty", v: pod, in: "${UNSET_SECRET}",
@@ -173,7 +173,7 @@ func TestAddClaudePlugin(t *testing.T) {
 			"by the runner's requests to the server, and never shown",
 		"docs": "mcp_servers/docs.yaml in home wins over the plugin's entry",
 		"broken": "mcpServers.broken.url: ${NO_SUCH_URL} is not set in the environment of aerie run; set NO_SUCH_URL there, " +
-			"or give a default: ${NO_SUCH_URL:-value} (and 2 more problems)",
+			"or give it a default (${VAR:-value}) (and 2 more problems)",
 		"badurl": `mcpServers.badurl.url: "${NOT_A_URL}" must be an http or https URL`,
 		"oauth":  "mcpServers.oauth.oauth: cannot be translated: aerie declares servers with type, command, args, env, url, headers only",
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aerie-run/aerie/runner/config"
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/mcp"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/session"
@@ -216,6 +217,40 @@ func TestOptionsAttempts(t *testing.T) {
 
 	if _, err := options(t.Context(), st, cfg(func(c *runconfig.Config) { c.Session.ID = "lost" }), ws, env); err == nil || !strings.Contains(err.Error(), "session.id") {
 		t.Errorf("bad session id: %v", err)
+	}
+}
+
+// TestOptionsSecrets: in a pod, a plugin's ${VAR} resolves only for the
+// names the session's secrets fill, though the runner's environment
+// holds others (the model's key among them).
+func TestOptionsSecrets(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	ws := t.TempDir()
+	vars := map[string]string{"TOKEN": "tok-value", "ANTHROPIC_API_KEY": "sk-ant-value", "HOME": "/root"}
+	env := Env{Getenv: func(k string) string { return vars[k] }, Logger: slog.New(slog.DiscardHandler)}
+	cfg := &runconfig.Config{
+		Namespace: "team-a", Prompt: "p", Session: runconfig.Session{ID: uuid.NewString(), Attempt: 1},
+		Model:    runconfig.Model{Provider: runconfig.ProviderAnthropic, Name: "claude-sonnet-4-5"},
+		Executor: runconfig.Executor{Workspace: ws}, Secrets: []string{"TOKEN"},
+	}
+	opts, err := options(t.Context(), st, cfg, ws, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got mcp.Resolved
+	v := opts.Extensions.MCPVariables
+	if out, err := v.Expand("Bearer ${TOKEN}", "", &got); err != nil || out != "Bearer tok-value" {
+		t.Errorf("a secret: %q, %v", out, err)
+	}
+	for _, name := range []string{"ANTHROPIC_API_KEY", "HOME"} {
+		if _, err := v.Expand("${"+name+"}", "", &got); err == nil || !strings.Contains(err.Error(), "spec.secrets") {
+			t.Errorf("%s resolved in a pod: %v", name, err)
+		}
 	}
 }
 

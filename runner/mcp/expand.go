@@ -35,7 +35,14 @@ type Variables struct {
 	// credentials too. Locally (aerie run) every variable resolves.
 	Restricted bool
 	Secrets    []string
+	// Denied, when set, is why no variable resolves for these
+	// declarations (a plugin of a project layer: the repository wrote
+	// it); defaults still apply.
+	Denied string
 }
+
+// Deny returns v resolving no variable, for the reason given.
+func (v Variables) Deny(reason string) Variables { return Variables{Denied: reason} }
 
 // LocalVariables resolve from the environment of aerie run.
 func LocalVariables(getenv func(string) string) Variables { return Variables{Getenv: getenv} }
@@ -181,7 +188,7 @@ func (v Variables) expandNode(n *yaml.Node, path, field, root string, got *Resol
 
 // lookup reads name, "" when it does not resolve.
 func (v Variables) lookup(name string) string {
-	if v.Getenv == nil || (v.Restricted && !slices.Contains(v.Secrets, name)) {
+	if v.Getenv == nil || v.Denied != "" || (v.Restricted && !slices.Contains(v.Secrets, name)) {
 		return ""
 	}
 	return v.Getenv(name)
@@ -193,6 +200,8 @@ func (v Variables) unresolved(names []string) error {
 	reasons := make([]string, len(names))
 	for i, name := range names {
 		switch {
+		case v.Denied != "":
+			reasons[i] = fmt.Sprintf("${%s} is not resolved: %s", name, v.Denied)
 		case !v.Restricted:
 			reasons[i] = fmt.Sprintf("${%s} is not set in the environment of aerie run; "+
 				"set %s there, or give it a default (${VAR:-value})", name, name)

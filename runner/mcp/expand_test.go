@@ -59,6 +59,8 @@ func TestVariablesExpand(t *testing.T) {
 				"check the Secret key spec.secrets names for UNSET_SECRET",
 		},
 		{name: "no environment", v: Variables{}, in: "${HOME:-d}", want: "d"},
+		{name: "denied, with default", v: local.Deny("r"), in: "${HOME:-d}", want: "d"},
+		{name: "denied", v: local.Deny("the repository wrote it"), in: "${HOME}", err: "${HOME} is not resolved: the repository wrote it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -331,7 +331,7 @@ func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options
 		e.ComponentStates = componentStates(fsys, rel, root, m.Skills, comps)
 	}
 	p := &Plugin{Name: name, Version: m.Version, Description: m.Description, Root: root,
-		Format: m.Format, Manifest: e.Manifest, Layer: l.Name, Install: e.Install}
+		Format: m.Format, Manifest: e.Manifest, Layer: l.Name, Install: e.Install, Project: l.Kind == layer.KindProject}
 	for _, s := range m.Skills {
 		if !comps.Has(ComponentSkills) {
 			break

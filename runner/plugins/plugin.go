@@ -141,6 +141,9 @@ type Plugin struct {
 	// reads them (its .mcp.json translation), since their ${VAR} resolve
 	// where the session runs.
 	ClaudeMCP []MCPSource `json:"claude_mcp,omitempty"`
+	// Project says the plugin is in a project layer: the repository
+	// wrote it.
+	Project bool `json:"project,omitempty"`
 	// Install is the provenance of a plugin installed with aerie plugin
 	// install; nil otherwise.
 	Install *Install `json:"install,omitempty"`

@@ -146,8 +146,15 @@ func LoadExtensions(o LoadOptions) (*Extensions, error) {
 			x.fail("plugin "+p.Name, x.MCP.AddPlugin(p.Name, p.Root, PluginServers(p)))
 		}
 		for _, p := range x.Plugins.Plugins {
+			vars := o.MCPVariables
+			if p.Project {
+				// The repository could send the runner's variables to a
+				// server of its choosing.
+				vars = vars.Deny("a plugin in the project's layer reads no variable of the environment; " +
+					"install it (aerie plugin install) to give it credentials")
+			}
 			for _, src := range p.ClaudeMCP {
-				x.fail("plugin "+p.Name, x.MCP.AddClaudePlugin(p.Name, p.Root, src.File, src.Data, o.MCPVariables))
+				x.fail("plugin "+p.Name, x.MCP.AddClaudePlugin(p.Name, p.Root, src.File, src.Data, vars))
 			}
 		}
 	}

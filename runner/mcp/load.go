@@ -362,7 +362,8 @@ func (c *Config) AddClaudePlugin(plugin, root, file string, data []byte, vars Va
 	var errs []error
 	defer func() {
 		if r := recover(); r != nil {
-			c.skipPlugin(plugin, file, "", []layer.Problem{ps.problem("", fmt.Sprintf("cannot parse JSON: internal error: %v", r))})
+			p := ps.problem("", fmt.Sprintf("cannot parse JSON: internal error: %v", r))
+			c.skipPlugin(plugin, file, "", []layer.Problem{p})
 		}
 	}()
 	fileProbs := -1 // the file's own problems come before its entries'
@@ -408,7 +409,9 @@ func (c *Config) AddClaudePlugin(plugin, root, file string, data []byte, vars Va
 // skipped for probs.
 func (c *Config) skipPlugin(plugin, file, id string, probs []layer.Problem) {
 	c.Problems = append(c.Problems, probs...)
-	c.Files = append(c.Files, File{Path: file, ID: id, Plugin: plugin, Status: layer.StatusSkipped, Reason: layer.Summary(probs)})
+	c.Files = append(c.Files, File{
+		Path: file, ID: id, Plugin: plugin, Status: layer.StatusSkipped, Reason: layer.Summary(probs),
+	})
 }
 
 func (c *Config) sort() {

@@ -222,7 +222,9 @@ func loadMCP(fsys fs.FS, rel string, p *Plugin, m *Manifest) []ComponentState {
 // readMCP reads the declarations file f of the plugin; the state says
 // whether it could be read (its servers are reported by runner/mcp).
 func readMCP(fsys fs.FS, rel string, p *Plugin, f string) ComponentState {
-	s := ComponentState{Component: ComponentMCP, Path: filepath.Join(p.Root, filepath.FromSlash(f)), Status: layer.StatusActive}
+	s := ComponentState{
+		Component: ComponentMCP, Path: filepath.Join(p.Root, filepath.FromSlash(f)), Status: layer.StatusActive,
+	}
 	data, err := readLimited(fsys, path.Join(rel, f))
 	if err != nil {
 		s.Status, s.Reason = layer.StatusSkipped, fmt.Sprintf("cannot read the MCP servers' declarations: %v", err)

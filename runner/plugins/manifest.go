@@ -8,9 +8,10 @@
 //	.codex-plugin/plugin.json      Codex: name, version, description, skills only
 //	.claude-plugin/plugin.json     Claude: name, version, description, skills only
 //
-// Codex and Claude plugins are used as they ship: their hooks, MCP servers
-// and other components are not loaded, and their manifests are never
-// modified. A plugin's name is lowercase letters, digits and single hyphens,
+// Codex and Claude plugins are used as they ship, and their manifests are
+// never modified: their skills load by default, and their agents, commands
+// and MCP servers (.mcp.json, handed to runner/mcp as Plugin.ClaudeMCP)
+// when the components name them. A plugin's name is lowercase letters, digits and single hyphens,
 // equal to its directory's name, and never "skill" (which would make
 // /skill:<name> ambiguous).
 //

@@ -18,7 +18,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!(has(self.resumeFrom) && has(self.forkFrom))",message="resumeFrom and forkFrom are mutually exclusive: resume appends to a session, fork copies it into a new one"
 // +kubebuilder:validation:XValidation:rule="!(has(oldSelf.cancel) && oldSelf.cancel) || (has(self.cancel) && self.cancel)",message="cancel cannot be unset once true"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.approvals) || has(self.approvals)",message="approvals are append-only: a decision cannot be removed"
-// +kubebuilder:validation:XValidation:rule="has(self.prompt) == has(oldSelf.prompt) && has(self.promptFrom) == has(oldSelf.promptFrom) && has(self.toolset) == has(oldSelf.toolset) && has(self.persona) == has(oldSelf.persona) && has(self.hookApproval) == has(oldSelf.hookApproval) && has(self.extensions) == has(oldSelf.extensions) && has(self.trust) == has(oldSelf.trust) && has(self.workspace) == has(oldSelf.workspace) && has(self.resumeFrom) == has(oldSelf.resumeFrom) && has(self.forkFrom) == has(oldSelf.forkFrom) && has(self.budget) == has(oldSelf.budget) && has(self.runner) == has(oldSelf.runner) && has(self.retry) == has(oldSelf.retry) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && has(self.approvalTimeout) == has(oldSelf.approvalTimeout) && has(self.result) == has(oldSelf.result)",message="spec is immutable except for cancel and approvals; create a new AgentSession (resumeFrom or forkFrom) to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.prompt) == has(oldSelf.prompt) && has(self.promptFrom) == has(oldSelf.promptFrom) && has(self.toolset) == has(oldSelf.toolset) && has(self.persona) == has(oldSelf.persona) && has(self.hookApproval) == has(oldSelf.hookApproval) && has(self.extensions) == has(oldSelf.extensions) && has(self.trust) == has(oldSelf.trust) && has(self.workspace) == has(oldSelf.workspace) && has(self.resumeFrom) == has(oldSelf.resumeFrom) && has(self.forkFrom) == has(oldSelf.forkFrom) && has(self.budget) == has(oldSelf.budget) && has(self.runner) == has(oldSelf.runner) && has(self.retry) == has(oldSelf.retry) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && has(self.approvalTimeout) == has(oldSelf.approvalTimeout) && has(self.result) == has(oldSelf.result) && has(self.secrets) == has(oldSelf.secrets)",message="spec is immutable except for cancel and approvals; create a new AgentSession (resumeFrom or forkFrom) to change it"
 type AgentSessionSpec struct {
 	// prompt is the task given to the agent as the first user message.
 	// Exactly one of prompt and promptFrom must be set.
@@ -39,6 +39,22 @@ type AgentSessionSpec struct {
 	// +required
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="model is immutable"
 	Model ModelSpec `json:"model"`
+
+	// secrets are the credentials the session's extensions need, each an environment
+	// variable of the runner's agent container filled from a key of a Secret in the
+	// session's namespace, by reference as the model's API key is (the controller checks that
+	// the key exists and never copies its value). They resolve ${NAME} in the MCP servers'
+	// headers, url and env that the extension layers declare (a plugin's .mcp.json,
+	// mcp_servers/*.yaml); in a pod, only the names listed here resolve.
+	// The values are given to the agent container only: never to the workspace container
+	// where the tools run, nor to the init containers, and they appear in no layer, log,
+	// event or status.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="secrets are immutable"
+	Secrets []SecretEnv `json:"secrets,omitempty"`
 
 	// toolset names a toolset from the layers' toolsets.toml files; only its tools are
 	// offered to the model. Empty means every available tool.
@@ -247,6 +263,25 @@ type KeyReference struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	Key string `json:"key"`
+}
+
+// SecretEnv is one environment variable of the agent container, filled from a Secret key.
+type SecretEnv struct {
+	// name is the variable's name, as ${name} spells it in an extension. It is a variable
+	// name (letters, digits and underscores, not starting with a digit) and none of those
+	// the agent container already has: HOME, TMPDIR, PATH, the providers' API keys
+	// (ANTHROPIC_API_KEY, OPENAI_API_KEY), aerie's own (AERIE_*) and the dynamic loader's
+	// (LD_*).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z_][A-Za-z0-9_]*$')",message="name must be an environment variable name: letters, digits and underscores, not starting with a digit"
+	// +kubebuilder:validation:XValidation:rule="!(self in ['HOME', 'TMPDIR', 'PATH', 'ANTHROPIC_API_KEY', 'OPENAI_API_KEY']) && !self.startsWith('AERIE_') && !self.startsWith('LD_')",message="name is reserved: HOME, TMPDIR, PATH, ANTHROPIC_API_KEY, OPENAI_API_KEY and AERIE_* are the agent container's own, and LD_* would load code into it; give the variable another name"
+	Name string `json:"name"`
+
+	// secretKeyRef names the Secret key that holds the value.
+	// +required
+	SecretKeyRef KeyReference `json:"secretKeyRef"`
 }
 
 // HookApproval is the policy for tool calls a lifecycle hook asks a person to approve.

@@ -19,6 +19,7 @@ import (
 
 	v1 "github.com/aerie-run/aerie/api/v1alpha1"
 	"github.com/aerie-run/aerie/hack/testenv"
+	"github.com/aerie-run/aerie/runner/runconfig"
 )
 
 // The API is validated by a real kube-apiserver: every rule below lives in the CRD's
@@ -229,6 +230,47 @@ func testInvalidSpecs(t *testing.T, cp *testenv.ControlPlane) {
 			[]string{"spec.retry.maxAttempts"}},
 		{"negative TTL", func(s *v1.AgentSession) { s.Spec.TTLSecondsAfterFinished = ptr.To[int32](-1) },
 			[]string{"spec.ttlSecondsAfterFinished"}},
+		{"secret name not a variable name", func(s *v1.AgentSession) {
+			s.Spec.Secrets = []v1.SecretEnv{{Name: "GITHUB-TOKEN", SecretKeyRef: v1.KeyReference{Name: "gh", Key: "token"}}}
+		}, []string{"spec.secrets[0].name", "name must be an environment variable name"}},
+		{"secret name starting with a digit", func(s *v1.AgentSession) {
+			s.Spec.Secrets = []v1.SecretEnv{{Name: "1TOKEN", SecretKeyRef: v1.KeyReference{Name: "gh", Key: "token"}}}
+		}, []string{"spec.secrets[0].name", "name must be an environment variable name"}},
+		{"secret named as the store's DSN", func(s *v1.AgentSession) {
+			s.Spec.Secrets = []v1.SecretEnv{
+				{Name: "GITHUB_TOKEN", SecretKeyRef: v1.KeyReference{Name: "gh", Key: "token"}},
+				{Name: runconfig.DatabaseURLEnv, SecretKeyRef: v1.KeyReference{Name: "db", Key: "url"}},
+			}
+		}, []string{"spec.secrets[1].name", "name is reserved"}},
+		{"secret named as the model's API key", func(s *v1.AgentSession) {
+			s.Spec.Secrets = []v1.SecretEnv{{Name: runconfig.APIKeyEnv(runconfig.ProviderAnthropic), SecretKeyRef: v1.KeyReference{Name: "k", Key: "k"}}}
+		}, []string{"spec.secrets[0].name", "name is reserved"}},
+		{"secret named as another provider's API key", func(s *v1.AgentSession) {
+			s.Spec.Secrets = []v1.SecretEnv{{Name: runconfig.APIKeyEnv(runconfig.ProviderOpenAI), SecretKeyRef: v1.KeyReference{Name: "k", Key: "k"}}}
+		}, []string{"spec.secrets[0].name", "name is reserved"}},
+		{"secret named HOME", func(s *v1.AgentSession) {
+			s.Spec.Secrets = []v1.SecretEnv{{Name: "HOME", SecretKeyRef: v1.KeyReference{Name: "k", Key: "k"}}}
+		}, []string{"spec.secrets[0].name", "name is reserved"}},
+		{"secret named PATH", func(s *v1.AgentSession) {
+			s.Spec.Secrets = []v1.SecretEnv{{Name: "PATH", SecretKeyRef: v1.KeyReference{Name: "k", Key: "k"}}}
+		}, []string{"spec.secrets[0].name", "name is reserved"}},
+		{"secret named for the loader", func(s *v1.AgentSession) {
+			s.Spec.Secrets = []v1.SecretEnv{{Name: "LD_PRELOAD", SecretKeyRef: v1.KeyReference{Name: "k", Key: "k"}}}
+		}, []string{"spec.secrets[0].name", "name is reserved"}},
+		{"secret named twice", func(s *v1.AgentSession) {
+			s.Spec.Secrets = []v1.SecretEnv{
+				{Name: "GITHUB_TOKEN", SecretKeyRef: v1.KeyReference{Name: "a", Key: "token"}},
+				{Name: "GITHUB_TOKEN", SecretKeyRef: v1.KeyReference{Name: "b", Key: "token"}},
+			}
+		}, []string{"spec.secrets[1]", "Duplicate value"}},
+		{"secret without a key", func(s *v1.AgentSession) {
+			s.Spec.Secrets = []v1.SecretEnv{{Name: "GITHUB_TOKEN", SecretKeyRef: v1.KeyReference{Name: "gh"}}}
+		}, []string{"spec.secrets[0].secretKeyRef.key"}},
+		{"too many secrets", func(s *v1.AgentSession) {
+			for i := range 33 {
+				s.Spec.Secrets = append(s.Spec.Secrets, v1.SecretEnv{Name: "TOKEN_" + strconv.Itoa(i), SecretKeyRef: v1.KeyReference{Name: "k", Key: "k"}})
+			}
+		}, []string{"spec.secrets", "Too many"}},
 		{"runner env from a Secret", func(s *v1.AgentSession) {
 			s.Spec.Runner = &v1.RunnerSpec{Env: []corev1.EnvVar{{
 				Name: "TOKEN",
@@ -304,6 +346,9 @@ func testImmutability(t *testing.T, cp *testenv.ControlPlane) {
 		{"add hook approval", func(s *v1.AgentSession) { s.Spec.HookApproval = "allow" }, "spec is immutable except for cancel"},
 		{"change budget", func(s *v1.AgentSession) { s.Spec.Budget.MaxTurns = ptr.To[int32](5) }, "budget is immutable"},
 		{"add maxCostUSD", func(s *v1.AgentSession) { s.Spec.Budget.MaxCostUSD = ptr.To("1.5") }, "budget is immutable"},
+		{"add secrets", func(s *v1.AgentSession) {
+			s.Spec.Secrets = []v1.SecretEnv{{Name: "GITHUB_TOKEN", SecretKeyRef: v1.KeyReference{Name: "gh", Key: "token"}}}
+		}, "spec is immutable except for cancel"},
 		{"add extensions", func(s *v1.AgentSession) {
 			s.Spec.Extensions = []v1.ExtensionLayer{{ConfigMap: &v1.ConfigMapLayer{Name: "x"}}}
 		}, "spec is immutable except for cancel"},

@@ -716,6 +716,15 @@ func testInvalidReference(t *testing.T) {
 			s.Spec.Extensions = []aeriev1alpha1.ExtensionLayer{{ConfigMap: &aeriev1alpha1.ConfigMapLayer{Name: "tools"}}}
 		}, "extensions[0].configMap: ConfigMap " + e.ns + "/tools not found"},
 		{"no-resume", func(s *aeriev1alpha1.AgentSession) { s.Spec.ResumeFrom = "yesterday" }, "resumeFrom: AgentSession " + e.ns + "/yesterday not found"},
+		{"no-secret", func(s *aeriev1alpha1.AgentSession) {
+			s.Spec.Secrets = []aeriev1alpha1.SecretEnv{{Name: "GITHUB_TOKEN", SecretKeyRef: aeriev1alpha1.KeyReference{Name: "github-mcp", Key: "token"}}}
+		}, "secrets[0].secretKeyRef (GITHUB_TOKEN): Secret " + e.ns + "/github-mcp not found"},
+		{"no-secret-key", func(s *aeriev1alpha1.AgentSession) {
+			s.Spec.Secrets = []aeriev1alpha1.SecretEnv{
+				{Name: "MODEL_KEY", SecretKeyRef: aeriev1alpha1.KeyReference{Name: "model-credentials", Key: "anthropic-api-key"}},
+				{Name: "SENTRY_AUTH_TOKEN", SecretKeyRef: aeriev1alpha1.KeyReference{Name: "model-credentials", Key: "sentry"}},
+			}
+		}, `secrets[1].secretKeyRef (SENTRY_AUTH_TOKEN): Secret ` + e.ns + `/model-credentials has no key "sentry"`},
 	}
 	for _, tt := range tests {
 		e.session(tt.name, tt.change)

@@ -167,8 +167,8 @@ func (e *e2e) in(ns string) *e2e {
 	return &c
 }
 
-// session creates an AgentSession that talks to model.
-func (e *e2e) session(t *testing.T, name string, model *testenv.ModelServer) {
+// session creates an AgentSession that talks to model, changed by change.
+func (e *e2e) session(t *testing.T, name string, model *testenv.ModelServer, change ...func(*aeriev1alpha1.AgentSession)) {
 	t.Helper()
 	s := &aeriev1alpha1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
@@ -179,6 +179,9 @@ func (e *e2e) session(t *testing.T, name string, model *testenv.ModelServer) {
 				APIKeySecretRef: &aeriev1alpha1.KeyReference{Name: "model-credentials", Key: "anthropic-api-key"},
 			},
 		},
+	}
+	for _, c := range change {
+		c(s)
 	}
 	if err := e.cp.Client.Create(t.Context(), s); err != nil {
 		t.Fatalf("create session %s: %v", name, err)
@@ -380,6 +383,11 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("PlatformPlugins", func(t *testing.T) {
 		t.Parallel()
 		testPlatformPlugins(t, e)
+	})
+
+	t.Run("SecretsAgentOnly", func(t *testing.T) {
+		t.Parallel()
+		testSecretsAgentOnly(t, e)
 	})
 
 	t.Run("NamespaceLayerConfig", func(t *testing.T) {

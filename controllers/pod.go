@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -164,6 +165,7 @@ func runnerConfig(s *aeriev1alpha1.AgentSession, a attempt) runconfig.Config {
 		Persona:      s.Spec.Persona,
 		HookApproval: string(s.Spec.HookApproval),
 		Approvals:    a.Approvals,
+		Secrets:      secretNames(s),
 		Executor: runconfig.Executor{
 			Socket:    runconfig.DefaultSocket,
 			Workspace: runconfig.DefaultWorkspace,
@@ -469,8 +471,9 @@ func containerSecurity(uid int64) *corev1.SecurityContext {
 	}
 }
 
-// agentEnv is the agent container's environment: its two secrets, by
-// reference, and where to write.
+// agentEnv is the agent container's environment: its two secrets and
+// spec.secrets, by reference, and where to write. Only the agent container
+// gets spec.secrets: the extensions' MCP clients run there, the tools do not.
 func agentEnv(cfg Config, s *aeriev1alpha1.AgentSession) []corev1.EnvVar {
 	env := []corev1.EnvVar{
 		{Name: envHome, Value: tmpDir},
@@ -489,7 +492,24 @@ func agentEnv(cfg Config, s *aeriev1alpha1.AgentSession) []corev1.EnvVar {
 			}}})
 		}
 	}
+	for _, sec := range s.Spec.Secrets {
+		env = append(env, corev1.EnvVar{Name: sec.Name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: sec.SecretKeyRef.Name},
+			Key:                  sec.SecretKeyRef.Key,
+		}}})
+	}
 	return env
+}
+
+// secretNames are the names of spec.secrets, sorted: the variables of the
+// agent container that the runner may resolve ${NAME} from.
+func secretNames(s *aeriev1alpha1.AgentSession) []string {
+	names := make([]string, 0, len(s.Spec.Secrets))
+	for _, sec := range s.Spec.Secrets {
+		names = append(names, sec.Name)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // workspaceSource is the workspace volume and the sub-path mounted from

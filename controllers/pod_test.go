@@ -65,6 +65,10 @@ func fullSession() *aeriev1alpha1.AgentSession {
 	}
 	s.Spec.Toolset = "review"
 	s.Spec.HookApproval = aeriev1alpha1.HookApprovalAllow
+	s.Spec.Secrets = []aeriev1alpha1.SecretEnv{
+		{Name: "SENTRY_AUTH_TOKEN", SecretKeyRef: aeriev1alpha1.KeyReference{Name: "sentry", Key: "token"}},
+		{Name: "GITHUB_TOKEN", SecretKeyRef: aeriev1alpha1.KeyReference{Name: "github-mcp", Key: "token"}},
+	}
 	return s
 }
 
@@ -167,8 +171,18 @@ func TestDesiredPodProperties(t *testing.T) {
 	for _, c := range append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
 		containers[c.Name] = c
 	}
-	if diff := cmp.Diff([]string{runconfig.DatabaseURLEnv, "ANTHROPIC_API_KEY"}, secretsOf(containers[ContainerAgent])); diff != "" {
+	// spec.secrets: in the agent container alone, by reference to their
+	// keys; the runner is told their names, sorted, and never a value.
+	if diff := cmp.Diff([]string{runconfig.DatabaseURLEnv, "ANTHROPIC_API_KEY", "SENTRY_AUTH_TOKEN", "GITHUB_TOKEN"}, secretsOf(containers[ContainerAgent])); diff != "" {
 		t.Errorf("agent container secrets (-want +got):\n%s", diff)
+	}
+	for _, e := range containers[ContainerAgent].Env {
+		if e.Name == "GITHUB_TOKEN" && (e.Value != "" || e.ValueFrom.SecretKeyRef.Name != "github-mcp" || e.ValueFrom.SecretKeyRef.Key != "token") {
+			t.Errorf("GITHUB_TOKEN = %+v, want secretKeyRef github-mcp/token", e)
+		}
+	}
+	if diff := cmp.Diff([]string{"GITHUB_TOKEN", "SENTRY_AUTH_TOKEN"}, runnerConfig(s, fullAttempt(t)).Secrets); diff != "" {
+		t.Errorf("runner config secrets (-want +got):\n%s", diff)
 	}
 	if got := secretsOf(containers[ContainerWorkspace]); len(got) != 0 {
 		t.Errorf("workspace container gets secrets %v", got)

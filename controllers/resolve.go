@@ -282,6 +282,9 @@ func (r *resolver) secrets(ctx context.Context, s *aeriev1alpha1.AgentSession) e
 	if ref := s.Spec.Model.APIKeySecretRef; ref != nil {
 		checks = append(checks, check("model.apiKeySecretRef", *ref))
 	}
+	for i, sec := range s.Spec.Secrets {
+		checks = append(checks, check(fmt.Sprintf("secrets[%d].secretKeyRef (%s)", i, sec.Name), sec.SecretKeyRef))
+	}
 	db := aeriev1alpha1.KeyReference{Name: r.cfg.DatabaseSecret.Name, Key: r.cfg.DatabaseSecret.Key}
 	checks = append(checks, check("the session store's Secret (the controller's --database-secret)", db))
 	return all(checks...)

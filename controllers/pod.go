@@ -493,10 +493,11 @@ func agentEnv(cfg Config, s *aeriev1alpha1.AgentSession) []corev1.EnvVar {
 		}
 	}
 	for _, sec := range s.Spec.Secrets {
-		env = append(env, corev1.EnvVar{Name: sec.Name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		ref := &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: sec.SecretKeyRef.Name},
 			Key:                  sec.SecretKeyRef.Key,
-		}}})
+		}
+		env = append(env, corev1.EnvVar{Name: sec.Name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}})
 	}
 	return env
 }

@@ -94,7 +94,7 @@ func testPlatformPlugins(t *testing.T, e *e2e) {
 	}
 	var root, child []testenv.ModelRequest
 	for _, r := range model.Requests() {
-		if strings.HasPrefix(firstUser(t, r), pluginChildTask) {
+		if strings.HasPrefix(r.FirstUser(), pluginChildTask) {
 			child = append(child, r)
 		} else {
 			root = append(root, r)
@@ -113,7 +113,7 @@ func testPlatformPlugins(t *testing.T, e *e2e) {
 // its child's system prompt.
 func checkPluginRequests(t *testing.T, root, child []testenv.ModelRequest) {
 	t.Helper()
-	prompt := firstUser(t, root[0])
+	prompt := root[0].FirstUser()
 	for _, want := range []string{"Hookify - Create Hooks from Unwanted Behaviors", "`dangerous rm -rf`"} {
 		if !strings.Contains(prompt, want) {
 			t.Errorf("the prompt is not the command hookify:hookify with its arguments; it lacks %q:\n%.1500s", want, prompt)

@@ -162,7 +162,9 @@ func componentStates(fsys fs.FS, rel, root string, skills []string, comps Compon
 // loadClaude loads the components of the Claude or Codex plugin p at rel
 // that comps enables beyond its skills, and reports each file. Its hooks
 // run in workdir.
-func loadClaude(fsys fs.FS, l layer.Layer, rel string, p *Plugin, m *Manifest, comps Components, workdir string) []ComponentState {
+func loadClaude(
+	fsys fs.FS, l layer.Layer, rel string, p *Plugin, m *Manifest, comps Components, workdir string,
+) []ComponentState {
 	var out []ComponentState
 	present := func(dir string) bool {
 		st, err := fs.Stat(fsys, path.Join(rel, dir))

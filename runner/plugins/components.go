@@ -121,9 +121,6 @@ var componentPaths = []struct {
 	{ComponentMCP, ".mcp.json", false},
 }
 
-// loaded are the components aerie loads from a Claude or Codex plugin.
-var loaded = Components{ComponentSkills, ComponentAgents, ComponentCommands, ComponentHooks, ComponentMCP}
-
 // perFile are the components reported file by file when they load (hooks
 // hook by hook, the MCP servers by runner/mcp, server by server).
 var perFile = Components{ComponentAgents, ComponentCommands, ComponentHooks, ComponentMCP}
@@ -139,8 +136,6 @@ func componentStates(fsys fs.FS, rel, root string, skills []string, comps Compon
 		case !comps.Has(c):
 			s.Status, s.Reason = layer.StatusInactive, fmt.Sprintf(
 				"not enabled by components; add %q to [plugins] components or aerie plugin install --components", c)
-		case !loaded.Has(c):
-			s.Status, s.Reason = layer.StatusSkipped, fmt.Sprintf("unsupported: aerie does not load a plugin's %s", c)
 		case perFile.Has(c):
 			return // its files are reported as they load
 		}

@@ -37,22 +37,7 @@ func testPlatformPlugins(t *testing.T, e *e2e) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	home := t.TempDir()
-	aerie := func(env []string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command(e.bin, args...)
-		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "AERIE_HOME=" + home}, env...)
-		cmd.Dir = t.TempDir()
-		out, err := cmd.Output()
-		if err != nil {
-			var stderr []byte
-			if ee, ok := err.(*exec.ExitError); ok {
-				stderr = ee.Stderr
-			}
-			t.Fatalf("aerie %s: %v\n%s\n%s", strings.Join(args, " "), err, out, stderr)
-		}
-		return string(out)
-	}
+	aerie := e.aerieCLI(t, t.TempDir())
 	aerie(nil, "plugin", "marketplace", "add", market)
 	components := map[string]string{"hookify": "skills,agents,commands", "pr-review-toolkit": "agents,commands"}
 	selection := []string{"discord", "gopls-lsp", "hookify", "pr-review-toolkit", "security-guidance"}
@@ -63,14 +48,7 @@ func testPlatformPlugins(t *testing.T, e *e2e) {
 		}
 		aerie(nil, args...)
 	}
-	manifest := aerie(nil, append(append([]string{"plugin", "pack"}, selection...), "--name", "official-plugins", "-n", platform)...)
-	var cm corev1.ConfigMap
-	if err := yaml.UnmarshalStrict([]byte(manifest), &cm); err != nil {
-		t.Fatalf("the packed layer: %v", err)
-	}
-	if err := e.cp.Client.Create(t.Context(), &cm); err != nil {
-		t.Fatalf("create the platform layer: %v", err)
-	}
+	e.packLayer(t, aerie, platform, "official-plugins", selection...)
 	e.startController(t, ns, platform)
 
 	model := testenv.StartModelServer(t,
@@ -105,6 +83,41 @@ func testPlatformPlugins(t *testing.T, e *e2e) {
 	}
 	checkPluginRequests(t, root, child)
 	checkPluginReport(t, aerie, e.runner.VolumePath(pod, "layer-0"))
+}
+
+// aerieCLI runs this tree's aerie with home as its $HOME and $AERIE_HOME
+// and env besides, and returns its standard output; a failure ends the
+// test with its standard error.
+func (e *e2e) aerieCLI(t *testing.T, home string) func(env []string, args ...string) string {
+	return func(env []string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(e.bin, args...)
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "AERIE_HOME=" + home}, env...)
+		cmd.Dir = t.TempDir()
+		out, err := cmd.Output()
+		if err != nil {
+			var stderr []byte
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = ee.Stderr
+			}
+			t.Fatalf("aerie %s: %v\n%s\n%s", strings.Join(args, " "), err, out, stderr)
+		}
+		return string(out)
+	}
+}
+
+// packLayer packs the installed plugins of aerie (aerieCLI's) into the
+// platform layer name and creates its ConfigMap in namespace platform.
+func (e *e2e) packLayer(t *testing.T, aerie func(env []string, args ...string) string, platform, name string, plugins ...string) {
+	t.Helper()
+	manifest := aerie(nil, append(append([]string{"plugin", "pack"}, plugins...), "--name", name, "-n", platform)...)
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict([]byte(manifest), &cm); err != nil {
+		t.Fatalf("the packed layer: %v", err)
+	}
+	if err := e.cp.Client.Create(t.Context(), &cm); err != nil {
+		t.Fatalf("create the platform layer: %v", err)
+	}
 }
 
 // checkPluginRequests checks what the model was sent in testPlatformPlugins:

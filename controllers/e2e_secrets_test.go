@@ -2,15 +2,20 @@ package controllers
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -18,8 +23,10 @@ import (
 	"github.com/aerie-run/aerie/hack/testenv"
 )
 
-// testSecretsAgentOnly gives a session a spec.secrets entry: while the
-// runner pod runs, the variable is in the environment of the agent
+// testSecretsAgentOnly gives a session a spec.secrets entry that a
+// platform layer's Claude plugin names in its HTTP MCP server's header
+// (${GITHUB_TOKEN}): the server gets it and the model its tool's result;
+// while the runner pod runs, the variable is in the environment of the agent
 // container's process and in no process of the workspace container, a
 // tool's environment lacks it, and once the session ended its value is in
 // no Event, status, runner configuration, container log or model request.
@@ -34,7 +41,10 @@ func testSecretsAgentOnly(t *testing.T, e *e2e) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	e.startController(t, ns, e.cp.Namespace(t))
+	platform := e.cp.Namespace(t)
+	remote := serveTokenMCP(t, value)
+	e.remoteToolsLayer(t, platform, remote.url, variable)
+	e.startController(t, ns, platform)
 
 	// The first request comes from the agent's process, which waits for
 	// the answer: the pod's processes are looked at then.
@@ -47,7 +57,9 @@ func testSecretsAgentOnly(t *testing.T, e *e2e) {
 			mu.Lock()
 			seen = processesWithEnv(t, variable+"="+value)
 			mu.Unlock()
-			return bashTurn("env", "env > env.txt; echo ran")
+			return testenv.ToolTurn(
+				testenv.Call("env", "bash", map[string]any{"command": "env > env.txt; echo ran"}),
+				testenv.Call("echo", "mcp__remote__echo", map[string]any{"text": "over http"}))
 		}},
 		testenv.Turn{Text: "Done.", Usage: testenv.TokenUsage{InputTokens: 100, OutputTokens: 5}})
 	e.session(t, name, model, func(s *aeriev1alpha1.AgentSession) {
@@ -60,6 +72,17 @@ func testSecretsAgentOnly(t *testing.T, e *e2e) {
 	if s.Status.Phase != aeriev1alpha1.PhaseSucceeded {
 		b, _ := json.MarshalIndent(s.Status, "", "  ")
 		t.Fatalf("phase %s, want Succeeded; status:\n%s", s.Status.Phase, b)
+	}
+
+	// The plugin's HTTP server got the Secret's value in its header, from
+	// the agent container, and the model got its answer.
+	if n, refused := remote.calls.Load(), remote.refused.Load(); n == 0 || refused != 0 {
+		t.Errorf("the MCP server took %d requests with the token and refused %d", n, refused)
+	}
+	if reqs := model.Requests(); len(reqs) < 2 {
+		t.Errorf("%d model requests, want 2", len(reqs))
+	} else if got := toolResults(t, reqs[1])["echo"]; got != "echo: over http" {
+		t.Errorf("the MCP tool's result %q, want %q", got, "echo: over http")
 	}
 
 	mu.Lock()
@@ -145,4 +168,55 @@ func processesWithEnv(t *testing.T, kv string) []string {
 		out = append(out, strings.ReplaceAll(strings.TrimRight(string(cmdline), "\x00"), "\x00", " "))
 	}
 	return out
+}
+
+// tokenMCP is an MCP server over streamable HTTP that serves only requests
+// with a bearer token: its URL, the requests it served and those it
+// refused.
+type tokenMCP struct {
+	url            string
+	calls, refused *atomic.Int64
+}
+
+// serveTokenMCP starts an MCP server with an echo tool that takes requests
+// with "Authorization: Bearer token" and refuses (and counts) the others.
+func serveTokenMCP(t *testing.T, token string) tokenMCP {
+	t.Helper()
+	server := sdk.NewServer(&sdk.Implementation{Name: "remote", Version: "1.0.0"}, nil)
+	type textArgs struct {
+		Text string `json:"text"`
+	}
+	sdk.AddTool(server, &sdk.Tool{Name: "echo", Description: "Echo the text."},
+		func(_ context.Context, _ *sdk.CallToolRequest, in textArgs) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "echo: " + in.Text}}}, nil, nil
+		})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return server }, nil)
+	srv := tokenMCP{calls: new(atomic.Int64), refused: new(atomic.Int64)}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			srv.refused.Add(1)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		srv.calls.Add(1)
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	srv.url = hs.URL + "/mcp"
+	return srv
+}
+
+// remoteToolsLayer installs a Claude plugin whose .mcp.json declares the
+// HTTP server "remote" at url with the header "Authorization: Bearer
+// ${variable}", with its mcp component, and packs it into the platform
+// layer "remote-tools" of namespace platform.
+func (e *e2e) remoteToolsLayer(t *testing.T, platform, url, variable string) {
+	t.Helper()
+	home, src := t.TempDir(), filepath.Join(t.TempDir(), "remote-tools")
+	testenv.WriteFile(t, filepath.Join(src, ".claude-plugin", "plugin.json"), `{"name": "remote-tools"}`, 0o644)
+	testenv.WriteFile(t, filepath.Join(src, ".mcp.json"), `{"mcpServers": {"remote": {"type": "http", "url": "`+url+
+		`", "headers": {"Authorization": "Bearer ${`+variable+`}"}}}}`, 0o644)
+	aerie := e.aerieCLI(t, home)
+	aerie(nil, "plugin", "install", src, "--components", "mcp")
+	e.packLayer(t, aerie, platform, "remote-tools", "remote-tools")
 }

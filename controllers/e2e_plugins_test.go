@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,6 +85,42 @@ func testPlatformPlugins(t *testing.T, e *e2e) {
 	}
 	checkPluginRequests(t, root, child)
 	checkPluginReport(t, aerie, e.runner.VolumePath(pod, "layer-0"))
+}
+
+// testPlatformPluginHooks ships a Claude plugin's hooks/hooks.json in a
+// packed platform layer: in the pod, its PreToolUse hook (a script of the
+// plugin, found through ${CLAUDE_PLUGIN_ROOT}, which must be set) denies the
+// session's bash call; the model sees the reason and the command never ran.
+func testPlatformPluginHooks(t *testing.T, e *e2e) {
+	ns, platform := e.namespace(t), e.cp.Namespace(t)
+	e = e.in(ns)
+	src := filepath.Join(t.TempDir(), "guard")
+	testenv.WriteFile(t, filepath.Join(src, ".claude-plugin", "plugin.json"), `{"name": "guard"}`, 0o644)
+	testenv.WriteFile(t, filepath.Join(src, "hooks", "hooks.json"), `{"hooks": {"PreToolUse": [{"matcher": "Bash",
+  "hooks": [{"type": "command", "command": "bash \"${CLAUDE_PLUGIN_ROOT}/hooks/deny.sh\"", "timeout": 30}]}]}}`, 0o644)
+	testenv.WriteFile(t, filepath.Join(src, "hooks", "deny.sh"), `[ -n "$CLAUDE_PLUGIN_ROOT" ] || exit 1
+echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "guard: no touching"}}'
+`, 0o644)
+	aerie := e.aerieCLI(t, t.TempDir())
+	aerie(nil, "plugin", "install", src, "--components", "hooks")
+	e.packLayer(t, aerie, platform, "guard-plugin", "guard")
+	e.startController(t, ns, platform)
+
+	model := testenv.StartModelServer(t, bashTurn("b1", "touch marker"), answer("the guard said no"))
+	e.session(t, "platform-plugin-hooks", model)
+	pod := e.pod(t, "platform-plugin-hooks")
+	s := e.waitFinished(t, "platform-plugin-hooks")
+	if s.Status.Phase != aeriev1alpha1.PhaseSucceeded {
+		b, _ := json.MarshalIndent(s.Status, "", "  ")
+		t.Fatalf("phase %s, want Succeeded; status:\n%s", s.Status.Phase, b)
+	}
+	reqs := model.Requests()
+	if got := toolResults(t, reqs[len(reqs)-1])["b1"]; !strings.Contains(got, "guard: no touching") {
+		t.Errorf("the model did not see the hook's denial: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(e.runner.VolumePath(pod, volumeWorkspace), "marker")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the denied command ran: %v", err)
+	}
 }
 
 // aerieCLI runs this tree's aerie with home as its $HOME and $AERIE_HOME

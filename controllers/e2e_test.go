@@ -385,6 +385,11 @@ func TestEndToEnd(t *testing.T) {
 		testPlatformPlugins(t, e)
 	})
 
+	t.Run("PlatformPluginHooks", func(t *testing.T) {
+		t.Parallel()
+		testPlatformPluginHooks(t, e)
+	})
+
 	t.Run("SecretsAgentOnly", func(t *testing.T) {
 		t.Parallel()
 		testSecretsAgentOnly(t, e)

@@ -23,6 +23,30 @@ const ClaudeRootEnv = "CLAUDE_PLUGIN_ROOT"
 const projectHooks = "a project layer's plugin hooks do not run: the repository wrote them; " +
 	"install the plugin into $AERIE_HOME or a layer of the session instead"
 
+// projectMCP is why a project layer's plugin stdio MCP servers do not run.
+const projectMCP = "a project layer's plugin stdio MCP servers do not run: the repository wrote them; " +
+	"install the plugin into $AERIE_HOME or a layer of the session instead"
+
+// withoutProjectCode reports what the native manifest m of p, a plugin of
+// a project layer, declares that would run a command of the repository's
+// choosing: its hooks and its stdio MCP servers, which do not run. A
+// hooks.toml of a project layer runs with a trust pin; a plugin has none
+// to run on, as loadHooks says of a Claude plugin's hooks.
+func (p *Plugin) withoutProjectCode(m *Manifest) []ComponentState {
+	var out []ComponentState
+	if m.Hooks != nil {
+		out = append(out, ComponentState{Component: ComponentHooks, Name: p.Name + " hooks", Path: p.Manifest,
+			Status: layer.StatusSkipped, Reason: projectHooks})
+	}
+	for _, s := range m.MCPServers {
+		if s.Type == TransportStdio {
+			out = append(out, ComponentState{Component: ComponentMCP, Name: p.Name + " mcp " + s.ID, Path: p.Manifest,
+				Status: layer.StatusSkipped, Reason: projectMCP})
+		}
+	}
+	return out
+}
+
 // loadHooks reads hooks/hooks.json of the Claude or Codex plugin p at rel
 // in layer l, adds the hooks that run to p.Hooks and reports each hook,
 // and each part of the file that does not run, with its event and

@@ -340,7 +340,9 @@ func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options
 			p.Skills = append(p.Skills, SkillRoot{Dir: filepath.Join(root, filepath.FromSlash(s)), Namespace: name})
 		}
 	}
-	if m.Hooks != nil {
+	if p.Project {
+		e.ComponentStates = append(e.ComponentStates, p.withoutProjectCode(m)...)
+	} else if m.Hooks != nil {
 		src := hooks.Source{Layer: l, File: e.Manifest, Dir: root, Root: root, Confined: true,
 			Env: []string{RootEnv[0] + "=" + root, RootEnv[1] + "=" + root}}
 		hs, probs := hooks.DecodeYAMLEvents(m.Hooks, "hooks", src, opts.WorkDir)
@@ -355,6 +357,9 @@ func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options
 		p.Hooks = hs
 	}
 	for _, s := range m.MCPServers {
+		if p.Project && s.Type == TransportStdio {
+			continue // withoutProjectCode reported it
+		}
 		p.MCPServers = append(p.MCPServers, s.place(name, e.Manifest, root))
 	}
 	if m.Format == FormatClaude || m.Format == FormatCodex {

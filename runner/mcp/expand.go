@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/aerie-run/aerie/runner/pluginroot"
 )
 
 // A Claude or Codex plugin's servers (its .mcp.json, or the mcpServers of
@@ -14,12 +16,6 @@ import (
 // environment variables: that is how such a plugin takes its credentials.
 // aerie's own declarations use values as written (the spec's rule); only
 // the plugins' go through Variables.
-
-// ClaudePluginRootVar is Claude's name for a plugin's directory: in a
-// Claude or Codex plugin's server it expands to the plugin root, as
-// ${AERIE_PLUGIN_ROOT} does in an aerie plugin's, and a stdio server gets
-// it as a variable too.
-const ClaudePluginRootVar = "CLAUDE_PLUGIN_ROOT"
 
 // Variables resolve the ${VAR} of a Claude or Codex plugin's servers.
 // Every value read is a credential as far as aerie knows: it is used only
@@ -132,11 +128,8 @@ func (v Variables) expand(s, root string, got *Resolved) (string, []string, erro
 		if hasDefault {
 			def = sub[2][len(":-"):]
 		}
-		switch name {
-		case ClaudePluginRootVar, PluginRootVar, PluginRootVarOpen:
-			if root != "" {
-				return root
-			}
+		if root != "" && slices.Contains(pluginroot.Claude, name) {
+			return root
 		}
 		if value := v.lookup(name); value != "" {
 			got.add(name, value)

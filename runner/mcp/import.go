@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/pluginroot"
 )
 
 // Other agents declare MCP servers in formats of their own: Claude
@@ -295,7 +296,7 @@ func literal(n *yaml.Node, path string, ps *problems) {
 		case m == nil:
 		case m[1] == "CLAUDE_PLUGIN_ROOT":
 			ps.add(path, "%q relies on ${CLAUDE_PLUGIN_ROOT}, a Claude plugin's directory, which aerie does not expand; "+
-				"in an aerie plugin's manifest write ${%s}", n.Value, PluginRootVar)
+				"in an aerie plugin's manifest write ${%s}", n.Value, pluginroot.Var)
 		default:
 			ps.add(path, "%q relies on the expansion of ${%s}, which aerie does not do (values are used as written); "+
 				"write the value itself", n.Value, m[1])

@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/pluginroot"
 )
 
 // MaxFileSize bounds a declaration file; larger ones are not read.
@@ -256,23 +257,6 @@ func executables(srv Server, dir string) []string {
 // disabledReason is the reason of a declaration that says disabled: true.
 const disabledReason = "disabled: true in its declaration"
 
-// The placeholders substituted in a plugin's stdio servers, and the
-// variables they are also given as.
-const (
-	PluginRootVar     = "AERIE_PLUGIN_ROOT"
-	PluginRootVarOpen = "OPENVAALA_PLUGIN_ROOT"
-)
-
-// ExpandPluginRoot replaces ${AERIE_PLUGIN_ROOT} and
-// ${OPENVAALA_PLUGIN_ROOT} in s with root; nothing else is expanded.
-func ExpandPluginRoot(s, root string) string {
-	if !strings.Contains(s, "${") {
-		return s
-	}
-	s = strings.ReplaceAll(s, "${"+PluginRootVar+"}", root)
-	return strings.ReplaceAll(s, "${"+PluginRootVarOpen+"}", root)
-}
-
 // AddPlugin adds the servers an enabled plugin declares (see ParseEntry),
 // root being its absolute directory. A server whose id a mcp_servers
 // file declares is skipped: the file wins. Two plugins declaring the
@@ -305,18 +289,9 @@ func (c *Config) AddPlugin(plugin, root string, servers []Server) error {
 		}
 		srv.Plugin, srv.PluginRoot = plugin, root
 		if srv.Type == TypeStdio {
-			srv.Command = ExpandPluginRoot(srv.Command, root)
-			args := make([]string, len(srv.Args))
-			for i, a := range srv.Args {
-				args[i] = ExpandPluginRoot(a, root)
-			}
-			srv.Args = args
-			env := make(map[string]string, len(srv.Env)+2)
-			env[PluginRootVar], env[PluginRootVarOpen] = root, root
-			for k, v := range srv.Env {
-				env[k] = ExpandPluginRoot(v, root)
-			}
-			srv.Env = env
+			srv.Command = pluginroot.Expand(srv.Command, root, pluginroot.Native)
+			srv.Args = pluginroot.ExpandEach(srv.Args, root, pluginroot.Native)
+			srv.Env = pluginroot.Env(srv.Env, root, pluginroot.Native)
 		}
 		f.Status, f.Variables = layer.StatusActive, srv.Resolved.Names
 		if len(srv.Resolved.Uses) > 0 {
@@ -386,11 +361,11 @@ func (c *Config) AddClaudePlugin(plugin, root, file string, data []byte, vars Va
 		}
 		srv.Resolved = got
 		if srv.Type == TypeStdio {
-			if _, set := srv.Env[ClaudePluginRootVar]; !set {
+			if _, set := srv.Env[pluginroot.VarClaude]; !set {
 				if srv.Env == nil {
 					srv.Env = map[string]string{}
 				}
-				srv.Env[ClaudePluginRootVar] = root
+				srv.Env[pluginroot.VarClaude] = root
 			}
 		}
 		// One at a time, so that the report lists the entries in order.

@@ -7,15 +7,13 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/aerie-run/aerie/runner/pluginroot"
 )
 
 // MaxInline bounds what one !`cmd` or one @path puts into a command's
 // prompt; the rest is cut and the cut is said where it happened.
 const MaxInline = 8 << 10
-
-// RootEnvClaude is Claude Code's variable for a plugin's directory, which
-// its commands and hooks name.
-const RootEnvClaude = "CLAUDE_PLUGIN_ROOT"
 
 // Expander is what expanding a command needs from the session.
 type Expander struct {
@@ -60,8 +58,7 @@ func validCommandName(s string) bool {
 func (c Command) Expand(ctx context.Context, args string, x Expander) (string, error) {
 	words := splitArgs(args)
 	text := strings.ReplaceAll(c.Body, "$ARGUMENTS", args)
-	text = strings.ReplaceAll(text, "${"+RootEnvClaude+"}", c.Root)
-	text = substitute(text, c.Root)
+	text = pluginroot.Expand(text, c.Root, pluginroot.Claude)
 	for i := 9; i >= 1; i-- {
 		v := ""
 		if i <= len(words) {

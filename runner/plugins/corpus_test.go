@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/pluginroot"
 )
 
 // TestCorpus loads every published plugin in testdata/corpus, each through
@@ -145,7 +146,7 @@ func TestCorpusHooks(t *testing.T) {
 		t.Errorf("%d hooks run, want 11", n)
 	}
 	for _, h := range set.Hooks() {
-		if strings.Contains(h.Command, "${CLAUDE_PLUGIN_ROOT}") || !slices.Contains(h.Source.Env, ClaudeRootEnv+"="+h.Source.Root) {
+		if strings.Contains(h.Command, "${CLAUDE_PLUGIN_ROOT}") || !slices.Contains(h.Source.Env, pluginroot.VarClaude+"="+h.Source.Root) {
 			t.Errorf("hook %s: command %q, env %v: want the plugin root in both", h.ID, h.Command, h.Source.Env)
 		}
 	}

@@ -9,15 +9,12 @@ import (
 
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/pluginroot"
 )
 
 // HooksFile is where a Claude or Codex plugin keeps its hooks, relative
 // to its root.
 const HooksFile = "hooks/hooks.json"
-
-// ClaudeRootEnv is the variable Claude Code gives a plugin's hooks its
-// directory in; aerie sets RootEnv too.
-const ClaudeRootEnv = "CLAUDE_PLUGIN_ROOT"
 
 // projectHooks is why a project layer's plugin hooks do not run.
 const projectHooks = "a project layer's plugin hooks do not run: the repository wrote them; " +
@@ -64,10 +61,7 @@ func loadHooks(fsys fs.FS, l layer.Layer, rel string, p *Plugin, workdir string)
 		state.Reason = fmt.Sprintf("cannot read %s: %v", HooksFile, err)
 		return []ComponentState{state}
 	}
-	env := make([]string, 0, 1+len(RootEnv))
-	for _, k := range append([]string{ClaudeRootEnv}, RootEnv...) {
-		env = append(env, k+"="+p.Root)
-	}
+	env := pluginroot.Environ(p.Root, pluginroot.Claude)
 	src := hooks.Source{Layer: l, File: file, Dir: p.Root, Root: p.Root, Confined: true, Env: env}
 	hs, parts, probs := hooks.ParseClaude(data, src, workdir)
 	if len(probs) > 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/layer"
+	"github.com/aerie-run/aerie/runner/pluginroot"
 )
 
 // Dir is the directory of plugins in a layer.
@@ -344,7 +345,7 @@ func loadOne(fsys fs.FS, l layer.Layer, name string, disabled bool, opts Options
 		e.ComponentStates = append(e.ComponentStates, p.withoutProjectCode(m)...)
 	} else if m.Hooks != nil {
 		src := hooks.Source{Layer: l, File: e.Manifest, Dir: root, Root: root, Confined: true,
-			Env: []string{RootEnv[0] + "=" + root, RootEnv[1] + "=" + root}}
+			Env: pluginroot.Environ(root, pluginroot.Native)}
 		hs, probs := hooks.DecodeYAMLEvents(m.Hooks, "hooks", src, opts.WorkDir)
 		if len(probs) > 0 {
 			// The hooks' problems name the manifest, and its layer.

@@ -1,9 +1,8 @@
 package plugins
 
 import (
-	"strings"
-
 	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/pluginroot"
 )
 
 // Transport is how an MCP server is reached.
@@ -59,18 +58,6 @@ type MCPServer struct {
 	File string `yaml:"-" json:"file"`
 }
 
-// RootEnv are the environment variables that carry a plugin's directory,
-// aerie's name first and the OpenVaala alias second.
-var RootEnv = []string{"AERIE_PLUGIN_ROOT", "OPENVAALA_PLUGIN_ROOT"}
-
-// substitute returns s with the plugin root placeholders replaced.
-func substitute(s, root string) string {
-	for _, k := range RootEnv {
-		s = strings.ReplaceAll(s, "${"+k+"}", root)
-	}
-	return s
-}
-
 // place returns the server with root substituted and the root variables in
 // its environment (an explicit env entry of the same name wins).
 func (s MCPServer) place(plugin, file, root string) MCPServer {
@@ -78,22 +65,11 @@ func (s MCPServer) place(plugin, file, root string) MCPServer {
 	if s.Type != TransportStdio {
 		return s
 	}
-	s.Command = substitute(s.Command, root)
+	s.Command = pluginroot.Expand(s.Command, root, pluginroot.Native)
 	if s.Args != nil {
-		args := make([]string, len(s.Args))
-		for i, a := range s.Args {
-			args[i] = substitute(a, root)
-		}
-		s.Args = args
+		s.Args = pluginroot.ExpandEach(s.Args, root, pluginroot.Native)
 	}
-	env := make(map[string]string, len(s.Env)+len(RootEnv))
-	for _, k := range RootEnv {
-		env[k] = root
-	}
-	for k, v := range s.Env {
-		env[k] = substitute(v, root)
-	}
-	s.Env = env
+	s.Env = pluginroot.Env(s.Env, root, pluginroot.Native)
 	return s
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/pluginroot"
 	"github.com/aerie-run/aerie/runner/plugins"
 )
 
@@ -45,11 +46,7 @@ func (eq *equipment) expandCommand(ctx context.Context) error {
 func (eq *equipment) runInline(ctx context.Context, root, line string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, inlineTimeout)
 	defer cancel()
-	set := make([]string, 0, 1+len(plugins.RootEnv))
-	set = append(set, plugins.RootEnvClaude+"="+root)
-	for _, k := range plugins.RootEnv {
-		set = append(set, k+"="+root)
-	}
+	set := pluginroot.Environ(root, pluginroot.Claude)
 	p, err := eq.opts.Executor.Start(ctx, executor.Command{
 		Script: line, Shell: "bash", Dir: eq.load.Dir, CombinedOutput: true,
 		Env: executor.Environ(os.Environ(), nil, set),

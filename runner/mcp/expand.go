@@ -35,6 +35,10 @@ type Variables struct {
 	// declarations (a plugin of a project layer: the repository wrote
 	// it); defaults still apply.
 	Denied string
+	// NoStdio, when set, is why no stdio server of these declarations
+	// runs (a plugin of a project layer: the repository chose the
+	// command); its other servers are used.
+	NoStdio string
 }
 
 // Deny returns v resolving no variable, for the reason given.

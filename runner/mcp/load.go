@@ -360,6 +360,10 @@ func (c *Config) AddClaudePlugin(plugin, root, file string, data []byte, vars Va
 			return
 		}
 		srv.Resolved = got
+		if srv.Type == TypeStdio && vars.NoStdio != "" {
+			c.Files = append(c.Files, File{Path: file, ID: srv.ID, Plugin: plugin, Status: layer.StatusSkipped, Reason: vars.NoStdio})
+			return
+		}
 		if srv.Type == TypeStdio {
 			if _, set := srv.Env[pluginroot.VarClaude]; !set {
 				if srv.Env == nil {

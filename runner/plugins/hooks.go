@@ -20,8 +20,8 @@ const HooksFile = "hooks/hooks.json"
 const projectHooks = "a project layer's plugin hooks do not run: the repository wrote them; " +
 	"install the plugin into $AERIE_HOME or a layer of the session instead"
 
-// projectMCP is why a project layer's plugin stdio MCP servers do not run.
-const projectMCP = "a project layer's plugin stdio MCP servers do not run: the repository wrote them; " +
+// ProjectMCP is why a project layer's plugin stdio MCP servers do not run.
+const ProjectMCP = "a project layer's plugin stdio MCP servers do not run: the repository wrote them; " +
 	"install the plugin into $AERIE_HOME or a layer of the session instead"
 
 // withoutProjectCode reports what the native manifest m of p, a plugin of
@@ -38,7 +38,7 @@ func (p *Plugin) withoutProjectCode(m *Manifest) []ComponentState {
 	for _, s := range m.MCPServers {
 		if s.Type == TransportStdio {
 			out = append(out, ComponentState{Component: ComponentMCP, Name: p.Name + " mcp " + s.ID, Path: p.Manifest,
-				Status: layer.StatusSkipped, Reason: projectMCP})
+				Status: layer.StatusSkipped, Reason: ProjectMCP})
 		}
 	}
 	return out

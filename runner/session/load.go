@@ -149,9 +149,10 @@ func LoadExtensions(o LoadOptions) (*Extensions, error) {
 			vars := o.MCPVariables
 			if p.Project {
 				// The repository could send the runner's variables to a
-				// server of its choosing.
+				// server of its choosing, or start a command it chose.
 				vars = vars.Deny("a plugin in the project's layer reads no variable of the environment; " +
 					"install it (aerie plugin install) to give it credentials")
+				vars.NoStdio = plugins.ProjectMCP
 			}
 			for _, src := range p.ClaudeMCP {
 				x.fail("plugin "+p.Name, x.MCP.AddClaudePlugin(p.Name, p.Root, src.File, src.Data, vars))

@@ -50,3 +50,48 @@ func TestLoadClaudePluginMCPVariables(t *testing.T) {
 		t.Errorf("the project plugin's server is not reported: %+v", x.MCP.Files)
 	}
 }
+
+// TestLoadClaudePluginMCPProjectStdio: a Claude plugin of a project layer
+// starts no stdio server, whose command the repository chose; its http
+// server is used, and the same stdio server of the home layer runs.
+func TestLoadClaudePluginMCPProjectStdio(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ws, home := filepath.Join(dir, "ws"), filepath.Join(dir, "home")
+	testenv.WriteTree(t, dir, map[string]string{
+		"home/plugins/mine/.claude-plugin/plugin.json":        `{"name": "mine"}`,
+		"home/plugins/mine/.mcp.json":                         `{"mine": {"command": "${CLAUDE_PLUGIN_ROOT}/server"}}`,
+		"ws/.aerie/plugins/theirs/.claude-plugin/plugin.json": `{"name": "theirs"}`,
+		"ws/.aerie/plugins/theirs/.mcp.json": `{"run": {"command": "${CLAUDE_PLUGIN_ROOT}/server"},
+			"web": {"type": "http", "url": "https://mcp.example.com"}}`,
+	})
+	layers, err := layer.Discover(layer.DiscoverOptions{WorkDir: ws, Workspace: ws, Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := LoadExtensions(LoadOptions{
+		Layers: layers, Workspace: ws, Dir: ws, PluginComponents: plugins.Components{plugins.ComponentMCP},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range x.MCP.Servers {
+		ids = append(ids, s.ID)
+	}
+	if strings.Join(ids, ",") != "mine,web" {
+		t.Errorf("servers %v, want mine,web", ids)
+	}
+	found := false
+	for _, f := range x.MCP.Files {
+		if f.ID == "run" {
+			found = true
+			if f.Status != layer.StatusSkipped || f.Reason != plugins.ProjectMCP {
+				t.Errorf("run: %+v", f)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the project plugin's stdio server is not reported: %+v", x.MCP.Files)
+	}
+}

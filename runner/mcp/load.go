@@ -361,7 +361,9 @@ func (c *Config) AddClaudePlugin(plugin, root, file string, data []byte, vars Va
 		}
 		srv.Resolved = got
 		if srv.Type == TypeStdio && vars.NoStdio != "" {
-			c.Files = append(c.Files, File{Path: file, ID: srv.ID, Plugin: plugin, Status: layer.StatusSkipped, Reason: vars.NoStdio})
+			c.Files = append(c.Files, File{
+				Path: file, ID: srv.ID, Plugin: plugin, Status: layer.StatusSkipped, Reason: vars.NoStdio,
+			})
 			return
 		}
 		if srv.Type == TypeStdio {

@@ -104,9 +104,10 @@ type Plugin struct {
 	Skills []SkillRoot `json:"skills,omitempty"`
 	// Hooks are the native manifest's hooks, or a Claude or Codex plugin's
 	// hooks/hooks.json when its components include hooks; they run after
-	// the layers' hooks.
+	// the layers' hooks. A plugin of a project layer has none.
 	Hooks []hooks.Hook `json:"hooks,omitempty"`
-	// MCPServers are the native manifest's servers, after substitution.
+	// MCPServers are the native manifest's servers, after substitution;
+	// in a project layer, its http and sse servers only.
 	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
 	// Agents and Commands are a Claude or Codex plugin's agents/*.md and
 	// commands/*.md, when its components include them.

@@ -279,19 +279,7 @@ echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision
 		t.Errorf("the hook with an if condition ran: %v", err)
 	}
 
-	rep := e.run("extensions", "--json")
-	var r struct {
-		Artifacts []struct{ Type, Name, Status, Reason string } `json:"artifacts"`
-	}
-	if err := json.Unmarshal([]byte(rep.stdout), &r); err != nil {
-		t.Fatalf("%v\n%s", err, rep.stdout)
-	}
-	got := map[string]string{}
-	for _, a := range r.Artifacts {
-		if a.Type == "plugin_component" {
-			got[a.Name] = a.Status + ": " + a.Reason
-		}
-	}
+	got := e.pluginComponents()
 	for name, want := range map[string]string{
 		"guard hooks Notification":           `skipped: unsupported event: aerie has no event "Notification"`,
 		"guard hooks PreToolUse[0].hooks[0]": "skipped: matcher Bash; if: line 7: a condition (if) aerie cannot evaluate",
@@ -301,4 +289,24 @@ echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision
 			t.Errorf("%s: %q, want %q…", name, got[name], want)
 		}
 	}
+}
+
+// pluginComponents are the plugin_component states of aerie extensions
+// --json, "status: reason" by name.
+func (e *e2e) pluginComponents() map[string]string {
+	e.t.Helper()
+	rep := e.run("extensions", "--json")
+	var r struct {
+		Artifacts []struct{ Type, Name, Status, Reason string } `json:"artifacts"`
+	}
+	if err := json.Unmarshal([]byte(rep.stdout), &r); err != nil {
+		e.t.Fatalf("%v\n%s", err, rep.stdout)
+	}
+	got := map[string]string{}
+	for _, a := range r.Artifacts {
+		if a.Type == "plugin_component" {
+			got[a.Name] = a.Status + ": " + a.Reason
+		}
+	}
+	return got
 }

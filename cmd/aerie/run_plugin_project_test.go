@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -45,19 +44,7 @@ mcp_servers:
 		}
 	}
 
-	rep := e.run("extensions", "--json")
-	var r struct {
-		Artifacts []struct{ Type, Name, Status, Reason string } `json:"artifacts"`
-	}
-	if err := json.Unmarshal([]byte(rep.stdout), &r); err != nil {
-		t.Fatalf("%v\n%s", err, rep.stdout)
-	}
-	got := map[string]string{}
-	for _, a := range r.Artifacts {
-		if a.Type == "plugin_component" {
-			got[a.Name] = a.Status + ": " + a.Reason
-		}
-	}
+	got := e.pluginComponents()
 	for name, want := range map[string]string{
 		"review hooks":    "skipped: a project layer's plugin hooks do not run: the repository wrote them; install the plugin into $AERIE_HOME",
 		"review mcp lint": "skipped: a project layer's plugin stdio MCP servers do not run: the repository wrote them; install the plugin into $AERIE_HOME",

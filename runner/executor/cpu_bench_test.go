@@ -3,8 +3,6 @@ package executor
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"syscall"
@@ -80,19 +78,7 @@ func BenchmarkBashCPU(b *testing.B) {
 			l := newLocal(b, opts)
 			ctx := context.Background()
 			run(b, func() {
-				p, err := l.Start(ctx, Command{Script: script, Shell: "bash", CombinedOutput: true})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := io.ReadAll(p.Stdout()); err != nil {
-					b.Fatal(err)
-				}
-				if exit, err := p.Wait(ctx); err != nil || exit.Code != 0 {
-					b.Fatalf("Wait = %+v, %v", exit, err)
-				}
-				if _, err := l.Teardown(ctx, p.ID()); err != nil && !errors.Is(err, ErrNotFound) {
-					b.Fatal(err)
-				}
+				runForeground(ctx, b, l, Command{Script: script, Shell: "bash", CombinedOutput: true})
 			})
 		})
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -211,6 +212,20 @@ func (e *env) waitFor(what string, check func() error) {
 			e.t.Fatalf("waiting for %s: %v", what, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// update applies change to the latest version of the session name, again
+// on a conflict with the controller's own writes.
+func (e *env) update(name string, change func(*aeriev1alpha1.AgentSession)) {
+	e.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s := e.get(name)
+		change(s)
+		return e.c.Update(e.ctx(), s)
+	})
+	if err != nil {
+		e.t.Fatalf("update %s: %v", name, err)
 	}
 }
 
@@ -522,13 +537,9 @@ func testCancel(t *testing.T) {
 	e.setPod(pod, corev1.PodRunning, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
 	e.waitPhase("cancel", aeriev1alpha1.PhaseRunning)
 
-	s := e.get("cancel")
-	s.Spec.Cancel = true
-	if err := e.c.Update(e.ctx(), s); err != nil {
-		t.Fatal(err)
-	}
+	e.update("cancel", func(s *aeriev1alpha1.AgentSession) { s.Spec.Cancel = true })
 	// Without a kubelet, the API server deletes an unscheduled pod at once.
-	s = e.waitPhase("cancel", aeriev1alpha1.PhaseCancelled)
+	s := e.waitPhase("cancel", aeriev1alpha1.PhaseCancelled)
 	if c := condition(s, aeriev1alpha1.ConditionSucceeded); c.Status != metav1.ConditionFalse || c.Reason != aeriev1alpha1.ReasonCancelled {
 		t.Errorf("Succeeded = %+v", c)
 	}
@@ -878,12 +889,8 @@ func testDeadline(t *testing.T) {
 	})
 	// An hour later, the pod still pulls its image.
 	e.shift.Store(int64(time.Hour))
-	s := e.get("deadline")
-	s.Annotations = map[string]string{"test": "wake up"}
-	if err := e.c.Update(e.ctx(), s); err != nil {
-		t.Fatal(err)
-	}
-	s = e.waitPhase("deadline", aeriev1alpha1.PhaseFailed)
+	e.update("deadline", func(s *aeriev1alpha1.AgentSession) { s.Annotations = map[string]string{"test": "wake up"} })
+	s := e.waitPhase("deadline", aeriev1alpha1.PhaseFailed)
 	if c := condition(s, aeriev1alpha1.ConditionSucceeded); c.Reason != aeriev1alpha1.ReasonDeadlineExceeded || !strings.Contains(c.Message, "ImagePullBackOff") {
 		t.Errorf("Succeeded = %+v", c)
 	}

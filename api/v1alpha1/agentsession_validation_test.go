@@ -352,6 +352,9 @@ func testImmutability(t *testing.T, cp *testenv.ControlPlane) {
 		{"add extensions", func(s *v1.AgentSession) {
 			s.Spec.Extensions = []v1.ExtensionLayer{{ConfigMap: &v1.ConfigMapLayer{Name: "x"}}}
 		}, "spec is immutable except for cancel"},
+		{"add memory", func(s *v1.AgentSession) {
+			s.Spec.Memory = &v1.MemorySpec{Disabled: true}
+		}, "spec is immutable except for cancel"},
 		{"change maxDuration", func(s *v1.AgentSession) {
 			s.Spec.Budget.MaxDuration = &metav1.Duration{Duration: 2 * time.Hour}
 		}, "budget is immutable"},

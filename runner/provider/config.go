@@ -117,13 +117,7 @@ type Config struct {
 // Retries is how many times a failed attempt is retried: MaxRetries, with
 // its default.
 func (c Config) Retries() int {
-	switch {
-	case c.MaxRetries < 0:
-		return 0
-	case c.MaxRetries == 0:
-		return DefaultMaxRetries
-	}
-	return c.MaxRetries
+	return orDefault(c.MaxRetries, DefaultMaxRetries)
 }
 
 // CallTimeout bounds each model call: Timeout, with its default.
@@ -137,25 +131,25 @@ func (c Config) CallTimeout() time.Duration {
 // IdleTimeout is how long a streamed answer may send nothing:
 // StreamIdleTimeout, with its default; zero when it is disabled.
 func (c Config) IdleTimeout() time.Duration {
-	switch {
-	case c.StreamIdleTimeout < 0:
-		return 0
-	case c.StreamIdleTimeout == 0:
-		return DefaultStreamIdleTimeout
-	}
-	return c.StreamIdleTimeout
+	return orDefault(c.StreamIdleTimeout, DefaultStreamIdleTimeout)
 }
 
 // AnswerCap is the cap on one answer's size in bytes: MaxAnswerBytes, with
 // its default; zero when it is disabled.
 func (c Config) AnswerCap() int {
+	return orDefault(c.MaxAnswerBytes, DefaultMaxAnswerBytes)
+}
+
+// orDefault reads a setting where zero means its default and a negative
+// value turns it off (zero).
+func orDefault[T int | time.Duration](v, def T) T {
 	switch {
-	case c.MaxAnswerBytes < 0:
+	case v < 0:
 		return 0
-	case c.MaxAnswerBytes == 0:
-		return DefaultMaxAnswerBytes
+	case v == 0:
+		return def
 	}
-	return c.MaxAnswerBytes
+	return v
 }
 
 // Client is the HTTP client that sends the requests: HTTPClient, or one

@@ -12,32 +12,23 @@ import (
 // every major distribution enables); callers then walk all of /proc.
 var errNoChildrenList = errors.New("/proc/<pid>/task/<tid>/children is not available")
 
-// ownChildren lists the children of this process from the children files
-// of its threads. It reads a handful of files where a snapshot reads every
-// process of the machine, which is what makes the checks after each
-// command cheap.
+// threadChildren lists the children forked by the threads tids of this
+// process and by its main thread, from their children files. It reads a
+// handful of files where a snapshot reads every process of the machine,
+// which is what makes the checks after each command cheap.
 //
 // A children file lists the children of one thread, and is not read
 // atomically. Orphans reparented to this process, as a child subreaper, go
 // to its first living thread, the main one, and so do the children of a
 // thread that exits; the main thread's file is therefore read last, so that
 // a child moved to it while the others were read is still seen.
-func ownChildren() ([]int, error) {
+func threadChildren(tids ...int) ([]int, error) {
 	self := os.Getpid()
 	taskDir := procDir + "/" + strconv.Itoa(self) + "/task"
-	d, err := os.Open(taskDir)
-	if err != nil {
-		return nil, fmt.Errorf("list threads: %w", err)
-	}
-	tids, err := d.Readdirnames(-1)
-	d.Close() //nolint:errcheck // read-only
-	if err != nil {
-		return nil, fmt.Errorf("list threads: %w", err)
-	}
 	var pids []int
 	buf := make([]byte, 0, 512)
-	read := func(tid string) error {
-		name := taskDir + "/" + tid + "/children"
+	read := func(tid int) error {
+		name := taskDir + "/" + strconv.Itoa(tid) + "/children"
 		b, err := readProcFile(name, buf[:0])
 		if err != nil {
 			return err
@@ -48,9 +39,8 @@ func ownChildren() ([]int, error) {
 		}
 		return nil
 	}
-	main := strconv.Itoa(self)
 	for _, tid := range tids {
-		if tid == main {
+		if tid == self {
 			continue
 		}
 		if err := read(tid); err != nil {
@@ -60,7 +50,7 @@ func ownChildren() ([]int, error) {
 			return nil, err
 		}
 	}
-	if err := read(main); err != nil {
+	if err := read(self); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			// The main thread's directory is there as long as the
 			// process is: the file is what is missing.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 )
 
 func TestAppendPIDs(t *testing.T) {
@@ -61,13 +62,14 @@ func FuzzAppendPIDs(f *testing.F) {
 	})
 }
 
-// TestOwnChildren starts children from several threads and finds each in
-// the list, and none once reaped.
-func TestOwnChildren(t *testing.T) {
+// TestThreadChildren starts children from several threads and finds each
+// in the list of the threads named, and none once reaped.
+func TestThreadChildren(t *testing.T) {
 	t.Parallel()
 	var (
 		mu   sync.Mutex
 		cmds []*exec.Cmd
+		tids []int
 		wg   sync.WaitGroup
 	)
 	var locked sync.WaitGroup
@@ -87,6 +89,7 @@ func TestOwnChildren(t *testing.T) {
 			}
 			mu.Lock()
 			cmds = append(cmds, cmd)
+			tids = append(tids, unix.Gettid())
 			mu.Unlock()
 		})
 	}
@@ -97,25 +100,68 @@ func TestOwnChildren(t *testing.T) {
 			_ = cmd.Wait()
 		}
 	}()
-	kids, err := ownChildren()
+	kids, err := threadChildren(tids...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, cmd := range cmds {
 		if !slices.Contains(kids, cmd.Process.Pid) {
-			t.Errorf("ownChildren() = %v, missing child %d", kids, cmd.Process.Pid)
+			t.Errorf("threadChildren(%v) = %v, missing child %d", tids, kids, cmd.Process.Pid)
 		}
 	}
 	for _, cmd := range cmds {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	}
-	if kids, err = ownChildren(); err != nil {
+	if kids, err = threadChildren(tids...); err != nil {
 		t.Fatal(err)
 	}
 	for _, cmd := range cmds {
 		if slices.Contains(kids, cmd.Process.Pid) {
-			t.Errorf("ownChildren() = %v after reaping child %d", kids, cmd.Process.Pid)
+			t.Errorf("threadChildren(%v) = %v after reaping child %d", tids, kids, cmd.Process.Pid)
+		}
+	}
+}
+
+// TestReaperChildren: children started concurrently through a Reaper, from
+// many goroutines, are all on the list it reads, though they came from
+// threads that no longer run them.
+func TestReaperChildren(t *testing.T) {
+	t.Parallel()
+	r := NewReaper()
+	var (
+		mu   sync.Mutex
+		cmds []*exec.Cmd
+		wg   sync.WaitGroup
+	)
+	for range 8 {
+		wg.Go(func() {
+			runtime.LockOSThread() // a thread of its own, which Start must not fork on
+			defer runtime.UnlockOSThread()
+			cmd := exec.Command("sleep", "30")
+			if _, err := r.Start(cmd, NewID()); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			cmds = append(cmds, cmd)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	defer func() {
+		for _, cmd := range cmds {
+			_ = cmd.Process.Kill()
+			_ = r.Wait(cmd)
+		}
+	}()
+	kids, err := r.children()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range cmds {
+		if !slices.Contains(kids, cmd.Process.Pid) {
+			t.Errorf("children() = %v, missing child %d", kids, cmd.Process.Pid)
 		}
 	}
 }

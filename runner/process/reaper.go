@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -54,6 +55,13 @@ func IsChildSubreaper() (bool, error) {
 // started with its Start (or registered by it), which is why only the
 // executor runs one. A child started directly with exec.Cmd.Start could
 // lose its exit status to a pass.
+//
+// Every Start forks on one OS thread of the Reaper's own. The kernel lists
+// a process's children per thread, and a pass and Gone run after nearly
+// every command: with the forks on one thread, they read two children
+// files (that thread's, and the main thread's, which receives the orphans
+// reparented to a child subreaper) instead of one per thread of the Go
+// runtime, whose number grows with every blocking system call.
 type Reaper struct {
 	// starting is held for reading by Start and for writing by a pass.
 	starting sync.RWMutex
@@ -61,18 +69,45 @@ type Reaper struct {
 	owned    map[int]int // pid → registrations; a PID can be reused once waited for
 	// subreaper caches that this process is a child subreaper, for Gone.
 	subreaper atomic.Bool
+	// forks carries each Start to the forking thread, forker its thread id.
+	forks  chan func()
+	forker int
 }
 
-// NewReaper returns a Reaper with nothing registered. It reaps only in
-// Run or Reap.
-func NewReaper() *Reaper { return &Reaper{owned: make(map[int]int)} }
+// NewReaper returns a Reaper with nothing registered, and its forking
+// thread. It reaps only in Run or Reap.
+func NewReaper() *Reaper {
+	r := &Reaper{owned: make(map[int]int), forks: make(chan func())}
+	tid := make(chan int)
+	go r.fork(tid)
+	r.forker = <-tid
+	return r
+}
+
+// fork runs the Reaper's Starts on a thread of their own. The goroutine
+// never returns, so the thread is never unlocked and never exits: its
+// children stay on its list, and a child's Pdeathsig, which follows the
+// thread that forked it, is never sent early.
+func (r *Reaper) fork(tid chan<- int) {
+	runtime.LockOSThread()
+	tid <- unix.Gettid()
+	for f := range r.forks {
+		f()
+	}
+}
 
 // Start starts cmd as Start does and registers the child, so that a pass
 // leaves it to cmd's Wait. The caller must call r.Wait(cmd), not cmd.Wait.
 func (r *Reaper) Start(cmd *exec.Cmd, id string) (Group, error) {
 	r.starting.RLock()
 	defer r.starting.RUnlock()
-	g, err := Start(cmd, id)
+	var (
+		g    Group
+		err  error
+		done = make(chan struct{})
+	)
+	r.forks <- func() { g, err = Start(cmd, id); close(done) }
+	<-done
 	if err != nil {
 		return g, err
 	}
@@ -146,13 +181,13 @@ func (r *Reaper) Reap() []int {
 }
 
 // zombies lists the children of this process that have exited and are not
-// registered. The children's list is read from the threads' children
-// files; only without them is all of /proc walked. The executor keeps the
+// registered. The children's list is read from the children files of the
+// forking and the main thread; only without them is all of /proc walked. The executor keeps the
 // leaders it started as zombies on purpose, so a pass runs after nearly
 // every command: it must not cost a walk of every process on the machine.
 func (r *Reaper) zombies() []int {
 	var pids []int
-	kids, err := ownChildren()
+	kids, err := r.children()
 	if err != nil {
 		snap, err := takeSnapshot()
 		if err != nil {
@@ -177,6 +212,16 @@ func (r *Reaper) zombies() []int {
 	return pids
 }
 
+// children lists the children of this process that a pass and Gone must
+// see: those forked by the forking thread, which are all the children r
+// started, and those of the main thread, where orphans are reparented
+// (and the children of any thread that exits). Children that other
+// threads started directly, against the contract, are not seen, so a pass
+// can no longer steal their exit status either.
+func (r *Reaper) children() ([]int, error) {
+	return threadChildren(r.forker)
+}
+
 func (r *Reaper) owns(pid int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -185,16 +230,17 @@ func (r *Reaper) owns(pid int) bool {
 
 // Gone reports whether it can tell, cheaply and for certain, that nothing
 // of g is alive: g's leader is a child that r started and that has exited,
-// this process is a child subreaper, and every one of its children is a
-// leader that r started. False means only "not known": the caller then
-// looks through /proc (Inspect, Teardown).
+// this process is a child subreaper, and every child on the lists of the
+// forking and the main thread is a leader that r started. False means only
+// "not known": the caller then looks through /proc (Inspect, Teardown).
 //
 // Why that is enough: every process g started descends from its leader.
 // Once the leader has exited, its descendants that lived on were
 // reparented to the nearest child subreaper among their ancestors, this
-// process or one inside g's own tree, and so hang below a child of this
-// process that r did not start. The leaders r did start head trees of
-// their own groups, which no process of g can join. Only a process that
+// process (on its main thread's list) or one inside g's own tree, and so
+// hang below a child of this process that r did not start. The leaders r
+// did start head trees of their own groups, which no process of g can
+// join; children other threads started never descended from g. Only a process that
 // never descended from g and moved itself into g's process group with
 // setpgid is not seen; the walk of /proc would count it as a member.
 func (r *Reaper) Gone(g Group) bool {
@@ -208,7 +254,7 @@ func (r *Reaper) Gone(g Group) bool {
 	// As in a pass, no child may be between its fork and its registration.
 	r.starting.Lock()
 	defer r.starting.Unlock()
-	kids, err := ownChildren()
+	kids, err := r.children()
 	if err != nil {
 		return false
 	}

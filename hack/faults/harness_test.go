@@ -79,10 +79,6 @@ type sess struct {
 	seen map[int64]string
 	// model answers the session's requests; stepModel unless set.
 	model func(testenv.ModelRequest) testenv.Turn
-	// journalFailed is set when a run's journal failed: the agent went on
-	// without storing (the spec's rule), so a resume makes the later
-	// calls again, and their commands may run more than once.
-	journalFailed bool
 }
 
 // session returns a new session of e, scripted with the step model.

@@ -6,7 +6,8 @@
 // Every message, tool call, tool completion and usage snapshot is appended to
 // the session's journal as it happens, and a turn-complete barrier follows each
 // turn. A tool call is made durable before it runs (a barrier per call), so
-// that a crash can lose a call only before it starts. The loop knows nothing
+// that a crash can lose a call only before it starts; once the journal has
+// failed, no call runs and the run ends. The loop knows nothing
 // about where the model, the tools or the journal live: hooks, permissions
 // and output capping wrap the Tools it is given, budgets are
 // StopConditions, and a Compactor compacts the conversation between turns
@@ -195,8 +196,10 @@ type Result struct {
 	Usage transcript.Usage
 	// Err is the error behind an OutcomeModelError or OutcomeFailed.
 	Err error
-	// JournalErr is the journal's failure, if it failed during the run:
-	// the outcome stands, but the stored transcript lacks later entries.
+	// JournalErr is the journal's failure, if it failed during the run.
+	// A failure before the end ends the run OutcomeFailed; one at the
+	// final barrier leaves the outcome as it was, but the stored
+	// transcript lacks the last entries.
 	JournalErr error
 	// Compactions are the compactions made during the run, in order.
 	Compactions []transcript.Provenance
@@ -320,6 +323,9 @@ func stopped(ctx context.Context) Result {
 }
 
 func (l *Loop) checkStop() (Result, bool) {
+	if l.journalErr != nil {
+		return journalStopped(l.journalErr), true
+	}
 	s := Status{Turns: l.turns, Usage: l.usage}
 	for _, stop := range l.cfg.Stop {
 		if out, reason, ok := stop(s); ok {
@@ -573,9 +579,13 @@ func (l *Loop) runGroup(ctx context.Context, calls []provider.Content, endTurn s
 		return out
 	}
 	l.barrier(ctx)
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || l.journalErr != nil {
+		reason := errNotRecorded.Error()
+		if ctx.Err() != nil {
+			reason = context.Cause(ctx).Error()
+		}
 		for _, i := range run {
-			out[i] = notRun(context.Cause(ctx).Error())
+			out[i] = notRun(reason)
 		}
 		return out
 	}
@@ -683,9 +693,24 @@ func (l *Loop) barrier(ctx context.Context) {
 	l.journalFailed(ctx, l.cfg.Journal.Barrier(ctx))
 }
 
-// journalFailed handles the error of a barrier. A journal failure does not
-// stop the agent (the spec's rule); it is logged once and reported in the
-// Result.
+// errNotRecorded is why a call is not run once the journal has failed.
+var errNotRecorded = errors.New("the journal failed, so the call could not be recorded before it ran")
+
+// journalStopped is the result of a run whose journal failed.
+func journalStopped(err error) Result {
+	return Result{
+		Outcome: transcript.OutcomeFailed,
+		Reason: fmt.Sprintf("the journal failed (%v): the agent stopped so that nothing runs unrecorded; "+
+			"a resume continues from the last stored entry", err),
+		Err: err,
+	}
+}
+
+// journalFailed handles the error of a barrier: logged once, reported in
+// the Result, and the end of the run. The spec lets the agent go on without
+// storing; aerie stops it at the next call or request instead, because a
+// call made after the journal failed is not on record, and a resume would
+// make it again.
 func (l *Loop) journalFailed(ctx context.Context, err error) {
 	if err == nil || l.journalErr != nil {
 		return
@@ -694,7 +719,7 @@ func (l *Loop) journalFailed(ctx context.Context, err error) {
 		return // the run was stopped while waiting: not a journal failure
 	}
 	l.journalErr = err
-	l.cfg.Logger.Error("the journal failed: later entries of this session are not stored", "turn", l.turns, "err", err)
+	l.cfg.Logger.Error("the journal failed: the agent stops", "turn", l.turns, "err", err)
 	l.emit(events.Event{Type: events.Warning, Turn: l.turns, Reason: "journal: " + err.Error()})
 }
 

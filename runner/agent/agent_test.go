@@ -290,6 +290,54 @@ func TestLoopCancelDuringWriteAhead(t *testing.T) {
 	}
 }
 
+// TestLoopJournalFailureStops: once a barrier fails, no further call runs
+// (it could not be recorded before it ran, and a resume would make it
+// again) and the run ends failed at the next request, saying why.
+func TestLoopJournalFailureStops(t *testing.T) {
+	t.Parallel()
+	full := errors.New("database or disk is full")
+	tests := []struct {
+		name     string
+		failAt   int // the barrier that fails, counted from 1
+		wantRan  int
+		wantTurn int
+	}{
+		// Barriers: the first call's write-ahead, the end of its turn,
+		// the second call's write-ahead.
+		{"at the first call's write-ahead", 1, 0, 1},
+		{"at the turn's end", 2, 1, 1},
+		{"at the second call's write-ahead", 3, 1, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := 0
+			j := &recorder{barrier: func(context.Context) error {
+				if n++; n >= tt.failAt {
+					return full
+				}
+				return nil
+			}}
+			ran := 0
+			l := New(Config{
+				Model:   provider.NewScripted("s", []provider.Response{echoTurn("one"), echoTurn("two"), textTurn("done")}),
+				Tools:   registry(t, echo{hook: func(context.Context) { ran++ }}),
+				Journal: j,
+			}, nil, transcript.Usage{})
+			r := l.Run(t.Context(), "go")
+			if r.Outcome != transcript.OutcomeFailed || !errors.Is(r.JournalErr, full) || !errors.Is(r.Err, full) {
+				t.Fatalf("result %+v, want failed with the journal's error", r)
+			}
+			if !strings.Contains(r.Reason, "the journal failed") || !strings.Contains(r.Reason, "resume") {
+				t.Errorf("reason %q does not say the journal failed and what a resume does", r.Reason)
+			}
+			if ran != tt.wantRan || r.Turns != tt.wantTurn {
+				t.Errorf("%d calls ran in %d turns, want %d in %d", ran, r.Turns, tt.wantRan, tt.wantTurn)
+			}
+		})
+	}
+}
+
 // endsAt ends the turn at the call whose text is at.
 type endsAt struct {
 	Tools

@@ -64,9 +64,9 @@ func signalName(s syscall.Signal) string {
 
 // ExitCode is the exit status of a run that ended with r. A run whose
 // journal failed is a storage failure even when the agent completed (the
-// agent goes on after the failure, as the spec has it): the stored session
-// ends where the journal stopped, so a resume would make the later calls
-// again, and 0 must mean the session completed, its record included.
+// journal failed at the final barrier, after the last answer): the stored
+// session ends where the journal stopped, and 0 must mean the session
+// completed, its record included.
 func ExitCode(r agent.Result) int {
 	switch r.Outcome {
 	case transcript.OutcomeCompleted:

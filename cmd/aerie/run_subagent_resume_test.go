@@ -235,6 +235,41 @@ func TestRunResumeNeverCreatedSubagent(t *testing.T) {
 	}
 }
 
+// TestRunResumePendingSubagentPostToolUse: the outcome a resume delivers
+// to a pending spawn_agent call goes through the PostToolUse hooks, as the
+// call's would have had the run not stopped, their context reaching the
+// model; the PreToolUse hooks ran before the call was journaled and do not
+// run again.
+func TestRunResumePendingSubagentPostToolUse(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, answer("root done"))
+	e.model.Conversation("child-p:", answer("resumed answer"))
+	e.seedPending("post", "sp", "child-p: work")
+	log := filepath.Join(e.home, "hooks.log")
+	testenv.WriteFile(t, filepath.Join(e.home, "record.sh"), "#!/bin/sh\ncat >> "+log+"\necho >> "+log+"\n"+
+		`echo '{"hookSpecificOutput": {"additionalContext": "reviewed by the hook"}}'`+"\n", 0o755)
+	rec := filepath.Join(e.home, "record.sh")
+	testenv.WriteFile(t, filepath.Join(e.home, "hooks.toml"), "[[hooks.PreToolUse]]\n[[hooks.PreToolUse.hooks]]\ncommand = \""+rec+
+		"\"\n\n[[hooks.PostToolUse]]\n[[hooks.PostToolUse.hooks]]\ncommand = \""+rec+"\"\n", 0o644)
+	out := e.run("run", "--resume", "post")
+	if out.code != 0 {
+		t.Fatalf("resume exited %d\n%s", out.code, out.stderr)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := string(b); strings.Count(text, `"hook_event_name":"PostToolUse"`) != 1 ||
+		!strings.Contains(text, `"tool_use_id":"sp"`) || !strings.Contains(text, "resumed answer") ||
+		strings.Contains(text, `"hook_event_name":"PreToolUse"`) {
+		t.Errorf("hooks saw, want one PostToolUse of sp with the child's answer and no PreToolUse:\n%s", text)
+	}
+	reqs := e.model.Requests()
+	if r := lastToolResult(t, reqs[len(reqs)-1], "sp"); !strings.Contains(r.text, "resumed answer") || !strings.Contains(r.text, "reviewed by the hook") {
+		t.Errorf("result of sp = %+v, want the child's answer and the hook's context", r)
+	}
+}
+
 // TestRunResumeSubagentAfterSessionStart: the children a resume continues
 // are part of the session, so its SessionStart hooks fire first; they fire
 // once, for the root.

@@ -77,24 +77,33 @@ func (h *hooked) Run(ctx context.Context, call json.RawMessage) tools.Result {
 	if pre.UpdatedInput != nil {
 		call = pre.UpdatedInput
 	}
-	res := h.Tool.Run(ctx, call)
-	post, err := h.e.PostToolUse(ctx, name, call, res)
+	return h.e.AfterTool(ctx, name, call, h.Tool.Run(ctx, call), pre.Context)
+}
+
+// AfterTool runs the PostToolUse hooks of a call of tool with input call
+// that returned res, and returns the result for the model: res, or a
+// withheld result when a hook blocks it, followed by before (the
+// PreToolUse hooks' context, "" for none) and the hooks' context. Wrap
+// calls it after every call; a spawn_agent call whose child is resumed
+// after a crash is answered through it too, so its hooks see it complete.
+func (e *Engine) AfterTool(ctx context.Context, tool string, call json.RawMessage, res tools.Result, before string) tools.Result {
+	post, err := e.PostToolUse(ctx, tool, call, res)
 	if err != nil {
 		// The tool ran; its result stands, with why the hooks after it
 		// did not.
 		res.Content += fmt.Sprintf("\n\n(PostToolUse hooks not run: %v)", err)
-		return withContext(res, pre.Context)
+		return withContext(res, before)
 	}
 	if post.Blocked() {
 		res = tools.Result{
-			Content: fmt.Sprintf("%s: result withheld by a PostToolUse hook: %s", name, post.Reason),
+			Content: fmt.Sprintf("%s: result withheld by a PostToolUse hook: %s", tool, post.Reason),
 			IsError: true, Process: res.Process, Entries: res.Entries,
 		}
 	}
 	if post.Stop {
 		res.EndTurn = "a PostToolUse hook ended the turn: " + post.StopReason
 	}
-	return withContext(withContext(res, pre.Context), post.Context)
+	return withContext(withContext(res, before), post.Context)
 }
 
 // withContext appends hook context to a result for the model.

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/hooks"
 	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/store"
@@ -93,9 +94,12 @@ func pendingSpawns(snap transcript.Snapshot) []transcript.ToolCall {
 // every call to answerUnanswered. A child suspended again (see
 // subagent.Suspended) leaves its call pending, unanswered: await is the
 // request of the first that paused for approval, which the run pauses on.
+// A child's outcome goes through engine's PostToolUse hooks, as the call's
+// would have had the run not stopped; its PreToolUse hooks ran before it
+// was journaled, and do not run again.
 func answerPending(
 	ctx context.Context, w *journal.Writer, session uuid.UUID, snap transcript.Snapshot, spawn tools.Tool,
-	log *slog.Logger,
+	engine *hooks.Engine, log *slog.Logger,
 ) (_ []transcript.Entry, await *transcript.ApprovalRequest) {
 	calls := pendingSpawns(snap)
 	if spawn == nil || len(calls) == 0 {
@@ -108,7 +112,12 @@ func answerPending(
 		log.Info("resuming the subagent of a pending spawn_agent call", "session", session.String(), "call", c.CallID)
 		wg.Go(func() {
 			starts[i] = time.Now()
-			results[i] = spawn.Run(tools.WithCallID(ctx, c.CallID), c.Input)
+			cctx := tools.WithCallID(ctx, c.CallID)
+			res := spawn.Run(cctx, c.Input)
+			if !res.Suspended {
+				res = engine.AfterTool(cctx, subagent.Name, c.Input, res, "")
+			}
+			results[i] = res
 		})
 	}
 	wg.Wait()

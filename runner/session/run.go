@@ -321,7 +321,7 @@ func (r *run) resumePending(
 ) (transcript.Snapshot, *transcript.ApprovalRequest) {
 	var await *transcript.ApprovalRequest
 	if r.resumeChildren {
-		snap.Entries, await = answerPending(ctx, r.w, r.sess.ID, snap, r.eq.spawn, r.opts.Logger)
+		snap.Entries, await = answerPending(ctx, r.w, r.sess.ID, snap, r.eq.spawn, r.eq.engine, r.opts.Logger)
 	}
 	return snap, await
 }

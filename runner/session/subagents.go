@@ -279,7 +279,7 @@ func (s *spawner) resume(ctx context.Context, c *child, snap transcript.Snapshot
 		}
 	}
 	var await *transcript.ApprovalRequest
-	if snap.Entries, await = answerPending(ctx, c.w, c.id, snap, spawn, r.opts.Logger); await != nil {
+	if snap.Entries, await = answerPending(ctx, c.w, c.id, snap, spawn, c.engine, r.opts.Logger); await != nil {
 		return agent.AwaitingOther(ctx, c.w, *await, c.observe, usage)
 	}
 	history, seqs := agent.HistoryWithSeqs(snap)

@@ -68,6 +68,7 @@ func (s *sess) checkEnd() {
 	counts.entries.Add(int64(len(es)))
 	sc := testenv.ReadStepCalls(es)
 	calls, results, completions := sc.Calls, sc.Results, sc.Completions
+	inChild := s.childInterrupted(es)
 	ran := map[string]int{}
 	if b, err := os.ReadFile(filepath.Join(s.ws, "steps.log")); err == nil {
 		for _, line := range strings.Fields(string(b)) {
@@ -84,7 +85,7 @@ func (s *sess) checkEnd() {
 				violation(s.t, "session %s: call %s has no result", s.label, id)
 			case completions[id] == "":
 				violation(s.t, "session %s: call %s has no completion", s.label, id)
-			case completions[id] == transcript.ToolInterrupted:
+			case completions[id] == transcript.ToolInterrupted || inChild[id]:
 				interrupted = true
 			case j < len(calls[step])-1 && !strings.HasPrefix(res, "not run"):
 				violation(s.t, "session %s: %s called again after call %s was answered %q", s.label, step, id, res)

@@ -31,19 +31,28 @@ func killLoop(t *testing.T, e *env, sessions, kills int) {
 	rng := rand.New(rand.NewPCG(22, uint64(sessions)))
 	for i := range sessions {
 		s := e.session(t, fmt.Sprintf("kill%d", i))
-		completed := false
-		for k := 0; k < kills && !completed; k++ {
-			completed = s.killed(time.Duration(rng.Int64N(int64(700 * time.Millisecond))))
-			if s.stored() {
-				s.checkStored()
-			}
+		if s.killUntilDone(rng, kills) {
+			s.checkEnd()
 		}
-		if !completed {
-			if out := s.run(2 * time.Minute); out.code != 0 {
-				violation(t, "session %s: the last resume exited %d; stderr:\n%s", s.label, out.code, tail(out.stderr))
-				continue
-			}
-		}
-		s.checkEnd()
 	}
+}
+
+// killUntilDone runs the session killed up to kills times, then resumes it
+// to its end; it reports whether the session completed.
+func (s *sess) killUntilDone(rng *rand.Rand, kills int) bool {
+	s.t.Helper()
+	completed := false
+	for k := 0; k < kills && !completed; k++ {
+		completed = s.killed(time.Duration(rng.Int64N(int64(700 * time.Millisecond))))
+		if s.stored() {
+			s.checkStored()
+		}
+	}
+	if !completed {
+		if out := s.run(2 * time.Minute); out.code != 0 {
+			violation(s.t, "session %s: the last resume exited %d; stderr:\n%s", s.label, out.code, tail(out.stderr))
+			return false
+		}
+	}
+	return true
 }

@@ -2,10 +2,14 @@ package journal_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -187,4 +191,140 @@ func percentiles(lat []time.Duration) (p50, p99 float64) {
 	slices.Sort(lat)
 	at := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Nanoseconds()) / 1e3 }
 	return at(0.50), at(0.99)
+}
+
+// manySessions and the figures below are the load of a cluster's runners
+// on one database: sessions journaling at once, each a turn of
+// turnEntries entries then a barrier, turns times over.
+const (
+	manySessions = 1_000
+	turns        = 5
+	turnEntries  = 4
+	// poolConns is the pool both sides share out, as a runner's
+	// database_url sets it (pool_max_conns).
+	poolConns = 16
+)
+
+// BenchmarkManySessions runs 1,000 sessions journaling to one PostgreSQL
+// at once, through journal writers on one store, against the same rows
+// written by 1,000 goroutines with raw pgx CopyFrom, one call a turn, on a
+// pool of the same size (poolConns). An op is one round of both. It
+// reports each side's entries/s and the p50 and p99 of a turn's latency
+// (the barrier returning, for the journal; CopyFrom returning, for pgx).
+//
+//	go test -run '^$' -bench ManySessions -benchtime 3x ./runner/journal/
+func BenchmarkManySessions(b *testing.B) {
+	dsn := testenv.StartPostgres(b).NewDatabase(b)
+	sized := dsn + sep(dsn) + fmt.Sprintf("pool_max_conns=%d", poolConns)
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, sized)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	pool, err := pgxpool.New(ctx, sized)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	p := benchPayload()
+	payload, err := transcript.EncodePayload(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kind, text := string(p.EntryKind()), string(payload)
+
+	viaJournal := func() ([]time.Duration, time.Duration) {
+		ids := make([]uuid.UUID, manySessions)
+		for i := range ids {
+			ids[i] = newSession(b, st)
+		}
+		return fanOut(func(i int, lat []time.Duration) {
+			w := journal.New(ctx, st, tenant, ids[i], 1, journal.Options{})
+			for t := range turns {
+				start := time.Now()
+				for range turnEntries {
+					w.Append(p)
+				}
+				if err := w.Barrier(ctx); err != nil {
+					b.Error(err)
+				}
+				lat[t] = time.Since(start)
+			}
+			if err := w.Close(ctx); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	viaCopy := func() ([]time.Duration, time.Duration) {
+		ids := make([]uuid.UUID, manySessions)
+		for i := range ids {
+			ids[i] = newSession(b, st)
+		}
+		return fanOut(func(i int, lat []time.Duration) {
+			for t := range turns {
+				start := time.Now()
+				_, err := pool.CopyFrom(ctx, pgx.Identifier{"entries"},
+					[]string{"session_id", "tenant", "seq", "kind", "payload", "created_at"},
+					pgx.CopyFromSlice(turnEntries, func(j int) ([]any, error) {
+						return []any{ids[i], tenant, int64(t*turnEntries + j + 1), kind, text, start}, nil
+					}))
+				if err != nil {
+					b.Error(err)
+				}
+				lat[t] = time.Since(start)
+			}
+		})
+	}
+
+	var jLat, cLat []time.Duration
+	var jTook, cTook time.Duration
+	for i := range b.N {
+		first, second := viaJournal, viaCopy
+		if i%2 == 1 {
+			first, second = viaCopy, viaJournal
+		}
+		l1, t1 := first()
+		l2, t2 := second()
+		if i%2 == 1 {
+			l1, l2, t1, t2 = l2, l1, t2, t1
+		}
+		jLat, cLat = append(jLat, l1...), append(cLat, l2...)
+		jTook, cTook = jTook+t1, cTook+t2
+	}
+	entries := float64(b.N * manySessions * turns * turnEntries)
+	jp50, jp99 := percentiles(jLat)
+	cp50, cp99 := percentiles(cLat)
+	b.ReportMetric(entries/jTook.Seconds(), "journal-entries/s")
+	b.ReportMetric(entries/cTook.Seconds(), "copyfrom-entries/s")
+	b.ReportMetric(jp50/1e3, "journal-turn-p50-ms")
+	b.ReportMetric(jp99/1e3, "journal-turn-p99-ms")
+	b.ReportMetric(cp50/1e3, "copyfrom-turn-p50-ms")
+	b.ReportMetric(cp99/1e3, "copyfrom-turn-p99-ms")
+}
+
+// fanOut runs session(i, lat) for every session at once, each filling its
+// turns' latencies, and returns them all and the time the whole took.
+func fanOut(session func(i int, lat []time.Duration)) ([]time.Duration, time.Duration) {
+	lat := make([]time.Duration, manySessions*turns)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range manySessions {
+		wg.Go(func() { session(i, lat[i*turns:(i+1)*turns]) })
+	}
+	wg.Wait()
+	return lat, time.Since(start)
+}
+
+// sep is what joins a parameter to dsn: a URL's query or a key=value
+// string's space.
+func sep(dsn string) string {
+	switch {
+	case !strings.Contains(dsn, "://"):
+		return " "
+	case strings.Contains(dsn, "?"):
+		return "&"
+	default:
+		return "?"
+	}
 }

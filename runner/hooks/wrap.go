@@ -86,7 +86,9 @@ func (h *hooked) Run(ctx context.Context, call json.RawMessage) tools.Result {
 // PreToolUse hooks' context, "" for none) and the hooks' context. Wrap
 // calls it after every call; a spawn_agent call whose child is resumed
 // after a crash is answered through it too, so its hooks see it complete.
-func (e *Engine) AfterTool(ctx context.Context, tool string, call json.RawMessage, res tools.Result, before string) tools.Result {
+func (e *Engine) AfterTool(
+	ctx context.Context, tool string, call json.RawMessage, res tools.Result, before string,
+) tools.Result {
 	post, err := e.PostToolUse(ctx, tool, call, res)
 	if err != nil {
 		// The tool ran; its result stands, with why the hooks after it

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -110,4 +111,35 @@ func (s cpuSample) since(before cpuSample) cpuSample {
 		}
 	}
 	return out
+}
+
+// peakRSS is the peak resident set of process pid (VmHWM in
+// /proc/<pid>/status) in bytes, 0 when it cannot be read.
+func peakRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	return parseHWM(string(b))
+}
+
+// parseHWM reads VmHWM ("VmHWM:	  123456 kB") of a /proc status file, in
+// bytes; 0 when it is missing or malformed.
+func parseHWM(status string) int64 {
+	for line := range strings.Lines(status) {
+		rest, ok := strings.CutPrefix(line, "VmHWM:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0
+		}
+		kib, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0
+		}
+		return kib << 10
+	}
+	return 0
 }

@@ -365,3 +365,21 @@ func TestMeasure(t *testing.T) {
 		t.Errorf("summary %+v: want 20 ordered latencies within the span", s)
 	}
 }
+
+func TestParseHWM(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		status string
+		want   int64
+	}{
+		{"Name:\taerie-controller\nVmPeak:\t  900 kB\nVmHWM:\t   51200 kB\nVmRSS:\t 40000 kB\n", 50 << 20},
+		{"Name:\tx\n", 0},
+		{"VmHWM:\t 12 MB\n", 0},
+		{"VmHWM:\t twelve kB\n", 0},
+	}
+	for _, tt := range tests {
+		if got := parseHWM(tt.status); got != tt.want {
+			t.Errorf("parseHWM(%q) = %d, want %d", tt.status, got, tt.want)
+		}
+	}
+}

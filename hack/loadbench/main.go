@@ -295,6 +295,7 @@ func runOnce(
 	cpu := sampleCPU(p.cmd.Process.Pid)
 	s, err := measure(ctx, c, ctl.kind, benchNS, l)
 	s.CPU = sampleCPU(p.cmd.Process.Pid).since(cpu)
+	s.ControllerRSS = peakRSS(p.cmd.Process.Pid)
 	load[1] = loadAverage()
 	if perr := <-profiled; perr != nil && err == nil {
 		err = perr

@@ -25,6 +25,9 @@ type summary struct {
 	// CPU is the CPU time the controller, kube-apiserver and etcd used
 	// during the span.
 	CPU cpuSample
+	// ControllerRSS is the controller's peak resident set at the end of
+	// the run, in bytes; 0 when unknown.
+	ControllerRSS int64
 }
 
 // summarize computes a run's summary from its per-object latencies and its
@@ -73,6 +76,9 @@ func (s summary) benchLine(name string) string {
 		if d, ok := s.CPU[k]; ok {
 			line += fmt.Sprintf("\t%.2f %s-cpu-ms/pod", ms(d)/n, k)
 		}
+	}
+	if s.ControllerRSS > 0 {
+		line += fmt.Sprintf("\t%.1f controller-peak-rss-MiB", float64(s.ControllerRSS)/(1<<20))
 	}
 	return line
 }

@@ -237,4 +237,3 @@ func checkOutput(path string) error {
 	}
 	return nil
 }
-

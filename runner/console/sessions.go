@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"cmp"
 	"net/http"
 	"net/url"
@@ -185,7 +186,10 @@ func (s *Server) sessionsPage(w http.ResponseWriter, r *http.Request) {
 		if lq.Desc {
 			a, b = b, a
 		}
-		return cmp.Or(less(a, b), strings.Compare(a.ID.String(), b.ID.String()))
+		if c := less(a, b); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.ID[:], b.ID[:])
 	})
 	d := sessionsData{Title: "Sessions", Q: lq, Tenants: s.o.Tenants, Phases: phases, Ages: ages,
 		Total: len(list), Now: now}

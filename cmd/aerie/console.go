@@ -78,11 +78,7 @@ func (a *app) console(cmd *cobra.Command, f consoleFlags) error {
 	if len(tenants) == 0 {
 		tenants = []string{dir}
 	}
-	url, err := a.exportDatabase(cmd, dir, f.db)
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, url)
+	st, err := a.openExported(cmd, dir, f.db)
 	if err != nil {
 		return err
 	}

@@ -130,11 +130,7 @@ func (a *app) exportSession(cmd *cobra.Command, ref string, f exportFlags) error
 	if tenant == "" {
 		tenant = dir
 	}
-	url, err := a.exportDatabase(cmd, dir, f.db)
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, url)
+	st, err := a.openExported(cmd, dir, f.db)
 	if err != nil {
 		return err
 	}
@@ -220,6 +216,15 @@ func (a *app) exportDatabase(cmd *cobra.Command, dir, flag string) (string, erro
 		}
 	}
 	return url, nil
+}
+
+// openExported opens the session database that exportDatabase names.
+func (a *app) openExported(cmd *cobra.Command, dir, flag string) (store.Store, error) {
+	url, err := a.exportDatabase(cmd, dir, flag)
+	if err != nil {
+		return nil, err
+	}
+	return openStore(cmd.Context(), url)
 }
 
 // checkOutput refuses an -o whose directory does not exist before anything

@@ -31,6 +31,7 @@ import (
 // approval decisions (Append).
 type Store interface {
 	List(ctx context.Context, tenant string, opts store.ListOptions) ([]store.Session, error)
+	Page(ctx context.Context, tenant string, opts store.PageOptions) ([]store.Session, int, error)
 	Session(ctx context.Context, tenant string, id uuid.UUID) (store.Session, error)
 	Resolve(ctx context.Context, tenant, ref string) (store.Session, error)
 	Load(ctx context.Context, tenant string, session uuid.UUID) (store.Session, transcript.Snapshot, error)

@@ -114,26 +114,19 @@ func (lq listQuery) SortLink(key string) string {
 	return lq.values("sort", key, "dir", dir, "page", "")
 }
 
-// SortMark is the arrow of the column the list is sorted by.
-func (lq listQuery) SortMark(key string) string {
-	switch {
-	case lq.Sort != key:
-		return ""
-	case lq.Desc:
-		return "▼"
-	}
-	return "▲"
-}
+// sortState is how a column shows the list's order: its aria-sort
+// value and its arrow.
+type sortState struct{ Aria, Mark string }
 
-// AriaSort is the column's aria-sort value.
-func (lq listQuery) AriaSort(key string) string {
+// Sorted is the sortState of the column key.
+func (lq listQuery) Sorted(key string) sortState {
 	switch {
 	case lq.Sort != key:
-		return "none"
+		return sortState{"none", ""}
 	case lq.Desc:
-		return "descending"
+		return sortState{"descending", "▼"}
 	}
-	return "ascending"
+	return sortState{"ascending", "▲"}
 }
 
 // row is one session of the list, with what its stream says of it.
@@ -160,44 +153,35 @@ type sessionsData struct {
 
 func (s *Server) sessionsPage(w http.ResponseWriter, r *http.Request) {
 	lq := parseListQuery(r.URL.Query())
-	tenants := s.o.Tenants
-	if lq.NS != "" && lq.NS != allTenants {
-		if !slices.Contains(s.o.Tenants, lq.NS) {
-			s.fail(w, r, http.StatusNotFound, "This console does not show that namespace.", nil)
-			return
-		}
+	tenants := s.o.Tenants[:1]
+	switch {
+	case lq.NS == allTenants:
+		tenants = s.o.Tenants
+	case lq.NS != "" && !slices.Contains(s.o.Tenants, lq.NS):
+		s.fail(w, r, http.StatusNotFound, "This console does not show that namespace.", nil)
+		return
+	case lq.NS != "":
 		tenants = []string{lq.NS}
-	} else if lq.NS == "" {
-		tenants = s.o.Tenants[:1]
 	}
-	var list []store.Session
-	for _, t := range tenants {
-		l, err := s.o.Store.List(r.Context(), t, store.ListOptions{})
-		if err != nil {
+	now := s.now()
+	list, total, err := s.page(r, tenants, lq, now)
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, "The session store could not be read.", err)
+		return
+	}
+	d := sessionsData{Title: "Sessions", Q: lq, Tenants: s.o.Tenants, Phases: phases, Ages: ages,
+		Total: total, Now: now}
+	d.Pages = max(1, (total+pageSize-1)/pageSize)
+	if lq.Page > d.Pages { // past the end: the last page
+		lq.Page = d.Pages
+		if list, total, err = s.page(r, tenants, lq, now); err != nil {
 			s.fail(w, r, http.StatusInternalServerError, "The session store could not be read.", err)
 			return
 		}
-		list = append(list, l...)
+		d.Q, d.Total = lq, total
 	}
-	now := s.now()
-	list = slices.DeleteFunc(list, func(x store.Session) bool { return !lq.match(x, now) })
-	less := sortKeys[lq.Sort]
-	slices.SortStableFunc(list, func(a, b store.Session) int {
-		if lq.Desc {
-			a, b = b, a
-		}
-		if c := less(a, b); c != 0 {
-			return c
-		}
-		return bytes.Compare(a.ID[:], b.ID[:])
-	})
-	d := sessionsData{Title: "Sessions", Q: lq, Tenants: s.o.Tenants, Phases: phases, Ages: ages,
-		Total: len(list), Now: now}
-	d.Pages = max(1, (len(list)+pageSize-1)/pageSize)
-	lq.Page = min(lq.Page, d.Pages)
-	d.Q.Page = lq.Page
 	d.First = (lq.Page - 1) * pageSize
-	for _, sess := range list[d.First:min(len(list), d.First+pageSize)] {
+	for _, sess := range list {
 		d.Rows = append(d.Rows, s.rowOf(r, sess))
 	}
 	if lq.Page > 1 {
@@ -209,31 +193,50 @@ func (s *Server) sessionsPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "sessions", d)
 }
 
+// page reads the page lq asks for of the sessions of tenants, and how many
+// pass its filters: from the store's Page for one tenant; for several, the
+// first sessions of each through the page, merged.
+func (s *Server) page(r *http.Request, tenants []string, lq listQuery, now time.Time) ([]store.Session, int, error) {
+	o := store.PageOptions{State: store.State(lq.Phase), Label: lq.Label, Model: lq.Model, Subagents: lq.All,
+		Order: store.PageOrder(lq.Sort), Desc: lq.Desc, Offset: (lq.Page - 1) * pageSize, Limit: pageSize}
+	if !slices.Contains(phases, o.State) {
+		o.State = ""
+	}
+	for _, a := range ages {
+		if a.Value == lq.Age {
+			o.UpdatedSince = now.Add(-a.D)
+		}
+	}
+	if len(tenants) == 1 {
+		return s.o.Store.Page(r.Context(), tenants[0], o)
+	}
+	first := o.Offset
+	o.Offset, o.Limit = 0, first+pageSize
+	var list []store.Session
+	total := 0
+	for _, t := range tenants {
+		l, n, err := s.o.Store.Page(r.Context(), t, o)
+		if err != nil {
+			return nil, 0, err
+		}
+		list, total = append(list, l...), total+n
+	}
+	less := sortKeys[lq.Sort]
+	slices.SortFunc(list, func(a, b store.Session) int {
+		if lq.Desc {
+			a, b = b, a
+		}
+		if c := less(a, b); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.ID[:], b.ID[:])
+	})
+	return list[min(first, len(list)):min(first+pageSize, len(list))], total, nil
+}
+
 // phases are the choices of the phase filter.
 var phases = []store.State{
 	store.StateActive, store.StateIdle, store.StateCompleted, store.StateFailed, store.StateCancelled,
-}
-
-// match says whether the session passes the list's filters at now.
-func (lq listQuery) match(x store.Session, now time.Time) bool {
-	if !lq.All && x.Kind == store.SessionSubagent {
-		return false
-	}
-	if lq.Phase != "" && string(x.State) != lq.Phase {
-		return false
-	}
-	if lq.Label != "" && !strings.Contains(strings.ToLower(x.Label), strings.ToLower(lq.Label)) {
-		return false
-	}
-	if lq.Model != "" && !strings.Contains(strings.ToLower(x.Settings.Model), strings.ToLower(lq.Model)) {
-		return false
-	}
-	for _, a := range ages {
-		if a.Value == lq.Age && now.Sub(x.UpdatedAt) > a.D {
-			return false
-		}
-	}
-	return true
 }
 
 // rowOf is the list's row of sess: its outcome and usage from its

@@ -157,6 +157,21 @@ func TestSessionsPagination(t *testing.T) {
 	if !strings.Contains(body, `href="?dir=asc&amp;page=3&amp;sort=label"`) {
 		t.Errorf("page 2 does not link page 3 with its filters:\n%s", body)
 	}
+	// Every namespace together: the pages of the merged list.
+	for _, label := range []string{"saa2", "zz"} {
+		if _, err := st.Create(ctx, "b", store.NewSession{Label: label, State: store.StateIdle}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	both := serve(t, st, console.Options{Tenants: []string{tenant, "b"}})
+	_, body = get(t, both, "/?ns=*&sort=label&dir=asc")
+	if got := linked(body); len(got) != 50 || got[0] != "saa" || got[1] != "saa2" || !strings.Contains(body, "122 sessions") {
+		t.Errorf("all namespaces, page 1: %d sessions from %v", len(got), got[:2])
+	}
+	_, body = get(t, both, "/?ns=*&sort=label&dir=asc&page=3")
+	if got := linked(body); len(got) != 22 || got[len(got)-1] != "zz" {
+		t.Errorf("all namespaces, page 3: %d sessions ending %v, want 22 ending zz", len(got), got[len(got)-1])
+	}
 }
 
 func testSessionPage(t *testing.T, srv *httptest.Server, f fixture) {

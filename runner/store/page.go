@@ -52,6 +52,17 @@ func (o PageOrder) Column() (column string, ok bool) {
 	return column, ok
 }
 
+// OrderBy is the ORDER BY clause of o's order: its column, then the id,
+// both descending with Desc.
+func (o PageOptions) OrderBy() string {
+	column, _ := o.Order.Column()
+	dir := " ASC"
+	if o.Desc {
+		dir = " DESC"
+	}
+	return column + dir + ", id" + dir
+}
+
 // ContainsPattern is the LIKE pattern (with \ as its escape character)
 // that matches the strings containing s.
 func ContainsPattern(s string) string {

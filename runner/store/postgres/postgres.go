@@ -229,18 +229,13 @@ func (q queries) SessionPage(ctx context.Context, tenant string, o store.PageOpt
 	if err := q.c.QueryRow(ctx, "SELECT count(*) FROM sessions WHERE "+where, args...).Scan(&total); err != nil {
 		return nil, 0, pgError(err)
 	}
-	column, _ := o.Order.Column()
-	dir := "ASC"
-	if o.Desc {
-		dir = "DESC"
-	}
 	var limit any // NULL: no limit
 	if o.Limit > 0 {
 		limit = o.Limit
 	}
 	n := len(args)
 	ss, err := q.sessions(ctx, "SELECT "+sessionColumns+" FROM sessions WHERE "+where+
-		fmt.Sprintf(" ORDER BY %s %s, id %s LIMIT $%d OFFSET $%d", column, dir, dir, n+1, n+2),
+		" ORDER BY "+o.OrderBy()+fmt.Sprintf(" LIMIT $%d OFFSET $%d", n+1, n+2),
 		append(args, limit, o.Offset)...)
 	return ss, total, err
 }

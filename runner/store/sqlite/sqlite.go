@@ -432,17 +432,12 @@ func (q queries) SessionPage(ctx context.Context, tenant string, o store.PageOpt
 	if err := q.read.QueryRowContext(ctx, "SELECT count(*) FROM sessions WHERE "+where, args...).Scan(&total); err != nil {
 		return nil, 0, sqliteError(err)
 	}
-	column, _ := o.Order.Column()
-	dir := "ASC"
-	if o.Desc {
-		dir = "DESC"
-	}
 	limit := int64(o.Limit)
 	if limit == 0 {
 		limit = -1 // SQLite: no limit
 	}
 	ss, err := q.sessions(ctx, "SELECT "+sessionColumns+" FROM sessions WHERE "+where+
-		" ORDER BY "+column+" "+dir+", id "+dir+" LIMIT ? OFFSET ?", append(args, limit, o.Offset)...)
+		" ORDER BY "+o.OrderBy()+" LIMIT ? OFFSET ?", append(args, limit, o.Offset)...)
 	return ss, total, err
 }
 

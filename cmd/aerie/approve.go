@@ -1,27 +1,14 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"time"
 
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
-	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/decide"
 	"github.com/aerie-run/aerie/runner/runconfig"
-	"github.com/aerie-run/aerie/runner/store"
-	"github.com/aerie-run/aerie/runner/subagent"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
-
-// approveStore is what aerie approve needs of runner/store.
-type approveStore interface {
-	Resolve(ctx context.Context, tenant, ref string) (store.Session, error)
-	Load(ctx context.Context, tenant string, session uuid.UUID) (store.Session, transcript.Snapshot, error)
-	Append(ctx context.Context, tenant string, session uuid.UUID, entries []transcript.Entry) error
-}
 
 type approveFlags struct {
 	deny      bool
@@ -83,96 +70,22 @@ func (a *app) approve(cmd *cobra.Command, ref, call string, f approveFlags) erro
 	if tenant == "" {
 		tenant = dir
 	}
-	url, err := a.exportDatabase(cmd, dir, f.db)
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, url)
+	st, err := a.openExported(cmd, dir, f.db)
 	if err != nil {
 		return err
 	}
 	defer closeStore(cmd, st)
 	d := transcript.ApprovalDecision{CallID: call, Allowed: !f.deny, Reason: f.reason, By: approvedBy}
-	root, sess, p, err := recordDecision(ctx, st, tenant, ref, d)
+	got, err := decide.Record(ctx, st, tenant, ref, d)
 	if err != nil {
 		return err
 	}
+	p := got.Pending
 	verb := "approved"
 	if f.deny {
 		verb = "denied"
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s call %s (%s %s) of session %s; continue it with: aerie run --resume %s\n",
-		verb, p.Call.CallID, p.Request.Tool, p.Request.Preview, sess.ID, root.ID)
+		verb, p.Call.CallID, p.Request.Tool, p.Request.Preview, got.Session.ID, got.Root.ID)
 	return err
-}
-
-// errNothingPending: the session has no tool call awaiting approval.
-var errNothingPending = errors.New("no tool call awaits approval")
-
-// recordDecision journals d for the call the session ref names paused
-// on, or the subagent of its tree that paused (see pendingApproval); d.CallID
-// empty means that call, else it must name it. It returns the session ref
-// names and the one whose call it is.
-func recordDecision(
-	ctx context.Context, st approveStore, tenant, ref string, d transcript.ApprovalDecision,
-) (root, sess store.Session, _ agent.Pending, _ error) {
-	root, err := st.Resolve(ctx, tenant, ref)
-	if err != nil {
-		return store.Session{}, store.Session{}, agent.Pending{}, fmt.Errorf("approve %q: %w", ref, err)
-	}
-	if root.State == store.StateActive {
-		return store.Session{}, store.Session{}, agent.Pending{}, fmt.Errorf(
-			"approve: session %s is active: a run is using it; decide once it has paused", root.ID)
-	}
-	_, snap, err := st.Load(ctx, tenant, root.ID)
-	if err != nil {
-		return store.Session{}, store.Session{}, agent.Pending{}, fmt.Errorf("approve: load session %s: %w", root.ID, err)
-	}
-	sess, snap, p, ok, err := pendingApproval(ctx, st, tenant, root, snap)
-	switch {
-	case err != nil:
-		return store.Session{}, store.Session{}, agent.Pending{}, fmt.Errorf("approve: session %s: %w", root.ID, err)
-	case !ok:
-		return store.Session{}, store.Session{}, agent.Pending{}, fmt.Errorf(
-			"approve: session %s: %w (only a run with --hook-approval ask that exited 5 leaves one)", root.ID, errNothingPending)
-	case d.CallID != "" && d.CallID != p.Call.CallID:
-		return store.Session{}, store.Session{}, agent.Pending{}, fmt.Errorf(
-			"approve: session %s: call %s does not await approval; the pending call is %s (%s)",
-			root.ID, d.CallID, p.Call.CallID, p.Request.Tool)
-	}
-	d.CallID = p.Call.CallID
-	e := transcript.Entry{Seq: snap.LastSeq + 1, Payload: d, CreatedAt: time.Now()}
-	if err := st.Append(ctx, tenant, sess.ID, []transcript.Entry{e}); err != nil {
-		return store.Session{}, store.Session{}, agent.Pending{}, fmt.Errorf(
-			"approve: record the decision in session %s: %w", sess.ID, err)
-	}
-	return root, sess, p, nil
-}
-
-// pendingApproval finds the call the tree of session sess, whose entries
-// snap holds, paused on: its own, or, below a spawn_agent call it left
-// pending, its subagent's (and so on down), which the whole tree waits on.
-func pendingApproval(
-	ctx context.Context, st approveStore, tenant string, sess store.Session, snap transcript.Snapshot,
-) (store.Session, transcript.Snapshot, agent.Pending, bool, error) {
-	if p, ok := agent.PendingApproval(snap); ok {
-		return sess, snap, p, true, nil
-	}
-	for _, c := range agent.Started(snap) {
-		if c.Name != subagent.Name {
-			continue
-		}
-		id := subagent.ChildID(sess.ID, c.CallID)
-		child, csnap, err := st.Load(ctx, tenant, id)
-		if errors.Is(err, store.ErrNotFound) {
-			continue // never created: nothing to decide in it
-		}
-		if err != nil {
-			return store.Session{}, transcript.Snapshot{}, agent.Pending{}, false, fmt.Errorf("load subagent %s: %w", id, err)
-		}
-		if s, sn, p, ok, err := pendingApproval(ctx, st, tenant, child, csnap); err != nil || ok {
-			return s, sn, p, ok, err
-		}
-	}
-	return store.Session{}, transcript.Snapshot{}, agent.Pending{}, false, nil
 }

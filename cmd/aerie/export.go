@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -131,11 +130,7 @@ func (a *app) exportSession(cmd *cobra.Command, ref string, f exportFlags) error
 	if tenant == "" {
 		tenant = dir
 	}
-	url, err := a.exportDatabase(cmd, dir, f.db)
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, url)
+	st, err := a.openExported(cmd, dir, f.db)
 	if err != nil {
 		return err
 	}
@@ -167,10 +162,6 @@ func (a *app) renderSession(
 	if err != nil {
 		return err
 	}
-	entries, err := st.Entries(ctx, tenant, sess.ID)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", describeSession(sess), err)
-	}
 	decorate := func(s store.Session, entries []transcript.Entry, in *export.Input) {
 		in.OriginalCommand = outputCommand(s.ID, f.namespace)
 		if f.originals {
@@ -179,21 +170,9 @@ func (a *app) renderSession(
 			in.Original = func(callID string) ([]byte, error) { return o.original(ctx, callID) }
 		}
 	}
-	in := export.Input{
-		Session: trajectorySession(sess),
-		Entries: entries,
-		Agent:   atif.AgentInfo{Version: a.version}, // named aerie by default
-	}
-	decorate(sess, entries, &in)
-	if format != export.JSONL || f.tree {
-		if in, err = export.LoadTree(ctx, in, subagentLoader(st, tenant, decorate)); err != nil {
-			return err
-		}
-	}
-	if err = export.Write(w, format, in); err != nil {
-		return fmt.Errorf("export %s: %w", describeSession(sess), err)
-	}
-	return nil
+	return export.WriteStored(ctx, w, st, tenant, sess, format, f.tree,
+		atif.AgentInfo{Version: a.version}, // named aerie by default
+		decorate)
 }
 
 // resolveExported finds the session ref names in tenant. Its errors are
@@ -239,6 +218,15 @@ func (a *app) exportDatabase(cmd *cobra.Command, dir, flag string) (string, erro
 	return url, nil
 }
 
+// openExported opens the session database that exportDatabase names.
+func (a *app) openExported(cmd *cobra.Command, dir, flag string) (store.Store, error) {
+	url, err := a.exportDatabase(cmd, dir, flag)
+	if err != nil {
+		return nil, err
+	}
+	return openStore(cmd.Context(), url)
+}
+
 // checkOutput refuses an -o whose directory does not exist before anything
 // is read.
 func checkOutput(path string) error {
@@ -253,57 +241,4 @@ func checkOutput(path string) error {
 			path, filepath.Dir(path))
 	}
 	return nil
-}
-
-// subagentLoader reads the subagent sessions of a parent from st: the
-// tenant's live sessions of kind subagent whose parent it is, oldest first,
-// each with its whole stream, and with what decorate adds (the way to the
-// originals of its shortened results). The tenant's sessions are listed
-// once, at the first call.
-func subagentLoader(
-	st exportStore, tenant string, decorate func(store.Session, []transcript.Entry, *export.Input),
-) export.ChildLoader {
-	var byParent map[uuid.UUID][]store.Session
-	return func(ctx context.Context, parent uuid.UUID) ([]export.Input, error) {
-		if byParent == nil {
-			list, err := st.List(ctx, tenant, store.ListOptions{})
-			if err != nil {
-				return nil, err
-			}
-			byParent = map[uuid.UUID][]store.Session{}
-			for _, s := range list {
-				if s.Kind == store.SessionSubagent && s.ParentID != uuid.Nil && s.ParentID != s.ID {
-					byParent[s.ParentID] = append(byParent[s.ParentID], s)
-				}
-			}
-			for _, children := range byParent {
-				slices.SortFunc(children, func(a, b store.Session) int {
-					if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-						return c
-					}
-					return slices.Compare(a.ID[:], b.ID[:])
-				})
-			}
-		}
-		var out []export.Input
-		for _, s := range byParent[parent] {
-			entries, err := st.Entries(ctx, tenant, s.ID)
-			if err != nil {
-				return nil, fmt.Errorf("read %s: %w", describeSession(s), err)
-			}
-			in := export.Input{Session: trajectorySession(s), Entries: entries}
-			decorate(s, entries, &in)
-			out = append(out, in)
-		}
-		return out, nil
-	}
-}
-
-// trajectorySession is what a trajectory and an export take from a stored
-// session's record.
-func trajectorySession(s store.Session) atif.SessionRecord {
-	return atif.SessionRecord{
-		ID: s.ID, Kind: string(s.Kind), Label: s.Label, ParentID: s.ParentID, RootID: s.RootID,
-		CreatedAt: s.CreatedAt, Settings: s.Settings,
-	}
 }

@@ -116,6 +116,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newSessionCmd(a),
 		newRunCmd(a),
 		newApproveCmd(a),
+		newConsoleCmd(a),
 		newExecutorCmd(),
 		newExtensionsCmd(a),
 		newMCPCmd(a),

@@ -35,7 +35,6 @@ import (
 	resultschema "github.com/aerie-run/aerie/runner/result"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/session"
-	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/subagent"
 	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
@@ -491,14 +490,13 @@ func writeTrajectory(
 	s := rep.Session
 	// The subagents of the session, this run's and earlier runs', as
 	// aerie session export embeds them.
-	noDecoration := func(store.Session, []transcript.Entry, *export.Input) {}
-	tree, err := export.LoadTree(context.WithoutCancel(ctx), export.Input{Session: trajectorySession(s)},
-		subagentLoader(st, tenant, noDecoration))
+	tree, err := export.LoadTree(context.WithoutCancel(ctx), export.Input{Session: export.Record(s)},
+		export.StoredChildren(st, tenant, nil))
 	if err != nil {
 		return err
 	}
 	traj, err := atif.BuildTrajectory(atif.TrajectoryInput{
-		Session:             trajectorySession(s),
+		Session:             export.Record(s),
 		Entries:             entries,
 		SystemPrompt:        system,
 		IncludeSystemPrompt: f.atifPlaintext,

@@ -157,7 +157,7 @@ cache_write_tokens, reasoning_tokens, requests, cost_usd) and
 					return err
 				}
 				roots := store.BuildTree(list)
-				outcomes, err := s.subagentOutcomes(ctx, roots)
+				outcomes, err := store.SubagentOutcomes(ctx, s.st, s.tenant, roots)
 				if err != nil {
 					return err
 				}
@@ -606,37 +606,6 @@ func toTreeJSON(nodes []*store.Node, outcomes map[uuid.UUID]transcript.SubagentO
 }
 
 func ptrTo[T any](v T) *T { return &v }
-
-// subagentOutcomes reads, from the stream of every session in the trees
-// that has subagent children, the outcome it recorded for each of them:
-// where a subagent's end is recorded (its own stream may stop short of it,
-// if its process was lost). Sessions without subagents are not read.
-func (s sessions) subagentOutcomes(
-	ctx context.Context, roots []*store.Node,
-) (map[uuid.UUID]transcript.SubagentOutcome, error) {
-	outcomes := map[uuid.UUID]transcript.SubagentOutcome{}
-	var walk func(nodes []*store.Node) error
-	walk = func(nodes []*store.Node) error {
-		for _, n := range nodes {
-			if slices.ContainsFunc(n.Children, func(c *store.Node) bool { return c.Session.Kind == store.SessionSubagent }) {
-				entries, err := s.st.Entries(ctx, s.tenant, n.Session.ID)
-				if err != nil {
-					return fmt.Errorf("read the subagent outcomes of %s: %w", describeSession(n.Session), err)
-				}
-				for _, e := range entries {
-					if o, ok := e.Payload.(transcript.SubagentOutcome); ok {
-						outcomes[o.Session] = o
-					}
-				}
-			}
-			if err := walk(n.Children); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return outcomes, walk(roots)
-}
 
 // agentType is what tree shows of a subagent's agent type: its persona, as
 // its record or else its outcome names it; empty for other sessions.

@@ -86,11 +86,7 @@ func (a *app) sessionDiff(cmd *cobra.Command, ref string, f diffFlags) error {
 	if tenant == "" {
 		tenant = dir
 	}
-	url, err := a.exportDatabase(cmd, dir, f.db)
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, url)
+	st, err := a.openExported(cmd, dir, f.db)
 	if err != nil {
 		return err
 	}

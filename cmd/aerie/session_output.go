@@ -78,11 +78,7 @@ func (a *app) sessionOutput(cmd *cobra.Command, ref, callID string, f outputFlag
 	if tenant == "" {
 		tenant = dir
 	}
-	url, err := a.exportDatabase(cmd, dir, f.db)
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, url)
+	st, err := a.openExported(cmd, dir, f.db)
 	if err != nil {
 		return err
 	}

@@ -56,11 +56,7 @@ func (a *app) sessionResult(cmd *cobra.Command, ref string, f resultFlags) error
 	if tenant == "" {
 		tenant = dir
 	}
-	url, err := a.exportDatabase(cmd, dir, f.db)
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, url)
+	st, err := a.openExported(cmd, dir, f.db)
 	if err != nil {
 		return err
 	}

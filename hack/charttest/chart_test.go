@@ -121,6 +121,8 @@ type chartCase struct {
 	// args must be on the controller's command line, noArgs must not; "$NS" is the release
 	// namespace and "$APP" the chart's appVersion.
 	args, noArgs []string
+	// consoleArgs are the console container's command line; nil: the pod has no console.
+	consoleArgs []string
 	// policyNamespaces are where runner NetworkPolicies go ("$NS" for the release namespace).
 	policyNamespaces []string
 	// readers are the subjects bound to the metrics-reader ClusterRole.
@@ -157,6 +159,7 @@ func testChart(t *testing.T, tl tools, cp *testenv.ControlPlane) {
 		args: []string{"--leader-elect", "--metrics-bind-address=:8443", "--metrics-secure=true", "--health-probe-bind-address=:8081",
 			"--namespace=$NS", "--runner-image=ghcr.io/aerie-run/aerie-runner:$APP",
 			"--database-secret=aerie-dev-postgresql", "--log-level=INFO"},
+		consoleArgs: []string{"--addr=127.0.0.1:8377", "--namespace=$NS", "--read-only"},
 	}, {
 		values:  chartValues[1],
 		release: "aerie-prod",
@@ -277,6 +280,19 @@ func testChart(t *testing.T, tl tools, cp *testenv.ControlPlane) {
 				if slices.Contains(args, bad) {
 					t.Errorf("controller args hold %s: %q", bad, args)
 				}
+			}
+			var consoleArgs []string
+			for _, c := range deploy.Spec.Template.Spec.Containers {
+				if c.Name == "console" {
+					consoleArgs = c.Args
+				}
+			}
+			var wantConsole []string
+			for _, a := range tc.consoleArgs {
+				wantConsole = append(wantConsole, subst.Replace(a))
+			}
+			if diff := cmp.Diff(wantConsole, consoleArgs); diff != "" {
+				t.Errorf("console container args (-want +got):\n%s", diff)
 			}
 			requireBindings(t, objs, deploy)
 			requireServicesSelectPods(t, objs)

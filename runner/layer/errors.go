@@ -195,10 +195,7 @@ func SanitizeReason(msg string) string {
 		}
 		return r
 	}, msg)
-	msg = strings.Join(strings.Fields(msg), " ")
-	for _, re := range secretish() {
-		msg = re.ReplaceAllString(msg, "${1}[redacted]")
-	}
+	msg = Redact(strings.Join(strings.Fields(msg), " "))
 	if len(msg) > MaxReason {
 		cut := MaxReason
 		for cut > 0 && !utf8.RuneStart(msg[cut]) {
@@ -207,6 +204,16 @@ func SanitizeReason(msg string) string {
 		msg = msg[:cut] + "…"
 	}
 	return msg
+}
+
+// Redact masks what looks like a credential in text (a value with a
+// secret-sounding key, a URL's password, a common token prefix) as
+// "[redacted]", as the report does; the rest of text is unchanged.
+func Redact(text string) string {
+	for _, re := range secretish() {
+		text = re.ReplaceAllString(text, "${1}[redacted]")
+	}
+	return text
 }
 
 // secretish matches values that look like credentials — key=value pairs

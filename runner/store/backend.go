@@ -52,6 +52,9 @@ type Queries interface {
 	// Sessions returns the tenant's sessions, most recently updated first
 	// and then by id; soft-deleted ones only with includeDeleted.
 	Sessions(ctx context.Context, tenant string, includeDeleted bool) ([]Session, error)
+	// SessionPage returns the page of the tenant's live sessions that
+	// opts (checked by Page) chooses, and how many pass its filters.
+	SessionPage(ctx context.Context, tenant string, opts PageOptions) ([]Session, int, error)
 	// Candidates returns the tenant's live sessions labelled ref, and, if
 	// prefix is not empty, those whose id (lowercase, canonical) starts
 	// with prefix. prefix holds no LIKE wildcards.

@@ -33,6 +33,9 @@ type Store interface {
 	Session(ctx context.Context, tenant string, id uuid.UUID) (Session, error)
 	// List returns the tenant's sessions, most recently updated first.
 	List(ctx context.Context, tenant string, opts ListOptions) ([]Session, error)
+	// Page returns a page of the tenant's live sessions that pass opts'
+	// filters, in its order, and how many pass them in all.
+	Page(ctx context.Context, tenant string, opts PageOptions) ([]Session, int, error)
 	// Resolve finds the session a user means by ref: its full id, a unique
 	// prefix of its id, or its label. A prefix or label that matches several
 	// sessions is an *AmbiguousError (ErrAmbiguous) listing them.

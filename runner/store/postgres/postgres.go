@@ -203,6 +203,43 @@ func (q queries) Sessions(ctx context.Context, tenant string, includeDeleted boo
 		tenant, includeDeleted)
 }
 
+func (q queries) SessionPage(ctx context.Context, tenant string, o store.PageOptions) ([]store.Session, int, error) {
+	where := "tenant = $1 AND deleted_at IS NULL"
+	args := []any{tenant}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where += " AND " + strings.ReplaceAll(cond, "$?", fmt.Sprintf("$%d", len(args)))
+	}
+	if o.State != "" {
+		add("state = $?", o.State)
+	}
+	if o.Label != "" {
+		add(`label ILIKE $? ESCAPE '\'`, store.ContainsPattern(o.Label))
+	}
+	if o.Model != "" {
+		add(`model ILIKE $? ESCAPE '\'`, store.ContainsPattern(o.Model))
+	}
+	if !o.UpdatedSince.IsZero() {
+		add("updated_at >= $?", o.UpdatedSince)
+	}
+	if !o.Subagents {
+		add("kind <> $?", store.SessionSubagent)
+	}
+	var total int
+	if err := q.c.QueryRow(ctx, "SELECT count(*) FROM sessions WHERE "+where, args...).Scan(&total); err != nil {
+		return nil, 0, pgError(err)
+	}
+	var limit any // NULL: no limit
+	if o.Limit > 0 {
+		limit = o.Limit
+	}
+	n := len(args)
+	ss, err := q.sessions(ctx, "SELECT "+sessionColumns+" FROM sessions WHERE "+where+
+		" ORDER BY "+o.OrderBy()+fmt.Sprintf(" LIMIT $%d OFFSET $%d", n+1, n+2),
+		append(args, limit, o.Offset)...)
+	return ss, total, err
+}
+
 func (q queries) Candidates(ctx context.Context, tenant, ref, prefix string) ([]store.Session, error) {
 	return q.sessions(ctx, "SELECT "+sessionColumns+` FROM sessions
 		WHERE tenant = $1 AND deleted_at IS NULL

@@ -405,6 +405,42 @@ func (q queries) Sessions(ctx context.Context, tenant string, includeDeleted boo
 		tenant, includeDeleted)
 }
 
+func (q queries) SessionPage(ctx context.Context, tenant string, o store.PageOptions) ([]store.Session, int, error) {
+	where := "tenant = ? AND deleted_at IS NULL"
+	args := []any{tenant}
+	if o.State != "" {
+		where += " AND state = ?"
+		args = append(args, o.State)
+	}
+	if o.Label != "" {
+		where += ` AND label LIKE ? ESCAPE '\'`
+		args = append(args, store.ContainsPattern(o.Label))
+	}
+	if o.Model != "" {
+		where += ` AND model LIKE ? ESCAPE '\'`
+		args = append(args, store.ContainsPattern(o.Model))
+	}
+	if !o.UpdatedSince.IsZero() {
+		where += " AND updated_at >= ?"
+		args = append(args, o.UpdatedSince.UnixMicro())
+	}
+	if !o.Subagents {
+		where += " AND kind <> ?"
+		args = append(args, store.SessionSubagent)
+	}
+	var total int
+	if err := q.read.QueryRowContext(ctx, "SELECT count(*) FROM sessions WHERE "+where, args...).Scan(&total); err != nil {
+		return nil, 0, sqliteError(err)
+	}
+	limit := int64(o.Limit)
+	if limit == 0 {
+		limit = -1 // SQLite: no limit
+	}
+	ss, err := q.sessions(ctx, "SELECT "+sessionColumns+" FROM sessions WHERE "+where+
+		" ORDER BY "+o.OrderBy()+" LIMIT ? OFFSET ?", append(args, limit, o.Offset)...)
+	return ss, total, err
+}
+
 func (q queries) Candidates(ctx context.Context, tenant, ref, prefix string) ([]store.Session, error) {
 	// Ids are stored in lowercase.
 	return q.sessions(ctx, "SELECT "+sessionColumns+` FROM sessions

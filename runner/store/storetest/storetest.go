@@ -50,6 +50,7 @@ func Run(t *testing.T, newURL func(t *testing.T) string) {
 		{"AppendIsIdempotent", testAppendIsIdempotent},
 		{"ConcurrentWritersKeepOrder", testConcurrentWriters},
 		{"List", testList},
+		{"Page", testPage},
 		{"Resolve", testResolve},
 		{"Tree", testTree},
 		{"ForkCut", testForkCut},
@@ -598,6 +599,63 @@ func testList(t *testing.T, newURL func(t *testing.T) string) {
 	}
 	if len(all) != 3 {
 		t.Errorf("List with deleted: %d sessions, want 3", len(all))
+	}
+}
+
+func testPage(t *testing.T, newURL func(t *testing.T) string) {
+	st := open(t, newURL(t))
+	mk := func(label, model string, state store.State) store.Session {
+		return create(t, st, tenant, store.NewSession{Dir: tenant, Label: label, State: state,
+			Settings: transcript.Settings{Model: model}})
+	}
+	a := mk("alpha", "claude-x", store.StateCompleted)
+	mk("beta_1", "gpt-y", store.StateIdle)
+	mk("Gamma%", "claude-z", store.StateIdle)
+	mk("delta", "", store.StateFailed)
+	create(t, st, tenant, store.NewSession{Dir: tenant, Label: "sub", Parent: a.ID, Kind: store.SessionSubagent})
+	gone := mk("gone", "claude-x", store.StateIdle)
+	if err := st.Delete(ctx(t), tenant, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	create(t, st, "another tenant", store.NewSession{Dir: tenant, Label: "alpha2"})
+	labels := func(ss []store.Session) []string {
+		out := []string{}
+		for _, s := range ss {
+			out = append(out, s.Label)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		opts  store.PageOptions
+		want  []string
+		total int
+	}{
+		{"all, most recently updated first", store.PageOptions{Desc: true},
+			[]string{"delta", "Gamma%", "beta_1", "alpha"}, 4},
+		{"with subagents, by label", store.PageOptions{Subagents: true, Order: store.OrderLabel},
+			[]string{"Gamma%", "alpha", "beta_1", "delta", "sub"}, 5},
+		{"a state", store.PageOptions{State: store.StateIdle, Order: store.OrderLabel},
+			[]string{"Gamma%", "beta_1"}, 2},
+		{"a label, ignoring case", store.PageOptions{Label: "GAMMA"}, []string{"Gamma%"}, 1},
+		{"a label's wildcards are letters", store.PageOptions{Label: "a%"}, []string{"Gamma%"}, 1},
+		{"a label's underscore too", store.PageOptions{Label: "a_1"}, []string{"beta_1"}, 1},
+		{"a model", store.PageOptions{Model: "claude", Order: store.OrderLabel}, []string{"Gamma%", "alpha"}, 2},
+		{"updated since", store.PageOptions{UpdatedSince: time.Now().Add(time.Hour)}, []string{}, 0},
+		{"a page", store.PageOptions{Order: store.OrderLabel, Offset: 1, Limit: 2}, []string{"alpha", "beta_1"}, 4},
+		{"past the end", store.PageOptions{Offset: 10, Limit: 2}, []string{}, 4},
+	} {
+		got, total, err := st.Page(ctx(t), tenant, tc.opts)
+		if err != nil {
+			t.Fatalf("%s: Page: %v", tc.name, err)
+		}
+		if diff := cmp.Diff(tc.want, labels(got)); diff != "" || total != tc.total {
+			t.Errorf("%s: Page: total %d, want %d; labels (-want +got):\n%s", tc.name, total, tc.total, diff)
+		}
+	}
+	for _, bad := range []store.PageOptions{{Order: "cost"}, {State: "asleep"}, {Limit: -1}} {
+		_, _, err := st.Page(ctx(t), tenant, bad)
+		wantErr(t, fmt.Sprintf("Page(%+v)", bad), err, store.ErrInvalid)
 	}
 }
 

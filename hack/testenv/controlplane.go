@@ -42,6 +42,8 @@ type ControlPlane struct {
 	Kubeconfig string
 	// KubectlPath is the kubectl binary of the same Kubernetes release.
 	KubectlPath string
+
+	env *envtest.Environment
 }
 
 // StartControlPlane starts a control plane for the test and stops it in t.Cleanup.
@@ -82,7 +84,15 @@ func NewControlPlane(dir string) (cp *ControlPlane, stop func() error, err error
 	if err := aeriev1alpha1.AddToScheme(scheme); err != nil {
 		return nil, nil, fmt.Errorf("build scheme: %w", err)
 	}
+	// The API server's certificates live in a directory of the caller's, not one it
+	// removes when it stops, so that RestartAPIServer keeps them (and every
+	// client's configuration stays valid).
+	certDir := filepath.Join(dir, "kube-apiserver")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("create the API server's directory: %w", err)
+	}
 	env := &envtest.Environment{
+		ControlPlane:          envtest.ControlPlane{APIServer: &envtest.APIServer{CertDir: certDir}},
 		Scheme:                scheme,
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{filepath.Join(repoRoot(), "config", "crd", "bases")},
@@ -121,7 +131,23 @@ func NewControlPlane(dir string) (cp *ControlPlane, stop func() error, err error
 		Client:      c,
 		Kubeconfig:  kubeconfigPath,
 		KubectlPath: filepath.Join(assets, "kubectl"),
+		env:         env,
 	}, env.Stop, nil
+}
+
+// RestartAPIServer stops the kube-apiserver (SIGTERM, as a rolling
+// restart does) and starts it again on the same port, certificates and
+// etcd: what was stored stays, clients reconnect with their configuration,
+// and watches end and must be started again.
+func (cp *ControlPlane) RestartAPIServer() error {
+	api := cp.env.ControlPlane.APIServer
+	if err := api.Stop(); err != nil {
+		return fmt.Errorf("stop the API server: %w", err)
+	}
+	if err := api.Start(); err != nil {
+		return fmt.Errorf("start the API server again: %w", err)
+	}
+	return nil
 }
 
 // Namespace creates a namespace with a unique name for the test. envtest runs no namespace

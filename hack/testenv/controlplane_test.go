@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,7 +58,7 @@ func TestRestartAPIServer(t *testing.T) {
 	}
 	cp := StartControlPlane(t)
 	ns := cp.Namespace(t)
-	if err := cp.RestartAPIServer(); err != nil {
+	if err := cp.RestartAPIServer(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	var got corev1.Namespace

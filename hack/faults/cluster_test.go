@@ -146,12 +146,10 @@ func (c *cluster) killController() {
 	c.ctrl = nil
 }
 
-// session creates the AgentSession name, whose model works through steps
-// (see stepTurns), its last step's command sleeping lastSleep.
-func (c *cluster) session(name string, lastSleep time.Duration) *aeriev1alpha1.AgentSession {
-	t := c.t
+// session creates the AgentSession name, whose model answers with turns.
+func (c *cluster) session(name string, turns []testenv.Turn) *aeriev1alpha1.AgentSession {
 	prompt := "session " + name + ": work through the steps"
-	c.model.Conversation(prompt, stepTurns(t, 3, lastSleep)...)
+	c.model.Conversation(prompt, turns...)
 	s := &aeriev1alpha1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.ns},
 		Spec: aeriev1alpha1.AgentSessionSpec{
@@ -343,10 +341,7 @@ func podEnded(p *corev1.Pod) bool {
 // returns how many entries there are.
 func (c *cluster) checkJournal(s *aeriev1alpha1.AgentSession, pod *corev1.Pod) int {
 	t := c.t
-	st, err := dburl.Open(t.Context(), c.dsn)
-	if err != nil {
-		t.Fatalf("open the session store: %v", err)
-	}
+	st := c.openStore()
 	defer st.Close()
 	id, err := parseUUID(s.Status.SessionID)
 	if err != nil {
@@ -387,4 +382,12 @@ func (c *cluster) checkJournal(s *aeriev1alpha1.AgentSession, pod *corev1.Pod) i
 		}
 	}
 	return len(es)
+}
+
+func (c *cluster) openStore() *store.DB {
+	st, err := dburl.Open(c.t.Context(), c.dsn)
+	if err != nil {
+		c.t.Fatalf("open the session store: %v", err)
+	}
+	return st
 }

@@ -68,7 +68,7 @@ func TestControllerKilled(t *testing.T) {
 			if fates[i] != leftAlone {
 				sleep = time.Minute // ended by the test, never by itself
 			}
-			uids[i] = c.session(names[i], sleep).UID
+			uids[i] = c.session(names[i], stepTurns(t, 3, sleep)).UID
 			if f, name, d := fates[i], names[i], delays[i]; f != leftAlone {
 				acts.Go(func() {
 					time.Sleep(d)

@@ -76,5 +76,3 @@ func TestRedialerServerRestarted(t *testing.T) {
 		t.Errorf("List with no executor: %v, want an error naming %s", err, sock)
 	}
 }
-
-

@@ -65,7 +65,8 @@ valid result for spec.result (result_invalid); 130 or 143 cancelled.`,
 	fl.StringVar(&f.config, "config", f.config, "the runner configuration `file`")
 	fl.StringVar(&f.terminationLog, "termination-log", f.terminationLog,
 		"where to write the outcome for the controller (`file`)")
-	fl.DurationVar(&f.socketWait, "socket-wait", f.socketWait, "how long to wait for the executor's socket to appear, and for a restarted executor to serve it again")
+	fl.DurationVar(&f.socketWait, "socket-wait", f.socketWait,
+		"how long to wait for the executor's socket to appear, and for a restarted executor to serve it again")
 	return cmd
 }
 

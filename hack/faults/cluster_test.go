@@ -349,8 +349,8 @@ func (c *cluster) checkJournal(s *aeriev1alpha1.AgentSession, pod *corev1.Pod) i
 		return 0
 	}
 	es, err := st.Entries(t.Context(), c.ns, id)
-	if errors.Is(err, store.ErrNotFound) && s.Status.Phase == aeriev1alpha1.PhaseCancelled {
-		return 0 // cancelled before the runner stored it
+	if errors.Is(err, store.ErrNotFound) && s.Status.Phase != aeriev1alpha1.PhaseSucceeded {
+		return 0 // cancelled or failed before the runner stored it (a wrong phase is a violation of its own)
 	}
 	if err != nil {
 		t.Fatalf("session %s: entries: %v", s.Name, err)

@@ -65,7 +65,8 @@ valid result for spec.result (result_invalid); 130 or 143 cancelled.`,
 	fl.StringVar(&f.config, "config", f.config, "the runner configuration `file`")
 	fl.StringVar(&f.terminationLog, "termination-log", f.terminationLog,
 		"where to write the outcome for the controller (`file`)")
-	fl.DurationVar(&f.socketWait, "socket-wait", f.socketWait, "how long to wait for the executor's socket to appear")
+	fl.DurationVar(&f.socketWait, "socket-wait", f.socketWait,
+		"how long to wait for the executor's socket to appear, and for a restarted executor to serve it again")
 	return cmd
 }
 
@@ -189,8 +190,10 @@ func (a *app) getenv(name string) string {
 
 // dialExecutor waits (at most wait) for the workspace container to create
 // its socket, then connects. The two containers start together; the socket
-// appears once the executor is ready.
-func dialExecutor(ctx context.Context, socket string, wait time.Duration) (*executor.Remote, error) {
+// appears once the executor is ready. A workspace container that crashes
+// is restarted by the kubelet: the connection is made again then, within
+// the same wait.
+func dialExecutor(ctx context.Context, socket string, wait time.Duration) (*executor.Redialer, error) {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -216,7 +219,7 @@ func dialExecutor(ctx context.Context, socket string, wait time.Duration) (*exec
 	if err != nil {
 		return nil, fmt.Errorf("connect to the executor: %w", err)
 	}
-	return exe, nil
+	return executor.NewRedialer(exe, socket, wait), nil
 }
 
 // writeTerminationLog leaves the report where the kubelet reads the

@@ -15,6 +15,11 @@
 //   - no tool call is made again after a crash: each tool's side effect,
 //     a line appended to a file outside the runner, happens once.
 //
+// The cluster tests run the controller as a process (killed and started
+// again) against a control plane whose API server they restart, with the
+// pod runner of hack/testenv, and check besides: no runner pod created
+// twice, none orphaned or left running, every session in its phase.
+//
 // The tests are the suite; `make test-faults` runs a bounded version (a few
 // minutes on two cores) and FAULTS_SCALE=N multiplies the sessions and
 // faults for a longer one. Every run prints its counts (faults injected,

@@ -5,12 +5,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,6 +46,8 @@ type ControlPlane struct {
 	Kubeconfig string
 	// KubectlPath is the kubectl binary of the same Kubernetes release.
 	KubectlPath string
+
+	env *envtest.Environment
 }
 
 // StartControlPlane starts a control plane for the test and stops it in t.Cleanup.
@@ -51,12 +57,28 @@ type ControlPlane struct {
 // instructions (or skips it under -short).
 func StartControlPlane(t testing.TB) *ControlPlane {
 	t.Helper()
+	return StartControlPlaneWith(t, ControlPlaneOptions{})
+}
+
+// ControlPlaneOptions configures a control plane; the zero value is
+// StartControlPlane's.
+type ControlPlaneOptions struct {
+	// NoWatchCache serves watches from etcd rather than the API server's
+	// watch cache (--watch-cache=false), so that a watch resumes from a
+	// resource version of before a RestartAPIServer: a restarted cache
+	// knows only what came after it and answers 410 Gone.
+	NoWatchCache bool
+}
+
+// StartControlPlaneWith is StartControlPlane with opts.
+func StartControlPlaneWith(t testing.TB, opts ControlPlaneOptions) *ControlPlane {
+	t.Helper()
 	if _, ok := envtestAssets(); !ok {
 		requireDependency(t, fmt.Sprintf("envtest binaries (kube-apiserver, etcd, kubectl %s) not found in KUBEBUILDER_ASSETS or the hack/envtest.sh cache", KubernetesVersion),
 			"run `make envtest` (or `export KUBEBUILDER_ASSETS=$(hack/envtest.sh)`) in the repository first")
 		return nil
 	}
-	cp, stop, err := NewControlPlane(t.TempDir())
+	cp, stop, err := newControlPlane(t.TempDir(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +93,10 @@ func StartControlPlane(t testing.TB) *ControlPlane {
 // NewControlPlane starts a control plane outside a test, for the demo: dir receives its
 // kubeconfig. stop shuts it down; the caller must call it.
 func NewControlPlane(dir string) (cp *ControlPlane, stop func() error, err error) {
+	return newControlPlane(dir, ControlPlaneOptions{})
+}
+
+func newControlPlane(dir string, opts ControlPlaneOptions) (cp *ControlPlane, stop func() error, err error) {
 	assets, ok := envtestAssets()
 	if !ok {
 		return nil, nil, fmt.Errorf("envtest binaries (kube-apiserver, etcd, kubectl %s) not found in KUBEBUILDER_ASSETS or the hack/envtest.sh cache: run `make envtest` first", KubernetesVersion)
@@ -82,7 +108,19 @@ func NewControlPlane(dir string) (cp *ControlPlane, stop func() error, err error
 	if err := aeriev1alpha1.AddToScheme(scheme); err != nil {
 		return nil, nil, fmt.Errorf("build scheme: %w", err)
 	}
+	// The API server's certificates live in a directory of the caller's, not one it
+	// removes when it stops, so that RestartAPIServer keeps them (and every
+	// client's configuration stays valid).
+	certDir := filepath.Join(dir, "kube-apiserver")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("create the API server's directory: %w", err)
+	}
+	api := &envtest.APIServer{CertDir: certDir}
+	if opts.NoWatchCache {
+		api.Configure().Set("watch-cache", "false")
+	}
 	env := &envtest.Environment{
+		ControlPlane:          envtest.ControlPlane{APIServer: api},
 		Scheme:                scheme,
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{filepath.Join(repoRoot(), "config", "crd", "bases")},
@@ -121,6 +159,7 @@ func NewControlPlane(dir string) (cp *ControlPlane, stop func() error, err error
 		Client:      c,
 		Kubeconfig:  kubeconfigPath,
 		KubectlPath: filepath.Join(assets, "kubectl"),
+		env:         env,
 	}, env.Stop, nil
 }
 
@@ -222,4 +261,64 @@ func hasBinaries(dir string, names ...string) bool {
 		}
 	}
 	return true
+}
+
+// RestartAPIServer stops the kube-apiserver as a kubelet stops a static
+// pod, SIGTERM and SIGKILL once grace has passed (a kube-apiserver drains
+// its requests for up to its request timeout, a minute), and starts it
+// again on the same port, certificates and etcd: what was stored stays,
+// clients reconnect with their configuration, and watches end and must be
+// started again.
+func (cp *ControlPlane) RestartAPIServer(grace time.Duration) error {
+	api := cp.env.ControlPlane.APIServer
+	pid, err := processWithArg("--cert-dir=" + api.CertDir)
+	if err != nil {
+		return fmt.Errorf("find the API server: %w", err)
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	for deadline := time.Now().Add(grace); Alive(pid) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	// Gone once envtest has reaped it.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the API server (pid %d) is still there a minute after SIGKILL", pid)
+		}
+	}
+	// It has exited: Stop only cleans up (its signal finds no process).
+	if err := api.Stop(); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("stop the API server: %w", err)
+	}
+	if err := api.Start(); err != nil {
+		return fmt.Errorf("start the API server again: %w", err)
+	}
+	return nil
+}
+
+// processWithArg finds the process with arg on its command line.
+func processWithArg(arg string) (int, error) {
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		for _, a := range strings.Split(string(b), "\x00") {
+			if a == arg {
+				return pid, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("no process with %s", arg)
 }

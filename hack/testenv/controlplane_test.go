@@ -6,6 +6,10 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // TestEnvtestBinary checks the lookup of commands beyond the control plane's
@@ -44,4 +48,22 @@ func TestEnvtestBinary(t *testing.T) {
 	if got, err := EnvtestBinary("kube-scheduler"); err != nil || got != want {
 		t.Errorf("EnvtestBinary from KUBEBUILDER_ASSETS = %q, %v; want %q (it comes first)", got, err, want)
 	}
+}
+
+// TestRestartAPIServer restarts the API server: what was stored before is
+// still there, and the client of before reaches it again.
+func TestRestartAPIServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	cp := StartControlPlane(t)
+	ns := cp.Namespace(t)
+	if err := cp.RestartAPIServer(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var got corev1.Namespace
+	if err := cp.Client.Get(t.Context(), client.ObjectKey{Name: ns}, &got); err != nil {
+		t.Fatalf("get namespace %s after the restart: %v", ns, err)
+	}
+	cp.Namespace(t) // and writes go through
 }

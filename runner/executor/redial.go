@@ -1,0 +1,181 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"iter"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aerie-run/aerie/runner/process"
+)
+
+// Redialer is a Remote that connects again once its connection is lost:
+// the workspace container is a sidecar, which the kubelet restarts after
+// a crash, with its socket at the same path. A call in flight when the
+// executor died fails (its processes died with it); the calls after it
+// wait, at most wait, for the new executor to serve the socket, rather
+// than failing one after the other against a dead connection.
+type Redialer struct {
+	socket string
+	wait   time.Duration
+
+	mu  sync.Mutex
+	cur *Remote
+}
+
+// NewRedialer returns a Redialer whose first connection is r, to socket.
+func NewRedialer(r *Remote, socket string, wait time.Duration) *Redialer {
+	return &Redialer{socket: socket, wait: wait, cur: r}
+}
+
+// remote returns the live connection, connecting again if the last one is
+// over.
+func (d *Redialer) remote(ctx context.Context) (*Remote, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	select {
+	case <-d.cur.done:
+	default:
+		return d.cur, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.wait)
+	defer cancel()
+	for {
+		r, err := Dial(ctx, d.socket)
+		if err == nil {
+			d.cur = r
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect to the executor again at %s (lost: %v): %w", d.socket, d.cur.err, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Workspace is the executor's workspace directory.
+func (d *Redialer) Workspace() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cur.Workspace()
+}
+
+// Close closes the current connection.
+func (d *Redialer) Close(ctx context.Context) error {
+	d.mu.Lock()
+	r := d.cur
+	d.mu.Unlock()
+	return r.Close(ctx)
+}
+
+// Start implements Commands.
+func (d *Redialer) Start(ctx context.Context, c Command) (Process, error) {
+	r, err := d.remote(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.Start(ctx, c)
+}
+
+// Signal implements Commands.
+func (d *Redialer) Signal(ctx context.Context, id string, sig syscall.Signal) error {
+	r, err := d.remote(ctx)
+	if err != nil {
+		return err
+	}
+	return r.Signal(ctx, id, sig)
+}
+
+// List implements Commands.
+func (d *Redialer) List(ctx context.Context) ([]ProcessInfo, error) {
+	r, err := d.remote(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.List(ctx)
+}
+
+// Teardown implements Commands.
+func (d *Redialer) Teardown(ctx context.Context, id string) (process.Report, error) {
+	r, err := d.remote(ctx)
+	if err != nil {
+		return process.Report{}, err
+	}
+	return r.Teardown(ctx, id)
+}
+
+// TeardownAll implements Commands.
+func (d *Redialer) TeardownAll(ctx context.Context) ([]process.Report, error) {
+	r, err := d.remote(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.TeardownAll(ctx)
+}
+
+// ReadFile implements Files.
+func (d *Redialer) ReadFile(ctx context.Context, name string) ([]byte, error) {
+	r, err := d.remote(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.ReadFile(ctx, name)
+}
+
+// WriteFile implements Files.
+func (d *Redialer) WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error {
+	r, err := d.remote(ctx)
+	if err != nil {
+		return err
+	}
+	return r.WriteFile(ctx, name, data, perm)
+}
+
+// Stat implements Files.
+func (d *Redialer) Stat(ctx context.Context, name string) (FileInfo, error) {
+	r, err := d.remote(ctx)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	return r.Stat(ctx, name)
+}
+
+// Remove implements Files.
+func (d *Redialer) Remove(ctx context.Context, name string) error {
+	r, err := d.remote(ctx)
+	if err != nil {
+		return err
+	}
+	return r.Remove(ctx, name)
+}
+
+// ReadDir implements Files.
+func (d *Redialer) ReadDir(ctx context.Context, name string) ([]FileInfo, error) {
+	r, err := d.remote(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.ReadDir(ctx, name)
+}
+
+// Walk implements Files.
+func (d *Redialer) Walk(ctx context.Context, name string, opts WalkOptions) iter.Seq2[FileInfo, error] {
+	return func(yield func(FileInfo, error) bool) {
+		r, err := d.remote(ctx)
+		if err != nil {
+			yield(FileInfo{}, err)
+			return
+		}
+		for fi, err := range r.Walk(ctx, name, opts) {
+			if !yield(fi, err) {
+				return
+			}
+		}
+	}
+}
+
+var _ Executor = (*Redialer)(nil)

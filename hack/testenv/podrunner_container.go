@@ -483,7 +483,8 @@ func (w *podWorker) follow(run *containerRun, spec launchSpec, outR, errR *os.Fi
 	}
 	var err error
 	if w.r.reaper != nil {
-		run.group, err = w.r.reaper.Start(run.cmd, run.id)
+		// On this thread, which is in the container's mount namespace.
+		run.group, err = w.r.reaper.StartLocked(run.cmd, run.id)
 	} else {
 		run.group, err = process.Start(run.cmd, run.id)
 	}

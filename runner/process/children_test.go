@@ -188,3 +188,35 @@ func TestGoneNeedsSubreaper(t *testing.T) {
 		t.Error("Gone = true in a process that is not a child subreaper")
 	}
 }
+
+// TestReaperStartLocked: a child StartLocked forked on a locked thread of
+// the caller's is on the list the Reaper reads until it is waited for,
+// and that thread's list is dropped once it has no child left.
+func TestReaperStartLocked(t *testing.T) {
+	t.Parallel()
+	r := NewReaper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		cmd := exec.Command("sleep", "30")
+		g, err := r.StartLocked(cmd, NewID())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if kids, err := r.children(); err != nil || !slices.Contains(kids, g.PID) {
+			t.Errorf("children() = %v, %v; missing child %d", kids, err, g.PID)
+		}
+		_ = cmd.Process.Kill()
+		_ = r.Wait(cmd)
+		r.mu.Lock()
+		left := len(r.threads) + len(r.forkedBy)
+		r.mu.Unlock()
+		if left != 0 {
+			t.Errorf("%d thread or child records left after Wait", left)
+		}
+	}()
+	<-done
+}

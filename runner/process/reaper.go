@@ -72,12 +72,16 @@ type Reaper struct {
 	// forks carries each Start to the forking thread, forker its thread id.
 	forks  chan func()
 	forker int
+	// threads counts, by thread, the children StartLocked forked there
+	// that are not waited for yet; forkedBy is the thread of each child.
+	threads  map[int]int
+	forkedBy map[int]int
 }
 
 // NewReaper returns a Reaper with nothing registered, and its forking
 // thread. It reaps only in Run or Reap.
 func NewReaper() *Reaper {
-	r := &Reaper{owned: make(map[int]int), forks: make(chan func())}
+	r := &Reaper{owned: map[int]int{}, forks: make(chan func()), threads: map[int]int{}, forkedBy: map[int]int{}}
 	tid := make(chan int)
 	go r.fork(tid)
 	r.forker = <-tid
@@ -111,19 +115,51 @@ func (r *Reaper) Start(cmd *exec.Cmd, id string) (Group, error) {
 	if err != nil {
 		return g, err
 	}
-	r.mu.Lock()
-	r.owned[g.PID]++
-	r.mu.Unlock()
+	r.register(g.PID, r.forker)
 	return g, nil
 }
 
-// Wait waits for cmd, started by r.Start, and unregisters its PID.
+// StartLocked is Start on the calling thread instead of the forking one,
+// for a child that must inherit what the thread alone has (a mount
+// namespace it entered, say). The caller must have locked its goroutine to
+// the thread (runtime.LockOSThread) and keep it until r.Wait(cmd) returns:
+// the thread's children file is read with the forking thread's meanwhile.
+func (r *Reaper) StartLocked(cmd *exec.Cmd, id string) (Group, error) {
+	r.starting.RLock()
+	defer r.starting.RUnlock()
+	g, err := Start(cmd, id)
+	if err != nil {
+		return g, err
+	}
+	r.register(g.PID, unix.Gettid())
+	return g, nil
+}
+
+// register records the child pid, forked by thread tid.
+func (r *Reaper) register(pid, tid int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.owned[pid]++
+	r.forkedBy[pid] = tid
+	if tid != r.forker {
+		r.threads[tid]++
+	}
+}
+
+// Wait waits for cmd, started by r.Start or r.StartLocked, and unregisters
+// its PID.
 func (r *Reaper) Wait(cmd *exec.Cmd) error {
 	err := cmd.Wait()
 	pid := cmd.Process.Pid
 	r.mu.Lock()
 	if r.owned[pid]--; r.owned[pid] <= 0 {
 		delete(r.owned, pid)
+		if tid := r.forkedBy[pid]; tid != r.forker {
+			if r.threads[tid]--; r.threads[tid] <= 0 {
+				delete(r.threads, tid)
+			}
+		}
+		delete(r.forkedBy, pid)
 	}
 	r.mu.Unlock()
 	return err
@@ -213,13 +249,20 @@ func (r *Reaper) zombies() []int {
 }
 
 // children lists the children of this process that a pass and Gone must
-// see: those forked by the forking thread, which are all the children r
-// started, and those of the main thread, where orphans are reparented
+// see: those forked by the forking thread and by the threads of
+// StartLocked, which are all the children r started, and those of the main thread, where orphans are reparented
 // (and the children of any thread that exits). Children that other
 // threads started directly, against the contract, are not seen, so a pass
 // can no longer steal their exit status either.
 func (r *Reaper) children() ([]int, error) {
-	return threadChildren(r.forker)
+	r.mu.Lock()
+	tids := make([]int, 0, 1+len(r.threads))
+	tids = append(tids, r.forker)
+	for tid := range r.threads {
+		tids = append(tids, tid)
+	}
+	r.mu.Unlock()
+	return threadChildren(tids...)
 }
 
 func (r *Reaper) owns(pid int) bool {

@@ -446,6 +446,57 @@ func (w *podWorker) launch(spec launchSpec, name string, attempt int32) (*contai
 	return run, nil
 }
 
+// openCommand opens the command at path twice, by O_PATH descriptors that
+// a child in another mount namespace executes it by (see start).
+func openCommand(path string) ([]int, error) {
+	var fds []int
+	for range 2 {
+		fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			return nil, fmt.Errorf("open command %s: %w", path, err)
+		}
+		fds = append(fds, fd)
+	}
+	return fds, nil
+}
+
+// startProcess starts run's process on this thread. A command executed by its
+// descriptor (byFD) whose exec is refused with EACCES is started once more
+// by the spare descriptor: a start has been seen refused so, rarely, when
+// many containers start at once, with the cause not found yet; the log
+// says whether the first descriptor still named the command.
+func (w *podWorker) startProcess(run *containerRun, byFD []int, log *slog.Logger) error {
+	var err error
+	for i := 0; ; i++ {
+		if w.r.reaper != nil {
+			// On this thread, which is in the container's mount namespace.
+			run.group, err = w.r.reaper.StartLocked(run.cmd, run.id)
+		} else {
+			run.group, err = process.Start(run.cmd, run.id)
+		}
+		if err == nil || !errors.Is(err, unix.EACCES) || i+1 >= len(byFD) {
+			return err
+		}
+		var a, b unix.Stat_t
+		same := unix.Fstat(byFD[i], &a) == nil && unix.Fstat(byFD[i+1], &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
+		log.Warn("exec by descriptor refused; starting by the spare one", "error", err, "descriptor_still_the_command", same)
+		run.cmd = respawnable(run.cmd, fmt.Sprintf("/proc/self/fd/%d", byFD[i+1]))
+	}
+}
+
+// respawnable is a fresh exec.Cmd like cmd, with path: an exec.Cmd starts
+// once.
+func respawnable(cmd *exec.Cmd, path string) *exec.Cmd {
+	return &exec.Cmd{
+		Path: path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir,
+		Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles,
+		SysProcAttr: cmd.SysProcAttr, WaitDelay: cmd.WaitDelay,
+	}
+}
+
 // follow starts run's process and follows it to its end: it records the
 // exit, ends whatever the container left running, reaps the leader,
 // collects the output and the termination message, and wakes the worker.
@@ -458,19 +509,25 @@ func (w *podWorker) launch(spec launchSpec, name string, attempt int32) (*contai
 func (w *podWorker) follow(run *containerRun, spec launchSpec, outR, errR *os.File, started chan<- error) {
 	runtime.LockOSThread()
 	log := w.r.log.With("pod", w.namespace+"/"+w.name, "container", run.cmd.Args[0])
+	var byFD []int // the command's descriptors, when it is executed by one
 	if w.r.mode == MountNamespace {
 		// A command below a mount path (the runner's Dir, with the
 		// Commands copies, under a volume mounted at /tmp) would be hidden
 		// in the namespace: it is opened before and executed by its
 		// descriptor, which the child inherits up to its exec.
 		if hiddenBy(run.cmd.Path, spec.mounts) {
-			fd, err := unix.Open(run.cmd.Path, unix.O_PATH|unix.O_CLOEXEC, 0)
+			fds, err := openCommand(run.cmd.Path)
 			if err != nil {
-				started <- fmt.Errorf("open command %s: %w", run.cmd.Path, err)
+				started <- err
 				return
 			}
-			defer unix.Close(fd)
-			run.cmd.Path = fmt.Sprintf("/proc/self/fd/%d", fd)
+			defer func() {
+				for _, fd := range fds {
+					unix.Close(fd)
+				}
+			}()
+			byFD = fds
+			run.cmd.Path = fmt.Sprintf("/proc/self/fd/%d", fds[0])
 		}
 		if err := enterMountNamespace(spec.hostname, spec.mounts); err != nil {
 			started <- err
@@ -481,13 +538,7 @@ func (w *podWorker) follow(run *containerRun, spec launchSpec, outR, errR *os.Fi
 			return
 		}
 	}
-	var err error
-	if w.r.reaper != nil {
-		// On this thread, which is in the container's mount namespace.
-		run.group, err = w.r.reaper.StartLocked(run.cmd, run.id)
-	} else {
-		run.group, err = process.Start(run.cmd, run.id)
-	}
+	err := w.startProcess(run, byFD, log)
 	if err != nil {
 		started <- err
 		return

@@ -63,6 +63,11 @@ lint: golangci-lint ## Run golangci-lint.
 envtest: ## Obtain the envtest binaries (kube-apiserver, etcd, kubectl) and print KUBEBUILDER_ASSETS.
 	@hack/envtest.sh
 
+.PHONY: node
+node: ## Run a single-node cluster (real kubelet, containerd, runc; needs root) until Ctrl-C; CHECK=1 runs a pod and stops.
+	@hack/node.sh >/dev/null
+	go run ./hack/node $(if $(CHECK),-check)
+
 .PHONY: test
 test: vet chart-tools ## Run every test (unit, envtest, PostgreSQL, SQLite, chart and kustomize) under the race detector.
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test -race -count=1 -timeout=40m $(GOTESTFLAGS) ./...

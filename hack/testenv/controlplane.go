@@ -71,16 +71,23 @@ func StartControlPlane(t testing.TB) *ControlPlane {
 // NewControlPlane starts a control plane outside a test, for the demo: dir receives its
 // kubeconfig. stop shuts it down; the caller must call it.
 func NewControlPlane(dir string) (cp *ControlPlane, stop func() error, err error) {
+	cp, _, stop, err = newControlPlane(dir, nil)
+	return cp, stop, err
+}
+
+// newControlPlane is NewControlPlane with the environment changed by configure (when not
+// nil) before it starts; it returns the environment too, for what a node needs of it.
+func newControlPlane(dir string, configure func(*envtest.Environment)) (*ControlPlane, *envtest.Environment, func() error, error) {
 	assets, ok := envtestAssets()
 	if !ok {
-		return nil, nil, fmt.Errorf("envtest binaries (kube-apiserver, etcd, kubectl %s) not found in KUBEBUILDER_ASSETS or the hack/envtest.sh cache: run `make envtest` first", KubernetesVersion)
+		return nil, nil, nil, fmt.Errorf("envtest binaries (kube-apiserver, etcd, kubectl %s) not found in KUBEBUILDER_ASSETS or the hack/envtest.sh cache: run `make envtest` first", KubernetesVersion)
 	}
 	scheme := k8sruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, nil, fmt.Errorf("build scheme: %w", err)
+		return nil, nil, nil, fmt.Errorf("build scheme: %w", err)
 	}
 	if err := aeriev1alpha1.AddToScheme(scheme); err != nil {
-		return nil, nil, fmt.Errorf("build scheme: %w", err)
+		return nil, nil, nil, fmt.Errorf("build scheme: %w", err)
 	}
 	env := &envtest.Environment{
 		Scheme:                scheme,
@@ -91,13 +98,16 @@ func NewControlPlane(dir string) (cp *ControlPlane, stop func() error, err error
 		ControlPlaneStartTimeout: time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
+	if configure != nil {
+		configure(env)
+	}
 	cfg, err := env.Start()
 	if err != nil {
-		return nil, nil, fmt.Errorf("start control plane (binaries from %s): %w", assets, err)
+		return nil, nil, nil, fmt.Errorf("start control plane (binaries from %s): %w", assets, err)
 	}
-	fail := func(err error) (*ControlPlane, func() error, error) {
+	fail := func(err error) (*ControlPlane, *envtest.Environment, func() error, error) {
 		_ = env.Stop()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	admin, err := env.AddUser(envtest.User{Name: "aerie-test-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
@@ -121,7 +131,7 @@ func NewControlPlane(dir string) (cp *ControlPlane, stop func() error, err error
 		Client:      c,
 		Kubeconfig:  kubeconfigPath,
 		KubectlPath: filepath.Join(assets, "kubectl"),
-	}, env.Stop, nil
+	}, env, env.Stop, nil
 }
 
 // Namespace creates a namespace with a unique name for the test. envtest runs no namespace

@@ -330,7 +330,14 @@ func StartModelServer(t testing.TB, turns ...Turn) *ModelServer {
 	t.Helper()
 	s := &ModelServer{t: t}
 	s.Add(turns...)
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	l, err := listenService()
+	if err != nil {
+		t.Fatalf("modelserver: listen: %v", err)
+	}
+	_ = s.srv.Listener.Close()
+	s.srv.Listener = l
+	s.srv.Start()
 	t.Cleanup(s.srv.Close)
 	return s
 }

@@ -645,3 +645,14 @@ func (n *Node) Pod(t testing.TB, namespace, name string, timeout time.Duration) 
 	}
 	return &pod
 }
+
+// Mounts is how the node's containers see their volumes: in mount
+// namespaces of their own, as on every real node.
+func (n *Node) Mounts() MountMode { return MountNamespace }
+
+// VolumePath is the kubelet's directory of an emptyDir volume of a pod on
+// the node, for a test to look into (the containers' files show there
+// under their UIDs).
+func (n *Node) VolumePath(pod *corev1.Pod, volume string) string {
+	return filepath.Join(n.Dir, "kubelet", "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", volume)
+}

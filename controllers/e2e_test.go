@@ -517,6 +517,7 @@ spec:
 		if err != nil {
 			t.Fatalf("sleep.pid: %v", err)
 		}
+		pid = hostPID(t, pod.Name, pid)
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
 			t.Fatalf("the tool's sleep (pid %d) is not running: %v", pid, err)
 		}

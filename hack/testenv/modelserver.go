@@ -330,14 +330,7 @@ func StartModelServer(t testing.TB, turns ...Turn) *ModelServer {
 	t.Helper()
 	s := &ModelServer{t: t}
 	s.Add(turns...)
-	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
-	l, err := listenService()
-	if err != nil {
-		t.Fatalf("modelserver: listen: %v", err)
-	}
-	_ = s.srv.Listener.Close()
-	s.srv.Listener = l
-	s.srv.Start()
+	s.srv = NewServiceServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
 	return s
 }

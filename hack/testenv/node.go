@@ -140,7 +140,10 @@ func NewNode(ctx context.Context) (n *Node, stop func() error, err error) {
 	cp, env, stopCP, err := newControlPlane(dir, func(env *envtest.Environment) {
 		// The ServiceAccount admission plugin, off in envtest since it runs
 		// no token controller: the controller manager here is one.
-		env.ControlPlane.GetAPIServer().Configure().Disable("disable-admission-plugins")
+		env.ControlPlane.GetAPIServer().Configure().Disable("disable-admission-plugins").
+			// The node's name resolves nowhere: reach the kubelet (logs,
+			// exec) at its InternalIP.
+			Set("kubelet-preferred-address-types", "InternalIP")
 	})
 	if err != nil {
 		_ = lock.Close()
@@ -650,9 +653,21 @@ func (n *Node) Pod(t testing.TB, namespace, name string, timeout time.Duration) 
 // namespaces of their own, as on every real node.
 func (n *Node) Mounts() MountMode { return MountNamespace }
 
-// VolumePath is the kubelet's directory of an emptyDir volume of a pod on
-// the node, for a test to look into (the containers' files show there
-// under their UIDs).
+// VolumePath is the kubelet's directory of a volume of a pod on the node
+// (an emptyDir, a ConfigMap's, a Secret's or a projected volume's files),
+// for a test to look into.
 func (n *Node) VolumePath(pod *corev1.Pod, volume string) string {
-	return filepath.Join(n.Dir, "kubelet", "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", volume)
+	plugin := "kubernetes.io~empty-dir"
+	for _, v := range pod.Spec.Volumes {
+		switch {
+		case v.Name != volume:
+		case v.ConfigMap != nil:
+			plugin = "kubernetes.io~configmap"
+		case v.Secret != nil:
+			plugin = "kubernetes.io~secret"
+		case v.Projected != nil:
+			plugin = "kubernetes.io~projected"
+		}
+	}
+	return filepath.Join(n.Dir, "kubelet", "pods", string(pod.UID), "volumes", plugin, volume)
 }

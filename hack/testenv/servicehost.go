@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"sync"
 )
@@ -36,4 +38,18 @@ var (
 // listenService listens on a free port of ServiceHost.
 func listenService() (net.Listener, error) {
 	return net.Listen("tcp", net.JoinHostPort(ServiceHost(), "0"))
+}
+
+// NewServiceServer is httptest.NewServer listening on ServiceHost, for a
+// server the test's pods call.
+func NewServiceServer(h http.Handler) *httptest.Server {
+	srv := httptest.NewUnstartedServer(h)
+	l, err := listenService()
+	if err != nil {
+		panic("testenv: listen on " + ServiceHost() + ": " + err.Error())
+	}
+	_ = srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	return srv
 }

@@ -62,7 +62,8 @@ func run(check bool, images []string) (err error) {
 		err = errors.Join(err, stop())
 		fmt.Fprintf(os.Stderr, "node: down in %s\n", time.Since(t).Round(time.Millisecond))
 	}()
-	fmt.Fprintf(os.Stderr, "node: %s Ready in %s (node IP %s, state in %s)\n", n.Name, time.Since(start).Round(time.Millisecond), n.NodeIP, n.Dir)
+	fmt.Fprintf(os.Stderr, "node: %s Ready in %s (node IP %s, state in %s)\n",
+		n.Name, time.Since(start).Round(time.Millisecond), n.NodeIP, n.Dir)
 	for _, img := range images {
 		if err := n.ImportImage(ctx, img); err != nil {
 			return err
@@ -117,6 +118,7 @@ func checkPod(ctx context.Context, n *testenv.Node) error {
 	if !ok {
 		return fmt.Errorf("pod not Running within 2m: %s", last)
 	}
-	fmt.Fprintf(os.Stderr, "node: pod %s/%s Running %s after create\n", ns.Name, pod.Name, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "node: pod %s/%s Running %s after create\n",
+		ns.Name, pod.Name, time.Since(start).Round(time.Millisecond))
 	return nil
 }

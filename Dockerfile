@@ -10,10 +10,15 @@
 # verify runAsNonRoot. `make docker-build` passes VERSION and COMMIT; `aerie version` prints them.
 
 ARG GO_VERSION=1.26
+# The base images, arguments so that a build without a registry can use local ones
+# (`make images-local` builds them with buildah: hack/images.sh).
+ARG BUILD_IMAGE=golang:${GO_VERSION}
+ARG RUNNER_BASE=debian:trixie-slim
+ARG CONTROLLER_BASE=gcr.io/distroless/static-debian13:nonroot
 
 # The build runs on the builder's platform and cross-compiles: the binaries are static
 # (CGO_ENABLED=0), so no emulation is needed for other architectures.
-FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
+FROM --platform=$BUILDPLATFORM ${BUILD_IMAGE} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
@@ -28,7 +33,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
       -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
       -o /out/ ./cmd/aerie ./cmd/aerie-controller
 
-FROM debian:trixie-slim AS runner
+FROM ${RUNNER_BASE} AS runner
 ARG VERSION=dev
 ARG COMMIT=unknown
 LABEL org.opencontainers.image.title="aerie-runner" \
@@ -57,7 +62,7 @@ ENTRYPOINT ["/usr/local/bin/aerie"]
 CMD ["version"]
 
 # The controller stage comes last, so a plain `docker build .` builds the controller image.
-FROM gcr.io/distroless/static-debian13:nonroot AS controller
+FROM ${CONTROLLER_BASE} AS controller
 ARG VERSION=dev
 ARG COMMIT=unknown
 LABEL org.opencontainers.image.title="aerie-controller" \

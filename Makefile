@@ -63,6 +63,20 @@ lint: golangci-lint ## Run golangci-lint.
 envtest: ## Obtain the envtest binaries (kube-apiserver, etcd, kubectl) and print KUBEBUILDER_ASSETS.
 	@hack/envtest.sh
 
+.PHONY: node
+node: ## Run a single-node cluster (real kubelet, containerd, runc; needs root) until Ctrl-C; CHECK=1 runs a pod and stops.
+	@hack/node.sh >/dev/null
+	go run ./hack/node $(if $(CHECK),-check)
+
+.PHONY: e2e-node
+e2e-node: ## Run the end-to-end tests on a real node with the images built from the Dockerfile (root, buildah, mmdebstrap; cold: about 15 minutes).
+	@hack/node.sh >/dev/null
+	@hack/images.sh >/dev/null
+	AERIE_E2E_NODE=real KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test -count=1 -timeout=60m -v -run '$(E2E_NODE_RUN)' ./hack/testenv/ ./controllers/
+
+# Tests make e2e-node runs.
+E2E_NODE_RUN ?= TestNode|TestEndToEnd
+
 .PHONY: test
 test: vet chart-tools ## Run every test (unit, envtest, PostgreSQL, SQLite, chart and kustomize) under the race detector.
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test -race -count=1 -timeout=40m $(GOTESTFLAGS) ./...
@@ -103,6 +117,10 @@ run: manifests generate ## Run the controller against the cluster of the current
 docker-build: ## Build the controller and runner images (needs a Docker engine).
 	docker build --target controller --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(CONTROLLER_IMG) .
 	docker build --target runner --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(RUNNER_IMG) .
+
+.PHONY: images-local
+images-local: ## Build the controller and runner images from the Dockerfile with buildah and local bases, no registry (root, buildah, mmdebstrap).
+	hack/images.sh
 
 .PHONY: docker-push
 docker-push: ## Push the controller and runner images.

@@ -51,7 +51,7 @@ type SecretKey struct {
 
 // Defaults of Config.
 const (
-	DefaultRunnerCommand    = "/aerie"
+	DefaultRunnerCommand    = "/usr/local/bin/aerie"
 	DefaultGitImage         = "alpine/git:2.49.1"
 	DefaultAgentUser        = 10001
 	DefaultWorkspaceUser    = 10002

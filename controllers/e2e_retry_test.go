@@ -73,6 +73,7 @@ func testPodDeletedResumes(t *testing.T, e *e2e, name string, midTool bool) {
 	if err != nil {
 		t.Fatalf("tool.pid: %v", err)
 	}
+	toolPID = hostPID(t, pod.Name, toolPID)
 	procs := podProcesses(t, pod.Name)
 	if !slicesContainsPID(procs, toolPID) {
 		t.Fatalf("the tool's process %d is not among the pod's processes %v", toolPID, procs)
@@ -362,4 +363,24 @@ func waitProcessesGone(t *testing.T, procs []proc) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// hostPID is the host's id of a pod's process that reported its id as
+// nsPID from inside the pod: on a real node a container has a PID
+// namespace of its own, and /proc/<pid>/status's NSpid ends with the id
+// it sees; the local pod runner's processes see the host's ids.
+func hostPID(t *testing.T, pod string, nsPID int) int {
+	t.Helper()
+	for _, p := range podProcesses(t, pod) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.PID))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "NSpid:" && f[len(f)-1] == strconv.Itoa(nsPID) {
+				return p.PID
+			}
+		}
+	}
+	return nsPID
 }

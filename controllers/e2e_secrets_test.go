@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -192,7 +191,7 @@ func serveTokenMCP(t *testing.T, token string) tokenMCP {
 		})
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return server }, nil)
 	srv := tokenMCP{calls: new(atomic.Int64), refused: new(atomic.Int64)}
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hs := testenv.NewServiceServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+token {
 			srv.refused.Add(1)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)

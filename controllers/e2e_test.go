@@ -42,8 +42,14 @@ const e2eAPIKey = "sk-ant-e2e-secret-7f3a"
 // other test), the controller, the pod runner running the aerie binary
 // built from this tree, and PostgreSQL.
 type e2e struct {
-	cp     *testenv.ControlPlane
-	runner *testenv.PodRunner
+	cp *testenv.ControlPlane
+	// runner runs the pods: the local pod runner, or a real node under
+	// AERIE_E2E_NODE=real (see startPods). local is the pod runner, nil on
+	// a real node.
+	runner podHost
+	local  *testenv.PodRunner
+	// image is the runner image, command the aerie binary in it.
+	image, command string
 	// ns is the namespace of the sessions, platform the controller's
 	// namespace: the shared controller's, or (in) another's.
 	ns       string
@@ -69,18 +75,54 @@ func startE2E(t *testing.T) *e2e {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/aerie ./cmd/kubectl-aerie: %v\n%s", err, out)
 	}
-	cp := testenv.StartControlPlane(t)
 	pg := testenv.StartPostgres(t)
 	e := &e2e{
-		cp:      cp,
-		runner:  testenv.StartPodRunner(t, cp, testenv.PodRunnerOptions{Commands: map[string]string{"aerie": bin}}),
 		dsn:     pg.NewDatabase(t),
 		bin:     bin,
 		metrics: prometheus.NewRegistry(),
 	}
-	e.ns, e.platform = e.namespace(t), cp.Namespace(t)
+	e.startPods(t)
+	e.ns, e.platform = e.namespace(t), e.cp.Namespace(t)
 	e.startController(t, e.ns, e.platform)
 	return e
+}
+
+// podHost is where the runner pods run, as the tests look into them.
+type podHost interface {
+	// VolumePath is the local directory of a pod's emptyDir volume.
+	VolumePath(pod *corev1.Pod, volume string) string
+	// Mounts is how containers see their volumes.
+	Mounts() testenv.MountMode
+}
+
+// startPods starts the control plane and what runs its pods: the one switch
+// between the local pod runner, which runs the aerie binary built from this
+// tree as processes, and, under AERIE_E2E_NODE=real, a real node (kubelet,
+// containerd, runc) running the runner image built from the Dockerfile
+// (hack/images.sh), imported into its containerd.
+func (e *e2e) startPods(t *testing.T) {
+	t.Helper()
+	if !testenv.RealNode() {
+		e.cp = testenv.StartControlPlane(t)
+		e.local = testenv.StartPodRunner(t, e.cp, testenv.PodRunnerOptions{Commands: map[string]string{"aerie": e.bin}})
+		e.runner, e.image, e.command = e.local, "ghcr.io/aerie-run/aerie:e2e", "aerie"
+		return
+	}
+	n := testenv.StartNode(t)
+	if err := n.ImportImage(t.Context(), testenv.RunnerImageArchive(t)); err != nil {
+		t.Fatal(err)
+	}
+	e.cp, e.runner = n.ControlPlane, n
+	e.image, e.command = testenv.RunnerImage, DefaultRunnerCommand
+}
+
+// needLocal skips a test that looks into the local pod runner's own
+// emulation (its PersistentVolume directories, say) on a real node.
+func (e *e2e) needLocal(t *testing.T, why string) {
+	t.Helper()
+	if e.local == nil {
+		t.Skipf("not on a real node: %s", why)
+	}
 }
 
 // namespace creates a namespace for sessions, with the Secrets they need
@@ -126,9 +168,16 @@ func (e *e2e) startController(t *testing.T, ns, platform string) (stop func()) {
 	if err != nil {
 		t.Fatalf("create manager: %v", err)
 	}
-	cfg := DefaultConfig(platform, "ghcr.io/aerie-run/aerie:e2e")
-	// The pod runner maps the command name to the built binary.
-	cfg.RunnerCommand = "aerie"
+	cfg := DefaultConfig(platform, e.image)
+	// The pod runner maps the command name to the built binary; a real
+	// node runs the image's.
+	cfg.RunnerCommand = e.command
+	if e.local == nil {
+		// Imported into containerd, never pulled; the runner image has the
+		// sh and git the clone needs (the default git image is a pull).
+		cfg.ImagePullPolicy = corev1.PullNever
+		cfg.GitImage = e.image
+	}
 	cfg.TerminationGrace = 10 * time.Second
 	m, err := NewMetrics(e.metrics)
 	if err != nil {
@@ -308,16 +357,28 @@ func TestEndToEnd(t *testing.T) {
 		}
 
 		// The runner pod ended as the kubelet ends it: the agent exited 0,
-		// the workspace sidecar was stopped after it.
+		// the workspace sidecar was stopped after it. The session is
+		// finished once the agent container has; a real kubelet stops the
+		// sidecar and reports the pod's phase a moment later.
 		var final corev1.Pod
+		sidecarDone := func() bool {
+			for _, cs := range final.Status.InitContainerStatuses {
+				if cs.Name == ContainerWorkspace && cs.State.Terminated == nil {
+					return false
+				}
+			}
+			return true
+		}
+		testenv.Poll(30*time.Second, func() bool {
+			err := e.cp.Client.Get(t.Context(), client.ObjectKeyFromObject(pod), &final)
+			return err != nil || final.Status.Phase == corev1.PodSucceeded && sidecarDone()
+		})
 		if err := e.cp.Client.Get(t.Context(), client.ObjectKeyFromObject(pod), &final); err == nil {
 			if final.Status.Phase != corev1.PodSucceeded {
 				t.Errorf("runner pod phase %s, want Succeeded", final.Status.Phase)
 			}
-			for _, cs := range final.Status.InitContainerStatuses {
-				if cs.Name == ContainerWorkspace && cs.State.Terminated == nil {
-					t.Errorf("workspace sidecar not terminated at the end: %+v", cs.State)
-				}
+			if !sidecarDone() {
+				t.Errorf("workspace sidecar not terminated at the end: %+v", final.Status.InitContainerStatuses)
 			}
 		}
 
@@ -458,6 +519,7 @@ spec:
 		if err != nil {
 			t.Fatalf("sleep.pid: %v", err)
 		}
+		pid = hostPID(t, pod.Name, pid)
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
 			t.Fatalf("the tool's sleep (pid %d) is not running: %v", pid, err)
 		}

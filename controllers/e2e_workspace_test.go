@@ -41,7 +41,8 @@ func TestEndToEndWorkspace(t *testing.T) {
 			t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
 		}
 	}
-	ws := filepath.Join(e.runner.Dir(), "pvc", e.ns, "repo")
+	e.needLocal(t, "the workspace is a PersistentVolumeClaim the pod runner backs with a directory; the node has no provisioner")
+	ws := filepath.Join(e.local.Dir(), "pvc", e.ns, "repo")
 	files := map[string]string{
 		"AGENTS.md":                  "Project rule: e2e-agents-marker.\n",
 		".aerie/tools/stamp.toml":    "name = \"stamp\"\ndescription = \"Stamps the workspace.\"\ncommand = [\"./stamp.sh\"]\n",

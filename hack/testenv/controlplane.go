@@ -78,7 +78,7 @@ func StartControlPlaneWith(t testing.TB, opts ControlPlaneOptions) *ControlPlane
 			"run `make envtest` (or `export KUBEBUILDER_ASSETS=$(hack/envtest.sh)`) in the repository first")
 		return nil
 	}
-	cp, stop, err := newControlPlane(t.TempDir(), opts)
+	cp, _, stop, err := newControlPlane(t.TempDir(), opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,27 +93,33 @@ func StartControlPlaneWith(t testing.TB, opts ControlPlaneOptions) *ControlPlane
 // NewControlPlane starts a control plane outside a test, for the demo: dir receives its
 // kubeconfig. stop shuts it down; the caller must call it.
 func NewControlPlane(dir string) (cp *ControlPlane, stop func() error, err error) {
-	return newControlPlane(dir, ControlPlaneOptions{})
+	cp, _, stop, err = newControlPlane(dir, ControlPlaneOptions{}, nil)
+	return cp, stop, err
 }
 
-func newControlPlane(dir string, opts ControlPlaneOptions) (cp *ControlPlane, stop func() error, err error) {
+// newControlPlane is NewControlPlane with opts, and the environment changed by configure
+// (when not nil) before it starts; it returns the environment too, for what a node needs
+// of it.
+func newControlPlane(
+	dir string, opts ControlPlaneOptions, configure func(*envtest.Environment),
+) (*ControlPlane, *envtest.Environment, func() error, error) {
 	assets, ok := envtestAssets()
 	if !ok {
-		return nil, nil, fmt.Errorf("envtest binaries (kube-apiserver, etcd, kubectl %s) not found in KUBEBUILDER_ASSETS or the hack/envtest.sh cache: run `make envtest` first", KubernetesVersion)
+		return nil, nil, nil, fmt.Errorf("envtest binaries (kube-apiserver, etcd, kubectl %s) not found in KUBEBUILDER_ASSETS or the hack/envtest.sh cache: run `make envtest` first", KubernetesVersion)
 	}
 	scheme := k8sruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, nil, fmt.Errorf("build scheme: %w", err)
+		return nil, nil, nil, fmt.Errorf("build scheme: %w", err)
 	}
 	if err := aeriev1alpha1.AddToScheme(scheme); err != nil {
-		return nil, nil, fmt.Errorf("build scheme: %w", err)
+		return nil, nil, nil, fmt.Errorf("build scheme: %w", err)
 	}
 	// The API server's certificates live in a directory of the caller's, not one it
 	// removes when it stops, so that RestartAPIServer keeps them (and every
 	// client's configuration stays valid).
 	certDir := filepath.Join(dir, "kube-apiserver")
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
-		return nil, nil, fmt.Errorf("create the API server's directory: %w", err)
+		return nil, nil, nil, fmt.Errorf("create the API server's directory: %w", err)
 	}
 	api := &envtest.APIServer{CertDir: certDir}
 	if opts.NoWatchCache {
@@ -129,13 +135,16 @@ func newControlPlane(dir string, opts ControlPlaneOptions) (cp *ControlPlane, st
 		ControlPlaneStartTimeout: time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
+	if configure != nil {
+		configure(env)
+	}
 	cfg, err := env.Start()
 	if err != nil {
-		return nil, nil, fmt.Errorf("start control plane (binaries from %s): %w", assets, err)
+		return nil, nil, nil, fmt.Errorf("start control plane (binaries from %s): %w", assets, err)
 	}
-	fail := func(err error) (*ControlPlane, func() error, error) {
+	fail := func(err error) (*ControlPlane, *envtest.Environment, func() error, error) {
 		_ = env.Stop()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	admin, err := env.AddUser(envtest.User{Name: "aerie-test-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
@@ -160,7 +169,7 @@ func newControlPlane(dir string, opts ControlPlaneOptions) (cp *ControlPlane, st
 		Kubeconfig:  kubeconfigPath,
 		KubectlPath: filepath.Join(assets, "kubectl"),
 		env:         env,
-	}, env.Stop, nil
+	}, env, env.Stop, nil
 }
 
 // Namespace creates a namespace with a unique name for the test. envtest runs no namespace

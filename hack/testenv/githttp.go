@@ -39,7 +39,7 @@ func StartGitHTTPServer(t testing.TB) *GitHTTPServer {
 		Path: backend,
 		Env:  []string{"GIT_PROJECT_ROOT=" + g.root, "GIT_HTTP_EXPORT_ALL=1"},
 	}
-	g.srv = httptest.NewServer(http.StripPrefix("/git", h))
+	g.srv = NewServiceServer(http.StripPrefix("/git", h))
 	t.Cleanup(g.srv.Close)
 	return g
 }

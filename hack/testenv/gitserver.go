@@ -39,7 +39,7 @@ func StartGitServer(t testing.TB, user, password string) *GitServer {
 		Path: backend,
 		Env:  []string{"GIT_PROJECT_ROOT=" + g.root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "HOME=" + g.root},
 	}
-	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	g.srv = NewServiceServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, ok := r.BasicAuth()
 		if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(g.user)) != 1 ||
 			subtle.ConstantTimeCompare([]byte(p), []byte(g.password)) != 1 {

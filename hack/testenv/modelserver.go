@@ -330,7 +330,7 @@ func StartModelServer(t testing.TB, turns ...Turn) *ModelServer {
 	t.Helper()
 	s := &ModelServer{t: t}
 	s.Add(turns...)
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.srv = NewServiceServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
 	return s
 }

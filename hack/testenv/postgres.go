@@ -134,7 +134,7 @@ func StartPostgres(t testing.TB) *Postgres {
 			t.Fatalf("start postgres: %v", err)
 		}
 		p.port = port
-		p.dsn = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+		p.dsn = fmt.Sprintf("postgres://postgres@%s:%d/postgres?sslmode=disable", ServiceHost(), port)
 		err = p.startLocked()
 		if err == nil {
 			return p
@@ -306,7 +306,31 @@ func (p *Postgres) initdb() error {
 	if err := <-done; err != nil {
 		return fmt.Errorf("initdb: %w\n%s", err, out.String())
 	}
+	if RealNode() {
+		// A real node's pods connect from the bridge network, the test from
+		// the host's address.
+		f, err := os.OpenFile(filepath.Join(p.dataDir, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("open pg_hba.conf: %w", err)
+		}
+		_, err = fmt.Fprintf(f, "host all all %s trust\nhost all all %s/32 trust\n", nodePodCIDR, ServiceHost())
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("allow the node's pods in pg_hba.conf: %w", err)
+		}
+	}
 	return nil
+}
+
+// postgresListen is the server's listen_addresses: 127.0.0.1, and
+// ServiceHost for a real node's pods.
+func postgresListen() string {
+	if h := ServiceHost(); h != "127.0.0.1" {
+		return "127.0.0.1," + h
+	}
+	return "127.0.0.1"
 }
 
 // errPortInUse marks a start that failed because the port was taken.
@@ -334,7 +358,7 @@ func (p *Postgres) startLocked() error {
 		"-D", p.dataDir,
 		"-p", strconv.Itoa(p.port),
 		"-k", p.baseDir, // unix socket: ours, not /var/run/postgresql
-		"-c", "listen_addresses=127.0.0.1",
+		"-c", "listen_addresses="+postgresListen(),
 		// Test data needs no crash safety against power loss.
 		"-c", "fsync=off",
 		"-c", "synchronous_commit=off",

@@ -213,6 +213,24 @@ func (p *localProcess) cutOutput() {
 	}
 }
 
+// withPWD is env with PWD set to dir, as a shell sets it: pwd, and programs
+// that take their directory from PWD, then name dir as given rather than
+// the directory its symlinks resolve to. A layer's tools directory on a
+// kubelet's ConfigMap volume is a symlink into a timestamped directory
+// (..data/tools) that the next update of the ConfigMap removes.
+func withPWD(env []string, dir string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "PWD=") {
+			out = append(out, kv)
+		}
+	}
+	if dir == "" {
+		return out
+	}
+	return append(out, "PWD="+dir)
+}
+
 // Start implements Commands.
 func (l *Local) Start(ctx context.Context, c Command) (Process, error) {
 	if err := ctx.Err(); err != nil {
@@ -228,6 +246,7 @@ func (l *Local) Start(ctx context.Context, c Command) (Process, error) {
 	if len(cmd.Env) == 0 {
 		cmd.Env = Environ(os.Environ(), nil, nil)
 	}
+	cmd.Env = withPWD(cmd.Env, cmd.Dir)
 
 	sio, err := openStdio(cmd, c)
 	if err != nil {

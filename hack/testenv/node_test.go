@@ -1,0 +1,103 @@
+package testenv
+
+import (
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// requireRealNode skips a test of the real node unless AERIE_E2E_NODE=real
+// (`make e2e-node`): the first run builds the node's binaries for minutes,
+// and it needs root.
+func requireRealNode(t *testing.T) {
+	t.Helper()
+	if os.Getenv("AERIE_E2E_NODE") != "real" {
+		t.Skip("real-node test: run with AERIE_E2E_NODE=real (make e2e-node)")
+	}
+}
+
+// TestNodeRunsPodAndLeavesNothing runs a restricted pod of the sandbox
+// image on a real node, then checks that stopping the node left no mount,
+// shim process, bridge or state directory behind.
+func TestNodeRunsPodAndLeavesNothing(t *testing.T) {
+	requireRealNode(t)
+	if why := nodeUnsupported(); why != "" {
+		requireDependency(t, "a real node cannot run here: "+why, "run as root on Linux")
+	}
+	n, stop, err := NewNode(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = stop()
+		}
+	})
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "restricted", Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted"}}}
+	if err := n.Client.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "pause", Namespace: ns.Name},
+		Spec: corev1.PodSpec{
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{
+				Name: "pause", Image: pauseImage, ImagePullPolicy: corev1.PullNever,
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false),
+					ReadOnlyRootFilesystem: ptr(true),
+					Capabilities:           &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+			}},
+		},
+	}
+	if err := n.Client.Create(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	got := n.Pod(t, ns.Name, pod.Name, 2*time.Minute)
+	if got.Status.PodIP == "" || !net.ParseIP(got.Status.PodIP).IsPrivate() {
+		t.Errorf("pod IP = %q, want one of the bridge's %s", got.Status.PodIP, nodePodCIDR)
+	}
+	// The ServiceAccount admission plugin and the token controller: the
+	// pod got a projected token volume.
+	if !hasProjectedToken(got) {
+		t.Errorf("pod has no projected service-account token volume: %+v", got.Spec.Volumes)
+	}
+
+	dir := n.Dir
+	stopped = true
+	if err := stop(); err != nil {
+		t.Fatalf("stop node: %v", err)
+	}
+	if m, err := mountsUnder(dir); err != nil || len(m) > 0 {
+		t.Errorf("mounts left under %s: %v (%v)", dir, m, err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("node dir %s still there: %v", dir, err)
+	}
+	if _, err := net.InterfaceByName(nodeBridge); err == nil {
+		t.Errorf("bridge %s still there", nodeBridge)
+	}
+	if err := n.killShims(); err != nil {
+		t.Error(err)
+	}
+}
+
+func hasProjectedToken(p *corev1.Pod) bool {
+	for _, v := range p.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, s := range v.Projected.Sources {
+			if s.ServiceAccountToken != nil {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -435,6 +435,15 @@ const (
 )
 
 func (s *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == "PRI" && r.ProtoMajor == 2 {
+		// The preface of a cleartext HTTP/2 client, which no model client
+		// is: another process's gRPC connection (an API server's to an
+		// etcd that has stopped) to a port this server now has. Not a
+		// request of the test's.
+		s.t.Logf("modelserver: ignored the HTTP/2 preface of a stray client from %s", r.RemoteAddr)
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
 	arrived := time.Now()
 	body, err := io.ReadAll(r.Body)
 	if err != nil {

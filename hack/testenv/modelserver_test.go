@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -756,5 +759,29 @@ func TestModelServerConversations(t *testing.T) {
 	}
 	if got := firstUserText([]byte(`{"messages":[{"role":"system","content":"s"},{"role":"user","content":"yo"}]}`)); got != "yo" {
 		t.Errorf("firstUserText(chat) = %q, want yo", got)
+	}
+}
+
+// TestModelServerIgnoresHTTP2Preface: a cleartext HTTP/2 client's preface
+// (another process's gRPC reaching a recycled port) is refused and is not
+// recorded as a model request.
+func TestModelServerIgnoresHTTP2Preface(t *testing.T) {
+	t.Parallel()
+	s := StartModelServer(t)
+	addr := strings.TrimPrefix(s.URL(), "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadAll(conn); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Logf("read: %v", err)
+	}
+	if n := len(s.Requests()); n != 0 {
+		t.Errorf("%d requests recorded, want none", n)
 	}
 }

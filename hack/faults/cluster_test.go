@@ -30,7 +30,6 @@ import (
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/store/dburl"
-	"github.com/aerie-run/aerie/runner/transcript"
 )
 
 // clusterAPIKey is the model key the runner pods get from their Secret.
@@ -355,18 +354,7 @@ func (c *cluster) checkJournal(s *aeriev1alpha1.AgentSession, pod *corev1.Pod) i
 	if err != nil {
 		t.Fatalf("session %s: entries: %v", s.Name, err)
 	}
-	calls, results := map[string]int{}, map[string]int{}
-	for i, en := range es {
-		if en.Seq != int64(i+1) {
-			violation(t, "session %s: entry %d of %d has sequence number %d", s.Name, i+1, len(es), en.Seq)
-		}
-		switch p := en.Payload.(type) {
-		case transcript.ToolCall:
-			calls[p.CallID]++
-		case transcript.ToolResult:
-			results[p.CallID]++
-		}
-	}
+	calls, results := tally(t, "session "+s.Name, es)
 	for id, n := range calls {
 		if n != 1 || results[id] != 1 {
 			violation(t, "session %s: tool call %s stored %d times with %d results", s.Name, id, n, results[id])

@@ -212,18 +212,7 @@ func (s *sess) childInterrupted(es []transcript.Entry) map[string]bool {
 // checkChildStored checks a subagent's entries: numbered from 1 without a
 // gap or a repeat, no call or result stored twice.
 func (s *sess) checkChildStored(call string, es []transcript.Entry) {
-	calls, results := map[string]int{}, map[string]int{}
-	for i, en := range es {
-		if en.Seq != int64(i+1) {
-			violation(s.t, "session %s: entry %d of the subagent of %s has sequence number %d", s.label, i+1, call, en.Seq)
-		}
-		switch p := en.Payload.(type) {
-		case transcript.ToolCall:
-			calls[p.CallID]++
-		case transcript.ToolResult:
-			results[p.CallID]++
-		}
-	}
+	calls, results := tally(s.t, fmt.Sprintf("session %s: the subagent of %s", s.label, call), es)
 	for id, n := range calls {
 		if n > 1 || results[id] > 1 {
 			violation(s.t, "session %s: the subagent of %s stored call %s %d times, its result %d times", s.label, call, id, n, results[id])

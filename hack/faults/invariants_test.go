@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/process"
@@ -174,4 +175,24 @@ func hasMarker(pid int) bool {
 		return true
 	}
 	return strings.Contains(string(b), process.MarkerEnv+"=")
+}
+
+// tally checks that the entries es of what (a session, named for the
+// messages) are numbered from 1 without a gap or a repeat, and counts the
+// ToolCall and ToolResult entries of each call.
+func tally(t *testing.T, what string, es []transcript.Entry) (calls, results map[string]int) {
+	t.Helper()
+	calls, results = map[string]int{}, map[string]int{}
+	for i, en := range es {
+		if en.Seq != int64(i+1) {
+			violation(t, "%s: entry %d of %d has sequence number %d", what, i+1, len(es), en.Seq)
+		}
+		switch p := en.Payload.(type) {
+		case transcript.ToolCall:
+			calls[p.CallID]++
+		case transcript.ToolResult:
+			results[p.CallID]++
+		}
+	}
+	return calls, results
 }

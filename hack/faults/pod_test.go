@@ -166,29 +166,17 @@ func (c *cluster) boundPod(session string, n int) *corev1.Pod {
 // containerPID finds the process of a pod's container, an aerie process
 // whose first argument is sub and whose HOSTNAME is the pod's name.
 func containerPID(pod, sub string) (int, error) {
-	dirs, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(cmdline), "\x00")
+	pid, ok := testenv.FindProcess(func(pid int, args []string) bool {
 		if len(args) < 2 || filepath.Base(args[0]) != "aerie" || args[1] != sub {
-			continue
+			return false
 		}
-		env, err := os.ReadFile(filepath.Join("/proc", d.Name(), "environ"))
-		if err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00HOSTNAME="+pod+"\x00")) {
-			return pid, nil
-		}
+		env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+		return err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00HOSTNAME="+pod+"\x00"))
+	})
+	if !ok {
+		return 0, fmt.Errorf("no process `aerie %s` of pod %s", sub, pod)
 	}
-	return 0, fmt.Errorf("no process `aerie %s` of pod %s", sub, pod)
+	return pid, nil
 }
 
 // checkPodSession checks a finished pod session: its journal, every

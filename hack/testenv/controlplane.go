@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -310,9 +311,18 @@ func (cp *ControlPlane) RestartAPIServer(grace time.Duration) error {
 
 // processWithArg finds the process with arg on its command line.
 func processWithArg(arg string) (int, error) {
+	if pid, ok := FindProcess(func(_ int, args []string) bool { return slices.Contains(args, arg) }); ok {
+		return pid, nil
+	}
+	return 0, fmt.Errorf("no process with %s", arg)
+}
+
+// FindProcess returns the first process of the machine whose PID and
+// command line (its arguments, the program's first) match says so.
+func FindProcess(match func(pid int, args []string) bool) (int, bool) {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, err
+		return 0, false
 	}
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
@@ -323,11 +333,9 @@ func processWithArg(arg string) (int, error) {
 		if err != nil {
 			continue
 		}
-		for _, a := range strings.Split(string(b), "\x00") {
-			if a == arg {
-				return pid, nil
-			}
+		if match(pid, strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")) {
+			return pid, true
 		}
 	}
-	return 0, fmt.Errorf("no process with %s", arg)
+	return 0, false
 }

@@ -31,7 +31,7 @@ import (
 // +kubebuilder:rbac:groups=aerie.run,resources=agentsessions/finalizers,verbs=update
 // +kubebuilder:rbac:groups=core,resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;create
 // +kubebuilder:rbac:groups=core;events.k8s.io,resources=events,verbs=create;patch
 
 // Finalizer holds an AgentSession until its runner pod has torn down.
@@ -106,6 +106,11 @@ type scope struct {
 	observed observation
 	// approvals are the decisions the attempt being started resumes with.
 	approvals []runconfig.Approval
+	// executors are the session's executor pods, of every attempt.
+	executors []*corev1.Pod
+	// preparing is the attempt whose executor pods are being made ready,
+	// before its runner pod is created; 0 when none.
+	preparing int32
 }
 
 // see makes pod (nil: none) the current attempt's pod and records what it
@@ -154,6 +159,13 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			res = ctrl.Result{}
 			return
 		}
+		if err = r.sweepExecutors(ctx, sc); err != nil {
+			res = ctrl.Result{}
+			return
+		}
+		if len(s.Spec.Executors) > 0 {
+			sc.observed.executors = sc.executorStatuses()
+		}
 		s.Status = computeStatus(s, sc.now, sc.observed)
 		// A conflict means the session was read from a cache that had
 		// not seen the last write yet: what was decided from it is
@@ -184,10 +196,26 @@ func (r *AgentSessionReconciler) now() time.Time {
 	return time.Now()
 }
 
-// observe records the current attempt's pod in the scope, and what it
-// shows.
+// observe records the current attempt's pod in the scope, what it shows,
+// and the session's executor pods.
 func (r *AgentSessionReconciler) observe(ctx context.Context, sc *scope) error {
-	pod, err := r.currentPod(ctx, sc.session)
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(sc.session.Namespace),
+		client.MatchingLabels{LabelSessionUID: string(sc.session.UID)}); err != nil {
+		return fmt.Errorf("list runner pods: %w", err)
+	}
+	var runners []*corev1.Pod
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		switch {
+		case !metav1.IsControlledBy(p, sc.session):
+		case isExecutorPod(p):
+			sc.executors = append(sc.executors, p)
+		default:
+			runners = append(runners, p)
+		}
+	}
+	pod, err := r.currentPod(ctx, sc.session, runners)
 	if err != nil {
 		return err
 	}
@@ -196,22 +224,15 @@ func (r *AgentSessionReconciler) observe(ctx context.Context, sc *scope) error {
 }
 
 // currentPod finds the pod of the session's current attempt, or nil: by
-// its attempt label in the cache, then (when the cache has not seen it yet)
-// by its name from the API. A pod of a later attempt than the status
-// records (a status write that was lost) becomes the current one, and the
-// status records it.
-func (r *AgentSessionReconciler) currentPod(ctx context.Context, s *aeriev1alpha1.AgentSession) (*corev1.Pod, error) {
-	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.InNamespace(s.Namespace),
-		client.MatchingLabels{LabelSessionUID: string(s.UID)}); err != nil {
-		return nil, fmt.Errorf("list runner pods: %w", err)
-	}
+// its attempt label among the session's runner pods in the cache, then
+// (when the cache has not seen it yet) by its name from the API. A pod of
+// a later attempt than the status records (a status write that was lost)
+// becomes the current one, and the status records it.
+func (r *AgentSessionReconciler) currentPod(
+	ctx context.Context, s *aeriev1alpha1.AgentSession, pods []*corev1.Pod,
+) (*corev1.Pod, error) {
 	var current *corev1.Pod
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if !metav1.IsControlledBy(p, s) {
-			continue
-		}
+	for _, p := range pods {
 		n, err := strconv.Atoi(p.Labels[LabelAttempt])
 		if err != nil || n < 1 {
 			continue
@@ -278,12 +299,15 @@ func (r *AgentSessionReconciler) reconcileAwaiting(
 		return ctrl.Result{RequeueAfter: next}, nil
 	}
 	sc.approvals = ds
-	sc.observed.resumed = aeriev1alpha1.ReasonApprovalDecided
-	if timedOut {
-		sc.observed.resumed = aeriev1alpha1.ReasonApprovalTimedOut
+	res, err := r.startAttempt(ctx, sc, s.Status.Attempts+1, "")
+	if err == nil && sc.observed.started {
+		sc.observed.resumed = aeriev1alpha1.ReasonApprovalDecided
+		if timedOut {
+			sc.observed.resumed = aeriev1alpha1.ReasonApprovalTimedOut
+		}
+		s.Status.ApprovalResumes++
 	}
-	s.Status.ApprovalResumes++
-	return r.startAttempt(ctx, sc, s.Status.Attempts+1, "")
+	return res, err
 }
 
 // startAttempt resolves and creates attempt n's ConfigMap and pod. lost
@@ -309,6 +333,24 @@ func (r *AgentSessionReconciler) startAttempt(
 		return ctrl.Result{}, err
 	}
 	a.Approvals = sc.approvals
+	if len(s.Spec.Executors) > 0 {
+		ips, waiting, err := r.prepareExecutors(ctx, sc, a)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if waiting != "" {
+			// The executor pods' updates wake the reconcile; the
+			// requeue is a backstop.
+			sc.preparing, sc.observed.preparing = n, waiting
+			if s.Status.StartTime == nil {
+				// maxDuration counts from here: executors that never
+				// get an address time the session out.
+				s.Status.StartTime = &sc.now
+			}
+			return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+		}
+		a.Executors = ips
+	}
 	cm, err := desiredConfigMap(s, a)
 	if err != nil {
 		// The spec passed the CRD's validation but not the runner's.

@@ -349,6 +349,7 @@ func TestAgentSessionController(t *testing.T) {
 	t.Run("deletes the session after its TTL", testTTL)
 	t.Run("times out a pod that never starts", testDeadline)
 	t.Run("resolves resumeFrom and forkFrom", testContinuations)
+	t.Run("runs executor pods with each attempt", testExecutors)
 }
 
 func testCreate(t *testing.T) {

@@ -1,8 +1,6 @@
 package controllers
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"math"
 	"slices"
@@ -79,13 +77,7 @@ const defaultMaxAttempts = 3
 // childName is the name of attempt n's pod and runner ConfigMap:
 // "<session>-<n>", shortened with a hash to fit a name's 253 characters.
 func childName(session string, attempt int32) string {
-	suffix := "-" + strconv.Itoa(int(attempt))
-	if len(session)+len(suffix) <= validation.DNS1123SubdomainMaxLength {
-		return session + suffix
-	}
-	sum := sha256.Sum256([]byte(session))
-	h := "-" + hex.EncodeToString(sum[:4])
-	return trimName(session[:validation.DNS1123SubdomainMaxLength-len(suffix)-len(h)]) + h + suffix
+	return withSuffix(session, "-"+strconv.Itoa(int(attempt)))
 }
 
 // trimName drops characters a name may not end with.
@@ -139,6 +131,9 @@ type attempt struct {
 	Remaining time.Duration
 	// Approvals are the decisions on the call the session paused on.
 	Approvals []runconfig.Approval
+	// Executors are the executor pods' addresses by name; nil without
+	// spec.executors.
+	Executors map[string]string
 }
 
 // runnerConfig is the runner configuration of an attempt.
@@ -171,6 +166,9 @@ func runnerConfig(s *aeriev1alpha1.AgentSession, a attempt) runconfig.Config {
 			Workspace: runconfig.DefaultWorkspace,
 		},
 		Budget: runconfig.Budget{MaxDuration: runconfig.Duration(a.Remaining)},
+	}
+	if len(s.Spec.Executors) > 0 {
+		c.Executors = remoteExecutors(s, a.Executors)
 	}
 	if v := s.Spec.Model.ContextWindow; v != nil {
 		c.Model.ContextWindow = *v
@@ -302,6 +300,20 @@ func desiredPod(cfg Config, s *aeriev1alpha1.AgentSession, a attempt) *corev1.Po
 	inits = append(inits, workspaceContainer(cfg, image, runner, mounts))
 
 	agent := agentContainer(cfg, s, image, mounts)
+	if len(s.Spec.Executors) > 0 {
+		volumes = append(volumes, corev1.Volume{Name: volumeCredential, VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{
+				SecretName: credentialsName(s.Name, a.Number),
+				Items:      []corev1.KeyToPath{{Key: runnerCredentialKey, Path: runnerCredentialKey}},
+				// The agent's user reads it through fsGroup; the
+				// workspace container does not mount it.
+				DefaultMode: ptr.To(int32(0o440)),
+			},
+		}})
+		agent.VolumeMounts = append(agent.VolumeMounts, corev1.VolumeMount{
+			Name: volumeCredential, MountPath: runnerCredentialDir, ReadOnly: true,
+		})
+	}
 	if w := s.Spec.Workspace; w != nil && w.Git != nil && w.Git.Push != nil {
 		agent.VolumeMounts = append(agent.VolumeMounts, deliveryMount)
 	}
@@ -432,13 +444,9 @@ func workspaceContainer(cfg Config, image string, runner aeriev1alpha1.RunnerSpe
 		Name:            ContainerWorkspace,
 		Image:           image,
 		ImagePullPolicy: cfg.ImagePullPolicy,
-		Command: []string{
-			cfg.RunnerCommand, "executor", "serve",
-			"--socket", runconfig.DefaultSocket,
-			"--workspace", runconfig.DefaultWorkspace,
-		},
-		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
-		WorkingDir:    runconfig.DefaultWorkspace,
+		Command:         executorServe(cfg.RunnerCommand, "--socket", runconfig.DefaultSocket),
+		RestartPolicy:   ptr.To(corev1.ContainerRestartPolicyAlways),
+		WorkingDir:      runconfig.DefaultWorkspace,
 		Env: append([]corev1.EnvVar{
 			{Name: envHome, Value: tmpDir},
 			{Name: envTmpDir, Value: tmpDir},

@@ -376,6 +376,12 @@ type observation struct {
 	// rejected is why the session cannot run: a reference that does not
 	// resolve, a spec the runner would refuse.
 	rejected error
+	// preparing says what the attempt being started waits for before its
+	// runner pod can be created (its executor pods' addresses), or "".
+	preparing string
+	// executors are the live attempt's executors; nil leaves the status's
+	// as they are.
+	executors []aeriev1alpha1.ExecutorStatus
 }
 
 // computeStatus is the session's status after a reconcile at now: phase,
@@ -395,6 +401,8 @@ func computeStatus(s *aeriev1alpha1.AgentSession, now metav1.Time, o observation
 			o.rejected.Error())
 		u.finish(podResult{Outcome: aeriev1alpha1.OutcomeError, Reason: aeriev1alpha1.ReasonInvalidReference,
 			Message: o.rejected.Error()})
+	case o.preparing != "":
+		u.preparing(o.preparing)
 	case o.started && o.resumed != "":
 		u.resumed(o.resumed, p)
 	case o.started:
@@ -433,7 +441,21 @@ func computeStatus(s *aeriev1alpha1.AgentSession, now metav1.Time, o observation
 			Message:  fmt.Sprintf("the runner pod was lost in each of %d attempts; the last time: %s", st.Attempts, p.Message),
 			ExitCode: p.ExitCode, Report: p.Report})
 	}
+	if o.executors != nil && !s.Status.Phase.Finished() {
+		u.st.Executors = o.executors
+	}
 	return u.st
+}
+
+// preparing is an attempt that waits for its executor pods before its
+// runner pod is created.
+func (u *statusUpdate) preparing(waiting string) {
+	u.st.Phase = aeriev1alpha1.PhasePending
+	u.set(aeriev1alpha1.ConditionPodReady, metav1.ConditionFalse, aeriev1alpha1.ReasonPending, waiting)
+	c := meta.FindStatusCondition(u.st.Conditions, aeriev1alpha1.ConditionSucceeded)
+	if c == nil || c.Reason != aeriev1alpha1.ReasonRetrying {
+		u.set(aeriev1alpha1.ConditionSucceeded, metav1.ConditionUnknown, aeriev1alpha1.ReasonPending, waiting)
+	}
 }
 
 // deadline is when the session has run out of time whatever its pod says:

@@ -18,7 +18,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!(has(self.resumeFrom) && has(self.forkFrom))",message="resumeFrom and forkFrom are mutually exclusive: resume appends to a session, fork copies it into a new one"
 // +kubebuilder:validation:XValidation:rule="!(has(oldSelf.cancel) && oldSelf.cancel) || (has(self.cancel) && self.cancel)",message="cancel cannot be unset once true"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.approvals) || has(self.approvals)",message="approvals are append-only: a decision cannot be removed"
-// +kubebuilder:validation:XValidation:rule="has(self.prompt) == has(oldSelf.prompt) && has(self.promptFrom) == has(oldSelf.promptFrom) && has(self.toolset) == has(oldSelf.toolset) && has(self.persona) == has(oldSelf.persona) && has(self.hookApproval) == has(oldSelf.hookApproval) && has(self.extensions) == has(oldSelf.extensions) && has(self.trust) == has(oldSelf.trust) && has(self.workspace) == has(oldSelf.workspace) && has(self.resumeFrom) == has(oldSelf.resumeFrom) && has(self.forkFrom) == has(oldSelf.forkFrom) && has(self.budget) == has(oldSelf.budget) && has(self.runner) == has(oldSelf.runner) && has(self.retry) == has(oldSelf.retry) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && has(self.approvalTimeout) == has(oldSelf.approvalTimeout) && has(self.result) == has(oldSelf.result) && has(self.secrets) == has(oldSelf.secrets) && has(self.memory) == has(oldSelf.memory)",message="spec is immutable except for cancel and approvals; create a new AgentSession (resumeFrom or forkFrom) to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.prompt) == has(oldSelf.prompt) && has(self.promptFrom) == has(oldSelf.promptFrom) && has(self.toolset) == has(oldSelf.toolset) && has(self.persona) == has(oldSelf.persona) && has(self.hookApproval) == has(oldSelf.hookApproval) && has(self.extensions) == has(oldSelf.extensions) && has(self.trust) == has(oldSelf.trust) && has(self.workspace) == has(oldSelf.workspace) && has(self.resumeFrom) == has(oldSelf.resumeFrom) && has(self.forkFrom) == has(oldSelf.forkFrom) && has(self.budget) == has(oldSelf.budget) && has(self.runner) == has(oldSelf.runner) && has(self.retry) == has(oldSelf.retry) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && has(self.approvalTimeout) == has(oldSelf.approvalTimeout) && has(self.result) == has(oldSelf.result) && has(self.secrets) == has(oldSelf.secrets) && has(self.memory) == has(oldSelf.memory) && has(self.executors) == has(oldSelf.executors)",message="spec is immutable except for cancel and approvals; create a new AgentSession (resumeFrom or forkFrom) to change it"
 type AgentSessionSpec struct {
 	// prompt is the task given to the agent as the first user message.
 	// Exactly one of prompt and promptFrom must be set.
@@ -192,6 +192,82 @@ type AgentSessionSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="memory is immutable"
 	Memory *MemorySpec `json:"memory,omitempty"`
+
+	// executors are executors of their own besides the runner pod's workspace container
+	// (named workspace, the default unless an executor here sets default): each is a pod
+	// created with the runner pod, from its own image, on the nodes and runtime it asks
+	// for, with its own workspace. The model picks where bash, process and the file tools
+	// run with their executor argument; custom tools and MCP servers name theirs. The runner
+	// reaches each over TLS, both sides authenticated with credentials made for the attempt.
+	// Executor pods hold no secret and no service-account token, and end with the attempt.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.filter(e, has(e.default) && e.default).size() <= 1",message="at most one executor may be the default"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="executors are immutable"
+	Executors []ExecutorSpec `json:"executors,omitempty"`
+}
+
+// ExecutorSpec is an executor in a pod of its own.
+// +kubebuilder:validation:XValidation:rule="!has(self.workspace) || !has(self.workspace.git) || !has(self.workspace.git.push)",message="an executor's workspace cannot push: push is spec.workspace.git.push, from the runner pod's workspace"
+type ExecutorSpec struct {
+	// name of the executor: what the model, custom tools (executor = "name") and MCP
+	// servers (executors: [name]) call it. workspace is the runner pod's own.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self != 'workspace' && self != 'local' && self != 'runner'",message="workspace and local name the runner pod's own executor, runner the runner; choose another name"
+	Name string `json:"name"`
+
+	// image of the executor pod's container: the toolchain the tools routed here run with.
+	// It needs no aerie binary: the controller copies one in from the runner image.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image"`
+
+	// default makes this executor, instead of workspace, where tools run when the call names
+	// none. At most one executor is the default.
+	// +optional
+	Default bool `json:"default,omitempty"`
+
+	// resources of the executor's container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// nodeSelector constrains the executor pod to nodes with these labels (a GPU node, say).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations let the executor pod schedule onto tainted nodes.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// runtimeClassName selects a RuntimeClass (gVisor, Kata) for the executor pod.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+
+	// env sets environment variables of the executor, where its tools run. References to
+	// Secrets are refused: anything tools can read, the model can read.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef))",message="env must not reference Secrets: tools would see them"
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// workspace is the executor's own workspace, mounted at /workspace in its pod: an empty
+	// directory (the default), a directory of a PVC (the runner pod's PVC too, when its access
+	// mode lets both pods mount it), or a git clone (without push).
+	// +optional
+	Workspace *WorkspaceSpec `json:"workspace,omitempty"`
 }
 
 // MemorySpec configures the built-in memory of a session.
@@ -844,6 +920,27 @@ type AgentSessionStatus struct {
 	// result is the session's outcome, set when it finished.
 	// +optional
 	Result *Result `json:"result,omitempty"`
+
+	// executors are the executor pods of the current attempt (spec.executors), each with its
+	// pod and phase.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Executors []ExecutorStatus `json:"executors,omitempty"`
+}
+
+// ExecutorStatus is where an executor of the current attempt stands.
+type ExecutorStatus struct {
+	// name of the executor.
+	Name string `json:"name"`
+	// podName is the executor's pod.
+	PodName string `json:"podName"`
+	// phase is the pod's phase, or Lost when the pod is gone before the attempt ended.
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// message says why an executor is not serving, when it is not.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // PendingApproval is a tool call a session paused on, waiting for a person's decision.

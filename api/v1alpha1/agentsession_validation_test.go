@@ -208,6 +208,42 @@ func testInvalidSpecs(t *testing.T, cp *testenv.ControlPlane) {
 			s.Spec.Workspace = &v1.WorkspaceSpec{Git: &v1.GitWorkspace{URL: "https://example.com/repo.git",
 				Push: &v1.GitPush{Author: &v1.GitAuthor{Name: "Bot <x@y>", Email: "bot@example.com"}}}}
 		}, []string{"spec.workspace.git.push.author.name", "must not contain '<'"}},
+		{"executor named workspace", func(s *v1.AgentSession) {
+			s.Spec.Executors = []v1.ExecutorSpec{{Name: "workspace", Image: "golang:1.26"}}
+		}, []string{"spec.executors[0].name", "workspace and local name the runner pod's own executor"}},
+		{"executor named local", func(s *v1.AgentSession) {
+			s.Spec.Executors = []v1.ExecutorSpec{{Name: "local", Image: "golang:1.26"}}
+		}, []string{"spec.executors[0].name", "choose another name"}},
+		{"executor name not a DNS label", func(s *v1.AgentSession) {
+			s.Spec.Executors = []v1.ExecutorSpec{{Name: "Tools_1", Image: "golang:1.26"}}
+		}, []string{"spec.executors[0].name"}},
+		{"executor without an image", func(s *v1.AgentSession) {
+			s.Spec.Executors = []v1.ExecutorSpec{{Name: "tools"}}
+		}, []string{"spec.executors[0].image"}},
+		{"two executors with one name", func(s *v1.AgentSession) {
+			s.Spec.Executors = []v1.ExecutorSpec{{Name: "tools", Image: "a"}, {Name: "tools", Image: "b"}}
+		}, []string{"spec.executors[1]", "Duplicate value"}},
+		{"two default executors", func(s *v1.AgentSession) {
+			s.Spec.Executors = []v1.ExecutorSpec{{Name: "a", Image: "a", Default: true}, {Name: "b", Image: "b", Default: true}}
+		}, []string{"spec.executors", "at most one executor may be the default"}},
+		{"executor env from a Secret", func(s *v1.AgentSession) {
+			s.Spec.Executors = []v1.ExecutorSpec{{Name: "tools", Image: "a", Env: []corev1.EnvVar{{Name: "T",
+				ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "k"}}}}}}
+		}, []string{"spec.executors[0].env", "env must not reference Secrets"}},
+		{"executor workspace that pushes", func(s *v1.AgentSession) {
+			s.Spec.Executors = []v1.ExecutorSpec{{Name: "tools", Image: "a", Workspace: &v1.WorkspaceSpec{
+				Git: &v1.GitWorkspace{URL: "https://example.com/repo.git", Push: &v1.GitPush{}}}}}
+		}, []string{"spec.executors[0]", "an executor's workspace cannot push"}},
+		{"executor workspace with two sources", func(s *v1.AgentSession) {
+			s.Spec.Executors = []v1.ExecutorSpec{{Name: "tools", Image: "a", Workspace: &v1.WorkspaceSpec{
+				EmptyDir: &v1.EmptyDirWorkspace{}, Git: &v1.GitWorkspace{URL: "https://example.com/repo.git"}}}}
+		}, []string{"spec.executors[0].workspace", "at most one of emptyDir"}},
+		{"too many executors", func(s *v1.AgentSession) {
+			for i := range 9 {
+				s.Spec.Executors = append(s.Spec.Executors, v1.ExecutorSpec{Name: "e" + strconv.Itoa(i), Image: "a"})
+			}
+		}, []string{"spec.executors", "Too many"}},
 		{"forkFrom at sequence 0", func(s *v1.AgentSession) {
 			s.Spec.ForkFrom = &v1.ForkSource{Session: "earlier", AtSequence: ptr.To[int64](0)}
 		}, []string{"spec.forkFrom.atSequence"}},
@@ -351,6 +387,9 @@ func testImmutability(t *testing.T, cp *testenv.ControlPlane) {
 		}, "spec is immutable except for cancel"},
 		{"add extensions", func(s *v1.AgentSession) {
 			s.Spec.Extensions = []v1.ExtensionLayer{{ConfigMap: &v1.ConfigMapLayer{Name: "x"}}}
+		}, "spec is immutable except for cancel"},
+		{"add executors", func(s *v1.AgentSession) {
+			s.Spec.Executors = []v1.ExecutorSpec{{Name: "tools", Image: "golang:1.26"}}
 		}, "spec is immutable except for cancel"},
 		{"add memory", func(s *v1.AgentSession) {
 			s.Spec.Memory = &v1.MemorySpec{Disabled: true}

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"maps"
 	"math"
@@ -241,7 +242,7 @@ func podFieldValue(pod *corev1.Pod, path string) (string, error) {
 	case "status.hostIP", "status.hostIPs":
 		return nodeIP, nil
 	case "status.podIP", "status.podIPs":
-		return "", nil // pods of the local runner have no IP of their own
+		return podIP(pod), nil
 	}
 	return "", fmt.Errorf("fieldRef %q is not a field the downward API offers", path)
 }
@@ -309,4 +310,13 @@ func resourceFieldValue(pod *corev1.Pod, defaultContainer string, ref *corev1.Re
 		return fmt.Sprint(int64(math.Ceil(float64(q.MilliValue()) / float64(divisor.MilliValue())))), nil
 	}
 	return fmt.Sprint(int64(math.Ceil(float64(q.Value()) / float64(divisor.Value())))), nil
+}
+
+// podIP is a pod's address: a loopback address of its own, 127.x.y.z from
+// its UID, so that two pods can serve the same port. The pods of the
+// local runner still share the host's network namespace: anything on the
+// host reaches any of them, as on a node without a NetworkPolicy.
+func podIP(pod *corev1.Pod) string {
+	sum := sha256.Sum256([]byte(pod.UID))
+	return fmt.Sprintf("127.%d.%d.%d", 1+int(sum[0])%254, sum[1], 1+int(sum[2])%254)
 }

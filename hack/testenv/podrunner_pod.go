@@ -527,6 +527,8 @@ func (w *podWorker) status() corev1.PodStatus {
 	st.Phase = w.currentPhase()
 	st.Reason, st.Message = w.reason, w.message
 	st.HostIP, st.HostIPs = nodeIP, []corev1.HostIP{{IP: nodeIP}}
+	st.PodIP = podIP(w.pod)
+	st.PodIPs = []corev1.PodIP{{IP: st.PodIP}}
 	start := w.startTime
 	st.StartTime = &start
 	st.InitContainerStatuses = w.containerStatuses(w.init)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -484,11 +485,16 @@ func TestDownwardValues(t *testing.T) {
 	for path, want := range map[string]string{
 		"metadata.name": "p", "metadata.namespace": "ns", "metadata.uid": "u-1",
 		"metadata.labels": "a=\"1\"\nb=\"2\"", "metadata.labels['b']": "2", "metadata.annotations['note']": "x",
-		"spec.nodeName": "n", "spec.serviceAccountName": "sa", "status.hostIP": nodeIP, "status.podIP": "",
+		"spec.nodeName": "n", "spec.serviceAccountName": "sa", "status.hostIP": nodeIP, "status.podIP": podIP(pod),
 	} {
 		if got, err := podFieldValue(pod, path); err != nil || got != want {
 			t.Errorf("fieldRef %s = %q, %v; want %q", path, got, err, want)
 		}
+	}
+	other := pod.DeepCopy()
+	other.UID = "u-2"
+	if ip := net.ParseIP(podIP(pod)); ip == nil || !ip.IsLoopback() || ip.Equal(net.ParseIP(nodeIP)) || podIP(other) == podIP(pod) {
+		t.Errorf("pod IPs %s (u-1), %s (u-2): want two loopback addresses of their own, not the node's", podIP(pod), podIP(other))
 	}
 	if _, err := podFieldValue(pod, "spec.nothing"); err == nil {
 		t.Error("an unknown fieldRef resolved")

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"path"
 	"slices"
@@ -146,6 +147,10 @@ type Config struct {
 
 	Executor Executor `json:"executor"`
 
+	// Executors are the session's executor pods (spec.executors), reached
+	// over TLS; the workspace container is Executor.
+	Executors []RemoteExecutor `json:"executors,omitempty"`
+
 	// Push, when set, delivers the work after the agent completed.
 	Push *Push `json:"push,omitempty"`
 
@@ -262,6 +267,32 @@ type Executor struct {
 	// Workspace is the workspace root as the executor names it.
 	Workspace string `json:"workspace"`
 	// WorkingDir is the agent's working directory, relative to Workspace.
+	WorkingDir string `json:"workingDir,omitempty"`
+}
+
+// DefaultExecutorName is the workspace container's executor's name.
+const DefaultExecutorName = "workspace"
+
+// ExecutorPort is the port an executor pod serves the runner on.
+const ExecutorPort = 7443
+
+// DefaultExecutorCredential is where the agent container finds its
+// credential for the executor pods: its certificate, its key and the
+// attempt's CA.
+const DefaultExecutorCredential = "/etc/aerie/executors/runner.pem"
+
+// RemoteExecutor is an executor pod of the session.
+type RemoteExecutor struct {
+	// Name is the executor's name (spec.executors[].name).
+	Name string `json:"name"`
+	// Address is where it serves: the pod's IP and ExecutorPort.
+	Address string `json:"address"`
+	// Default makes it where tools run when a call names no executor.
+	Default bool `json:"default,omitempty"`
+	// Credential is the runner's credential file for the attempt.
+	Credential string `json:"credential"`
+	// Workspace and WorkingDir are as in Executor.
+	Workspace  string `json:"workspace"`
 	WorkingDir string `json:"workingDir,omitempty"`
 }
 
@@ -491,7 +522,56 @@ func (c *Config) validateExecutor() (errs []error) {
 	if w := e.WorkingDir; w != "" && (path.IsAbs(w) || !local(w)) {
 		errs = append(errs, fieldErr("executor.workingDir", "%q: want a path relative to the workspace, without '..'", w))
 	}
+	return append(errs, c.validateExecutors()...)
+}
+
+func (c *Config) validateExecutors() (errs []error) {
+	seen := map[string]bool{DefaultExecutorName: true, "local": true}
+	defaults := 0
+	for i, e := range c.Executors {
+		field := func(f string) string { return fmt.Sprintf("executors[%d].%s", i, f) }
+		switch {
+		case !dnsLabel(e.Name):
+			errs = append(errs, fieldErr(field("name"), "%q: want a DNS label (lower-case letters, digits, '-')", e.Name))
+		case seen[e.Name]:
+			errs = append(errs, fieldErr(field("name"),
+				"%q: another executor has this name (workspace and local are the workspace container's)", e.Name))
+		}
+		seen[e.Name] = true
+		if _, port, err := net.SplitHostPort(e.Address); err != nil || port == "" {
+			errs = append(errs, fieldErr(field("address"), "%q: want HOST:PORT", e.Address))
+		}
+		if !path.IsAbs(e.Credential) {
+			errs = append(errs, fieldErr(field("credential"), "%q: want an absolute path", e.Credential))
+		}
+		if !path.IsAbs(e.Workspace) {
+			errs = append(errs, fieldErr(field("workspace"), "%q: want an absolute path", e.Workspace))
+		}
+		if w := e.WorkingDir; w != "" && (path.IsAbs(w) || !local(w)) {
+			errs = append(errs, fieldErr(field("workingDir"), "%q: want a path relative to the workspace, without '..'", w))
+		}
+		if e.Default {
+			defaults++
+		}
+	}
+	if defaults > 1 {
+		errs = append(errs, fieldErr("executors", "%d executors are the default: want at most one", defaults))
+	}
 	return errs
+}
+
+// dnsLabel reports whether s is a lower-case DNS label of at most 63
+// characters.
+func dnsLabel(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' {
+			return false
+		}
+	}
+	return true
 }
 
 func local(p string) bool {

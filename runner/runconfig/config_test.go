@@ -29,6 +29,8 @@ func validConfig() *Config {
 		Trust:    Trust{Sources: []string{"Extensions", "Platform"}, Pins: []TrustPins{{Source: "configmap/pins/trust.toml", TOML: "[pins]\n"}}},
 		Budget:   Budget{MaxDuration: Duration(30 * time.Minute), MaxTurns: 60, MaxTokens: 4_000_000},
 		Executor: Executor{Socket: DefaultSocket, Workspace: DefaultWorkspace, WorkingDir: "services/billing"},
+		Executors: []RemoteExecutor{{Name: "tools", Address: "10.0.0.7:7443", Credential: DefaultExecutorCredential,
+			Workspace: DefaultWorkspace, WorkingDir: "src"}},
 	}
 }
 
@@ -94,6 +96,17 @@ func TestConfigValidate(t *testing.T) {
 		{"socket", func(c *Config) { c.Executor.Socket = "executor.sock" }, "executor.socket"},
 		{"workspace", func(c *Config) { c.Executor.Workspace = "" }, "executor.workspace"},
 		{"working dir", func(c *Config) { c.Executor.WorkingDir = "../etc" }, "executor.workingDir"},
+		{"executor name", func(c *Config) { c.Executors[0].Name = "Tools" }, "executors[0].name"},
+		{"executor named workspace", func(c *Config) { c.Executors[0].Name = "workspace" }, "executors[0].name"},
+		{"executor address", func(c *Config) { c.Executors[0].Address = "10.0.0.7" }, "executors[0].address"},
+		{"executor credential", func(c *Config) { c.Executors[0].Credential = "runner.pem" }, "executors[0].credential"},
+		{"executor workspace", func(c *Config) { c.Executors[0].Workspace = "" }, "executors[0].workspace"},
+		{"executor working dir", func(c *Config) { c.Executors[0].WorkingDir = "/etc" }, "executors[0].workingDir"},
+		{"two default executors", func(c *Config) {
+			c.Executors[0].Default = true
+			c.Executors = append(c.Executors, RemoteExecutor{Name: "gpu", Address: "10.0.0.8:7443", Default: true,
+				Credential: DefaultExecutorCredential, Workspace: DefaultWorkspace})
+		}, "executors"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

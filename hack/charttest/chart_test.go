@@ -164,7 +164,7 @@ func testChart(t *testing.T, tl tools, cp *testenv.ControlPlane) {
 		values:  chartValues[1],
 		release: "aerie-prod",
 		kinds: with(secureMetrics, map[string]int{"ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Service": 1,
-			"ServiceMonitor": 1, "ConfigMap": 2, "NetworkPolicy": 2, "ClusterRoleBinding": 1}),
+			"ServiceMonitor": 1, "ConfigMap": 2, "NetworkPolicy": 4, "ClusterRoleBinding": 1}),
 		args: []string{"--leader-elect", "--namespace=$NS", "--database-secret=aerie-database", "--log-level=WARN",
 			"--runner-image=ghcr.io/aerie-run/aerie-runner@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 			"--leader-election-namespace=aerie-system", "--metrics-secure=true", "--metrics-cert-path=/etc/aerie/metrics-certs"},
@@ -176,7 +176,7 @@ func testChart(t *testing.T, tl tools, cp *testenv.ControlPlane) {
 	}, {
 		values:           chartValues[2],
 		release:          "aerie-min",
-		kinds:            with(map[string]int{"NetworkPolicy": 1}),
+		kinds:            with(map[string]int{"NetworkPolicy": 2}),
 		args:             []string{"--metrics-bind-address=0", "--database-secret=aerie-database"},
 		noArgs:           []string{"--leader-elect", "--metrics-secure=true"},
 		policyNamespaces: []string{"$NS"},
@@ -184,7 +184,7 @@ func testChart(t *testing.T, tl tools, cp *testenv.ControlPlane) {
 		values:  chartValues[3],
 		release: "aerie-kind",
 		kinds: with(secureMetrics, map[string]int{"ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Service": 2,
-			"Secret": 1, "StatefulSet": 1, "NetworkPolicy": 1}),
+			"Secret": 1, "StatefulSet": 1, "NetworkPolicy": 2}),
 		args: []string{"--runner-image=ghcr.io/aerie-run/aerie-runner:dev", "--database-secret=aerie-kind-postgresql",
 			"--leader-elect"},
 		policyNamespaces: []string{"aerie-demo"},
@@ -198,7 +198,8 @@ func testChart(t *testing.T, tl tools, cp *testenv.ControlPlane) {
 			var wantPolicyNS []string
 			for _, pns := range tc.policyNamespaces {
 				pns = subst.Replace(pns)
-				wantPolicyNS = append(wantPolicyNS, pns)
+				// The runners' egress and the executors' ingress.
+				wantPolicyNS = append(wantPolicyNS, pns, pns)
 				createNamespace(t, cp, pns)
 			}
 

@@ -164,7 +164,7 @@ func desiredExecutorPod(
 		Name:            ContainerAerieBin,
 		Image:           image,
 		ImagePullPolicy: cfg.ImagePullPolicy,
-		Command:         []string{"cp", cfg.RunnerCommand, aerieBinDir + "/aerie"},
+		Command:         []string{cfg.RunnerCommand, "executor", "install", aerieBinDir},
 		VolumeMounts:    []corev1.VolumeMount{bin},
 		SecurityContext: containerSecurity(cfg.WorkspaceUser),
 	}}

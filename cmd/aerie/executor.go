@@ -21,7 +21,7 @@ func newExecutorCmd() *cobra.Command {
 		Short: "Run the agent's tools in the workspace, for a runner in another container",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newExecutorServeCmd())
+	cmd.AddCommand(newExecutorServeCmd(), newExecutorInstallCmd())
 	return cmd
 }
 

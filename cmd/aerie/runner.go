@@ -14,6 +14,7 @@ import (
 	"github.com/aerie-run/aerie/cmd/internal/cli"
 	"github.com/aerie-run/aerie/runner/delivery"
 	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/executor/mtls"
 	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/session"
 	"github.com/aerie-run/aerie/runner/session/attempt"
@@ -235,5 +236,77 @@ func writeTerminationLog(file string, rep runconfig.Report, logger *slog.Logger)
 	}
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		logger.Error("write the termination log", "path", file, "err", err)
+	}
+}
+
+// redialWait bounds the wait for an executor pod that lost its
+// connection to serve again (its container restarted); calls to an
+// executor pod that is gone fail after it.
+const redialWait = 15 * time.Second
+
+// remoteExecutor is an executor pod the runner is connected to.
+type remoteExecutor struct {
+	runconfig.RemoteExecutor
+	exe *executor.Redialer
+}
+
+// dialExecutors connects to the session's executor pods, each within
+// wait: a pod has its address before its executor serves (the aerie
+// binary is copied in, a workspace may be cloned first). On an error the
+// connections made are closed.
+func dialExecutors(ctx context.Context, execs []runconfig.RemoteExecutor, wait time.Duration) ([]remoteExecutor, error) {
+	var out []remoteExecutor
+	fail := func(err error) ([]remoteExecutor, error) {
+		closeExecutors(context.WithoutCancel(ctx), out, nil)
+		return nil, err
+	}
+	for _, e := range execs {
+		cred, err := mtls.Load(e.Credential)
+		if err != nil {
+			return fail(fmt.Errorf("executor %s: %w", e.Name, err))
+		}
+		dial := func(ctx context.Context) (*executor.Remote, error) {
+			return executor.DialTCP(ctx, e.Address, e.Name, cred)
+		}
+		r, err := dialWithin(ctx, dial, wait)
+		if err != nil {
+			return fail(fmt.Errorf("connect to executor %s at %s: %w", e.Name, e.Address, err))
+		}
+		target := fmt.Sprintf("executor %s (%s)", e.Name, e.Address)
+		out = append(out, remoteExecutor{RemoteExecutor: e, exe: executor.NewRedialerFunc(r, target, redialWait, dial)})
+	}
+	return out, nil
+}
+
+// dialWithin dials until it succeeds, ctx ends or wait has passed,
+// returning the last error then.
+func dialWithin(ctx context.Context, dial func(context.Context) (*executor.Remote, error), wait time.Duration) (*executor.Remote, error) {
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		actx, acancel := context.WithTimeout(wctx, 10*time.Second)
+		r, err := dial(actx)
+		acancel()
+		if err == nil {
+			return r, nil
+		}
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			return nil, fmt.Errorf("not serving within %s: %w", wait, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// closeExecutors closes the connections to the executor pods, which tears
+// down what runs there.
+func closeExecutors(ctx context.Context, execs []remoteExecutor, logger *slog.Logger) {
+	for _, e := range execs {
+		if err := e.exe.Close(ctx); err != nil && logger != nil {
+			logger.Warn("close the executor connection", "executor", e.Name, "err", err)
+		}
 	}
 }

@@ -66,7 +66,11 @@ const nodeIP = "127.0.0.1"
 // certificate and no authentication: whoever can reach the machine's
 // loopback can read the logs of the runner's pods.
 //
-// Not done: probes, lifecycle hooks, resource limits, exec/attach/port-forward, pod IPs and networking,
+// Each pod gets an IP of its own on the loopback (127.x.y.z, from its UID),
+// so that two pods can serve the same port; they all share the host's
+// network namespace, though.
+//
+// Not done: probes, lifecycle hooks, resource limits, exec/attach/port-forward, networking of its own,
 // service environment variables, /etc/hosts and /etc/resolv.conf,
 // service-account tokens, image pull secrets, node heartbeats and leases,
 // and updates of ConfigMap and Secret volumes after the pod started.

@@ -196,3 +196,17 @@ func (r *routed) listAll(ctx context.Context, call json.RawMessage) Result {
 	}
 	return Result{Content: sb.String()}
 }
+
+// PlacedOf returns t, or the tool it wraps (through Unwrap), as Placed.
+func PlacedOf(t Tool) (Placed, bool) {
+	for {
+		if p, ok := t.(Placed); ok {
+			return p, true
+		}
+		u, ok := t.(interface{ Unwrap() Tool })
+		if !ok {
+			return nil, false
+		}
+		t = u.Unwrap()
+	}
+}

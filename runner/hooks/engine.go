@@ -288,6 +288,18 @@ func toolUseID(ctx context.Context) string {
 	return tools.CallID(ctx)
 }
 
+// where is the executor the hooks of ctx's event run on, its working
+// directory, and its name when it is not the default: a tool call's
+// executor (see tools.Placed), else the default.
+func (e *Engine) where(ctx context.Context) (Commands, string, string) {
+	if name, _ := ctx.Value(executorKey).(string); name != "" && e.opts.On != nil {
+		if c, dir, ok := e.opts.On(name); ok {
+			return c, dir, name
+		}
+	}
+	return e.cmds, e.opts.Dir, ""
+}
+
 // fire runs the hooks of in's event that match target, in order, and
 // combines their answers (see Verdict).
 func (e *Engine) fire(ctx context.Context, in Input, target string) (Verdict, error) {
@@ -304,13 +316,9 @@ func (e *Engine) fire(ctx context.Context, in Input, target string) (Verdict, er
 	if len(hooks) == 0 {
 		return v, nil
 	}
-	cmds := e.cmds
-	in.SessionID, in.Cwd = e.opts.SessionID, e.opts.Dir
-	if name, _ := ctx.Value(executorKey).(string); name != "" && e.opts.On != nil {
-		if c, dir, ok := e.opts.On(name); ok {
-			cmds, in.Cwd, in.Executor = c, dir, name
-		}
-	}
+	var cmds Commands
+	in.SessionID = e.opts.SessionID
+	cmds, in.Cwd, in.Executor = e.where(ctx)
 	in.TurnID, _ = ctx.Value(turnKey).(string)
 	if e.agentID != "" && in.AgentID == "" {
 		in.AgentID, in.AgentType = e.agentID, e.agentType

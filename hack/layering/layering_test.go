@@ -50,8 +50,17 @@ func rules() []rule {
 			name:      "the controller links no runner package but runconfig",
 			roots:     []string{"controllers", "cmd/aerie-controller"},
 			forbidden: []string{module + "runner"},
-			allowed:   []string{module + "runner/runconfig"},
-			why:       "the controller and the runner meet only in runconfig: the pod's configuration and its report",
+			allowed:   []string{module + "runner/runconfig", module + "runner/executor/mtls"},
+			why: "the controller and the runner meet only in runconfig, the pod's configuration and its report, " +
+				"and in the executors' credentials, which the controller generates with runner/executor/mtls",
+		},
+		{
+			name:  "the executors' credentials link the standard library alone",
+			roots: []string{"runner/executor/mtls"},
+			forbidden: []string{"github.com", "golang.org", "google.golang.org", "gopkg.in", "k8s.io", "sigs.k8s.io",
+				"modernc.org", "go.uber.org"},
+			allowed: []string{module + "runner/executor/mtls"},
+			why:     "the controller imports it to generate each attempt's credentials",
 		},
 		{
 			name:      "the kubectl plugin links only the runner's leaves",

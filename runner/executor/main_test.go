@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aerie-run/aerie/hack/testenv"
+	"github.com/aerie-run/aerie/runner/executor/mtls"
 	"github.com/aerie-run/aerie/runner/process"
 )
 
@@ -54,14 +55,14 @@ func openLocal(t testing.TB, dir string, opts Options) *Local {
 }
 
 // testExecutor is what the conformance tests drive: a Local, or a Remote
-// connected to a Local served over a unix socket.
+// connected to a Local served over a unix socket or over TCP and TLS.
 type testExecutor interface {
 	Executor
 	Close(ctx context.Context) error
 }
 
 // kinds are the implementations the conformance tests run against.
-var kinds = []string{"local", "remote"}
+var kinds = []string{"local", "remote", "tcp"}
 
 // each runs f as a subtest for every kind of executor.
 func each(t *testing.T, parallel bool, f func(t *testing.T, kind string)) {
@@ -87,10 +88,74 @@ func newExecutor(t testing.TB, kind string, opts Options) (testExecutor, *Local)
 func openExecutor(t testing.TB, kind, dir string, opts Options) (testExecutor, *Local) {
 	t.Helper()
 	l := openLocal(t, dir, opts)
-	if kind == "local" {
+	switch kind {
+	case "local":
 		return l, l
+	case "tcp":
+		addr, runner := serveTCP(t, l, ServeOptions{})
+		return dialTCP(t, addr, runner), l
 	}
 	return serve(t, l), l
+}
+
+// testExecutorName is the executor the TCP tests serve.
+const testExecutorName = "tools"
+
+// newCredentials returns a fresh set of credentials for the executor
+// testExecutorName.
+func newCredentials(t testing.TB) (runner, exec mtls.Credential) {
+	t.Helper()
+	runner, execs, err := mtls.NewSet([]string{testExecutorName}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runner, execs[testExecutorName]
+}
+
+// serveTCP serves l over TCP and TLS on 127.0.0.1 until the end of the
+// test, with a fresh set of credentials, and returns the address and the
+// runner's credential.
+func serveTCP(t testing.TB, l *Local, opts ServeOptions) (addr string, runner mtls.Credential) {
+	t.Helper()
+	runner, exec := newCredentials(t)
+	return serveTCPWith(t, l, opts, exec), runner
+}
+
+// serveTCPWith serves l over TCP and TLS on 127.0.0.1 with the
+// executor's credential exec until the end of the test, and returns the
+// address.
+func serveTCPWith(t testing.TB, l *Local, opts ServeOptions, exec mtls.Credential) string {
+	t.Helper()
+	ln, err := ListenTCP("127.0.0.1:0", exec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- Serve(ctx, ln, l, opts) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// dialTCP connects a Remote to the executor at addr as runner, closed at
+// the end of the test.
+func dialTCP(t testing.TB, addr string, runner mtls.Credential) *Remote {
+	t.Helper()
+	r, err := DialTCP(t.Context(), addr, testExecutorName, runner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(context.Background()); err != nil {
+			t.Errorf("close remote: %v", err)
+		}
+	})
+	return r
 }
 
 // serve serves l on a fresh socket and returns a Remote connected to it.

@@ -14,21 +14,32 @@ import (
 
 // Redialer is a Remote that connects again once its connection is lost:
 // the workspace container is a sidecar, which the kubelet restarts after
-// a crash, with its socket at the same path. A call in flight when the
-// executor died fails (its processes died with it); the calls after it
-// wait, at most wait, for the new executor to serve the socket, rather
-// than failing one after the other against a dead connection.
+// a crash, with its socket at the same path; an executor's container in
+// a pod of its own restarts at the same address. A call in flight when
+// the executor died fails (its processes died with it); the calls after
+// it wait, at most wait, for the new executor to serve, rather than
+// failing one after the other against a dead connection.
 type Redialer struct {
-	socket string
+	target string
+	dial   func(context.Context) (*Remote, error)
 	wait   time.Duration
 
 	mu  sync.Mutex
 	cur *Remote
 }
 
-// NewRedialer returns a Redialer whose first connection is r, to socket.
+// NewRedialer returns a Redialer whose first connection is r, to the
+// executor serving socket, which it dials again with Dial.
 func NewRedialer(r *Remote, socket string, wait time.Duration) *Redialer {
-	return &Redialer{socket: socket, wait: wait, cur: r}
+	return NewRedialerFunc(r, socket, wait, func(ctx context.Context) (*Remote, error) { return Dial(ctx, socket) })
+}
+
+// NewRedialerFunc returns a Redialer whose first connection is r, which
+// connects again with dial: DialTCP, say. target names the executor in
+// errors.
+func NewRedialerFunc(r *Remote, target string, wait time.Duration,
+	dial func(context.Context) (*Remote, error)) *Redialer {
+	return &Redialer{target: target, dial: dial, wait: wait, cur: r}
 }
 
 // remote returns the live connection, connecting again if the last one is
@@ -44,14 +55,14 @@ func (d *Redialer) remote(ctx context.Context) (*Remote, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.wait)
 	defer cancel()
 	for {
-		r, err := Dial(ctx, d.socket)
+		r, err := d.dial(ctx)
 		if err == nil {
 			d.cur = r
 			return r, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("connect to the executor again at %s (lost: %v): %w", d.socket, d.cur.err, err)
+			return nil, fmt.Errorf("connect to the executor again at %s (lost: %v): %w", d.target, d.cur.err, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

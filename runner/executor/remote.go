@@ -20,7 +20,8 @@ import (
 )
 
 // Remote is an Executor in another process — the executor container of a
-// runner pod — reached over a unix socket served by Serve. It behaves as
+// runner pod, over a unix socket (Dial), or an executor in a pod or on a
+// machine of its own, over TCP and TLS (DialTCP) — served by Serve. It behaves as
 // the server's Local does: the same errors (errors.Is works), the same
 // teardown when a Start context ends; and when the connection is lost,
 // the server tears down every group started over it.

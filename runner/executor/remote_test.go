@@ -3,6 +3,7 @@ package executor
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +20,31 @@ import (
 	"github.com/aerie-run/aerie/runner/process"
 )
 
-// These tests are about the socket itself; the behaviour a Remote shares
+// transports are the connections a Remote makes: a unix socket, TCP and
+// TLS.
+var transports = []string{"socket", "tcp"}
+
+// serveOn serves l over transport until the end of the test and returns
+// how to connect a Remote to it, which the caller closes.
+func serveOn(t testing.TB, transport string, l *Local, opts ServeOptions) func(context.Context) (*Remote, error) {
+	t.Helper()
+	if transport == "tcp" {
+		addr, runner := serveTCP(t, l, opts)
+		return func(ctx context.Context) (*Remote, error) { return DialTCP(ctx, addr, testExecutorName, runner) }
+	}
+	sock := serveSocket(t, l)
+	return func(ctx context.Context) (*Remote, error) { return Dial(ctx, sock) }
+}
+
+// rawConn is the connection under a TLS connection, or conn.
+func rawConn(conn net.Conn) net.Conn {
+	if tc, ok := conn.(*tls.Conn); ok {
+		return tc.NetConn()
+	}
+	return conn
+}
+
+// These tests are about the connection itself; the behaviour a Remote shares
 // with a Local is tested by the conformance tests of commands_test.go and
 // files_test.go.
 
@@ -49,8 +74,21 @@ func wchar(t *testing.T, pid int) int64 {
 // the agent reads.
 func TestLargeOutputIsBounded(t *testing.T) {
 	t.Parallel()
+	for _, transport := range transports {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			testLargeOutputIsBounded(t, transport)
+		})
+	}
+}
+
+func testLargeOutputIsBounded(t *testing.T, transport string) {
 	const size = 10 << 20
-	e := serve(t, newLocal(t, Options{}))
+	e, err := serveOn(t, transport, newLocal(t, Options{}), ServeOptions{})(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close(context.Background()) })
 	p, err := e.Start(t.Context(), Command{Argv: []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}})
 	if err != nil {
 		t.Fatal(err)
@@ -125,15 +163,25 @@ func TestLargeStdin(t *testing.T) {
 // connections, nor groups the server's Local detached. Not parallel: it
 // checks for zombie children.
 func TestDisconnectTearsDown(t *testing.T) {
+	for _, transport := range transports {
+		t.Run(transport, func(t *testing.T) { testDisconnectTearsDown(t, transport) })
+	}
+}
+
+func testDisconnectTearsDown(t *testing.T, transport string) {
 	l := newLocal(t, Options{Grace: 100 * time.Millisecond})
-	sock := serveSocket(t, l)
-	other := dial(t, sock)
+	dial := serveOn(t, transport, l, ServeOptions{})
+	other, err := dial(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close(context.Background()) })
 	kept, err := other.Start(t.Context(), Command{Argv: []string{"sleep", "1000"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	lost, err := Dial(t.Context(), sock)
+	lost, err := dial(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +210,7 @@ func TestDisconnectTearsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	lost.conn.Close() // the agent died
+	rawConn(lost.conn).Close() // the agent died: no goodbye, not even TLS's
 	testenv.Eventually(t, 10*time.Second, "every process started over the lost connection is gone", func() bool {
 		for _, pr := range ps {
 			if pr.present() {

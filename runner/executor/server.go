@@ -24,8 +24,8 @@ type ServeOptions struct {
 	Logger *slog.Logger
 }
 
-// Serve serves l to the clients that connect to ln (Dial), speaking the
-// executor protocol, until ctx is done. Then it stops accepting, closes
+// Serve serves l to the clients that connect to ln (Listen and Dial, or
+// ListenTCP and DialTCP), speaking the executor protocol, until ctx is done. Then it stops accepting, closes
 // every connection — which tears down the groups started over each, as
 // connection loss does — waits for the connections' handlers and returns
 // nil. To give the clients the exits of their commands first, close l
@@ -152,12 +152,14 @@ func newServerConn(conn net.Conn, l *Local, log *slog.Logger) *serverConn {
 	return c
 }
 
-// peerOf describes the process at the other end of a unix socket, from
-// the kernel's credentials of it: who is driving this executor.
+// peerOf describes who is driving this executor: the process at the
+// other end of a unix socket, from the kernel's credentials of it; the
+// address of a TCP peer (which tlsHandshake names once authenticated).
 func peerOf(conn net.Conn) string {
 	uc, ok := conn.(*net.UnixConn)
 	if !ok {
-		return conn.RemoteAddr().String()
+		a := conn.RemoteAddr()
+		return a.Network() + " " + a.String()
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
@@ -174,6 +176,13 @@ func peerOf(conn net.Conn) string {
 }
 
 func (c *serverConn) serve() {
+	if err := c.tlsHandshake(); err != nil {
+		// Not the runner: nothing was started for it.
+		c.log.Warn("executor peer refused", "reason", err.Error())
+		c.conn.Close()
+		c.cancel()
+		return
+	}
 	r := bufio.NewReaderSize(c.conn, 64<<10)
 	err := c.handshake(r)
 	if err == nil {

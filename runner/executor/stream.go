@@ -16,12 +16,24 @@ import (
 // other while their readers wait cannot happen.
 type wire struct {
 	conn net.Conn
-	mu   sync.Mutex
-	hdr  []byte // scratch, under mu
-	err  error  // the first write error; every later write fails with it
+	// vectored is whether conn writes a header and its payload with one
+	// writev. A TLS connection makes a record of each Write: a frame
+	// up to maxData goes to it from one buffer, as one record.
+	vectored bool
+	mu       sync.Mutex
+	hdr      []byte // scratch, under mu
+	buf      []byte // scratch of an unvectored frame, under mu
+	err      error  // the first write error; every later write fails with it
 }
 
-func newWire(c net.Conn) *wire { return &wire{conn: c, hdr: make([]byte, 0, headerSize)} }
+func newWire(c net.Conn) *wire {
+	w := &wire{conn: c, hdr: make([]byte, 0, headerSize)}
+	switch c.(type) {
+	case *net.UnixConn, *net.TCPConn:
+		w.vectored = true
+	}
+	return w
+}
 
 // send writes one frame.
 func (w *wire) send(id uint32, t frameType, ch channel, payload []byte) error {
@@ -35,9 +47,13 @@ func (w *wire) send(id uint32, t frameType, ch channel, payload []byte) error {
 	}
 	w.hdr = appendHeader(w.hdr[:0], id, t, ch, len(payload))
 	var err error
-	if len(payload) == 0 {
+	switch {
+	case len(payload) == 0:
 		_, err = w.conn.Write(w.hdr)
-	} else {
+	case !w.vectored && len(payload) <= maxData:
+		w.buf = append(append(w.buf[:0], w.hdr...), payload...)
+		_, err = w.conn.Write(w.buf)
+	default:
 		bufs := net.Buffers{w.hdr, payload} // one writev
 		_, err = bufs.WriteTo(w.conn)
 	}

@@ -4,11 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +22,7 @@ import (
 
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/executor/mtls"
 )
 
 // runMainEnv makes the test binary run aerie's main instead of its tests,
@@ -130,11 +135,76 @@ wait
 `
 
 // TestExecutorServe runs `aerie executor serve` as a real process and
-// drives it over its socket: a cancelled command leaves nothing behind,
-// not even a zombie; on SIGTERM the executor tears down what runs, its
-// client sees the exits, and it exits 0.
+// drives it over its socket, and over TCP and TLS with the files of `aerie
+// executor credentials`: a cancelled command leaves nothing behind, not
+// even a zombie; on SIGTERM the executor tears down what runs, its client
+// sees the exits, and it exits 0.
 func TestExecutorServe(t *testing.T) {
 	t.Parallel()
+	for _, transport := range []string{"socket", "tcp"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			testExecutorServe(t, transport)
+		})
+	}
+}
+
+// servedExecutor is an `aerie executor serve` process under test.
+type servedExecutor struct {
+	srv    *exec.Cmd
+	logs   *syncBuffer
+	exited chan error
+}
+
+// startExecutor starts `aerie executor serve` with args, killed at the end
+// of the test.
+func startExecutor(t *testing.T, args ...string) *servedExecutor {
+	t.Helper()
+	e := &servedExecutor{logs: &syncBuffer{}, exited: make(chan error, 1)}
+	e.srv = exec.Command(os.Args[0], append([]string{"executor", "serve"}, args...)...)
+	e.srv.Env = append(os.Environ(), runMainEnv+"=1", "ANTHROPIC_API_KEY=sk-secret")
+	e.srv.Stdout, e.srv.Stderr = e.logs, e.logs
+	if err := e.srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { e.exited <- e.srv.Wait() }()
+	t.Cleanup(func() {
+		_ = e.srv.Process.Kill()
+		err := <-e.exited // the kill's, unless the test saw the executor exit
+		if t.Failed() {
+			t.Logf("executor exited with %v; its logs:\n%s", err, e.logs.String())
+		}
+	})
+	return e
+}
+
+// records are the executor's log records so far.
+func (e *servedExecutor) records(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for line := range strings.Lines(e.logs.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("log line is not JSON: %q", line)
+			continue
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// logged returns the first record with the message msg, or nil.
+func (e *servedExecutor) logged(t *testing.T, msg string) map[string]any {
+	t.Helper()
+	for _, rec := range e.records(t) {
+		if rec["msg"] == msg {
+			return rec
+		}
+	}
+	return nil
+}
+
+func testExecutorServe(t *testing.T, transport string) {
 	dir, err := os.MkdirTemp("", "aerie-exec-") // a socket's path must be short
 	if err != nil {
 		t.Fatal(err)
@@ -148,36 +218,87 @@ func TestExecutorServe(t *testing.T) {
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
-	srv := exec.Command(os.Args[0], "executor", "serve", "--socket", sock, "--workspace", ws, "--grace", "200ms")
-	srv.Env = append(os.Environ(), runMainEnv+"=1", "ANTHROPIC_API_KEY=sk-secret")
-	srv.Stdout, srv.Stderr = &logs, &logs
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- srv.Wait() }()
-	t.Cleanup(func() {
-		_ = srv.Process.Kill()
-		err := <-exited // the kill's, unless the test saw the executor exit
-		if t.Failed() {
-			t.Logf("executor exited with %v; its logs:\n%s", err, logs.String())
+	var (
+		e    *servedExecutor
+		r    *executor.Remote
+		addr string
+	)
+	switch transport {
+	case "socket":
+		e = startExecutor(t, "--socket", sock, "--workspace", ws, "--grace", "200ms")
+		testenv.Eventually(t, 15*time.Second, "the executor listens", func() bool {
+			r, err = executor.Dial(t.Context(), sock)
+			return err == nil
+		})
+		fi, err := os.Stat(sock)
+		if err != nil || fi.Mode().Perm() != executor.SocketMode {
+			t.Errorf("socket: %v, %v; want mode %v", fi, err, executor.SocketMode)
 		}
-	})
-
-	var r *executor.Remote
-	testenv.Eventually(t, 15*time.Second, "the executor listens", func() bool {
-		r, err = executor.Dial(t.Context(), sock)
-		return err == nil
-	})
+	case "tcp":
+		creds := filepath.Join(dir, "creds")
+		if res := (harness{}).aerie(t, "executor", "credentials", "--out", creds, "tools"); res.err != nil {
+			t.Fatal(res.err)
+		}
+		e = startExecutor(t, "--listen", "127.0.0.1:0", "--credential", filepath.Join(creds, "tools.pem"),
+			"--workspace", ws, "--grace", "200ms")
+		testenv.Eventually(t, 15*time.Second, "the executor listens", func() bool {
+			rec := e.logged(t, "executor serving")
+			addr, _ = rec["listen"].(string)
+			return addr != ""
+		})
+		runner, err := mtls.Load(filepath.Join(creds, "runner.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err = executor.DialTCP(t.Context(), addr, "tools", runner); err != nil {
+			t.Fatal(err)
+		}
+		// A peer without the set's runner certificate is refused, and
+		// the executor serves on.
+		if conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}); err == nil {
+			_, _ = conn.Read(make([]byte, 1))
+			_ = conn.Close()
+		}
+		testenv.Eventually(t, 15*time.Second, "the refused peer is logged", func() bool {
+			rec := e.logged(t, "executor peer refused")
+			return rec != nil && strings.HasPrefix(fmt.Sprint(rec["peer"]), "tcp 127.0.0.1:") && rec["reason"] != nil
+		})
+	}
 	if r.Workspace() != ws {
 		t.Errorf("workspace %q, want %q", r.Workspace(), ws)
 	}
-	fi, err := os.Stat(sock)
-	if err != nil || fi.Mode().Perm() != executor.SocketMode {
-		t.Errorf("socket: %v, %v; want mode %v", fi, err, executor.SocketMode)
-	}
+	driveExecutor(t, e, r)
 
+	switch transport {
+	case "socket":
+		if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the socket is still there: %v", err)
+		}
+	case "tcp":
+		if conn, err := net.Dial("tcp", addr); err == nil {
+			_ = conn.Close()
+			t.Errorf("%s still accepts connections after the executor exited", addr)
+		}
+	}
+	var messages []string
+	for _, rec := range e.records(t) {
+		messages = append(messages, fmt.Sprint(rec["msg"]))
+	}
+	for _, want := range []string{"executor serving", "executor client connected", "executor stopping: tearing down every process group", "process group torn down", "executor stopped"} {
+		if !slices.Contains(messages, want) {
+			t.Errorf("no %q in the logs:\n%s", want, e.logs.String())
+		}
+	}
+	if strings.Contains(e.logs.String(), "sk-secret") {
+		t.Error("a secret reached the logs")
+	}
+}
+
+// driveExecutor cancels a command, runs one that must not see the
+// executor's secrets, then stops the executor with SIGTERM while a
+// command runs: nothing is left behind, and the executor exits 0.
+func driveExecutor(t *testing.T, e *servedExecutor, r *executor.Remote) {
+	t.Helper()
 	// A command whose context is cancelled.
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -192,7 +313,7 @@ func TestExecutorServe(t *testing.T) {
 		t.Errorf("Wait = %+v, %v; want torn down", exit, err)
 	}
 	testenv.Eventually(t, 15*time.Second, "every process of the cancelled command is gone", func() bool { return gone(ps) })
-	testenv.Eventually(t, 15*time.Second, "the executor has no child left, not even a zombie", func() bool { return len(children(srv.Process.Pid)) == 0 })
+	testenv.Eventually(t, 15*time.Second, "the executor has no child left, not even a zombie", func() bool { return len(children(e.srv.Process.Pid)) == 0 })
 
 	// Tools run without the executor's secrets, as another program.
 	_, out, _ := runRemote(t, r, executor.Command{Argv: []string{"env"}})
@@ -206,7 +327,7 @@ func TestExecutorServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps = pidsOf(t, bufio.NewScanner(bg.Stdout()), "grandchild", "escaped", "leader")
-	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := e.srv.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	exit, err = bg.Wait(t.Context())
@@ -214,8 +335,8 @@ func TestExecutorServe(t *testing.T) {
 		t.Errorf("Wait after SIGTERM = %+v, %v; want torn down", exit, err)
 	}
 	select {
-	case err := <-exited:
-		exited <- err
+	case err := <-e.exited:
+		e.exited <- err
 		if err != nil {
 			t.Errorf("executor exited with %v, want status 0", err)
 		}
@@ -226,31 +347,10 @@ func TestExecutorServe(t *testing.T) {
 	if !testenv.Poll(5*time.Second, func() bool { return gone(ps) }) {
 		t.Errorf("processes survived the executor: %v", ps)
 	}
-	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the socket is still there: %v", err)
-	}
 	if _, err := r.List(t.Context()); err == nil {
 		t.Error("List succeeded after the executor exited")
 	}
 	_ = r.Close(context.Background())
-
-	var messages []string
-	for line := range strings.Lines(logs.String()) {
-		var rec struct{ Msg string }
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Errorf("log line is not JSON: %q", line)
-			continue
-		}
-		messages = append(messages, rec.Msg)
-	}
-	for _, want := range []string{"executor serving", "executor client connected", "executor stopping: tearing down every process group", "process group torn down", "executor stopped"} {
-		if !strings.Contains(strings.Join(messages, "\n"), want) {
-			t.Errorf("no %q in the logs:\n%s", want, logs.String())
-		}
-	}
-	if strings.Contains(logs.String(), "sk-secret") {
-		t.Error("a secret reached the logs")
-	}
 }
 
 // runRemote runs c to its end and returns its exit and output.
@@ -275,18 +375,103 @@ func runRemote(t *testing.T, r *executor.Remote, c executor.Command) (executor.E
 func TestExecutorServeFlags(t *testing.T) {
 	t.Parallel()
 	sock := filepath.Join(t.TempDir(), "s")
+	creds := t.TempDir()
+	if r := (harness{}).aerie(t, "executor", "credentials", "--out", creds, "tools"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	garbage := filepath.Join(t.TempDir(), "garbage.pem")
+	if err := os.WriteFile(garbage, []byte("not a credential"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	tools, runner := filepath.Join(creds, "tools.pem"), filepath.Join(creds, "runner.pem")
 	tests := []struct {
 		args []string
 		want string
 	}{
-		{[]string{"executor", "serve"}, `required flag(s) "socket", "workspace" not set`},
-		{[]string{"executor", "serve", "--socket", sock, "--workspace", filepath.Join(t.TempDir(), "missing")}, "--workspace: stat "},
-		{[]string{"executor", "serve", "--socket", sock, "--workspace", t.TempDir(), "--grace", "0s"}, "--grace must be positive"},
+		{nil, `required flag(s) "workspace" not set`},
+		{[]string{"--workspace", ws}, "give --socket PATH (a runner pod's workspace container) or --listen ADDR"},
+		{[]string{"--socket", sock, "--listen", "127.0.0.1:0", "--workspace", ws}, "give --socket or --listen, not both"},
+		{[]string{"--socket", sock, "--credential", tools, "--workspace", ws}, "--credential is for --listen"},
+		{[]string{"--listen", "127.0.0.1:0", "--workspace", ws}, "--listen needs --credential FILE"},
+		{[]string{"--listen", "127.0.0.1:0", "--credential", filepath.Join(creds, "missing.pem"), "--workspace", ws},
+			"--credential: load credential: open " + filepath.Join(creds, "missing.pem")},
+		{[]string{"--listen", "127.0.0.1:0", "--credential", garbage, "--workspace", ws},
+			"--credential: credential " + garbage + ": 0 PEM blocks, want 3"},
+		{[]string{"--listen", "127.0.0.1:0", "--credential", runner, "--workspace", ws},
+			"--credential: " + runner + " is the runner's credential; serve with the executor's NAME.pem"},
+		{[]string{"--socket", sock, "--workspace", filepath.Join(t.TempDir(), "missing")}, "--workspace: stat "},
+		{[]string{"--socket", sock, "--workspace", ws, "--grace", "0s"}, "--grace must be positive"},
 	}
 	for _, tt := range tests {
-		r := harness{}.aerie(t, tt.args...)
+		args := append([]string{"executor", "serve"}, tt.args...)
+		r := harness{}.aerie(t, args...)
 		if r.code != exitFailure || r.err == nil || !strings.Contains(r.err.Error(), tt.want) {
-			t.Errorf("aerie %s: exit %d, %v; want %q", strings.Join(tt.args, " "), r.code, r.err, tt.want)
+			t.Errorf("aerie %s: exit %d, %v; want %q", strings.Join(args, " "), r.code, r.err, tt.want)
 		}
+	}
+}
+
+// TestExecutorCredentials: one file per side, mode 0600, each holding the
+// credential of its name, of one set; existing files are never
+// overwritten, and nothing is written then.
+func TestExecutorCredentials(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "creds")
+	r := harness{}.aerie(t, "executor", "credentials", "--out", dir, "--validity", "2h", "tools", "gpu")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var files []string
+	for _, name := range []string{"runner", "tools", "gpu"} {
+		files = append(files, filepath.Join(dir, name+".pem"))
+	}
+	if got := strings.Fields(r.stdout); !slices.Equal(got, files) {
+		t.Errorf("stdout %q, want the files %q", got, files)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("directory: %v, %v; want mode 0700", fi, err)
+	}
+	for i, file := range files {
+		fi, err := os.Stat(file)
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, %v; want mode 0600", file, fi, err)
+		}
+		c, err := mtls.Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{mtls.RunnerName, "tools", "gpu"}[i]; c.Name() != want {
+			t.Errorf("%s holds %q's credential", file, c.Name())
+		}
+		if left := time.Until(c.NotAfter()); left > 2*time.Hour || left < time.Hour {
+			t.Errorf("%s expires in %s, want 2h", file, left)
+		}
+	}
+	before := readFile(t, files[0])
+
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--out", dir, "build", "tools"}, filepath.Join(dir, "runner.pem") + " exists already: remove it, or choose another --out"},
+		{[]string{"tools"}, "--out DIR is required"},
+		{[]string{"--out", t.TempDir()}, "requires at least 1 arg(s)"},
+		{[]string{"--out", t.TempDir(), "Tools"}, `executor name "Tools" is not a DNS label`},
+		{[]string{"--out", t.TempDir(), "runner"}, `executor name "runner" is the runner's`},
+		{[]string{"--out", t.TempDir(), "--validity", "-1h", "tools"}, "validity -1h0m0s is not positive"},
+	}
+	for _, tt := range tests {
+		args := append([]string{"executor", "credentials"}, tt.args...)
+		r := harness{}.aerie(t, args...)
+		if r.code != exitFailure || r.err == nil || !strings.Contains(r.err.Error(), tt.want) {
+			t.Errorf("aerie %s: exit %d, %v; want %q", strings.Join(args, " "), r.code, r.err, tt.want)
+		}
+	}
+	if readFile(t, files[0]) != before {
+		t.Error("runner.pem was overwritten")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "build.pem")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("build.pem was written by the refused run: %v", err)
 	}
 }

@@ -27,6 +27,9 @@ type Options struct {
 	// Commands runs custom tools; nil loads them for the report only
 	// (running one is then an error result).
 	Commands Commands
+	// Executors are the session's executors besides the default, which
+	// a manifest may name (executor = "NAME").
+	Executors []NamedCommands
 	// Env is the custom tools' environment; empty means the executor's
 	// allow-listed, secret-free default.
 	Env []string
@@ -85,7 +88,7 @@ func Load(src layer.Source, opts Options) (*Set, error) {
 		s.Toolsets, toolsetArts = loadToolsets(v)
 	}()
 	s.Tools, arts = loadTools(v, ToolOptions{
-		Builtins: opts.Builtins, Pins: s.Pins, Commands: opts.Commands, Env: opts.Env,
+		Builtins: opts.Builtins, Pins: s.Pins, Commands: opts.Commands, Executors: opts.Executors, Env: opts.Env,
 	})
 	<-done
 	add(arts...)

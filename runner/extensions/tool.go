@@ -58,6 +58,9 @@ type Manifest struct {
 	Sandbox bool `toml:"sandbox" json:"sandbox,omitempty"`
 	// Parameters are the model-facing input fields.
 	Parameters map[string]Parameter `toml:"parameters" json:"parameters,omitempty"`
+	// Executor names the session's executor the tool runs on; empty is
+	// the default.
+	Executor string `toml:"executor" json:"executor,omitempty"`
 }
 
 // Parameter is one input field of a custom tool.
@@ -236,6 +239,15 @@ func NewTool(l layer.Layer, path string, m Manifest, cmds Commands, env []string
 func (t *Tool) Name() string            { return t.manifest.Name }
 func (t *Tool) Description() string     { return t.manifest.Description }
 func (t *Tool) Schema() json.RawMessage { return t.schema }
+
+// ExecutorOf implements tools.Placed: the executor the manifest names,
+// "" for the default; the hooks of the tool's calls run there.
+func (t *Tool) ExecutorOf(json.RawMessage) string {
+	if t.manifest.Executor == DefaultExecutor {
+		return ""
+	}
+	return t.manifest.Executor
+}
 
 // Manifest returns the tool's manifest.
 func (t *Tool) Manifest() Manifest { return t.manifest }

@@ -29,6 +29,9 @@ type ToolOptions struct {
 	Pins *layer.Pins
 	// Commands runs the tools.
 	Commands Commands
+	// Executors are the session's executors besides the default, which a
+	// manifest may name (executor = "NAME"): its tool runs there.
+	Executors []NamedCommands
 	// Env is their environment; empty means the executor's default.
 	Env []string
 }
@@ -177,7 +180,13 @@ func loadTool(lv layer.Opened, name string, sidecar bool, opts ToolOptions) (lay
 		a.Skip(errors.New("executable artifacts cannot be bundled: the bundled layer has no directory to run them from"))
 		return a, nil
 	}
-	t := NewTool(lv.Layer, a.Path, m, opts.Commands, opts.Env)
+	cmds, err := opts.commandsOf(m.Executor)
+	if err != nil {
+		a.Skip(layer.Placed(a.Path, doc, err))
+		return a, nil
+	}
+	a.Executor = m.Executor
+	t := NewTool(lv.Layer, a.Path, m, cmds, opts.Env)
 	verdict := opts.Pins.CheckPreread(lv.Layer, a.Path, []string{t.argv[0]},
 		layer.Preread{Doc: doc, Provenance: a.Provenance, Open: lv.Files.OpenBase})
 	a.Trust = verdict.Status
@@ -193,4 +202,33 @@ func loadTool(lv layer.Opened, name string, sidecar bool, opts ToolOptions) (lay
 		a.Reason = "sandbox = true is recorded but not enforced"
 	}
 	return a, t
+}
+
+// DefaultExecutor is the name of the session's default executor, which
+// a manifest may name too: its tools run there without executor.
+const DefaultExecutor = "workspace"
+
+// NamedCommands are one of the session's executors besides the default,
+// by name; Commands nil loads the tools for the report only.
+type NamedCommands struct {
+	Name     string
+	Commands Commands
+}
+
+// commandsOf are the commands of the executor a manifest names ("" is
+// the default).
+func (opts ToolOptions) commandsOf(name string) (Commands, error) {
+	if name == "" || name == DefaultExecutor {
+		return opts.Commands, nil
+	}
+	names := []string{DefaultExecutor}
+	for _, e := range opts.Executors {
+		if e.Name == name {
+			return e.Commands, nil
+		}
+		names = append(names, e.Name)
+	}
+	return nil, layer.FieldErrorf("executor",
+		"%q is not an executor of the session (%s): name one of them, or leave executor out to run the tool on %s",
+		name, strings.Join(names, ", "), DefaultExecutor)
 }

@@ -43,6 +43,11 @@ type Options struct {
 	Observe func(ctx context.Context, v Verdict)
 	// Logger receives hook failures, which are warnings. Nil discards.
 	Logger *slog.Logger
+	// On, when set, gives the executor a tool call that runs on another
+	// executor than the default, by name (see tools.Placed), and its
+	// working directory: the hooks of the call run there. ok false runs
+	// them on the default.
+	On func(name string) (cmds Commands, dir string, ok bool)
 }
 
 // Engine runs the hooks of one session. Its methods are safe for
@@ -119,6 +124,7 @@ type ctxKey int
 const (
 	turnKey ctxKey = iota
 	toolUseKey
+	executorKey
 )
 
 // WithTurn returns a context whose events carry turnID as turn_id.
@@ -140,6 +146,9 @@ type Input struct {
 	SessionID     string `json:"session_id"`
 	TurnID        string `json:"turn_id,omitempty"`
 	Cwd           string `json:"cwd"`
+	// Executor names the executor a tool event's call runs on, and its
+	// hooks with it, when it is not the session's default.
+	Executor string `json:"executor,omitempty"`
 	// Tool events.
 	ToolName     string          `json:"tool_name,omitempty"`
 	ToolInput    json.RawMessage `json:"tool_input,omitempty"`
@@ -279,6 +288,18 @@ func toolUseID(ctx context.Context) string {
 	return tools.CallID(ctx)
 }
 
+// where is the executor the hooks of ctx's event run on, its working
+// directory, and its name when it is not the default: a tool call's
+// executor (see tools.Placed), else the default.
+func (e *Engine) where(ctx context.Context) (Commands, string, string) {
+	if name, _ := ctx.Value(executorKey).(string); name != "" && e.opts.On != nil {
+		if c, dir, ok := e.opts.On(name); ok {
+			return c, dir, name
+		}
+	}
+	return e.cmds, e.opts.Dir, ""
+}
+
 // fire runs the hooks of in's event that match target, in order, and
 // combines their answers (see Verdict).
 func (e *Engine) fire(ctx context.Context, in Input, target string) (Verdict, error) {
@@ -295,7 +316,9 @@ func (e *Engine) fire(ctx context.Context, in Input, target string) (Verdict, er
 	if len(hooks) == 0 {
 		return v, nil
 	}
-	in.SessionID, in.Cwd = e.opts.SessionID, e.opts.Dir
+	var cmds Commands
+	in.SessionID = e.opts.SessionID
+	cmds, in.Cwd, in.Executor = e.where(ctx)
 	in.TurnID, _ = ctx.Value(turnKey).(string)
 	if e.agentID != "" && in.AgentID == "" {
 		in.AgentID, in.AgentType = e.agentID, e.agentType
@@ -319,7 +342,7 @@ func (e *Engine) fire(ctx context.Context, in Input, target string) (Verdict, er
 				continue
 			}
 		}
-		run, a, err := e.run(ctx, h, in)
+		run, a, err := e.run(ctx, cmds, h, in)
 		if err != nil {
 			return v, fmt.Errorf("run %s hooks: %w", in.HookEventName, err)
 		}
@@ -410,7 +433,7 @@ const waitSlack = time.Minute
 // run runs one hook on in and interprets its answer. The error is the
 // caller's context ending; everything the hook does wrong is a failure in
 // the answer.
-func (e *Engine) run(ctx context.Context, h *prepared, in Input) (Run, answer, error) {
+func (e *Engine) run(ctx context.Context, cmds Commands, h *prepared, in Input) (Run, answer, error) {
 	run := Run{Hook: h.ID, Exit: -1}
 	stdin, err := json.Marshal(in)
 	if err != nil {
@@ -421,8 +444,8 @@ func (e *Engine) run(ctx context.Context, h *prepared, in Input) (Run, answer, e
 	// Ending hctx also tears down whatever the hook left running.
 	defer cancel()
 	start := time.Now()
-	p, err := e.cmds.Start(hctx, executor.Command{
-		Script: h.Command, Shell: h.Shell, Dir: e.opts.Dir, Env: h.env, Stdin: true,
+	p, err := cmds.Start(hctx, executor.Command{
+		Script: h.Command, Shell: h.Shell, Dir: in.Cwd, Env: h.env, Stdin: true,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -50,6 +50,7 @@ func (h *hooked) Unwrap() tools.Tool { return h.Tool }
 
 func (h *hooked) Run(ctx context.Context, call json.RawMessage) tools.Result {
 	name := h.Name()
+	ctx = placed(ctx, h.Tool, call)
 	pre, err := h.e.PreToolUse(ctx, name, call)
 	if err != nil {
 		return tools.Result{Content: fmt.Sprintf("%s: not run: %v", name, err), IsError: true}
@@ -75,7 +76,9 @@ func (h *hooked) Run(ctx context.Context, call json.RawMessage) tools.Result {
 		return withContext(res, pre.Context)
 	}
 	if pre.UpdatedInput != nil {
+		// The hook may have moved the call to another executor.
 		call = pre.UpdatedInput
+		ctx = placed(ctx, h.Tool, call)
 	}
 	return h.e.AfterTool(ctx, name, call, h.Tool.Run(ctx, call), pre.Context)
 }
@@ -118,4 +121,14 @@ func withContext(r tools.Result, hookContext string) tools.Result {
 	}
 	r.Content += hookContext
 	return r
+}
+
+// placed returns ctx naming the executor t runs call on, when t is
+// tools.Placed: its tool hooks run there.
+func placed(ctx context.Context, t tools.Tool, call json.RawMessage) context.Context {
+	p, ok := tools.PlacedOf(t)
+	if !ok {
+		return ctx
+	}
+	return context.WithValue(ctx, executorKey, p.ExecutorOf(call))
 }

@@ -65,6 +65,9 @@ type Artifact struct {
 	Status Status `json:"status"`
 	// Trust is set for executable artifacts.
 	Trust TrustStatus `json:"trust,omitempty"`
+	// Executor is the executor a custom tool runs on, when its manifest
+	// names one.
+	Executor string `json:"executor,omitempty"`
 	// Digest is "sha256:…" over the file's bytes, when they were read
 	// whole.
 	Digest string `json:"digest,omitempty"`

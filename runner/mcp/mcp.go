@@ -30,6 +30,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/process"
 	"github.com/aerie-run/aerie/runner/tools"
 )
 
@@ -39,6 +41,12 @@ type Options struct {
 	Commands Commands
 	// Dir is the working directory stdio servers start in.
 	Dir string
+	// On, when set, gives the session's executor name, besides the
+	// default (ExecutorLocal), with the directory stdio servers start in
+	// there: a stdio server whose executors list it runs there too, one
+	// connection per executor, its tools named mcp__<id>__<tool>__<name>.
+	// An executor it does not know fails that connection.
+	On func(name string) (cmds Commands, dir string, ok bool)
 	// Base is the environment stdio servers inherit, filtered by
 	// executor.Environ (nothing secret passes): os.Environ() when nil.
 	// Pass names more variables to let through.
@@ -74,7 +82,10 @@ const (
 // ServerStatus describes a server, for `aerie mcp list` and the session's
 // report.
 type ServerStatus struct {
-	ID       string `json:"id"`
+	ID string `json:"id"`
+	// Executor is the executor a stdio server runs on when it is not the
+	// default.
+	Executor string `json:"executor,omitempty"`
 	Type     Type   `json:"type"`
 	Required bool   `json:"required,omitempty"`
 	State    State  `json:"state"`
@@ -92,7 +103,6 @@ type ServerStatus struct {
 type Manager struct {
 	opts    Options
 	conns   []*conn
-	byID    map[string]*conn
 	client  *sdk.Client
 	started bool
 
@@ -119,16 +129,33 @@ func New(servers []Server, opts Options) *Manager {
 		&sdk.Implementation{Name: "aerie", Version: version},
 		&sdk.ClientOptions{Capabilities: &sdk.ClientCapabilities{}},
 	)
-	m := &Manager{opts: opts, byID: make(map[string]*conn), client: client}
+	m := &Manager{opts: opts, client: client}
 	for _, srv := range servers {
 		if srv.Disabled {
 			continue
 		}
-		c := &conn{m: m, srv: srv, state: StateConnecting}
-		m.conns = append(m.conns, c)
-		m.byID[srv.ID] = c
+		for _, exec := range connExecutors(srv) {
+			c := &conn{m: m, srv: srv, exec: exec, state: StateConnecting}
+			m.conns = append(m.conns, c)
+		}
 	}
 	return m
+}
+
+// connExecutors are the executors a server has a connection on: each of
+// a stdio server's executors, once; an http or sse server is reached from
+// the runner, once.
+func connExecutors(srv Server) []string {
+	if srv.Type != TypeStdio || len(srv.Executors) == 0 {
+		return []string{ExecutorLocal}
+	}
+	var out []string
+	for _, e := range srv.Executors {
+		if !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Start connects every server at once, each attempt bounded by its
@@ -190,7 +217,7 @@ func (m *Manager) requiredErr() error {
 	var errs []error
 	for _, c := range m.conns {
 		if st := c.status(); c.srv.Required && st.State != StateConnected {
-			errs = append(errs, &requiredError{id: c.srv.ID, file: c.srv.File, reason: st.Error})
+			errs = append(errs, &requiredError{id: c.label(), file: c.srv.File, reason: st.Error})
 		}
 	}
 	return errors.Join(errs...)
@@ -227,7 +254,7 @@ func (m *Manager) Close() error {
 	var errs []error
 	for _, c := range m.conns {
 		if err := c.close(); err != nil {
-			errs = append(errs, fmt.Errorf("close MCP server %s: %w", c.srv.ID, err))
+			errs = append(errs, fmt.Errorf("close MCP server %s: %w", c.label(), err))
 		}
 	}
 	if m.cancel != nil {
@@ -240,6 +267,9 @@ func (m *Manager) Close() error {
 type conn struct {
 	m   *Manager
 	srv Server
+	// exec is the executor a stdio server runs on: ExecutorLocal, the
+	// default, or one Options.On knows.
+	exec string
 
 	mu      sync.Mutex
 	state   State
@@ -257,7 +287,7 @@ func (c *conn) status() ServerStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := ServerStatus{
-		ID: c.srv.ID, Type: c.srv.Type, Required: c.srv.Required,
+		ID: c.srv.ID, Executor: c.other(), Type: c.srv.Type, Required: c.srv.Required,
 		State: c.state, Error: c.err, Server: c.name, Warnings: slices.Clone(c.warnings),
 	}
 	for _, t := range c.tools {
@@ -278,11 +308,50 @@ func (c *conn) transport() (sdk.Transport, *processTransport) {
 	case TypeSSE:
 		return &sdk.SSEClientTransport{Endpoint: c.srv.URL, HTTPClient: httpClient(c.srv, c.m.opts.HTTPClient)}, nil
 	}
+	cmds, dir := c.m.opts.Commands, c.m.opts.Dir
+	if c.exec != ExecutorLocal {
+		var ok bool
+		if c.m.opts.On != nil {
+			cmds, dir, ok = c.m.opts.On(c.exec)
+		}
+		if !ok {
+			cmds = noExecutor(c.exec)
+		}
+	}
 	pt := &processTransport{
-		cmds: c.m.opts.Commands, exitWait: c.m.opts.ExitWait,
-		cmd: stdioCommand(c.srv, c.m.opts.Dir, c.m.opts.Base, c.m.opts.Pass),
+		cmds: cmds, exitWait: c.m.opts.ExitWait,
+		cmd: stdioCommand(c.srv, dir, c.m.opts.Base, c.m.opts.Pass),
 	}
 	return pt, pt
+}
+
+// label names the connection in messages: the server's id, and where it
+// runs when that is not the default.
+func (c *conn) label() string {
+	if c.exec == ExecutorLocal {
+		return c.srv.ID
+	}
+	return c.srv.ID + " on executor " + c.exec
+}
+
+// other is the executor the connection is on, "" for the default.
+func (c *conn) other() string {
+	if c.exec == ExecutorLocal {
+		return ""
+	}
+	return c.exec
+}
+
+// noExecutor is the commands of an executor the session does not have:
+// starting a server there fails, naming it.
+type noExecutor string
+
+func (n noExecutor) Start(context.Context, executor.Command) (executor.Process, error) {
+	return nil, fmt.Errorf("the session has no executor %q", string(n))
+}
+
+func (n noExecutor) Teardown(context.Context, string) (process.Report, error) {
+	return process.Report{}, executor.ErrNotFound
 }
 
 // connect makes one connection attempt, bounded by the startup timeout,
@@ -321,7 +390,7 @@ func (c *conn) connect(ctx context.Context) {
 		// its declaration read from the environment is masked.
 		c.state, c.err = StateFailed, c.srv.Resolved.Mask(err.Error())
 		if !c.srv.Required {
-			c.m.opts.Logger.Warn("MCP server skipped", "server", c.srv.ID, "file", c.srv.File, "error", c.err)
+			c.m.opts.Logger.Warn("MCP server skipped", "server", c.label(), "file", c.srv.File, "error", c.err)
 		}
 		return
 	}
@@ -408,6 +477,9 @@ func (c *conn) list(ctx context.Context, session *sdk.ClientSession, start time.
 			continue
 		}
 		name := "mcp__" + c.srv.ID + "__" + t.Name
+		if c.exec != ExecutorLocal {
+			name += "__" + c.exec
+		}
 		if !toolName().MatchString(name) {
 			warnings = append(warnings, fmt.Sprintf(
 				"tool %q is not offered: %s is not a name model APIs accept (letters, digits, _ and -, at most 128)",
@@ -427,7 +499,7 @@ func (c *conn) list(ctx context.Context, session *sdk.ClientSession, start time.
 		}
 	}
 	for _, w := range warnings {
-		c.m.opts.Logger.Warn("MCP tool skipped", "server", c.srv.ID, "warning", w)
+		c.m.opts.Logger.Warn("MCP tool skipped", "server", c.label(), "warning", w)
 	}
 	c.mu.Lock()
 	c.tools, c.warnings, c.listed = offered, warnings, true
@@ -449,7 +521,7 @@ func (c *conn) watch(session *sdk.ClientSession, end context.CancelFunc) {
 	if err != nil && !errors.Is(err, sdk.ErrConnectionClosed) {
 		c.err += ": " + c.srv.Resolved.Mask(err.Error())
 	}
-	c.m.opts.Logger.Warn("MCP server connection lost", "server", c.srv.ID, "error", c.err)
+	c.m.opts.Logger.Warn("MCP server connection lost", "server", c.label(), "error", c.err)
 }
 
 // current returns the live session, or why there is none.
@@ -458,9 +530,9 @@ func (c *conn) current() (*sdk.ClientSession, error) {
 	defer c.mu.Unlock()
 	if c.session == nil {
 		if c.err != "" {
-			return nil, fmt.Errorf("MCP server %s is not connected: %s", c.srv.ID, c.err)
+			return nil, fmt.Errorf("MCP server %s is not connected: %s", c.label(), c.err)
 		}
-		return nil, fmt.Errorf("MCP server %s is not connected", c.srv.ID)
+		return nil, fmt.Errorf("MCP server %s is not connected", c.label())
 	}
 	return c.session, nil
 }

@@ -73,6 +73,10 @@ func (t *Tool) Schema() json.RawMessage { return t.schema }
 // Server returns the id of the tool's server.
 func (t *Tool) Server() string { return t.c.srv.ID }
 
+// ExecutorOf implements tools.Placed: the executor the tool's server runs
+// on, "" for the default; the hooks of its calls run there.
+func (t *Tool) ExecutorOf(json.RawMessage) string { return t.c.other() }
+
 // Run calls the tool on its server, within the server's tool timeout.
 // The result's content becomes text; a result the server marks as an
 // error, a protocol error, a timeout and a lost connection are error
@@ -97,7 +101,7 @@ func (t *Tool) Run(ctx context.Context, call json.RawMessage) tools.Result {
 		case ctx.Err() != nil:
 			return errorf("%s: cancelled", t.name)
 		case errors.Is(err, sdk.ErrConnectionClosed):
-			return errorf("%s: the connection to MCP server %s was lost", t.name, t.c.srv.ID)
+			return errorf("%s: the connection to MCP server %s was lost", t.name, t.c.label())
 		}
 		return errorf("%s: %s", t.name, t.c.srv.Resolved.Mask(err.Error()))
 	}

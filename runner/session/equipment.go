@@ -83,6 +83,10 @@ type equipment struct {
 	// follower adds the project instructions below the working directory
 	// as the file tools reach them; nil when the workspace cannot be read.
 	follower *instructions.Follower
+	// elsewhere adds the project instructions of the session's other
+	// executors once the agent first uses a tool there; nil with one
+	// executor.
+	elsewhere *instructions.Executors
 
 	// turnTools, when not nil, are the only tools the prompt's turn
 	// offers: a plugin command's allowed-tools (see expandCommand).
@@ -101,6 +105,7 @@ type equipment struct {
 func newEquipment(opts Options, builtin []tools.Tool) (*equipment, error) {
 	lo := opts.Extensions
 	lo.Commands = opts.Executor
+	lo.Executors = opts.executors().named()
 	x, err := LoadExtensions(lo)
 	if err == nil {
 		err = x.Err()
@@ -113,6 +118,9 @@ func newEquipment(opts Options, builtin []tools.Tool) (*equipment, error) {
 	eq.approve = approvals.Load(lo.Layers, opts.Logger).Then(opts.Approve)
 	if opts.Memory != nil {
 		eq.builtin = append(eq.builtin, opts.Memory.Tool())
+	}
+	if len(opts.Executors) > 0 {
+		eq.elsewhere = instructions.NewExecutors(opts.executors().files)
 	}
 	if eq.follower, err = instructions.New(lo.workspace(), lo.Dir); err != nil {
 		opts.Logger.Warn("the project instructions below the working directory are not followed", "err", err)
@@ -254,6 +262,7 @@ func (eq *equipment) build(x *Extensions) (loadout, error) {
 		},
 		Approve: eq.approve,
 		Logger:  opts.Logger,
+		On:      opts.executors().hookOn,
 	})
 	if eq.capper.Compresses() {
 		// The originals compression keeps are the session's, like the
@@ -393,6 +402,9 @@ func (eq *equipment) loop(
 	if eq.follower != nil {
 		eq.follower.Seed(history)
 	}
+	if eq.elsewhere != nil {
+		eq.elsewhere.Seed(history)
+	}
 	var loop *agent.Loop
 	loop = agent.New(agent.Config{
 		Model:       model,
@@ -488,6 +500,7 @@ func (eq *equipment) startMCP(ctx context.Context) error {
 	}
 	eq.servers = mcp.New(eq.ext.MCP.Servers, mcp.Options{
 		Commands: eq.opts.Executor, Dir: eq.opts.Extensions.Dir, Logger: eq.opts.Logger,
+		On: eq.opts.executors().mcpOn,
 	})
 	if err := eq.servers.Start(ctx); err != nil {
 		_ = eq.servers.Close()
@@ -521,6 +534,11 @@ func (eq *equipment) restore(compacted, tail []provider.Message, skillBytes int)
 	var parts []string
 	if eq.follower != nil {
 		if r := eq.follower.Restore(tail); r != "" {
+			parts = append(parts, r)
+		}
+	}
+	if eq.elsewhere != nil {
+		if r := eq.elsewhere.Restore(context.Background(), tail); r != "" {
 			parts = append(parts, r)
 		}
 	}
@@ -727,10 +745,10 @@ func stopHook(
 // commands (cmds) and spawn its own spawn_agent, narrowed by toolset, and
 // wrapped in the child's hook engine.
 func (eq *equipment) childTools(
-	id uuid.UUID, cmds tools.Commands, spawn tools.Tool, toolset string, only []string, engine *hooks.Engine,
+	id uuid.UUID, cmds []tools.Commands, spawn tools.Tool, toolset string, only []string, engine *hooks.Engine,
 ) (*tools.Registry, error) {
 	opts := eq.opts
-	builtin := append(tools.Builtin(opts.Executor, cmds, nil), spawn)
+	builtin := append(tools.BuiltinOn(opts.executors().places(cmds, nil)), spawn)
 	all, err := eq.offeredWith(eq.ext, builtin)
 	if err != nil {
 		return nil, err

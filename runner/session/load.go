@@ -42,6 +42,10 @@ type LoadOptions struct {
 	System string
 	// Commands runs custom tools; nil loads them for the report only.
 	Commands extensions.Commands
+	// Executors are the session's executors besides the default, by
+	// name, which custom tool manifests and MCP server declarations may
+	// name; Run sets them from Options.Executors.
+	Executors []extensions.NamedCommands
 	// Pins are trust pins the session's submitter gives besides the
 	// layers' trust.toml files (an AgentSession's spec.trust.pinsFrom).
 	Pins []layer.Pin
@@ -50,6 +54,15 @@ type LoadOptions struct {
 	// pod only the session's secrets (mcp.PodVariables). The zero value
 	// resolves none.
 	MCPVariables mcp.Variables
+}
+
+// executorNames are the names of Executors.
+func (o LoadOptions) executorNames() []string {
+	names := make([]string, 0, len(o.Executors))
+	for _, e := range o.Executors {
+		names = append(names, e.Name)
+	}
+	return names
 }
 
 func (o LoadOptions) workspace() string {
@@ -116,7 +129,9 @@ func LoadExtensions(o LoadOptions) (*Extensions, error) {
 	}()
 	set, err := extensions.Load(layer.Source{
 		Layers: o.Layers, Workspace: o.Workspace, WorkDir: o.Dir, Getenv: o.Getenv, Listing: listing,
-	}, extensions.Options{Builtins: BuiltinToolNames(), Persona: o.System, Commands: o.Commands, Pins: o.Pins})
+	}, extensions.Options{
+		Builtins: BuiltinToolNames(), Persona: o.System, Commands: o.Commands, Executors: o.Executors, Pins: o.Pins,
+	})
 	if err != nil {
 		<-pluginsRan
 		return nil, fmt.Errorf("extensions: %w", err)
@@ -124,7 +139,9 @@ func LoadExtensions(o LoadOptions) (*Extensions, error) {
 	x := &Extensions{Set: set, workspace: ws}
 	var hooksErr, mcpErr error
 	x.Hooks, hooksErr = hooks.Load(o.Layers, set.Pins, hooks.LoadOptions{Dir: o.Dir, Workspace: ws, Listing: listing})
-	x.MCP, mcpErr = mcp.Load(o.Layers, set.Pins, mcp.LoadOptions{Dir: o.Dir, Listing: listing})
+	x.MCP, mcpErr = mcp.Load(o.Layers, set.Pins, mcp.LoadOptions{
+		Dir: o.Dir, Listing: listing, Executors: o.executorNames(),
+	})
 	<-pluginsRan
 
 	// The findings and errors in the loaders' order: hooks, plugins (whose

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aerie-run/aerie/runner/agent"
+	"github.com/aerie-run/aerie/runner/instructions"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
@@ -146,9 +147,12 @@ func (g gatedTools) Run(ctx context.Context, id, name string, args json.RawMessa
 // by the project instructions they reach, and every call waiting for the
 // session while it is being stored.
 func (eq *equipment) loopTools() agent.Tools {
-	var t agent.Tools = eq.reg
+	var t instructions.Tools = eq.reg
 	if eq.follower != nil {
-		t = eq.follower.Tools(eq.reg)
+		t = eq.follower.Tools(t)
+	}
+	if eq.elsewhere != nil {
+		t = eq.elsewhere.Tools(t)
 	}
 	if eq.pending == nil || eq.pending.stored() {
 		return t

@@ -104,6 +104,9 @@ func newRun(st Store, opts Options) (*run, error) {
 	if opts.Prompt == "" && s.Resume == "" && s.ForkFrom == "" {
 		return nil, configErrorf("no prompt: give the task as an argument or on standard input")
 	}
+	if err := opts.executors().check(); err != nil {
+		return nil, &ConfigError{Err: err}
+	}
 	if opts.Subagents != nil {
 		if err := opts.Subagents.Validate(); err != nil {
 			return nil, &ConfigError{Err: err}
@@ -162,7 +165,8 @@ func (r *run) open(ctx context.Context) error {
 	r.layers = sync.OnceValue(func() []layer.Layer { return <-digests })
 
 	r.bg = tools.NewBackground(opts.Executor)
-	if r.eq, err = newEquipment(opts, tools.Builtin(opts.Executor, opts.Executor, r.bg)); err != nil {
+	execs := opts.executors()
+	if r.eq, err = newEquipment(opts, tools.BuiltinOn(execs.places(execs.commands(), r.bg))); err != nil {
 		return err
 	}
 	if err := r.eq.startMCP(ctx); err != nil {
@@ -467,7 +471,7 @@ func (r *run) report() Report {
 func (r *run) teardown(ctx context.Context) []process.Report {
 	ctx, cancel := context.WithTimeout(ctx, teardownTimeout)
 	defer cancel()
-	reps, err := r.opts.Executor.TeardownAll(ctx)
+	reps, err := r.opts.executors().teardownAll(ctx)
 	if err != nil {
 		r.opts.Logger.Warn("tear down process groups", "session", r.sess.ID.String(), "err", err)
 	}

@@ -171,8 +171,19 @@ type Options struct {
 	// system prompt carries it as it was when the run started.
 	Memory *memory.Memory
 
-	// Executor runs the tools, the hooks and the stdio MCP servers.
+	// Executor runs the tools, the hooks and the stdio MCP servers: it is
+	// the default executor, named DefaultExecutor.
 	Executor Executor
+	// Executors are the session's other executors, by name. With any, the
+	// built-in tools take an "executor" argument naming where a call runs
+	// (the default when absent), and its tool hooks run there; custom tool
+	// manifests may name one (executor = "NAME") and MCP server
+	// declarations list theirs (executors: [local, NAME]; local is the
+	// default); the AGENTS.md of an executor's workspace root is added
+	// to the conversation once the agent first uses a tool there. Every
+	// executor is torn down at the end; the workspace diff is the
+	// default's. Subagents get the same executors.
+	Executors []NamedExecutor
 	// Preserve, when set, keeps background process groups still running at
 	// the end of the run (after every outcome except a spent budget), with a
 	// durable record in this registry, as the spec says of headless runs.

@@ -27,6 +27,9 @@ import (
 var reaper *process.Reaper
 
 func TestMain(m *testing.M) {
+	if os.Getenv(mcpServerEnv) == "stdio" {
+		os.Exit(serveMCPStdio())
+	}
 	testenv.RunSubreaped(m, &reaper)
 }
 

@@ -103,7 +103,9 @@ type child struct {
 	observe func(events.Event)
 	engine  *hooks.Engine
 	w       *journal.Writer
-	cmds    *trackedCommands
+	// cmds are the child's commands on each executor, the default's
+	// first.
+	cmds []*trackedCommands
 	// children are the child's own running children.
 	children *subagent.Children
 }
@@ -245,6 +247,7 @@ func (s *spawner) engine(c *child) *hooks.Engine {
 		},
 		Approve: opts.Approve,
 		Logger:  opts.Logger,
+		On:      opts.executors().hookOn,
 	}).ForAgent(c.id.String(), c.req.AgentType)
 }
 
@@ -303,7 +306,10 @@ func (s *spawner) journal(ctx context.Context, c *child, next int64) *journal.Wr
 	if jopts.Logger == nil {
 		jopts.Logger = opts.Logger
 	}
-	c.cmds = &trackedCommands{Commands: opts.Executor}
+	c.cmds = nil
+	for _, cmds := range opts.executors().commands() {
+		c.cmds = append(c.cmds, &trackedCommands{Commands: cmds})
+	}
 	return journal.New(ctx, s.r.st, opts.Session.Tenant, c.id, next, jopts)
 }
 
@@ -312,7 +318,11 @@ func (s *spawner) tools(c *child) (*tools.Registry, tools.Tool, error) {
 	r := s.r
 	c.children = &subagent.Children{}
 	spawn := subagent.NewTool(r.tree, c.req.Depth, c.id, &spawner{r: r, parent: c.id}, c.children)
-	reg, err := r.eq.childTools(c.id, c.cmds, spawn, c.toolset, c.only, c.engine)
+	cmds := make([]tools.Commands, len(c.cmds))
+	for i, t := range c.cmds {
+		cmds[i] = t
+	}
+	reg, err := r.eq.childTools(c.id, cmds, spawn, c.toolset, c.only, c.engine)
 	return reg, spawn, err
 }
 
@@ -357,7 +367,9 @@ func (s *spawner) loop(
 func (s *spawner) end(ctx context.Context, c *child, res agent.Result) {
 	r := s.r
 	ctx = context.WithoutCancel(ctx)
-	c.cmds.teardown(ctx, r.opts.Logger)
+	for _, cmds := range c.cmds {
+		cmds.teardown(ctx, r.opts.Logger)
+	}
 	if err := c.w.Close(ctx); err != nil {
 		r.opts.Logger.Error("the subagent's journal failed: its stored transcript is incomplete",
 			"session", c.id.String(), "err", err)

@@ -167,3 +167,11 @@ func (bp *bgProc) write(s string) error {
 	_, err := io.WriteString(in, s)
 	return err
 }
+
+// has reports whether id is one of the table's processes.
+func (b *Background) has(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.procs[id]
+	return ok
+}

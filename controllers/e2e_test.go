@@ -509,6 +509,21 @@ spec:
 		}
 	})
 
+	t.Run("ExecutorsRoute", func(t *testing.T) {
+		t.Parallel()
+		testExecutorsRoute(t, e)
+	})
+
+	t.Run("ExecutorsCancel", func(t *testing.T) {
+		t.Parallel()
+		testExecutorsCancel(t, e)
+	})
+
+	t.Run("ExecutorLost", func(t *testing.T) {
+		t.Parallel()
+		testExecutorLost(t, e)
+	})
+
 	t.Run("CancelMidTool", func(t *testing.T) {
 		t.Parallel()
 		model := testenv.StartModelServer(t, bashTurn("c1", "sleep 300 & echo $! > sleep.pid; wait"))

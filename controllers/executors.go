@@ -261,9 +261,6 @@ func remoteExecutors(s *aeriev1alpha1.AgentSession, ips map[string]string) []run
 			Credential: runconfig.DefaultExecutorCredential,
 			Workspace:  runconfig.DefaultWorkspace,
 		}
-		if e.Workspace != nil {
-			r.WorkingDir = e.Workspace.WorkingDir
-		}
 		out = append(out, r)
 	}
 	return out

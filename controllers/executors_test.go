@@ -26,7 +26,7 @@ func executorSession() *aeriev1alpha1.AgentSession {
 	s.Spec.Executors = []aeriev1alpha1.ExecutorSpec{
 		{Name: "tools", Image: "golang:1.26", Env: []corev1.EnvVar{{Name: "GOFLAGS", Value: "-mod=mod"}},
 			NodeSelector: map[string]string{"pool": "build"}, RuntimeClassName: ptr.To("gvisor"),
-			Workspace: &aeriev1alpha1.WorkspaceSpec{WorkingDir: "src",
+			Workspace: &aeriev1alpha1.WorkspaceSpec{
 				Git: &aeriev1alpha1.GitWorkspace{URL: "https://git.example.com/tools.git",
 					SecretRef: &corev1.LocalObjectReference{Name: "git"}}}},
 		{Name: "gpu", Image: "cuda:12", Default: true},
@@ -122,7 +122,7 @@ func TestRunnerPodWithExecutors(t *testing.T) {
 	}
 	want := []runconfig.RemoteExecutor{
 		{Name: "tools", Address: "10.0.0.7:7443", Credential: runconfig.DefaultExecutorCredential,
-			Workspace: runconfig.DefaultWorkspace, WorkingDir: "src"},
+			Workspace: runconfig.DefaultWorkspace},
 		{Name: "gpu", Address: "[fd00::9]:7443", Default: true, Credential: runconfig.DefaultExecutorCredential,
 			Workspace: runconfig.DefaultWorkspace},
 	}

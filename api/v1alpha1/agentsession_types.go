@@ -210,6 +210,7 @@ type AgentSessionSpec struct {
 }
 
 // ExecutorSpec is an executor in a pod of its own.
+// +kubebuilder:validation:XValidation:rule="!has(self.workspace) || !has(self.workspace.workingDir)",message="an executor works in its workspace root: leave workingDir out (a command can cd)"
 // +kubebuilder:validation:XValidation:rule="!has(self.workspace) || !has(self.workspace.git) || !has(self.workspace.git.push)",message="an executor's workspace cannot push: push is spec.workspace.git.push, from the runner pod's workspace"
 type ExecutorSpec struct {
 	// name of the executor: what the model, custom tools (executor = "name") and MCP
@@ -265,7 +266,8 @@ type ExecutorSpec struct {
 
 	// workspace is the executor's own workspace, mounted at /workspace in its pod: an empty
 	// directory (the default), a directory of a PVC (the runner pod's PVC too, when its access
-	// mode lets both pods mount it), or a git clone (without push).
+	// mode lets both pods mount it), or a git clone (without push). The executor works in its
+	// root: a command can cd.
 	// +optional
 	Workspace *WorkspaceSpec `json:"workspace,omitempty"`
 }

@@ -239,6 +239,9 @@ func testInvalidSpecs(t *testing.T, cp *testenv.ControlPlane) {
 			s.Spec.Executors = []v1.ExecutorSpec{{Name: "tools", Image: "a", Workspace: &v1.WorkspaceSpec{
 				EmptyDir: &v1.EmptyDirWorkspace{}, Git: &v1.GitWorkspace{URL: "https://example.com/repo.git"}}}}
 		}, []string{"spec.executors[0].workspace", "at most one of emptyDir"}},
+		{"executor workspace with a workingDir", func(s *v1.AgentSession) {
+			s.Spec.Executors = []v1.ExecutorSpec{{Name: "tools", Image: "a", Workspace: &v1.WorkspaceSpec{WorkingDir: "src"}}}
+		}, []string{"spec.executors[0]", "an executor works in its workspace root"}},
 		{"too many executors", func(s *v1.AgentSession) {
 			for i := range 9 {
 				s.Spec.Executors = append(s.Spec.Executors, v1.ExecutorSpec{Name: "e" + strconv.Itoa(i), Image: "a"})

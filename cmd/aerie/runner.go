@@ -124,6 +124,11 @@ func (a *app) runAttempt(
 			logger.Warn("close the executor connection", "err", err)
 		}
 	}()
+	remotes, err := dialExecutors(ctx, cfg.Executors, f.socketWait)
+	if err != nil {
+		return rep, err
+	}
+	defer closeExecutors(context.WithoutCancel(ctx), remotes, logger)
 	st, err := openStore(ctx, dsn)
 	if err != nil {
 		return rep, err
@@ -136,6 +141,7 @@ func (a *app) runAttempt(
 
 	res, err := attempt.Run(ctx, st, cfg, attempt.Env{
 		Executor:    exe,
+		Executors:   namedExecutors(remotes),
 		Getenv:      a.getenv,
 		NewProvider: newProvider,
 		Events:      cmd.OutOrStdout(),
@@ -309,4 +315,13 @@ func closeExecutors(ctx context.Context, execs []remoteExecutor, logger *slog.Lo
 			logger.Warn("close the executor connection", "executor", e.Name, "err", err)
 		}
 	}
+}
+
+// namedExecutors are the executor pods as the session names them.
+func namedExecutors(remotes []remoteExecutor) []session.NamedExecutor {
+	out := make([]session.NamedExecutor, len(remotes))
+	for i, r := range remotes {
+		out[i] = session.NamedExecutor{Name: r.Name, Executor: r.exe}
+	}
+	return out
 }

@@ -239,6 +239,10 @@ func (w *podWorker) launchSpec(ctx context.Context, c *containerState, attempt i
 	if err != nil {
 		return launchSpec{}, startError{err}
 	}
+	if filepath.IsAbs(argv[0]) {
+		// A path of the container's, not a binary of the runner's.
+		path = volumeCommand(path, mounts)
+	}
 	return launchSpec{
 		path:     path,
 		argv:     argv,
@@ -356,6 +360,19 @@ func cmpPtr[T any](a, b *T) *T {
 		return a
 	}
 	return b
+}
+
+// volumeCommand is the host's path of a command that a container runs
+// from one of its volumes (an executor pod's aerie binary, which an init
+// container copied into an emptyDir): the runner opens the command before
+// the container's mount namespace exists. Other paths are the host's own.
+func volumeCommand(path string, mounts []mount) string {
+	for _, m := range mounts {
+		if rel, ok := strings.CutPrefix(path, strings.TrimSuffix(m.Target, "/")+"/"); ok && filepath.IsLocal(rel) {
+			return filepath.Join(m.Source, rel)
+		}
+	}
+	return path
 }
 
 // resolveCommand finds the executable of a container's command[0]: a

@@ -569,3 +569,19 @@ func TestInstallCommands(t *testing.T) {
 		}
 	}
 }
+
+func TestVolumeCommand(t *testing.T) {
+	t.Parallel()
+	mounts := []mount{{Target: "/aerie/bin", Source: "/var/pods/p/volumes/aerie-bin"}, {Target: "/workspace/", Source: "/var/pods/p/ws"}}
+	for path, want := range map[string]string{
+		"/aerie/bin/aerie":        "/var/pods/p/volumes/aerie-bin/aerie",
+		"/workspace/tools/run.sh": "/var/pods/p/ws/tools/run.sh",
+		"/aerie/binary":           "/aerie/binary",
+		"/aerie/bin/../../etc/sh": "/aerie/bin/../../etc/sh",
+		"/usr/bin/aerie":          "/usr/bin/aerie",
+	} {
+		if got := volumeCommand(path, mounts); got != want {
+			t.Errorf("volumeCommand(%q) = %q, want %q", path, got, want)
+		}
+	}
+}

@@ -291,9 +291,8 @@ type RemoteExecutor struct {
 	Default bool `json:"default,omitempty"`
 	// Credential is the runner's credential file for the attempt.
 	Credential string `json:"credential"`
-	// Workspace and WorkingDir are as in Executor.
-	Workspace  string `json:"workspace"`
-	WorkingDir string `json:"workingDir,omitempty"`
+	// Workspace is the executor's workspace root, where it works.
+	Workspace string `json:"workspace"`
 }
 
 // Dir returns the agent's working directory: the workspace root joined
@@ -546,9 +545,6 @@ func (c *Config) validateExecutors() (errs []error) {
 		}
 		if !path.IsAbs(e.Workspace) {
 			errs = append(errs, fieldErr(field("workspace"), "%q: want an absolute path", e.Workspace))
-		}
-		if w := e.WorkingDir; w != "" && (path.IsAbs(w) || !local(w)) {
-			errs = append(errs, fieldErr(field("workingDir"), "%q: want a path relative to the workspace, without '..'", w))
 		}
 		if e.Default {
 			defaults++

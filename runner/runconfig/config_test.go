@@ -30,7 +30,7 @@ func validConfig() *Config {
 		Budget:   Budget{MaxDuration: Duration(30 * time.Minute), MaxTurns: 60, MaxTokens: 4_000_000},
 		Executor: Executor{Socket: DefaultSocket, Workspace: DefaultWorkspace, WorkingDir: "services/billing"},
 		Executors: []RemoteExecutor{{Name: "tools", Address: "10.0.0.7:7443", Credential: DefaultExecutorCredential,
-			Workspace: DefaultWorkspace, WorkingDir: "src"}},
+			Workspace: DefaultWorkspace}},
 	}
 }
 
@@ -101,7 +101,6 @@ func TestConfigValidate(t *testing.T) {
 		{"executor address", func(c *Config) { c.Executors[0].Address = "10.0.0.7" }, "executors[0].address"},
 		{"executor credential", func(c *Config) { c.Executors[0].Credential = "runner.pem" }, "executors[0].credential"},
 		{"executor workspace", func(c *Config) { c.Executors[0].Workspace = "" }, "executors[0].workspace"},
-		{"executor working dir", func(c *Config) { c.Executors[0].WorkingDir = "/etc" }, "executors[0].workingDir"},
 		{"two default executors", func(c *Config) {
 			c.Executors[0].Default = true
 			c.Executors = append(c.Executors, RemoteExecutor{Name: "gpu", Address: "10.0.0.8:7443", Default: true,

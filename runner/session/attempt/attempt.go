@@ -62,6 +62,8 @@ type Executor interface {
 type Env struct {
 	// Executor runs the tools in the workspace container.
 	Executor Executor
+	// Executors are the session's executor pods (cfg.Executors), by name.
+	Executors []session.NamedExecutor
 	// Getenv reads the model's API key (runconfig.APIKeyEnv).
 	Getenv func(string) string
 	// NewProvider makes the provider a configuration names: the program
@@ -249,8 +251,9 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 		Subagents: &subagent.Limits{
 			MaxConcurrent: conf.Subagents.MaxConcurrent, MaxDepth: conf.Subagents.MaxDepth, MaxTotal: conf.Subagents.MaxTotal,
 		},
-		Result:   contract,
-		Executor: env.Executor,
+		Result:    contract,
+		Executor:  env.Executor,
+		Executors: env.Executors,
 		// The full output of capped (and compressed) tool results is kept
 		// in the store, not in the pod, so that a later attempt has it.
 		Originals: session.StoreOriginals(st, cfg.Namespace),

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -75,7 +77,10 @@ func TestTCPRefusesPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := serveTCPWith(t, l, ServeOptions{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, execs[testExecutorName])
+	addr := serveTCPWith(t, l, ServeOptions{
+		Logger:           slog.New(slog.NewJSONHandler(&logs, nil)),
+		HandshakeTimeout: 500 * time.Millisecond,
+	}, execs[testExecutorName])
 	otherRunner, otherExec := newCredentials(t)
 	noCert := runner.ClientConfig(testExecutorName)
 	noCert.Certificates = nil
@@ -100,6 +105,18 @@ func TestTCPRefusesPeers(t *testing.T) {
 		}
 		return fmt.Errorf("no hello: %v", err)
 	}
+	silent := func() error {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := conn.Read(make([]byte, 1)); err != io.EOF {
+			return fmt.Errorf("read %v, want the executor to close", err)
+		}
+		return errors.New("closed")
+	}
 	serverRefusals := []struct {
 		name, reason string
 		try          func() error
@@ -111,6 +128,7 @@ func TestTCPRefusesPeers(t *testing.T) {
 		{"an executor's certificate as the client", "incompatible key usage",
 			func() error { return rawTLS(t, addr, execs["build"].ClientConfig(testExecutorName)) }},
 		{"the executor protocol in the clear", "does not look like a TLS handshake", plaintext},
+		{"a peer that says nothing", "no TLS handshake within 500ms", silent},
 	}
 	for _, tt := range serverRefusals {
 		before := len(logs.records(t))

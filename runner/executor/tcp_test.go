@@ -292,3 +292,37 @@ func TestRedialerTCP(t *testing.T) {
 		t.Errorf("List with no executor: %v, want an error naming %s", err, addr)
 	}
 }
+
+// TestTCPRefusesExpired: an expired certificate is refused on either
+// side: the runner's by the executor, which logs it, the executor's by
+// the runner.
+func TestTCPRefusesExpired(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	runner, execs, err := mtls.NewSetBetween([]string{testExecutorName}, now.Add(-2*time.Hour), now.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	addr := serveTCPWith(t, newLocal(t, Options{}),
+		ServeOptions{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, execs[testExecutorName])
+	if r, err := DialTCP(t.Context(), addr, testExecutorName, runner); err == nil || !strings.Contains(err.Error(), "certificate has expired") {
+		if r != nil {
+			_ = r.Close(t.Context())
+		}
+		t.Errorf("DialTCP of an expired executor: %v, want the certificate expired", err)
+	}
+	cfg := runner.ClientConfig(testExecutorName)
+	cfg.InsecureSkipVerify = true // past the runner's check: the executor's is tested
+	if err := rawTLS(t, addr, cfg); err == nil || !strings.Contains(err.Error(), "expired certificate") {
+		t.Errorf("an expired runner: %v, want the executor to refuse its certificate", err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the expired runner's refusal is logged", func() bool {
+		for _, rec := range logs.records(t) {
+			if reason, _ := rec["reason"].(string); rec["msg"] == "executor peer refused" && strings.Contains(reason, "certificate has expired") {
+				return true
+			}
+		}
+		return false
+	})
+}

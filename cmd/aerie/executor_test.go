@@ -465,9 +465,10 @@ func TestExecutorCredentials(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--out", dir, "build", "tools"}, filepath.Join(dir, "runner.pem") + " exists already: remove it, or choose another --out"},
+		{[]string{"--out", dir, "build", "tools"},
+			filepath.Join(dir, "runner.pem") + ", " + filepath.Join(dir, "tools.pem") + " exist already: remove them, or choose another --out"},
 		{[]string{"tools"}, "--out DIR is required"},
-		{[]string{"--out", t.TempDir()}, "requires at least 1 arg(s)"},
+		{[]string{"--out", t.TempDir()}, "name the executors, one or more DNS labels: aerie executor credentials --out DIR NAME [NAME]"},
 		{[]string{"--out", t.TempDir(), "Tools"}, `executor name "Tools" is not a DNS label`},
 		{[]string{"--out", t.TempDir(), "runner"}, `executor name "runner" is the runner's`},
 		{[]string{"--out", t.TempDir(), "--validity", "-1h", "tools"}, "validity -1h0m0s is not positive"},

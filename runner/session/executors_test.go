@@ -372,3 +372,41 @@ func TestExecutorDiesMidCall(t *testing.T) {
 		t.Errorf("the dead executor's server left %+v (%v)", infos, err)
 	}
 }
+
+// TestSubagentOnTwoExecutors: a subagent gets the session's executors,
+// its calls routed as the root's, and what it started on the second
+// executor ends with it.
+func TestSubagentOnTwoExecutors(t *testing.T) {
+	t.Parallel()
+	x := newTwoExecutors(t, nil,
+		testenv.ToolTurn(testenv.Spawn("s1", "child: work on tools")),
+		testenv.Answer("root done"),
+	)
+	x.model.Conversation("child:",
+		testenv.ToolTurn(
+			bashOn("c1", "tools", "cat who.txt > seen-by-child.txt"),
+			testenv.Call("c2", "bash", map[string]any{"command": "exec sleep 1000", "background": true, "executor": "tools"}),
+		),
+		testenv.Answer("child done"),
+	)
+	rep, err := Run(t.Context(), x.st, x.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ExitCode != 0 || rep.Subagents != 1 {
+		t.Fatalf("exit %d, %d subagents: %s", rep.ExitCode, rep.Subagents, rep.Result.Reason)
+	}
+	if b, err := os.ReadFile(filepath.Join(x.tooWS, "seen-by-child.txt")); err != nil || string(b) != "tools workspace\n" {
+		t.Errorf("the child's call on tools: %q, %v", b, err)
+	}
+	child := x.model.RequestsOf("child:")
+	if len(child) != 2 || agentsReminders(t, child[1]) != 1 {
+		t.Errorf("the tools executor's AGENTS.md is not in the child's conversation once")
+	}
+	if len(child) == 0 || !strings.Contains(string(child[0].Body), `"enum":["workspace","tools"]`) {
+		t.Error("the child's tools do not offer the executors")
+	}
+	if infos, err := x.tools.List(t.Context()); err != nil || len(infos) != 0 {
+		t.Errorf("the child's background process on tools outlived it: %+v (%v)", infos, err)
+	}
+}

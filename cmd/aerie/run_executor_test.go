@@ -53,6 +53,8 @@ func TestRunExecutorOverTCP(t *testing.T) {
 	testenv.WriteTree(t, e.ws, map[string]string{"who.txt": "main workspace\n"})
 	testenv.WriteFile(t, filepath.Join(e.home, "mcp_servers/probe.yaml"), fmt.Sprintf(
 		"id: probe\ntype: stdio\ncommand: %s\nenv: {%s: stdio}\nexecutors: [tools]\nrequired: true\n", os.Args[0], mcpServerEnv), 0o644)
+	testenv.WriteFile(t, filepath.Join(e.home, "hooks/pre.yaml"),
+		"hooks:\n  PreToolUse:\n    - matcher: bash\n      hooks: [{type: command, command: 'cat >> pre-hook.jsonl; echo >> pre-hook.jsonl'}]\n", 0o644)
 	out := e.run("run", "--events-jsonl", "--executor", "tools="+addr, "--executor-credential", runnerPEM, "work on both")
 	if out.code != 0 {
 		t.Fatalf("exit %d:\n%s", out.code, out.stderr)
@@ -74,6 +76,18 @@ func TestRunExecutorOverTCP(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.ws, "out.txt")); err == nil {
 		t.Error("out.txt written on the default executor")
+	}
+	// The PreToolUse hooks of b2 and s1 ran on tools, told so, b1's on the
+	// default.
+	for ws, want := range map[string]int{e.ws: 1, toolsWS: 2} {
+		b, err := os.ReadFile(filepath.Join(ws, "pre-hook.jsonl"))
+		if err != nil {
+			t.Fatalf("no hook ran in %s: %v", ws, err)
+		}
+		n, on := strings.Count(string(b), `"hook_event_name":"PreToolUse"`), strings.Count(string(b), `"cwd":"`+toolsWS+`","executor":"tools"`)
+		if n != want || ws == toolsWS && on != 2 || ws == e.ws && strings.Contains(string(b), `"executor":"tools"`) {
+			t.Errorf("hooks in %s:\n%s", ws, b)
+		}
 	}
 	// The session's groups on tools (the background sleep, the MCP
 	// server) ended with it; the executor serves on.

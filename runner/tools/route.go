@@ -125,7 +125,11 @@ func (r *routed) Run(ctx context.Context, call json.RawMessage) Result {
 	}
 	res := r.tools[i].Run(ctx, rest)
 	if res.IsError {
-		res.Content = fmt.Sprintf("[executor %s] %s", r.places[i].Name, res.Content)
+		sep := " "
+		if strings.HasPrefix(res.Content, "\n") {
+			sep = ""
+		}
+		res.Content = "[executor " + r.places[i].Name + "]" + sep + res.Content
 	}
 	return res
 }
@@ -147,7 +151,8 @@ func (r *routed) route(call json.RawMessage) (int, json.RawMessage, error) {
 	}
 	var name string
 	if err := json.Unmarshal(raw, &name); err != nil {
-		return 0, nil, fmt.Errorf("invalid arguments: %q must be a string, one of %s", ArgExecutor, strings.Join(r.names(), ", "))
+		return 0, nil, fmt.Errorf("invalid arguments: %q must be a string, one of %s",
+			ArgExecutor, strings.Join(r.names(), ", "))
 	}
 	delete(args, ArgExecutor)
 	rest, err := json.Marshal(args)

@@ -167,3 +167,40 @@ func TestBuiltinOnBackground(t *testing.T) {
 		t.Errorf("list on tools:\n%s", listed.Content)
 	}
 }
+
+// BenchmarkRoute measures what routing adds to a call: read_file of a
+// small file on the default executor, directly and through BuiltinOn with
+// two executors, the executor named.
+func BenchmarkRoute(b *testing.B) {
+	l1, d1 := newWorkspace(b)
+	l2, _ := newWorkspace(b)
+	testenv.WriteTree(b, d1, map[string]string{"f.txt": "hello\n"})
+	find := func(ts []Tool) Tool {
+		for _, tl := range ts {
+			if tl.Name() == "read_file" {
+				return tl
+			}
+		}
+		b.Fatal("no read_file")
+		return nil
+	}
+	direct := find(Builtin(l1, l1, nil))
+	routed := find(BuiltinOn([]Place{{Name: "main", Files: l1, Commands: l1}, {Name: "tools", Files: l2, Commands: l2}}))
+	for _, bc := range []struct {
+		name string
+		tool Tool
+		args string
+	}{
+		{"direct", direct, `{"path":"f.txt"}`},
+		{"routed", routed, `{"path":"f.txt","executor":"main"}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			for b.Loop() {
+				if res := bc.tool.Run(ctx, json.RawMessage(bc.args)); res.IsError {
+					b.Fatal(res.Content)
+				}
+			}
+		})
+	}
+}

@@ -86,7 +86,9 @@ func newTwoExecutors(t *testing.T, home map[string]string, turns ...testenv.Turn
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	x := &twoExecutors{st: st, mainWS: t.TempDir(), tooWS: t.TempDir()}
-	testenv.WriteTree(t, x.mainWS, map[string]string{"who.txt": "main workspace\n"})
+	testenv.WriteTree(t, x.mainWS, map[string]string{
+		"who.txt": "main workspace\n", "sub/x.txt": "x\n", "sub/AGENTS.md": "Sub rules of the main workspace.\n",
+	})
 	testenv.WriteTree(t, x.tooWS, map[string]string{"who.txt": "tools workspace\n", "AGENTS.md": "Run the tests with make check here.\n"})
 	for _, r := range []struct {
 		to **recorded
@@ -160,6 +162,7 @@ func TestRunOnTwoExecutors(t *testing.T) {
 			{ID: "c1", Name: "where", Arguments: `{}`},
 			bashOn("b3", "tools", "true"),
 			bashOn("b4", "gpu", "true"),
+			{ID: "r1", Name: "read_file", Arguments: `{"path":"sub/x.txt"}`},
 		}},
 		testenv.Turn{Text: "done on both"},
 		testenv.Turn{ToolCalls: []testenv.ToolCall{bashOn("b5", "tools", "cat who.txt")}},
@@ -189,6 +192,9 @@ func TestRunOnTwoExecutors(t *testing.T) {
 		if !strings.Contains(results[id], want) {
 			t.Errorf("result of %s:\n%s\nwant it to hold %q", id, results[id], want)
 		}
+	}
+	if r1 := lastToolResult(t, reqs[2], "r1"); !strings.Contains(r1, "Sub rules of the main workspace.") {
+		t.Errorf("the default's instructions below the working directory do not follow read_file:\n%s", r1)
 	}
 	if !strings.Contains(results["b2"], "Run the tests with make check here.") || agentsReminders(t, reqs[2]) != 1 {
 		t.Errorf("the tools executor's AGENTS.md is not added once after its first call:\n%s", results["b2"])

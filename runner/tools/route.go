@@ -113,6 +113,22 @@ func (r *routed) ExecutorOf(args json.RawMessage) string {
 	return r.places[i].Name
 }
 
+// FilePaths are the files a call on the default executor reads or edits,
+// for the tools that say (see ReadFile.FilePaths): the project
+// instructions below the working directory are the default's. A call on
+// another executor reaches none of its files.
+func (r *routed) FilePaths(call json.RawMessage) []string {
+	i, rest, err := r.route(call)
+	if err != nil || i != 0 {
+		return nil
+	}
+	ft, ok := r.tools[0].(interface{ FilePaths(json.RawMessage) []string })
+	if !ok {
+		return nil
+	}
+	return ft.FilePaths(rest)
+}
+
 // Run runs the call on the executor it names, without the executor
 // argument. An error result says which executor it came from.
 func (r *routed) Run(ctx context.Context, call json.RawMessage) Result {

@@ -115,6 +115,14 @@ func TestBuiltinOnWritesWhereNamed(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(d1, "out.txt")); err == nil {
 		t.Error("written on main too")
 	}
+	type fileTool interface{ FilePaths(json.RawMessage) []string }
+	rf := ts["read_file"].(fileTool)
+	if got := rf.FilePaths(json.RawMessage(`{"path":"a/b.txt"}`)); !slices.Equal(got, []string{"a/b.txt"}) {
+		t.Errorf("FilePaths on the default = %v", got)
+	}
+	if got := rf.FilePaths(json.RawMessage(`{"path":"a/b.txt","executor":"tools"}`)); got != nil {
+		t.Errorf("FilePaths on tools = %v, want none of the default's", got)
+	}
 	p := ts["bash"].(Placed)
 	for args, want := range map[string]string{`{"command":"x"}`: "main", `{"command":"x","executor":"tools"}`: "tools"} {
 		if got := p.ExecutorOf(json.RawMessage(args)); got != want {

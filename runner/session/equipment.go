@@ -565,7 +565,7 @@ func (eq *equipment) reads(name string, args json.RawMessage) []string {
 	}
 	for {
 		// ReadFile, or read_file routed to several executors.
-		if rf, ok := t.(interface{ FilePaths(json.RawMessage) []string }); ok && t.Name() == "read_file" {
+		if rf, ok := t.(instructions.FileTool); ok && t.Name() == "read_file" {
 			var out []string
 			for _, p := range rf.FilePaths(args) {
 				if !filepath.IsAbs(p) {

@@ -122,11 +122,16 @@ func (r *routed) FilePaths(call json.RawMessage) []string {
 	if err != nil || i != 0 {
 		return nil
 	}
-	ft, ok := r.tools[0].(interface{ FilePaths(json.RawMessage) []string })
+	ft, ok := r.tools[0].(filePather)
 	if !ok {
 		return nil
 	}
 	return ft.FilePaths(rest)
+}
+
+// filePather is a file tool that names the files a call reaches.
+type filePather interface {
+	FilePaths(call json.RawMessage) []string
 }
 
 // Run runs the call on the executor it names, without the executor

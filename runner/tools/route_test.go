@@ -115,7 +115,9 @@ func TestBuiltinOnWritesWhereNamed(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(d1, "out.txt")); err == nil {
 		t.Error("written on main too")
 	}
-	type fileTool interface{ FilePaths(json.RawMessage) []string }
+	type fileTool interface {
+		FilePaths(json.RawMessage) []string
+	}
 	rf := ts["read_file"].(fileTool)
 	if got := rf.FilePaths(json.RawMessage(`{"path":"a/b.txt"}`)); !slices.Equal(got, []string{"a/b.txt"}) {
 		t.Errorf("FilePaths on the default = %v", got)

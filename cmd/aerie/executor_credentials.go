@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -38,7 +39,12 @@ executor of the set; executor NAME's certificate is valid for
 NAME.executor.aerie only, so that one executor cannot pose as another.
 
 Existing files are never overwritten: remove them, or choose another --out.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New("name the executors, one or more DNS labels: aerie executor credentials --out DIR NAME [NAME]")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, names []string) error {
 			if out == "" {
 				return errors.New("--out DIR is required: the directory to write runner.pem and NAME.pem in")
@@ -58,23 +64,26 @@ func writeCredentials(cmd *cobra.Command, dir string, names []string, validity t
 	if err != nil {
 		return err
 	}
-	files := map[string]mtls.Credential{filepath.Join(dir, mtls.RunnerName+".pem"): runner}
-	for name, c := range execs {
-		files[filepath.Join(dir, name+".pem")] = c
-	}
-	for file := range files {
+	execs[mtls.RunnerName] = runner
+	names = append([]string{mtls.RunnerName}, names...)
+	var existing []string
+	for _, name := range names {
+		file := filepath.Join(dir, name+".pem")
 		if _, err := os.Lstat(file); err == nil {
-			return fmt.Errorf("%s exists already: remove it, or choose another --out", file)
+			existing = append(existing, file)
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("check %s: %w", file, err)
 		}
 	}
+	if len(existing) > 0 {
+		return fmt.Errorf("%s exist already: remove them, or choose another --out", strings.Join(existing, ", "))
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	for _, name := range append([]string{mtls.RunnerName}, names...) {
+	for _, name := range names {
 		file := filepath.Join(dir, name+".pem")
-		if err := writeExclusive(file, files[file].Marshal()); err != nil {
+		if err := writeExclusive(file, execs[name].Marshal()); err != nil {
 			return err
 		}
 		if _, err := fmt.Fprintln(cmd.OutOrStdout(), file); err != nil {

@@ -383,6 +383,15 @@ func TestExecutorServeFlags(t *testing.T) {
 	if err := os.WriteFile(garbage, []byte("not a credential"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	now := time.Now()
+	_, old, err := mtls.NewSetBetween([]string{"tools"}, now.Add(-2*time.Hour), now.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := filepath.Join(t.TempDir(), "tools.pem")
+	if err := os.WriteFile(expired, old["tools"].Marshal(), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ws := t.TempDir()
 	tools, runner := filepath.Join(creds, "tools.pem"), filepath.Join(creds, "runner.pem")
 	tests := []struct {
@@ -400,6 +409,8 @@ func TestExecutorServeFlags(t *testing.T) {
 			"--credential: credential " + garbage + ": 0 PEM blocks, want 3"},
 		{[]string{"--listen", "127.0.0.1:0", "--credential", runner, "--workspace", ws},
 			"--credential: " + runner + " is the runner's credential; serve with the executor's NAME.pem"},
+		{[]string{"--listen", "127.0.0.1:0", "--credential", expired, "--workspace", ws},
+			"--credential: " + expired + " expired at "},
 		{[]string{"--socket", sock, "--workspace", filepath.Join(t.TempDir(), "missing")}, "--workspace: stat "},
 		{[]string{"--socket", sock, "--workspace", ws, "--grace", "0s"}, "--grace must be positive"},
 	}
@@ -454,9 +465,10 @@ func TestExecutorCredentials(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--out", dir, "build", "tools"}, filepath.Join(dir, "runner.pem") + " exists already: remove it, or choose another --out"},
+		{[]string{"--out", dir, "build", "tools"},
+			filepath.Join(dir, "runner.pem") + ", " + filepath.Join(dir, "tools.pem") + " exist already: remove them, or choose another --out"},
 		{[]string{"tools"}, "--out DIR is required"},
-		{[]string{"--out", t.TempDir()}, "requires at least 1 arg(s)"},
+		{[]string{"--out", t.TempDir()}, "name the executors, one or more DNS labels: aerie executor credentials --out DIR NAME [NAME]"},
 		{[]string{"--out", t.TempDir(), "Tools"}, `executor name "Tools" is not a DNS label`},
 		{[]string{"--out", t.TempDir(), "runner"}, `executor name "runner" is the runner's`},
 		{[]string{"--out", t.TempDir(), "--validity", "-1h", "tools"}, "validity -1h0m0s is not positive"},

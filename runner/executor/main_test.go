@@ -24,6 +24,11 @@ import (
 var testReaper *process.Reaper
 
 func TestMain(m *testing.M) {
+	if transport := os.Getenv(benchServeEnv); transport != "" {
+		// A child of the benchmarks: the executor in a process of its
+		// own, as in its container or pod.
+		os.Exit(serveForBench(transport))
+	}
 	testenv.RunSubreaped(m, &testReaper)
 }
 

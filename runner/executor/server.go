@@ -2,6 +2,7 @@ package executor
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,10 @@ type ServeOptions struct {
 	// Logger receives connections, their ends and protocol errors. Nil
 	// discards.
 	Logger *slog.Logger
+	// HandshakeTimeout bounds the TLS handshake of a client of a
+	// ListenTCP listener; a peer that has not completed it by then is
+	// refused. Zero is DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
 }
 
 // Serve serves l to the clients that connect to ln (Listen and Dial, or
@@ -76,6 +81,7 @@ func Serve(ctx context.Context, ln net.Listener, l *Local, opts ServeOptions) er
 		}
 		pause = 0
 		c := newServerConn(conn, l, log)
+		c.handshakeTimeout = cmp.Or(opts.HandshakeTimeout, DefaultHandshakeTimeout)
 		mu.Lock()
 		if done {
 			mu.Unlock()
@@ -131,6 +137,8 @@ type serverConn struct {
 	closing bool // close was requested: no more commands
 
 	handlers sync.WaitGroup
+	// handshakeTimeout bounds a TLS client's handshake.
+	handshakeTimeout time.Duration
 }
 
 // serverStream is one call on a connection.

@@ -11,9 +11,10 @@ import (
 	"github.com/aerie-run/aerie/runner/executor/mtls"
 )
 
-// handshakeTimeout bounds a TCP client's TLS handshake on the server: a
-// peer that connects and says nothing is dropped after it.
-const handshakeTimeout = 10 * time.Second
+// DefaultHandshakeTimeout bounds a TCP client's TLS handshake on the
+// server (ServeOptions.HandshakeTimeout): a peer that connects and says
+// nothing is dropped after it.
+const DefaultHandshakeTimeout = 10 * time.Second
 
 // ListenTCP listens on addr (host:port; port 0 picks one) for the runner
 // of cred's set, over TLS 1.3 with the certificates of both sides checked
@@ -64,18 +65,18 @@ func DialTCP(ctx context.Context, addr, executor string, cred mtls.Credential) (
 }
 
 // tlsHandshake completes the TLS handshake of a TCP client, within
-// handshakeTimeout, and names the client it authenticated in c's logs.
+// c.handshakeTimeout, and names the client it authenticated in c's logs.
 // On other connections it does nothing.
 func (c *serverConn) tlsHandshake() error {
 	tc, ok := c.conn.(*tls.Conn)
 	if !ok {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, handshakeTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, c.handshakeTimeout)
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("no TLS handshake within %s", handshakeTimeout)
+			err = fmt.Errorf("no TLS handshake within %s", c.handshakeTimeout)
 		}
 		return err
 	}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -75,7 +77,10 @@ func TestTCPRefusesPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := serveTCPWith(t, l, ServeOptions{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, execs[testExecutorName])
+	addr := serveTCPWith(t, l, ServeOptions{
+		Logger:           slog.New(slog.NewJSONHandler(&logs, nil)),
+		HandshakeTimeout: 500 * time.Millisecond,
+	}, execs[testExecutorName])
 	otherRunner, otherExec := newCredentials(t)
 	noCert := runner.ClientConfig(testExecutorName)
 	noCert.Certificates = nil
@@ -100,6 +105,18 @@ func TestTCPRefusesPeers(t *testing.T) {
 		}
 		return fmt.Errorf("no hello: %v", err)
 	}
+	silent := func() error {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := conn.Read(make([]byte, 1)); err != io.EOF {
+			return fmt.Errorf("read %v, want the executor to close", err)
+		}
+		return errors.New("closed")
+	}
 	serverRefusals := []struct {
 		name, reason string
 		try          func() error
@@ -111,6 +128,7 @@ func TestTCPRefusesPeers(t *testing.T) {
 		{"an executor's certificate as the client", "incompatible key usage",
 			func() error { return rawTLS(t, addr, execs["build"].ClientConfig(testExecutorName)) }},
 		{"the executor protocol in the clear", "does not look like a TLS handshake", plaintext},
+		{"a peer that says nothing", "no TLS handshake within 500ms", silent},
 	}
 	for _, tt := range serverRefusals {
 		before := len(logs.records(t))
@@ -273,4 +291,38 @@ func TestRedialerTCP(t *testing.T) {
 	if _, err := short.List(t.Context()); err == nil || !strings.Contains(err.Error(), addr) {
 		t.Errorf("List with no executor: %v, want an error naming %s", err, addr)
 	}
+}
+
+// TestTCPRefusesExpired: an expired certificate is refused on either
+// side: the runner's by the executor, which logs it, the executor's by
+// the runner.
+func TestTCPRefusesExpired(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	runner, execs, err := mtls.NewSetBetween([]string{testExecutorName}, now.Add(-2*time.Hour), now.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	addr := serveTCPWith(t, newLocal(t, Options{}),
+		ServeOptions{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, execs[testExecutorName])
+	if r, err := DialTCP(t.Context(), addr, testExecutorName, runner); err == nil || !strings.Contains(err.Error(), "certificate has expired") {
+		if r != nil {
+			_ = r.Close(t.Context())
+		}
+		t.Errorf("DialTCP of an expired executor: %v, want the certificate expired", err)
+	}
+	cfg := runner.ClientConfig(testExecutorName)
+	cfg.InsecureSkipVerify = true // past the runner's check: the executor's is tested
+	if err := rawTLS(t, addr, cfg); err == nil || !strings.Contains(err.Error(), "expired certificate") {
+		t.Errorf("an expired runner: %v, want the executor to refuse its certificate", err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the expired runner's refusal is logged", func() bool {
+		for _, rec := range logs.records(t) {
+			if reason, _ := rec["reason"].(string); rec["msg"] == "executor peer refused" && strings.Contains(reason, "certificate has expired") {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -92,12 +92,17 @@ func NewSet(executors []string, validity time.Duration) (runner Credential, exec
 		return Credential{}, nil, fmt.Errorf("generate credentials: validity %s is not positive", validity)
 	}
 	now := time.Now()
-	return newSet(executors, now.Add(-Skew), now.Add(validity))
+	return NewSetBetween(executors, now.Add(-Skew), now.Add(validity))
 }
 
-// newSet is NewSet with the validity period given: tests make expired
-// sets with it.
-func newSet(executors []string, notBefore, notAfter time.Time) (Credential, map[string]Credential, error) {
+// NewSetBetween is NewSet with the certificates valid from notBefore to
+// notAfter: for a caller with a clock of its own, and for tests of
+// credentials not yet or no longer valid.
+func NewSetBetween(executors []string, notBefore, notAfter time.Time) (Credential, map[string]Credential, error) {
+	if !notAfter.After(notBefore) {
+		return Credential{}, nil, fmt.Errorf("generate credentials: valid until %s, not after %s",
+			notAfter.Format(time.RFC3339), notBefore.Format(time.RFC3339))
+	}
 	seen := make(map[string]bool, len(executors))
 	for _, name := range executors {
 		if err := ValidName(name); err != nil {

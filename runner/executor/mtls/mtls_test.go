@@ -234,7 +234,7 @@ func TestHandshake(t *testing.T) {
 	runner, execs := newTestSet(t, "tools", "build")
 	otherRunner, otherExecs := newTestSet(t, "tools")
 	now := time.Now()
-	oldRunner, oldExecs, err := newSet([]string{"tools"}, now.Add(-2*time.Hour), now.Add(-time.Hour))
+	oldRunner, oldExecs, err := NewSetBetween([]string{"tools"}, now.Add(-2*time.Hour), now.Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,10 @@ type runFlags struct {
 	outputSchema, resultFile string
 	// noMemory is --no-memory.
 	noMemory bool
+	// executors are --executor NAME=ADDR, executorCredential
+	// --executor-credential.
+	executors          []string
+	executorCredential string
 }
 
 // Default models, used when --model is not given for a new session.
@@ -154,6 +158,11 @@ by SIGINT or SIGTERM.`,
 	fl.StringVar(&f.outputSchema, "output-schema", "",
 		"ask for a result matching the JSON Schema in `file`, submitted with the submit_result tool")
 	fl.StringVar(&f.resultFile, "result-file", "", "write the result --output-schema asks for to `file` (atomically)")
+	fl.StringArrayVar(&f.executors, "executor", nil,
+		"also run tools on the executor `NAME=HOST:PORT` that aerie executor serve --listen serves "+
+			"(repeatable; the model names it with the tools' executor argument)")
+	fl.StringVar(&f.executorCredential, "executor-credential", "",
+		"the runner's credential `FILE` (runner.pem of aerie executor credentials), for --executor")
 	return cmd
 }
 
@@ -235,6 +244,15 @@ func (a *app) launch(
 		return launched{}, configErr(err)
 	}
 	defer closeExecutor()
+	remotes, err := parseExecutors(f.executors, f.executorCredential)
+	if err != nil {
+		return launched{}, configErr(err)
+	}
+	others, closeOthers, err := dialExecutors(ctx, remotes, f.executorCredential)
+	if err != nil {
+		return launched{}, configErr(err)
+	}
+	defer closeOthers()
 	contract, err := resultContract(f.outputSchema)
 	if err != nil {
 		return launched{}, configErr(err)
@@ -260,6 +278,7 @@ func (a *app) launch(
 		},
 		Result:    contract,
 		Executor:  exe,
+		Executors: others,
 		Capper:    capper,
 		Originals: originals,
 		Preserve:  process.NewRegistry(p.home),
@@ -551,7 +570,8 @@ func (f runFlags) validate() error {
 	case f.script != "" && f.provider != "" && f.provider != provider.NameScripted:
 		return fmt.Errorf("--script is for --provider scripted, not %s", f.provider)
 	}
-	return nil
+	_, err := parseExecutors(f.executors, f.executorCredential)
+	return err
 }
 
 func knownProvider(name string) bool {

@@ -564,7 +564,8 @@ func (eq *equipment) reads(name string, args json.RawMessage) []string {
 		return nil
 	}
 	for {
-		if rf, ok := t.(*tools.ReadFile); ok {
+		// ReadFile, or read_file routed to several executors.
+		if rf, ok := t.(instructions.FileTool); ok && t.Name() == "read_file" {
 			var out []string
 			for _, p := range rf.FilePaths(args) {
 				if !filepath.IsAbs(p) {

@@ -114,13 +114,18 @@ func (x executors) commands() []tools.Commands {
 }
 
 // hookOn is hooks.Options.On: the executor besides the default that a
-// tool call runs on, working in its workspace root.
+// tool call runs on, working in its workspace root, which the hooks are
+// told (their cwd) when the executor says where it is (a Remote does).
 func (x executors) hookOn(name string) (hooks.Commands, string, bool) {
 	e, ok := x.other(name)
 	if !ok {
 		return nil, "", false
 	}
-	return e, "", true
+	var dir string
+	if w, ok := e.(interface{ Workspace() string }); ok {
+		dir = w.Workspace()
+	}
+	return e, dir, true
 }
 
 // mcpOn is mcp.Options.On: a stdio server runs in the workspace root of

@@ -86,7 +86,9 @@ func newTwoExecutors(t *testing.T, home map[string]string, turns ...testenv.Turn
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	x := &twoExecutors{st: st, mainWS: t.TempDir(), tooWS: t.TempDir()}
-	testenv.WriteTree(t, x.mainWS, map[string]string{"who.txt": "main workspace\n"})
+	testenv.WriteTree(t, x.mainWS, map[string]string{
+		"who.txt": "main workspace\n", "sub/x.txt": "x\n", "sub/AGENTS.md": "Sub rules of the main workspace.\n",
+	})
 	testenv.WriteTree(t, x.tooWS, map[string]string{"who.txt": "tools workspace\n", "AGENTS.md": "Run the tests with make check here.\n"})
 	for _, r := range []struct {
 		to **recorded
@@ -160,6 +162,7 @@ func TestRunOnTwoExecutors(t *testing.T) {
 			{ID: "c1", Name: "where", Arguments: `{}`},
 			bashOn("b3", "tools", "true"),
 			bashOn("b4", "gpu", "true"),
+			{ID: "r1", Name: "read_file", Arguments: `{"path":"sub/x.txt"}`},
 		}},
 		testenv.Turn{Text: "done on both"},
 		testenv.Turn{ToolCalls: []testenv.ToolCall{bashOn("b5", "tools", "cat who.txt")}},
@@ -189,6 +192,9 @@ func TestRunOnTwoExecutors(t *testing.T) {
 		if !strings.Contains(results[id], want) {
 			t.Errorf("result of %s:\n%s\nwant it to hold %q", id, results[id], want)
 		}
+	}
+	if r1 := lastToolResult(t, reqs[2], "r1"); !strings.Contains(r1, "Sub rules of the main workspace.") {
+		t.Errorf("the default's instructions below the working directory do not follow read_file:\n%s", r1)
 	}
 	if !strings.Contains(results["b2"], "Run the tests with make check here.") || agentsReminders(t, reqs[2]) != 1 {
 		t.Errorf("the tools executor's AGENTS.md is not added once after its first call:\n%s", results["b2"])
@@ -370,5 +376,43 @@ func TestExecutorDiesMidCall(t *testing.T) {
 	}
 	if infos, err := x.tools.List(t.Context()); err != nil || len(infos) != 0 {
 		t.Errorf("the dead executor's server left %+v (%v)", infos, err)
+	}
+}
+
+// TestSubagentOnTwoExecutors: a subagent gets the session's executors,
+// its calls routed as the root's, and what it started on the second
+// executor ends with it.
+func TestSubagentOnTwoExecutors(t *testing.T) {
+	t.Parallel()
+	x := newTwoExecutors(t, nil,
+		testenv.ToolTurn(testenv.Spawn("s1", "child: work on tools")),
+		testenv.Answer("root done"),
+	)
+	x.model.Conversation("child:",
+		testenv.ToolTurn(
+			bashOn("c1", "tools", "cat who.txt > seen-by-child.txt"),
+			testenv.Call("c2", "bash", map[string]any{"command": "exec sleep 1000", "background": true, "executor": "tools"}),
+		),
+		testenv.Answer("child done"),
+	)
+	rep, err := Run(t.Context(), x.st, x.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ExitCode != 0 || rep.Subagents != 1 {
+		t.Fatalf("exit %d, %d subagents: %s", rep.ExitCode, rep.Subagents, rep.Result.Reason)
+	}
+	if b, err := os.ReadFile(filepath.Join(x.tooWS, "seen-by-child.txt")); err != nil || string(b) != "tools workspace\n" {
+		t.Errorf("the child's call on tools: %q, %v", b, err)
+	}
+	child := x.model.RequestsOf("child:")
+	if len(child) != 2 || agentsReminders(t, child[1]) != 1 {
+		t.Errorf("the tools executor's AGENTS.md is not in the child's conversation once")
+	}
+	if len(child) == 0 || !strings.Contains(string(child[0].Body), `"enum":["workspace","tools"]`) {
+		t.Error("the child's tools do not offer the executors")
+	}
+	if infos, err := x.tools.List(t.Context()); err != nil || len(infos) != 0 {
+		t.Errorf("the child's background process on tools outlived it: %+v (%v)", infos, err)
 	}
 }

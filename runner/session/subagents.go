@@ -16,6 +16,7 @@ import (
 	"github.com/aerie-run/aerie/runner/executor"
 	"github.com/aerie-run/aerie/runner/extensions"
 	"github.com/aerie-run/aerie/runner/hooks"
+	"github.com/aerie-run/aerie/runner/instructions"
 	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/process"
@@ -344,9 +345,17 @@ func (s *spawner) loop(
 	if history != nil {
 		promptSeq = 0
 	}
+	var loopTools agent.Tools = reg
+	if len(opts.Executors) > 0 {
+		// The child is a conversation of its own: the other executors'
+		// instructions follow its own first calls there.
+		elsewhere := instructions.NewExecutors(opts.executors().files)
+		elsewhere.Seed(history)
+		loopTools = elsewhere.Tools(reg)
+	}
 	return agent.New(agent.Config{
 		Model:      r.tree.Ledger().ChildModel(c.req.AgentType, r.model),
-		Tools:      reg,
+		Tools:      loopTools,
 		Journal:    c.w,
 		System:     c.system,
 		Stop:       stop,

@@ -113,6 +113,27 @@ func (r *routed) ExecutorOf(args json.RawMessage) string {
 	return r.places[i].Name
 }
 
+// FilePaths are the files a call on the default executor reads or edits,
+// for the tools that say (see ReadFile.FilePaths): the project
+// instructions below the working directory are the default's. A call on
+// another executor reaches none of its files.
+func (r *routed) FilePaths(call json.RawMessage) []string {
+	i, rest, err := r.route(call)
+	if err != nil || i != 0 {
+		return nil
+	}
+	ft, ok := r.tools[0].(filePather)
+	if !ok {
+		return nil
+	}
+	return ft.FilePaths(rest)
+}
+
+// filePather is a file tool that names the files a call reaches.
+type filePather interface {
+	FilePaths(call json.RawMessage) []string
+}
+
 // Run runs the call on the executor it names, without the executor
 // argument. An error result says which executor it came from.
 func (r *routed) Run(ctx context.Context, call json.RawMessage) Result {
@@ -125,7 +146,11 @@ func (r *routed) Run(ctx context.Context, call json.RawMessage) Result {
 	}
 	res := r.tools[i].Run(ctx, rest)
 	if res.IsError {
-		res.Content = fmt.Sprintf("[executor %s] %s", r.places[i].Name, res.Content)
+		sep := " "
+		if strings.HasPrefix(res.Content, "\n") {
+			sep = ""
+		}
+		res.Content = "[executor " + r.places[i].Name + "]" + sep + res.Content
 	}
 	return res
 }
@@ -147,7 +172,8 @@ func (r *routed) route(call json.RawMessage) (int, json.RawMessage, error) {
 	}
 	var name string
 	if err := json.Unmarshal(raw, &name); err != nil {
-		return 0, nil, fmt.Errorf("invalid arguments: %q must be a string, one of %s", ArgExecutor, strings.Join(r.names(), ", "))
+		return 0, nil, fmt.Errorf("invalid arguments: %q must be a string, one of %s",
+			ArgExecutor, strings.Join(r.names(), ", "))
 	}
 	delete(args, ArgExecutor)
 	rest, err := json.Marshal(args)

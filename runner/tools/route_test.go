@@ -115,6 +115,16 @@ func TestBuiltinOnWritesWhereNamed(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(d1, "out.txt")); err == nil {
 		t.Error("written on main too")
 	}
+	type fileTool interface {
+		FilePaths(json.RawMessage) []string
+	}
+	rf := ts["read_file"].(fileTool)
+	if got := rf.FilePaths(json.RawMessage(`{"path":"a/b.txt"}`)); !slices.Equal(got, []string{"a/b.txt"}) {
+		t.Errorf("FilePaths on the default = %v", got)
+	}
+	if got := rf.FilePaths(json.RawMessage(`{"path":"a/b.txt","executor":"tools"}`)); got != nil {
+		t.Errorf("FilePaths on tools = %v, want none of the default's", got)
+	}
 	p := ts["bash"].(Placed)
 	for args, want := range map[string]string{`{"command":"x"}`: "main", `{"command":"x","executor":"tools"}`: "tools"} {
 		if got := p.ExecutorOf(json.RawMessage(args)); got != want {
@@ -165,5 +175,42 @@ func TestBuiltinOnBackground(t *testing.T) {
 	listed := proc.Run(ctx, json.RawMessage(`{"action":"list","executor":"tools"}`))
 	if strings.Contains(listed.Content, onMain) || !slices.Contains(strings.Fields(listed.Content), onTools) {
 		t.Errorf("list on tools:\n%s", listed.Content)
+	}
+}
+
+// BenchmarkRoute measures what routing adds to a call: read_file of a
+// small file on the default executor, directly and through BuiltinOn with
+// two executors, the executor named.
+func BenchmarkRoute(b *testing.B) {
+	l1, d1 := newWorkspace(b)
+	l2, _ := newWorkspace(b)
+	testenv.WriteTree(b, d1, map[string]string{"f.txt": "hello\n"})
+	find := func(ts []Tool) Tool {
+		for _, tl := range ts {
+			if tl.Name() == "read_file" {
+				return tl
+			}
+		}
+		b.Fatal("no read_file")
+		return nil
+	}
+	direct := find(Builtin(l1, l1, nil))
+	routed := find(BuiltinOn([]Place{{Name: "main", Files: l1, Commands: l1}, {Name: "tools", Files: l2, Commands: l2}}))
+	for _, bc := range []struct {
+		name string
+		tool Tool
+		args string
+	}{
+		{"direct", direct, `{"path":"f.txt"}`},
+		{"routed", routed, `{"path":"f.txt","executor":"main"}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			for b.Loop() {
+				if res := bc.tool.Run(ctx, json.RawMessage(bc.args)); res.IsError {
+					b.Fatal(res.Content)
+				}
+			}
+		})
 	}
 }

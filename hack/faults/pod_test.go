@@ -55,6 +55,7 @@ func TestPodContainerKilled(t *testing.T) {
 			c.podKillAt(name, delay)
 		})
 	}
+	c.t = t
 	c.createExtensionLayer()
 	for i := range 4 * scale() {
 		// In the custom tool's command, the subagent's, bash's after

@@ -17,19 +17,26 @@ import (
 const maxBombRSS = 512 << 20
 
 // TestHookAndToolBombs runs sessions whose PreToolUse hook prints 1 GB or
-// a verdict nested 100,000 deep, and one whose tool forks hundreds of
-// processes that outlive it: each run must stay within bounded memory and
-// time, tear everything down, and go on to complete its session.
+// a verdict nested 100,000 deep, and one whose tool forks processes that
+// outlive it, 1,000 in the bounded run and 10,000 under FAULTS_SCALE: each
+// run must stay within bounded memory and time, tear everything down, and
+// go on to complete its session. (TestForkBombPidsLimit is the bomb that
+// hits a pids limit.)
 func TestHookAndToolBombs(t *testing.T) {
 	t.Parallel()
-	forks := 200 * scale()
+	forks := 1000
+	if scale() > 1 {
+		forks = 10000
+	}
 	for _, tc := range []struct {
 		name, hook, command string
+		forked              int // processes the command leaves behind
 	}{
 		{name: "hook printing 1 GB", hook: "head -c 1073741824 /dev/zero"},
 		{name: "verdict nested 100000 deep", hook: "cat {{home}}/deep.json"},
 		{name: fmt.Sprintf("tool forking %d processes", forks),
-			command: fmt.Sprintf("for i in $(seq %d); do sleep 60 >/dev/null 2>&1 & echo $! >> pids.log; done; echo spawned", forks)},
+			command: fmt.Sprintf("for i in $(seq %d); do sleep 60 >/dev/null 2>&1 & echo $! >> pids.log; done; echo spawned", forks),
+			forked:  forks},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -58,6 +65,9 @@ func TestHookAndToolBombs(t *testing.T) {
 			}
 			s.checkStored()
 			s.checkAnswered()
+			if b, _ := os.ReadFile(filepath.Join(s.ws, "pids.log")); tc.forked > 0 && strings.Count(string(b), "\n") != tc.forked+1 {
+				t.Errorf("%s: %d processes recorded, want the shell and %d", tc.name, strings.Count(string(b), "\n"), tc.forked)
+			}
 			s.checkProcesses()
 			counts.entries.Add(int64(len(s.seen)))
 		})

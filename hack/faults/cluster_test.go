@@ -147,6 +147,11 @@ func (c *cluster) killController() {
 
 // session creates the AgentSession name, whose model answers with turns.
 func (c *cluster) session(name string, turns []testenv.Turn) *aeriev1alpha1.AgentSession {
+	return c.sessionWith(name, turns, nil)
+}
+
+// sessionWith is session with the spec changed by edit, if not nil.
+func (c *cluster) sessionWith(name string, turns []testenv.Turn, edit func(*aeriev1alpha1.AgentSessionSpec)) *aeriev1alpha1.AgentSession {
 	prompt := "session " + name + ": work through the steps"
 	c.model.Conversation(prompt, turns...)
 	s := &aeriev1alpha1.AgentSession{
@@ -158,6 +163,9 @@ func (c *cluster) session(name string, turns []testenv.Turn) *aeriev1alpha1.Agen
 				APIKeySecretRef: &aeriev1alpha1.KeyReference{Name: "model-credentials", Key: "anthropic-api-key"},
 			},
 		},
+	}
+	if edit != nil {
+		edit(&s.Spec)
 	}
 	c.retry(fmt.Sprintf("create session %s", name), func(ctx context.Context) error {
 		err := c.cp.Client.Create(ctx, s)

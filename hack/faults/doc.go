@@ -2,7 +2,8 @@
 // processes against the fake model server (hack/testenv), SQLite files and
 // PostgreSQL, injects faults at random points — SIGKILL of the runner, a
 // database made unreachable or stalled through a TCP proxy, a full disk, a
-// foreign write lock, a misbehaving model server — and checks the session
+// foreign write lock, a misbehaving model server, hook and tool bombs, a
+// fork bomb under a cgroup pids limit — and checks the session
 // invariants after every fault:
 //
 //   - the entries of every session are numbered contiguously from 1;

@@ -119,9 +119,16 @@ func (m *mixedModel) script(task string, step int) {
 }
 
 func (m *mixedModel) child(req testenv.ModelRequest, step int) testenv.Turn {
+	return childStep(m.s.t, req, step, 0.2)
+}
+
+// childStep is the answer of a subagent's model that runs the command of
+// step, which works sleep seconds, until its call has a result that says
+// it ran (or was interrupted: never again), then answers.
+func childStep(t *testing.T, req testenv.ModelRequest, step int, sleep float64) testenv.Turn {
 	var r request
 	if err := req.Decode(&r); err != nil {
-		m.s.t.Errorf("decode the child's request: %v", err)
+		t.Errorf("decode the child's request: %v", err)
 	}
 	last := ""
 	for _, msg := range r.Messages {
@@ -134,7 +141,7 @@ func (m *mixedModel) child(req testenv.ModelRequest, step int) testenv.Turn {
 	if last != "" && !strings.Contains(last, "not run") {
 		return testenv.Turn{Text: fmt.Sprintf("step%d done", step), Delay: 20 * time.Millisecond}
 	}
-	cmd := fmt.Sprintf("echo step%d >> steps.log; echo $$ >> pids.log; sleep 0.2", step)
+	cmd := fmt.Sprintf("echo step%d >> steps.log; echo $$ >> pids.log; sleep %g", step, sleep)
 	return testenv.Turn{
 		ToolCalls: []testenv.ToolCall{testenv.Call(fmt.Sprintf("cstep%d-%d", step, req.Turn), "bash", map[string]any{"command": cmd})},
 		Usage:     testenv.TokenUsage{InputTokens: 100, OutputTokens: 10},

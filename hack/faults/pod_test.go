@@ -27,7 +27,9 @@ const podSteps = 4
 // TestPodContainerKilled kills a runner pod's container with SIGKILL in
 // the middle of a tool call — the workspace container (the executor
 // sidecar, whose process runs the call) or the agent container (the
-// runner) — and checks what aerie does: the session completes (the
+// runner), the latter also in sessions whose steps a custom tool, a
+// subagent and a hook take part in (podKillExtensions) — and checks what
+// aerie does: the session completes (the
 // sidecar restarted, or the pod retried with resume, per the retry
 // policy), the interrupted call answered as interrupted and never made
 // again, every step's command run once across the attempts, the journal
@@ -51,6 +53,21 @@ func TestPodContainerKilled(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c.t = t
 			c.podKillAt(name, delay)
+		})
+	}
+	c.t = t
+	c.createExtensionLayer()
+	for i := range 4 * scale() {
+		// In the custom tool's command, the subagent's, bash's after
+		// both, or at a random point.
+		step, delay := 2+i%4, time.Duration(0)
+		if step == 5 {
+			step, delay = 0, time.Duration(rng.Int64N(int64(6*time.Second)))
+		}
+		name := fmt.Sprintf("kill-agent-extensions-%d", i)
+		t.Run(name, func(t *testing.T) {
+			c.t = t
+			c.podKillExtensions(name, step, delay)
 		})
 	}
 }
@@ -100,6 +117,19 @@ func (c *cluster) waitFinished(name string) *aeriev1alpha1.AgentSession {
 func (c *cluster) podKill(name, container string, step int) {
 	t := c.t
 	c.session(name, podStepTurns(t))
+	c.killInStep(name, container, step)
+	got := c.waitFinished(name)
+	t.Logf("session %s: %s in %d attempts after its %s container was killed in step %d", name, got.Status.Phase, got.Status.Attempts, container, step)
+	if got.Status.Phase != aeriev1alpha1.PhaseSucceeded {
+		violation(t, "session %s: phase %s after its %s container was killed, want Succeeded; status: %s", name, got.Status.Phase, container, statusJSON(got))
+	}
+	c.checkPodSession(got)
+}
+
+// killInStep kills a container of the first pod of session name, with
+// SIGKILL, once the command of step is running.
+func (c *cluster) killInStep(name, container string, step int) {
+	t := c.t
 	pod := c.boundPod(name, 1)
 	ws := c.runner.VolumePath(pod, "workspace")
 	line := fmt.Sprintf("step%d\n", step)
@@ -119,13 +149,6 @@ func (c *cluster) podKill(name, container string, step int) {
 		t.Fatalf("kill the %s container (pid %d): %v", container, pid, err)
 	}
 	counts.faults.Add(1)
-
-	got := c.waitFinished(name)
-	t.Logf("session %s: %s in %d attempts after its %s container was killed in step %d", name, got.Status.Phase, got.Status.Attempts, container, step)
-	if got.Status.Phase != aeriev1alpha1.PhaseSucceeded {
-		violation(t, "session %s: phase %s after its %s container was killed, want Succeeded; status: %s", name, got.Status.Phase, container, statusJSON(got))
-	}
-	c.checkPodSession(got)
 }
 
 // podStepTurns scripts the pod sessions' step conversation.
@@ -196,6 +219,7 @@ func (c *cluster) checkPodSession(s *aeriev1alpha1.AgentSession) {
 		t.Fatal(err)
 	}
 	sc := testenv.ReadStepCalls(es)
+	inChild := c.checkPodChildren(s.Name, es)
 	ran, pids := map[string]int{}, []string{}
 	for n := int32(1); n <= s.Status.Attempts; n++ {
 		p := pod
@@ -215,7 +239,7 @@ func (c *cluster) checkPodSession(s *aeriev1alpha1.AgentSession) {
 		step := "step" + strconv.Itoa(i)
 		cut := false // a call of the step was interrupted: it ran at most once
 		for _, id := range sc.Calls[step] {
-			if sc.Completions[id] == transcript.ToolInterrupted {
+			if sc.Completions[id] == transcript.ToolInterrupted || inChild[id] {
 				interrupted++
 				cut = true
 			}

@@ -8,13 +8,15 @@ import (
 )
 
 // proxy is a TCP proxy the test controls, between aerie and PostgreSQL:
-// it can drop every connection and stall the traffic.
+// it can drop every connection, refuse new ones for a while, and stall the
+// traffic (accepting connections but forwarding nothing).
 type proxy struct {
 	ln     net.Listener
 	target string
 
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
+	down    bool          // new connections are closed at once
 	stalled chan struct{} // closed while traffic flows; nil never
 }
 
@@ -51,6 +53,13 @@ func (p *proxy) accept() {
 
 func (p *proxy) serve(c net.Conn) {
 	p.gate() // a stalled proxy holds new connections too
+	p.mu.Lock()
+	down := p.down
+	p.mu.Unlock()
+	if down {
+		_ = c.Close()
+		return
+	}
 	up, err := net.Dial("tcp", p.target)
 	if err != nil {
 		_ = c.Close()
@@ -115,6 +124,22 @@ func (p *proxy) Drop() {
 	for c := range p.conns {
 		_ = c.Close()
 	}
+}
+
+// Cut drops every connection and closes new ones as soon as they are
+// accepted, until Restore: the database is unreachable.
+func (p *proxy) Cut() {
+	p.mu.Lock()
+	p.down = true
+	p.mu.Unlock()
+	p.Drop()
+}
+
+// Restore accepts connections again after Cut.
+func (p *proxy) Restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
 }
 
 // Stall holds all traffic, new connections included, until Flow.

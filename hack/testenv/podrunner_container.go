@@ -482,9 +482,12 @@ func openCommand(path string) ([]int, error) {
 
 // startProcess starts run's process on this thread. A command executed by its
 // descriptor (byFD) whose exec is refused with EACCES is started once more
-// by the spare descriptor: a start has been seen refused so, rarely, when
-// many containers start at once, with the cause not found yet; the log
-// says whether the first descriptor still named the command.
+// by the spare descriptor: a start is refused so, rarely, when many
+// processes start at once. Plain os/exec through /proc/self/fd/N does the
+// same outside the runner (as root, with no namespace or credentials), and
+// by path it does not, so the race is in the kernel's exec through the
+// descriptor link; the log says whether the first descriptor still named
+// the command.
 func (w *podWorker) startProcess(run *containerRun, byFD []int, log *slog.Logger) error {
 	var err error
 	for i := 0; ; i++ {

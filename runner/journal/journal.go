@@ -28,9 +28,14 @@
 //	...
 //	err := w.Close(ctx) // switch away or shut down
 //
-// Errors that may pass (a lost connection, a PostgreSQL restart, a
-// serialization failure or deadlock, a busy SQLite file) are retried with
-// exponential backoff for a bounded time. Retries never reorder or duplicate
+// Errors that may pass (a lost connection, a PostgreSQL restart or
+// failover, a serialization failure or deadlock, a busy SQLite file) are
+// retried with exponential backoff for a bounded time, two minutes by
+// default: a database away for a minute costs the session a pause, not its
+// run. Meanwhile the agent waits at its next barrier, so no tool call starts
+// that the journal has not recorded. Every attempt ends within the window,
+// one on a connection that stalls included, so the writer fails when the
+// window ends and not later. Retries never reorder or duplicate
 // entries: a batch is retried whole before anything after it is written, and
 // the store skips entries it already has, so a batch that was committed but
 // whose acknowledgement was lost is not written twice. Any other error, or
@@ -67,7 +72,8 @@ type Options struct {
 	// MaxBatch caps the entries written in one transaction. Default 4096.
 	MaxBatch int
 	// RetryFor bounds the time one batch is retried after transient errors
-	// before the writer fails. Default 30s.
+	// before the writer fails, from its first attempt: no attempt runs past
+	// it. Default DefaultRetryFor.
 	RetryFor time.Duration
 	// AttemptTimeout bounds one write attempt; an attempt that times out is
 	// retried like a transient error. Default 15s.
@@ -91,6 +97,11 @@ const (
 	maxBackoff = 2 * time.Second
 )
 
+// DefaultRetryFor is Options.RetryFor's default: longer than a PostgreSQL
+// restart or a managed database's failover (typically 20 to 60 s), so that
+// these pause a session rather than fail it.
+const DefaultRetryFor = 2 * time.Minute
+
 // Writer is the journal writer of one session. Its methods are safe for
 // concurrent use.
 type Writer struct {
@@ -110,10 +121,18 @@ type Writer struct {
 	queue   []transcript.Entry // appended, not yet taken by the goroutine
 	durable int64              // every entry up to here is written (or skipped)
 	waiters []waiter
-	writing bool  // a batch is being written, by the goroutine or a barrier
-	err     error // the failure; nil while healthy
+	writing bool          // a batch is being written, by the goroutine or a barrier
+	failed  failedAttempt // a barrier's failed attempt at the batch at the queue's head
+	err     error         // the failure; nil while healthy
 	closing bool
 	stats   Stats
+}
+
+// failedAttempt is a barrier's attempt at a batch that failed and went
+// back to the queue: the goroutine's retry window counts from its start.
+type failedAttempt struct {
+	since time.Time // zero: none
+	err   error
 }
 
 type waiter struct {
@@ -142,7 +161,7 @@ func New(ctx context.Context, st Store, tenant string, session uuid.UUID, next i
 		opts.MaxBatch = 4096
 	}
 	if opts.RetryFor <= 0 {
-		opts.RetryFor = 30 * time.Second
+		opts.RetryFor = DefaultRetryFor
 	}
 	if opts.AttemptTimeout <= 0 {
 		opts.AttemptTimeout = 15 * time.Second
@@ -218,7 +237,8 @@ func (w *Writer) Barrier(ctx context.Context) error {
 	for w.err == nil && w.durable < target && !w.writing && len(w.queue) > 0 {
 		batch := w.takeLocked()
 		w.mu.Unlock()
-		retry, err := w.attempt(ctx, batch)
+		started := time.Now()
+		retry, err := w.attempt(ctx, batch, started.Add(w.opts.RetryFor))
 		if err != nil && !retry && ctx.Err() == nil {
 			w.finish(batch, err)
 			w.mu.Lock()
@@ -228,6 +248,9 @@ func (w *Writer) Barrier(ctx context.Context) error {
 		if err != nil {
 			w.queue = append(batch, w.queue...) // batch's capacity is its length: this copies
 			w.writing = false
+			if w.failed.since.IsZero() && ctx.Err() == nil {
+				w.failed = failedAttempt{since: started, err: err}
+			}
 			w.signal()
 			if ctx.Err() == nil {
 				w.stats.Retries++
@@ -332,30 +355,32 @@ func (w *Writer) signal() {
 func (w *Writer) run(ctx context.Context) {
 	defer close(w.done)
 	for {
-		batch, ok := w.take()
+		batch, failed, ok := w.take()
 		if !ok {
 			return
 		}
-		err := w.write(ctx, batch)
+		err := w.write(ctx, batch, failed)
 		w.finish(batch, err)
 	}
 }
 
 // take waits until there are queued entries and nothing is being written,
-// and takes a batch. It reports false when the writer is closing and nothing
-// is left.
-func (w *Writer) take() ([]transcript.Entry, bool) {
+// and takes a batch, with the barrier's failed attempt at it if there was
+// one. It reports false when the writer is closing and nothing is left.
+func (w *Writer) take() ([]transcript.Entry, failedAttempt, bool) {
 	for {
 		w.mu.Lock()
 		if !w.writing {
 			if len(w.queue) > 0 {
+				failed := w.failed
+				w.failed = failedAttempt{}
 				batch := w.takeLocked()
 				w.mu.Unlock()
-				return batch, true
+				return batch, failed, true
 			}
 			if w.closing {
 				w.mu.Unlock()
-				return nil, false
+				return nil, failedAttempt{}, false
 			}
 		}
 		w.mu.Unlock()
@@ -433,11 +458,15 @@ func (w *Writer) release() {
 	w.waiters = kept
 }
 
-// attempt makes one attempt at writing batch. retry reports whether a
-// failure is worth another attempt: a transient error, or the attempt timing
-// out.
-func (w *Writer) attempt(ctx context.Context, batch []transcript.Entry) (retry bool, err error) {
-	actx, cancel := context.WithTimeout(ctx, w.opts.AttemptTimeout)
+// attempt makes one attempt at writing batch, within AttemptTimeout and
+// before end, when the retry window closes. retry reports whether a failure
+// is worth another attempt: a transient error, or the attempt timing out.
+func (w *Writer) attempt(ctx context.Context, batch []transcript.Entry, end time.Time) (retry bool, err error) {
+	deadline := time.Now().Add(w.opts.AttemptTimeout)
+	if end.Before(deadline) {
+		deadline = end
+	}
+	actx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	err = w.st.Append(actx, w.tenant, w.session, batch)
 	if err == nil {
@@ -455,13 +484,23 @@ func transient(err error) bool {
 }
 
 // write stores a batch, retrying transient failures with backoff until
-// RetryFor has passed. The store skips entries it already has, so a retry
-// after an unacknowledged commit does not duplicate anything.
-func (w *Writer) write(ctx context.Context, batch []transcript.Entry) error {
-	start := time.Now()
+// RetryFor has passed since its first attempt (failed's, if a barrier made
+// it), no attempt running past that. The store skips entries it already
+// has, so a retry after an unacknowledged commit does not duplicate
+// anything.
+func (w *Writer) write(ctx context.Context, batch []transcript.Entry, failed failedAttempt) error {
+	start := failed.since
+	if start.IsZero() {
+		start = time.Now()
+	}
 	delay := minBackoff
+	end := start.Add(w.opts.RetryFor)
 	for attempt := 1; ; attempt++ {
-		retry, err := w.attempt(ctx, batch)
+		if !time.Now().Before(end) {
+			return fmt.Errorf("gave up after %s: %w", time.Since(start).Round(time.Millisecond), failed.err)
+		}
+		retry, err := w.attempt(ctx, batch, end)
+		failed.err = err
 		switch {
 		case err == nil:
 			return nil

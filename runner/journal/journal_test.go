@@ -638,6 +638,73 @@ func (stuck) Append(ctx context.Context, _ string, _ uuid.UUID, _ []transcript.E
 	return ctx.Err()
 }
 
+// stalling never completes an Append before its context ends, as a
+// connection through which nothing flows, and records when the first
+// attempt began and every attempt's deadline.
+type stalling struct {
+	mu        sync.Mutex
+	first     time.Time
+	deadlines []time.Time
+}
+
+func (s *stalling) Append(ctx context.Context, _ string, _ uuid.UUID, _ []transcript.Entry) error {
+	s.mu.Lock()
+	if s.first.IsZero() {
+		s.first = time.Now()
+	}
+	d, _ := ctx.Deadline()
+	s.deadlines = append(s.deadlines, d)
+	s.mu.Unlock()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestJournalRetryWindowBoundsAttempts: on a store that stalls, the writer
+// fails once RetryFor has passed since the batch's first attempt, however
+// long AttemptTimeout is: no attempt's deadline is past the window, the
+// barrier's own first attempt included.
+func TestJournalRetryWindowBoundsAttempts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name                     string
+		retryFor, attemptTimeout time.Duration
+		minAttempts              int
+	}{
+		{name: "attempt longer than the window", retryFor: 300 * time.Millisecond, attemptTimeout: time.Hour, minAttempts: 1},
+		{name: "several attempts in the window", retryFor: 800 * time.Millisecond, attemptTimeout: 100 * time.Millisecond, minAttempts: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var (
+				st stalling
+				fs failures
+			)
+			w := journal.New(t.Context(), &st, tenant, uuid.New(), 1, withLog(t, journal.Options{
+				RetryFor: tc.retryFor, AttemptTimeout: tc.attemptTimeout, OnFailure: fs.record,
+			}))
+			w.Append(message(1))
+			if err := w.Barrier(t.Context()); err == nil {
+				t.Fatal("Barrier returned nil on a store that never answers")
+			}
+			_ = w.Close(t.Context())
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			if len(st.deadlines) < tc.minAttempts {
+				t.Errorf("%d attempts, want at least %d", len(st.deadlines), tc.minAttempts)
+			}
+			end := st.first.Add(tc.retryFor)
+			for i, d := range st.deadlines {
+				if d.IsZero() || d.After(end) {
+					t.Errorf("attempt %d has deadline %v, past the retry window's end %v", i+1, d, end)
+				}
+			}
+			if len(fs.get()) != 1 {
+				t.Errorf("OnFailure called %d times, want once", len(fs.get()))
+			}
+		})
+	}
+}
+
 // TestJournalCloseDeadline: a Close whose context ends before the queue is
 // written reports it.
 func TestJournalCloseDeadline(t *testing.T) {

@@ -123,10 +123,22 @@ type afterCreate struct {
 
 func (a afterCreate) Append(ctx context.Context, tenant string, session uuid.UUID, entries []transcript.Entry) error {
 	if _, err := a.pending.wait(ctx); err != nil {
+		if a.pending.failed() {
+			return notCreated{err}
+		}
 		return err
 	}
 	return a.Store.Append(ctx, tenant, session, entries)
 }
+
+// notCreated is the failure to store a new session, as the journal's writes
+// report it: final whatever its cause, since the creation is not made
+// again, so that the journal does not retry it for its whole window.
+type notCreated struct{ err error }
+
+func (e notCreated) Error() string   { return e.err.Error() }
+func (e notCreated) Unwrap() error   { return e.err }
+func (e notCreated) Transient() bool { return false }
 
 // gatedTools are the tools of a session that may not exist yet: a call
 // waits until it does. A session that cannot be stored ends the run (converse

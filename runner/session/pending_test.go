@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/aerie-run/aerie/hack/testenv"
 	"github.com/aerie-run/aerie/runner/agent"
 	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/journal"
 	"github.com/aerie-run/aerie/runner/layer"
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/provider/anthropic"
@@ -201,6 +203,36 @@ func TestNewSessionNotStored(t *testing.T) {
 	}
 	if n := len(r2.model.Requests()); n != 0 {
 		t.Errorf("%d model requests after the session was refused before the hooks", n)
+	}
+}
+
+// TestNewSessionRefusedTransiently: a session whose creation failed with
+// an error the store calls transient (a locked database, a lost
+// connection) ends the run at once with that error: the creation is not
+// made again, so the journal, whose writes wait for it, must not retry
+// them for its window (an hour here).
+func TestNewSessionRefusedTransiently(t *testing.T) {
+	t.Parallel()
+	var r *pendingRun
+	r = newPendingRun(t, testenv.Turn{Respond: func(testenv.ModelRequest) testenv.Turn {
+		// Refused once the run has entries for the journal to write.
+		close(r.st.release)
+		return testenv.Turn{ToolCalls: []testenv.ToolCall{writeA}}
+	}})
+	r.st.fail = fmt.Errorf("database is locked: %w", store.ErrTransient)
+	r.opts.Journal = journal.Options{RetryFor: time.Hour}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(t.Context(), r.st, r.opts)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, store.ErrTransient) || !strings.Contains(err.Error(), "database is locked") {
+			t.Fatalf("Run: %v, want the store's refusal", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Run still going a minute after the session was refused: the journal retries a creation that is not made again")
 	}
 }
 

@@ -53,6 +53,11 @@ type Options struct {
 	// approval, as an authenticating proxy in front names them in the
 	// X-Forwarded-User or X-Forwarded-Email header.
 	Approvers []string
+	// Cluster, when set, decides the calls of the sessions (all of them
+	// an AgentSession's: the root's label names it) in their AgentSession's
+	// spec.approvals instead of the journal, for a user the proxy names
+	// (X-Forwarded-User, X-Forwarded-Groups) who may patch it.
+	Cluster Cluster
 	// Poll is how often a live transcript looks for new entries (default
 	// 500ms).
 	Poll time.Duration

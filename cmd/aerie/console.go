@@ -111,6 +111,7 @@ func (a *app) console(cmd *cobra.Command, f consoleFlags) error {
 	if err != nil {
 		return err
 	}
+	defer h.Close()
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("console: --addr %s: %w (choose a free HOST:PORT)", f.addr, err)

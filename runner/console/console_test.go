@@ -28,7 +28,9 @@ func serve(t *testing.T, st store.Store, o console.Options) *httptest.Server {
 	if o.Tenants == nil {
 		o.Tenants = []string{tenant}
 	}
-	o.Poll = 20 * time.Millisecond
+	if o.Poll == 0 {
+		o.Poll = 20 * time.Millisecond
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	}
@@ -36,6 +38,7 @@ func serve(t *testing.T, st store.Store, o console.Options) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(h.Close)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
@@ -374,8 +377,19 @@ func testApprove(t *testing.T, st store.Store, srv *httptest.Server, f fixture) 
 	}
 }
 
+// TestConsoleLiveNotify: over PostgreSQL a live transcript wakes on the
+// store's notification: with the poll interval an hour, a viewer still
+// gets each new entry and the end.
+func TestConsoleLiveNotify(t *testing.T) {
+	t.Parallel()
+	st := backends()[1].open(t)
+	srv := serve(t, st, console.Options{Poll: time.Hour})
+	testLive(t, st, srv)
+}
+
 func testLive(t *testing.T, st store.Store, srv *httptest.Server) {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang fails, it is timed nowhere
+	defer cancel()
 	sess, err := st.Create(ctx, tenant, store.NewSession{Label: "live", State: store.StateActive,
 		Entries: []transcript.Entry{{Seq: 1, Payload: transcript.UserMessage{Content: text("start")}, CreatedAt: time.Now()}}})
 	if err != nil {
@@ -385,7 +399,11 @@ func testLive(t *testing.T, st store.Store, srv *httptest.Server) {
 	if !strings.Contains(body, `data-live="/sessions/`+sess.ID.String()+`/events?ns=agents&amp;after=1"`) {
 		t.Fatalf("an active session's page does not offer its events:\n%s", body)
 	}
-	resp, err := srv.Client().Get(srv.URL + "/sessions/" + sess.ID.String() + "/events?after=1")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/sessions/"+sess.ID.String()+"/events?after=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,6 +123,38 @@ func testSessionsPage(t *testing.T, srv *httptest.Server) {
 	}
 }
 
+// TestSessionsByNamespace: the sessions of every namespace shown, sorted
+// by namespace either way, a page at a time from the store.
+func TestSessionsByNamespace(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			st := b.open(t)
+			seed(t, st, 10)
+			srv := serve(t, st, console.Options{Tenants: []string{tenant, other}})
+			for _, tc := range []struct {
+				query, first, last string
+			}{
+				{"/?ns=*&sort=ns&dir=asc", "", "foreign"},
+				{"/?ns=*&sort=ns", "foreign", ""},
+			} {
+				code, body := get(t, srv, tc.query)
+				got := linked(body)
+				if code != http.StatusOK || len(got) != 4 {
+					t.Fatalf("GET %s: %d, sessions %q\n%s", tc.query, code, got, body)
+				}
+				if tc.first != "" && got[0] != tc.first || tc.last != "" && got[len(got)-1] != tc.last {
+					t.Errorf("GET %s: sessions %q, want %q first or %q last", tc.query, got, tc.first, tc.last)
+				}
+			}
+			if code, _ := get(t, srv, "/?sort=ns"); code != http.StatusOK {
+				t.Errorf("GET /?sort=ns of one namespace: %d", code)
+			}
+		})
+	}
+}
+
 func TestSessionsPagination(t *testing.T) {
 	t.Parallel()
 	st := backends()[0].open(t)

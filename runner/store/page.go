@@ -40,6 +40,9 @@ const (
 	OrderLabel   PageOrder = "label"
 	OrderState   PageOrder = "phase"
 	OrderModel   PageOrder = "model"
+	// OrderTenant sorts by tenant (the namespace): what orders the pages
+	// of several tenants merged.
+	OrderTenant PageOrder = "ns"
 )
 
 // Column is the sessions table's column of the order; ok is false for an
@@ -47,7 +50,7 @@ const (
 func (o PageOrder) Column() (column string, ok bool) {
 	column, ok = map[PageOrder]string{
 		"": "updated_at", OrderUpdated: "updated_at", OrderCreated: "created_at", OrderEntries: "entry_count",
-		OrderLabel: "label", OrderState: "state", OrderModel: "model",
+		OrderLabel: "label", OrderState: "state", OrderModel: "model", OrderTenant: "tenant",
 	}[o]
 	return column, ok
 }
@@ -78,7 +81,7 @@ func (db *DB) Page(ctx context.Context, tenant string, opts PageOptions) ([]Sess
 		return nil, 0, fmt.Errorf("page sessions: %w", err)
 	}
 	if _, ok := opts.Order.Column(); !ok {
-		return nil, 0, fmt.Errorf("page sessions: order %q: %w (use updated, created, entries, label, phase or model)",
+		return nil, 0, fmt.Errorf("page sessions: order %q: %w (use updated, created, entries, label, phase, model or ns)",
 			opts.Order, ErrInvalid)
 	}
 	if opts.State != "" && !opts.State.valid() {

@@ -229,7 +229,7 @@ func testSessionPage(t *testing.T, srv *httptest.Server, f fixture) {
 		`<details class="tool"><summary>bash`, // a tool call, folded
 		"Compaction (auto)",                   // the compaction, marked
 		"compacted by #",                      // and the entries it replaced
-		"Subagent thread:",                    // the subagent, nested
+		"Subagent thread (",                   // the subagent, nested
 		"child answer",                        // with its transcript
 		"Subagent ended: <strong>completed",   // and its outcome
 		"format=atif", "format=jsonl", "format=markdown",

@@ -58,7 +58,7 @@ func BenchmarkSessionsPage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, q := range []string{"/", "/?model=gpt&sort=label&page=7"} {
+	for _, q := range []string{"/", "/?model=gpt&sort=label&page=7", "/?model=gpt&sort=cost&page=7"} {
 		b.Run(q, func(b *testing.B) {
 			var durations []time.Duration
 			for b.Loop() {

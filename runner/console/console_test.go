@@ -102,6 +102,7 @@ func testSessionsPage(t *testing.T, srv *httptest.Server) {
 		{"age", "/?age=1h", []string{"forked", "pending", "big"}},
 		{"sorted by label ascending", "/?sort=label&dir=asc", []string{"big", "forked", "pending"}},
 		{"sorted by entries", "/?sort=entries", []string{"big", "forked", "pending"}},
+		{"sorted by outcome", "/?sort=outcome&dir=asc", []string{"forked", "pending", "big"}},
 		{"subagents too", "/?all=1&sort=label&dir=asc", []string{"", "big", "forked", "pending"}},
 		{"all namespaces shown", "/?ns=*&sort=label&dir=asc", []string{"big", "forked", "pending"}},
 	} {
@@ -114,6 +115,18 @@ func testSessionsPage(t *testing.T, srv *httptest.Server) {
 				t.Errorf("GET %s: sessions (-want +got):\n%s", tc.query, diff)
 			}
 		})
+	}
+	// By cost: only big has one; the other two tie, and go by id.
+	for _, q := range []string{"/?sort=cost", "/?ns=*&sort=cost", "/?sort=cost&dir=asc"} {
+		_, body := get(t, srv, q)
+		got := linked(body)
+		want := 0
+		if strings.HasSuffix(q, "asc") {
+			want = len(got) - 1
+		}
+		if len(got) != 3 || got[want] != "big" {
+			t.Errorf("GET %s: sessions %q, want big at %d", q, got, want)
+		}
 	}
 	_, body := get(t, srv, "/")
 	for _, want := range []string{"$0.0421", "1200 in / 340 out", "completed", "claude-test", `aria-sort="descending"`} {

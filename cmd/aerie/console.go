@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/aerie-run/aerie/runner/clusterapproval"
 	"github.com/aerie-run/aerie/runner/console"
 	"github.com/aerie-run/aerie/runner/runconfig"
 )
@@ -25,6 +27,8 @@ type consoleFlags struct {
 	namespaces []string
 	approvers  []string
 	readOnly   bool
+	cluster    bool
+	apiServer  string
 }
 
 func newConsoleCmd(a *app) *cobra.Command {
@@ -47,6 +51,14 @@ decisions of a session paused on a tool call (as aerie approve records them);
 --read-only turns those off, and --approver limits them to the users an
 authenticating proxy in front names in X-Forwarded-User or X-Forwarded-Email.
 
+With --cluster, the sessions are AgentSessions' and a decision goes to the
+AgentSession's spec.approvals instead, for the controller to resume it: only
+for a user the proxy names (X-Forwarded-User, groups in X-Forwarded-Groups)
+whom the API server allows to patch that AgentSession, as a
+SubjectAccessReview asks; the console's own identity then patches it: in a
+pod, its service account; else --api-server, a kubectl proxy's address, as
+kubectl proxy's user.
+
 It listens on ` + defaultConsoleAddr + ` by default: this machine only. To reach it
 from elsewhere, put an authenticating proxy in front rather than listening on
 a public address: the console itself authenticates no one.`,
@@ -64,6 +76,10 @@ a public address: the console itself authenticates no one.`,
 	fl.StringArrayVar(&f.approvers, "approver", nil,
 		"only `user` (as a proxy's X-Forwarded-User or X-Forwarded-Email names) may decide approvals (repeatable)")
 	fl.BoolVar(&f.readOnly, "read-only", false, "decide no approvals: write nothing")
+	fl.BoolVar(&f.cluster, "cluster", false,
+		"decide approvals in the AgentSessions' spec.approvals, for users the API server allows to patch them")
+	fl.StringVar(&f.apiServer, "api-server", "",
+		"with --cluster, reach the API server at `URL`, a kubectl proxy's (default: the pod's service account)")
 	return cmd
 }
 
@@ -84,11 +100,18 @@ func (a *app) console(cmd *cobra.Command, f consoleFlags) error {
 	}
 	defer closeStore(cmd, st)
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-	h, err := console.New(console.Options{Store: st, Tenants: tenants, ReadOnly: f.readOnly,
-		Approvers: f.approvers, Version: a.version, Log: log})
+	o := console.Options{Store: st, Tenants: tenants, ReadOnly: f.readOnly,
+		Approvers: f.approvers, Version: a.version, Log: log}
+	if f.cluster && !f.readOnly {
+		if o.Cluster, err = consoleCluster(f.apiServer); err != nil {
+			return err
+		}
+	}
+	h, err := console.New(o)
 	if err != nil {
 		return err
 	}
+	defer h.Close()
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("console: --addr %s: %w (choose a free HOST:PORT)", f.addr, err)
@@ -97,6 +120,24 @@ func (a *app) console(cmd *cobra.Command, f consoleFlags) error {
 		return err
 	}
 	return serveConsole(ctx, ln, h)
+}
+
+// consoleCluster is the client aerie console --cluster decides with: as
+// the pod's service account, or through the kubectl proxy at apiServer.
+func consoleCluster(apiServer string) (*clusterapproval.Client, error) {
+	if apiServer != "" {
+		u, err := url.Parse(apiServer)
+		if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+			return nil, fmt.Errorf(
+				"console: --api-server %q: want an http(s)://HOST:PORT URL, as kubectl proxy prints", apiServer)
+		}
+		return &clusterapproval.Client{Server: apiServer, HTTP: &http.Client{Timeout: 30 * time.Second}}, nil
+	}
+	c, err := clusterapproval.InCluster()
+	if err != nil {
+		return nil, fmt.Errorf("console: --cluster: %w (outside a pod, run kubectl proxy and give --api-server)", err)
+	}
+	return c, nil
 }
 
 // serveConsole serves h on ln until ctx ends, then shuts down, giving open

@@ -71,6 +71,8 @@ func TestConsoleCommand(t *testing.T) {
 	}{
 		{"a bad address", []string{"console", "--addr", "nowhere", "--db", db}, "--addr nowhere"},
 		{"no database", []string{"console", "--db", filepath.Join(dir, "none.db")}, "no session database at"},
+		{"a bad API server", []string{"console", "--db", db, "--cluster", "--api-server", "127.0.0.1:8001"},
+			`--api-server "127.0.0.1:8001": want an http(s)://HOST:PORT URL`},
 	} {
 		r := harness{home: t.TempDir(), dir: dir}.aerie(t, tc.args...)
 		if r.err == nil || !strings.Contains(r.err.Error(), tc.want) {

@@ -113,6 +113,14 @@ func TestManifestsOnAPIServer(t *testing.T) {
 	t.Run("kind-sessions", func(t *testing.T) { testKindSessions(t, tl, cp) })
 }
 
+// consoleApprovalRules are what console.approvals grants the console: to
+// read and patch AgentSessions (spec.approvals) and to ask the API server
+// whether the user deciding may.
+var consoleApprovalRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{"aerie.run"}, Resources: []string{"agentsessions"}, Verbs: []string{"get", "patch"}},
+	{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+}
+
 type chartCase struct {
 	values  string
 	release string
@@ -142,6 +150,8 @@ func testChart(t *testing.T, tl tools, cp *testenv.ControlPlane) {
 	}
 	// The secure metrics endpoint's ClusterRoles (auth and reader) and the auth binding.
 	secureMetrics := map[string]int{"ClusterRole": 2, "ClusterRoleBinding": 1}
+	// console.approvals: the console's grant to review access and patch AgentSessions.
+	consoleApprovals := map[string]int{"ClusterRole": 1, "ClusterRoleBinding": 1}
 	with := func(extras ...map[string]int) map[string]int {
 		m := maps.Clone(base)
 		for _, extra := range extras {
@@ -164,11 +174,13 @@ func testChart(t *testing.T, tl tools, cp *testenv.ControlPlane) {
 		values:  chartValues[1],
 		release: "aerie-prod",
 		kinds: with(secureMetrics, map[string]int{"ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Service": 1,
-			"ServiceMonitor": 1, "ConfigMap": 2, "NetworkPolicy": 4, "ClusterRoleBinding": 1}),
+			"ServiceMonitor": 1, "ConfigMap": 2, "NetworkPolicy": 4, "ClusterRoleBinding": 1},
+			consoleApprovals),
 		args: []string{"--leader-elect", "--namespace=$NS", "--database-secret=aerie-database", "--log-level=WARN",
 			"--runner-image=ghcr.io/aerie-run/aerie-runner@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 			"--leader-election-namespace=aerie-system", "--metrics-secure=true", "--metrics-cert-path=/etc/aerie/metrics-certs"},
 		policyNamespaces: []string{"team-a", "team-b"},
+		consoleArgs:      []string{"--addr=127.0.0.1:8377", "--namespace=team-a", "--namespace=team-b", "--cluster"},
 		readers: []rbacv1.Subject{
 			{Kind: "ServiceAccount", Name: "prometheus-k8s", Namespace: "monitoring"},
 			{Kind: "Group", APIGroup: rbacv1.GroupName, Name: "platform-oncall"},
@@ -227,6 +239,10 @@ func testChart(t *testing.T, tl tools, cp *testenv.ControlPlane) {
 				case tc.release + "-metrics-auth":
 					if diff := cmp.Diff(metricsAuthRules, rules); diff != "" {
 						t.Errorf("ClusterRole %s differs from config/rbac/metrics_auth_role.yaml (-config +chart):\n%s", u.GetName(), diff)
+					}
+				case tc.release + "-controller-console-approvals":
+					if diff := cmp.Diff(consoleApprovalRules, rules); diff != "" {
+						t.Errorf("ClusterRole %s grants (-want +chart):\n%s", u.GetName(), diff)
 					}
 				case tc.release + "-metrics-reader":
 					if diff := cmp.Diff(metricsReaderRules, rules); diff != "" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/aerie-run/aerie/runner/clusterapproval"
 	"github.com/aerie-run/aerie/runner/decide"
 	"github.com/aerie-run/aerie/runner/store"
 	"github.com/aerie-run/aerie/runner/transcript"
@@ -43,6 +44,8 @@ func (s *Server) mayDecide(r *http.Request) (bool, string) {
 		return false, "This console is read-only (--read-only)."
 	case len(s.o.Approvers) > 0 && !slices.Contains(s.o.Approvers, user(r)):
 		return false, "You are not one of this console's approvers (--approver)."
+	case s.o.Cluster != nil && user(r) == "":
+		return false, "No user is named: an authenticating proxy in front of the console must name you to decide."
 	}
 	return true, ""
 }
@@ -82,19 +85,20 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, "decision: choose approve or deny.", nil)
 		return
 	}
-	by := decidedBy
-	if u := user(r); u != "" {
-		by += " (" + u + ")"
-	}
-	d := transcript.ApprovalDecision{CallID: r.PostForm.Get("call"), Allowed: allowed,
-		Reason: r.PostForm.Get("reason"), By: by}
-	_, err := decide.Record(r.Context(), s.o.Store, tenant, sess.ID.String(), d)
-	switch {
-	case errors.Is(err, decide.ErrNothingPending), errors.Is(err, store.ErrNotFound):
-		s.fail(w, r, http.StatusConflict, "Nothing awaits approval in this session any more.", nil)
-		return
-	case err != nil:
-		s.fail(w, r, http.StatusConflict, "The decision was not recorded: "+err.Error(), nil)
+	call, reason := r.PostForm.Get("call"), r.PostForm.Get("reason")
+	if s.o.Cluster != nil {
+		if call == "" {
+			s.fail(w, r, http.StatusBadRequest, "call: missing: reload the session's page and decide again.", nil)
+			return
+		}
+		d := clusterapproval.Decision{CallID: call, Decision: clusterapproval.Deny, Reason: reason}
+		if allowed {
+			d.Decision = clusterapproval.Allow
+		}
+		if !s.decideInCluster(w, r, tenant, sess, d) {
+			return
+		}
+	} else if !s.record(w, r, tenant, sess, transcript.ApprovalDecision{CallID: call, Allowed: allowed, Reason: reason}) {
 		return
 	}
 	verb := "denied"
@@ -103,4 +107,26 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 	}
 	q := url.Values{"ns": {tenant}, "decided": {verb}}
 	http.Redirect(w, r, "/sessions/"+sess.ID.String()+"?"+q.Encode(), http.StatusSeeOther)
+}
+
+// record journals d in the session, as aerie approve does, by "aerie
+// console" and the user a proxy names. It writes the response itself when
+// it fails, and then returns false.
+func (s *Server) record(
+	w http.ResponseWriter, r *http.Request, tenant string, sess store.Session, d transcript.ApprovalDecision,
+) bool {
+	d.By = decidedBy
+	if u := user(r); u != "" {
+		d.By += " (" + u + ")"
+	}
+	_, err := decide.Record(r.Context(), s.o.Store, tenant, sess.ID.String(), d)
+	switch {
+	case errors.Is(err, decide.ErrNothingPending), errors.Is(err, store.ErrNotFound):
+		s.fail(w, r, http.StatusConflict, "Nothing awaits approval in this session any more.", nil)
+		return false
+	case err != nil:
+		s.fail(w, r, http.StatusConflict, "The decision was not recorded: "+err.Error(), nil)
+		return false
+	}
+	return true
 }

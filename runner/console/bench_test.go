@@ -58,7 +58,7 @@ func BenchmarkSessionsPage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, q := range []string{"/", "/?model=gpt&sort=label&page=7"} {
+	for _, q := range []string{"/", "/?model=gpt&sort=label&page=7", "/?model=gpt&sort=cost&page=7"} {
 		b.Run(q, func(b *testing.B) {
 			var durations []time.Duration
 			for b.Loop() {
@@ -184,4 +184,43 @@ func BenchmarkViewers(b *testing.B) {
 		close(done)
 	}
 	b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-heap")
+}
+
+// BenchmarkOverview measures the server time of the overview page (and of
+// the JSON its charts read) over 10,000 sessions created in its 14 days,
+// each with its usage.
+func BenchmarkOverview(b *testing.B) {
+	const sessions = 10_000
+	st := benchStore(b)
+	ctx := context.Background()
+	for i := range sessions {
+		at := time.Now().Add(-time.Duration(i%14) * 24 * time.Hour)
+		_, err := st.Create(ctx, tenant, store.NewSession{Label: fmt.Sprintf("s%05d", i), State: store.StateCompleted,
+			Settings: transcript.Settings{Model: []string{"claude-test", "gpt-test"}[i%2]},
+			Entries: []transcript.Entry{
+				{Seq: 1, Payload: transcript.UserMessage{Content: text("task")}, CreatedAt: at},
+				{Seq: 2, Payload: transcript.Usage{InputTokens: 100, OutputTokens: 10, CostUSD: 0.01}, CreatedAt: at}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	h, err := console.New(console.Options{Store: st, Tenants: []string{tenant}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, q := range []string{"/overview", "/overview.json"} {
+		b.Run(q, func(b *testing.B) {
+			var durations []time.Duration
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				start := time.Now()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, q, nil))
+				durations = append(durations, time.Since(start))
+				if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "claude-test") {
+					b.Fatalf("GET %s: %d", q, rec.Code)
+				}
+			}
+			reportP50(b, durations, "ms-p50")
+		})
+	}
 }

@@ -115,9 +115,11 @@ func TestBrowser(t *testing.T) {
 	t.Logf("screenshots in %s", dir)
 
 	do(t, ctx, "open the sessions page",
+		bypassCSP(), // for axe-core, which accessible injects
 		chromedp.Navigate(srv.URL+"/"),
 		chromedp.WaitVisible(css("table.sessions")),
 		shot(dir, "sessions"))
+	accessible(t, ctx, "sessions page")
 	if count := value(t, ctx, chromedp.Text(css("#count"))); !strings.HasPrefix(count, "3 sessions") {
 		t.Errorf("sessions page counts %q, want 3 sessions", count)
 	}
@@ -125,6 +127,7 @@ func TestBrowser(t *testing.T) {
 	do(t, ctx, "open the 300-entry session",
 		chromedp.Click(css(`a.session-link[href^="/sessions/`+f.big.ID.String()+`"]`)),
 		chromedp.WaitVisible(css("#transcript")))
+	accessible(t, ctx, "session page")
 	xssText := value(t, ctx, chromedp.Text(css("article.entry-user pre.text")))
 	scripts := value(t, ctx, chromedp.Evaluate[int](`document.scripts.length`))
 	if !strings.Contains(xssText, xss) || dialogs.Load() != 0 || scripts != 1 {
@@ -165,7 +168,9 @@ func TestBrowser(t *testing.T) {
 
 	do(t, ctx, "approve a pending call",
 		chromedp.Navigate(srv.URL+"/sessions/"+f.pending.ID.String()),
-		chromedp.WaitVisible(css("form.decide")),
+		chromedp.WaitVisible(css("form.decide")))
+	accessible(t, ctx, "pending approval")
+	do(t, ctx, "decide the pending call",
 		chromedp.SendKeys(css(`form.decide input[name="reason"]`), "fine by me"),
 		shot(dir, "pending"),
 		chromedp.Click(css(`form.decide button[value="approve"]`)),
@@ -186,6 +191,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.Navigate(srv.URL+"/overview"),
 		chromedp.WaitVisible(css(`[data-chart="cost-by-model"][data-drawn="true"] canvas`)),
 		shot(dir, "overview"))
+	accessible(t, ctx, "overview")
 }
 
 // liveSteps is how many entries finishLive appends.

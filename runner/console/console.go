@@ -53,8 +53,15 @@ type Options struct {
 	// approval, as an authenticating proxy in front names them in the
 	// X-Forwarded-User or X-Forwarded-Email header.
 	Approvers []string
+	// Cluster, when set, decides the calls of the sessions (all of them
+	// an AgentSession's: the root's label names it) in their AgentSession's
+	// spec.approvals instead of the journal, for a user the proxy names
+	// (X-Forwarded-User, X-Forwarded-Groups) who may patch it.
+	Cluster Cluster
 	// Poll is how often a live transcript looks for new entries (default
-	// 500ms).
+	// 500ms). Over a Store that is a Listener (PostgreSQL) a viewer wakes
+	// on the store's notification instead, and Poll only bounds how late
+	// it is when the listening connection is lost.
 	Poll time.Duration
 	// Version is aerie's version, named in the exports (default "dev").
 	Version string
@@ -69,6 +76,7 @@ type Server struct {
 	pages map[string]*template.Template
 	key   []byte // signs the approval forms' CSRF tokens
 	now   func() time.Time
+	hub   *hub // nil: the store tells no changes, live transcripts poll
 }
 
 //go:embed templates/*.html
@@ -96,6 +104,9 @@ func New(o Options) (*Server, error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{o: o, mux: http.NewServeMux(), key: make([]byte, 32), now: time.Now}
+	if l, ok := o.Store.(Listener); ok {
+		s.hub = newHub(l, o.Log)
+	}
 	if _, err := rand.Read(s.key); err != nil {
 		return nil, fmt.Errorf("console: make the CSRF key: %w", err)
 	}
@@ -115,6 +126,14 @@ func New(o Options) (*Server, error) {
 	s.mux.HandleFunc("GET /sessions/{id}/events", s.events)
 	s.mux.HandleFunc("POST /sessions/{id}/approve", s.approve)
 	return s, nil
+}
+
+// Close stops the console's listening for changed sessions, if it
+// started; the handler must serve no more requests then.
+func (s *Server) Close() {
+	if s.hub != nil {
+		s.hub.close()
+	}
 }
 
 // ServeHTTP serves the console, with the security headers on every

@@ -28,7 +28,9 @@ func serve(t *testing.T, st store.Store, o console.Options) *httptest.Server {
 	if o.Tenants == nil {
 		o.Tenants = []string{tenant}
 	}
-	o.Poll = 20 * time.Millisecond
+	if o.Poll == 0 {
+		o.Poll = 20 * time.Millisecond
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	}
@@ -36,6 +38,7 @@ func serve(t *testing.T, st store.Store, o console.Options) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(h.Close)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
@@ -99,6 +102,7 @@ func testSessionsPage(t *testing.T, srv *httptest.Server) {
 		{"age", "/?age=1h", []string{"forked", "pending", "big"}},
 		{"sorted by label ascending", "/?sort=label&dir=asc", []string{"big", "forked", "pending"}},
 		{"sorted by entries", "/?sort=entries", []string{"big", "forked", "pending"}},
+		{"sorted by outcome", "/?sort=outcome&dir=asc", []string{"forked", "pending", "big"}},
 		{"subagents too", "/?all=1&sort=label&dir=asc", []string{"", "big", "forked", "pending"}},
 		{"all namespaces shown", "/?ns=*&sort=label&dir=asc", []string{"big", "forked", "pending"}},
 	} {
@@ -112,11 +116,55 @@ func testSessionsPage(t *testing.T, srv *httptest.Server) {
 			}
 		})
 	}
+	// By cost: only big has one; the other two tie, and go by id.
+	for _, q := range []string{"/?sort=cost", "/?ns=*&sort=cost", "/?sort=cost&dir=asc"} {
+		_, body := get(t, srv, q)
+		got := linked(body)
+		want := 0
+		if strings.HasSuffix(q, "asc") {
+			want = len(got) - 1
+		}
+		if len(got) != 3 || got[want] != "big" {
+			t.Errorf("GET %s: sessions %q, want big at %d", q, got, want)
+		}
+	}
 	_, body := get(t, srv, "/")
 	for _, want := range []string{"$0.0421", "1200 in / 340 out", "completed", "claude-test", `aria-sort="descending"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("sessions page lacks %q", want)
 		}
+	}
+}
+
+// TestSessionsByNamespace: the sessions of every namespace shown, sorted
+// by namespace either way, a page at a time from the store.
+func TestSessionsByNamespace(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			st := b.open(t)
+			seed(t, st, 10)
+			srv := serve(t, st, console.Options{Tenants: []string{tenant, other}})
+			for _, tc := range []struct {
+				query, first, last string
+			}{
+				{"/?ns=*&sort=ns&dir=asc", "", "foreign"},
+				{"/?ns=*&sort=ns", "foreign", ""},
+			} {
+				code, body := get(t, srv, tc.query)
+				got := linked(body)
+				if code != http.StatusOK || len(got) != 4 {
+					t.Fatalf("GET %s: %d, sessions %q\n%s", tc.query, code, got, body)
+				}
+				if tc.first != "" && got[0] != tc.first || tc.last != "" && got[len(got)-1] != tc.last {
+					t.Errorf("GET %s: sessions %q, want %q first or %q last", tc.query, got, tc.first, tc.last)
+				}
+			}
+			if code, _ := get(t, srv, "/?sort=ns"); code != http.StatusOK {
+				t.Errorf("GET /?sort=ns of one namespace: %d", code)
+			}
+		})
 	}
 }
 
@@ -194,7 +242,7 @@ func testSessionPage(t *testing.T, srv *httptest.Server, f fixture) {
 		`<details class="tool"><summary>bash`, // a tool call, folded
 		"Compaction (auto)",                   // the compaction, marked
 		"compacted by #",                      // and the entries it replaced
-		"Subagent thread:",                    // the subagent, nested
+		"Subagent thread (",                   // the subagent, nested
 		"child answer",                        // with its transcript
 		"Subagent ended: <strong>completed",   // and its outcome
 		"format=atif", "format=jsonl", "format=markdown",
@@ -374,8 +422,19 @@ func testApprove(t *testing.T, st store.Store, srv *httptest.Server, f fixture) 
 	}
 }
 
+// TestConsoleLiveNotify: over PostgreSQL a live transcript wakes on the
+// store's notification: with the poll interval an hour, a viewer still
+// gets each new entry and the end.
+func TestConsoleLiveNotify(t *testing.T) {
+	t.Parallel()
+	st := backends()[1].open(t)
+	srv := serve(t, st, console.Options{Poll: time.Hour})
+	testLive(t, st, srv)
+}
+
 func testLive(t *testing.T, st store.Store, srv *httptest.Server) {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang fails, it is timed nowhere
+	defer cancel()
 	sess, err := st.Create(ctx, tenant, store.NewSession{Label: "live", State: store.StateActive,
 		Entries: []transcript.Entry{{Seq: 1, Payload: transcript.UserMessage{Content: text("start")}, CreatedAt: time.Now()}}})
 	if err != nil {
@@ -385,7 +444,11 @@ func testLive(t *testing.T, st store.Store, srv *httptest.Server) {
 	if !strings.Contains(body, `data-live="/sessions/`+sess.ID.String()+`/events?ns=agents&amp;after=1"`) {
 		t.Fatalf("an active session's page does not offer its events:\n%s", body)
 	}
-	resp, err := srv.Client().Get(srv.URL + "/sessions/" + sess.ID.String() + "/events?after=1")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/sessions/"+sess.ID.String()+"/events?after=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

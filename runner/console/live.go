@@ -24,8 +24,9 @@ type itemsData struct {
 // the rendered items of the entries stored after ?after= (or the
 // Last-Event-ID a reconnecting browser sends), its id the last sequence
 // number sent, and an "end" event, with the session's state, once the
-// session is no longer active. The journal sends no notifications, so the
-// store is polled every Options.Poll.
+// session is no longer active. It reads the session again when the
+// store's notification (PostgreSQL's LISTEN/NOTIFY, through the console's
+// one listening connection) tells it changed, and every Options.Poll.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	tenant, sess, ok := s.session(w, r)
 	if !ok {
@@ -45,6 +46,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	flusher.Flush()
+	var changed <-chan struct{} // nil: never, the store is polled
+	if s.hub != nil {
+		var stop func()
+		changed, stop = s.hub.subscribe(sess.ID)
+		defer stop()
+	}
 	tick := time.NewTicker(s.o.Poll)
 	defer tick.Stop()
 	ctx := r.Context()
@@ -70,6 +77,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-changed:
 		}
 	}
 }

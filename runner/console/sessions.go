@@ -57,13 +57,30 @@ var sortKeys = map[string]func(a, b store.Session) int{
 	"ns":        func(a, b store.Session) int { return strings.Compare(a.Tenant, b.Tenant) },
 }
 
+// rowSortKeys are the orders of what a row reads from the session's
+// entries (the store keeps them in its row too, and sorts a tenant's pages
+// by them itself): what merges the pages of several namespaces.
+var rowSortKeys = map[string]func(a, b row) int{
+	"outcome": func(a, b row) int { return strings.Compare(string(a.Outcome), string(b.Outcome)) },
+	"cost":    func(a, b row) int { return cmp.Compare(usdOf(a.Usage), usdOf(b.Usage)) },
+}
+
+// usdOf is a usage's cost, 0 for none.
+func usdOf(u *transcript.Usage) float64 {
+	if u == nil {
+		return 0
+	}
+	return u.CostUSD
+}
+
 func parseListQuery(q url.Values) listQuery {
 	lq := listQuery{
 		NS: q.Get("ns"), Phase: q.Get("phase"), Label: strings.TrimSpace(q.Get("label")),
 		Model: strings.TrimSpace(q.Get("model")), Age: q.Get("age"), Sort: q.Get("sort"),
 		Desc: q.Get("dir") != "asc", All: q.Get("all") == "1",
 	}
-	if _, ok := sortKeys[lq.Sort]; !ok {
+	_, ok := sortKeys[lq.Sort]
+	if _, byRow := rowSortKeys[lq.Sort]; !ok && !byRow {
 		lq.Sort = defaultSort
 	}
 	lq.Page, _ = strconv.Atoi(q.Get("page"))
@@ -222,6 +239,13 @@ func (s *Server) page(r *http.Request, tenants []string, lq listQuery, now time.
 		list, total = append(list, l...), total+n
 	}
 	less := sortKeys[lq.Sort]
+	if byRow, ok := rowSortKeys[lq.Sort]; ok {
+		rows := map[store.Session]row{}
+		for _, sess := range list {
+			rows[sess] = s.rowOf(r, sess)
+		}
+		less = func(a, b store.Session) int { return byRow(rows[a], rows[b]) }
+	}
 	slices.SortFunc(list, func(a, b store.Session) int {
 		if lq.Desc {
 			a, b = b, a

@@ -420,3 +420,22 @@ func insert(ctx context.Context, q Queries, s Session) error {
 	}
 	return err
 }
+
+// Listener is a Backend that tells of the sessions that changed as they
+// commit (PostgreSQL's LISTEN/NOTIFY).
+type Listener interface {
+	// Listen calls changed with the id of each session whose row changed
+	// (new entries, a new state), and with uuid.Nil once it has begun
+	// listening; it returns when ctx ends or the connection fails.
+	Listen(ctx context.Context, changed func(uuid.UUID)) error
+}
+
+// Listen is the backend's Listen; a backend that tells nothing (SQLite)
+// returns an error wrapping errors.ErrUnsupported at once: poll it.
+func (db *DB) Listen(ctx context.Context, changed func(uuid.UUID)) error {
+	l, ok := db.b.(Listener)
+	if !ok {
+		return fmt.Errorf("listen for changed sessions: %w", errors.ErrUnsupported)
+	}
+	return l.Listen(ctx, changed)
+}

@@ -40,6 +40,14 @@ const (
 	OrderLabel   PageOrder = "label"
 	OrderState   PageOrder = "phase"
 	OrderModel   PageOrder = "model"
+	// OrderTenant sorts by tenant (the namespace): what orders the pages
+	// of several tenants merged.
+	OrderTenant PageOrder = "ns"
+	// OrderOutcome and OrderCost sort by the outcome of the session's
+	// latest checkpoint and the cost of its latest usage entry ("" and 0
+	// before it has one).
+	OrderOutcome PageOrder = "outcome"
+	OrderCost    PageOrder = "cost"
 )
 
 // Column is the sessions table's column of the order; ok is false for an
@@ -47,7 +55,8 @@ const (
 func (o PageOrder) Column() (column string, ok bool) {
 	column, ok = map[PageOrder]string{
 		"": "updated_at", OrderUpdated: "updated_at", OrderCreated: "created_at", OrderEntries: "entry_count",
-		OrderLabel: "label", OrderState: "state", OrderModel: "model",
+		OrderLabel: "label", OrderState: "state", OrderModel: "model", OrderTenant: "tenant",
+		OrderOutcome: "outcome", OrderCost: "cost_usd",
 	}[o]
 	return column, ok
 }
@@ -78,7 +87,8 @@ func (db *DB) Page(ctx context.Context, tenant string, opts PageOptions) ([]Sess
 		return nil, 0, fmt.Errorf("page sessions: %w", err)
 	}
 	if _, ok := opts.Order.Column(); !ok {
-		return nil, 0, fmt.Errorf("page sessions: order %q: %w (use updated, created, entries, label, phase or model)",
+		return nil, 0, fmt.Errorf(
+			"page sessions: order %q: %w (use updated, created, entries, label, phase, model, ns, outcome or cost)",
 			opts.Order, ErrInvalid)
 	}
 	if opts.State != "" && !opts.State.valid() {

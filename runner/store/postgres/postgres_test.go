@@ -25,6 +25,11 @@ func TestPostgres(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) string { return pg.NewDatabase(t) })
 	})
 
+	t.Run("Listen", func(t *testing.T) {
+		t.Parallel()
+		testListen(t, openPostgres(t, pg.NewDatabase(t)))
+	})
+
 	t.Run("CorruptEntry", func(t *testing.T) {
 		t.Parallel()
 		dsn := pg.NewDatabase(t)
@@ -124,5 +129,56 @@ func TestServerDownIsTransient(t *testing.T) {
 		if !errors.Is(err, store.ErrTransient) {
 			t.Errorf("%s with the server down: %v, want an error matching ErrTransient", op, err)
 		}
+	}
+}
+
+// testListen: Listen tells that it listens (uuid.Nil), then the id of each
+// session whose row a committed write changed: created, appended to, its
+// state set.
+func testListen(t *testing.T, st *store.DB) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a hang fails; nothing is timed
+	defer cancel()
+	got := make(chan uuid.UUID, 16)
+	done := make(chan error, 1)
+	go func() { done <- st.Listen(ctx, func(id uuid.UUID) { got <- id }) }()
+	next := func(what string) uuid.UUID {
+		t.Helper()
+		select {
+		case id := <-got:
+			return id
+		case err := <-done:
+			t.Fatalf("%s: Listen returned %v", what, err)
+		case <-ctx.Done():
+			t.Fatalf("%s: no notification", what)
+		}
+		return uuid.Nil
+	}
+	if id := next("listening"); id != uuid.Nil {
+		t.Fatalf("first call %s, want uuid.Nil (listening)", id)
+	}
+	s, err := st.Create(ctx, "tenant", store.NewSession{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := next("create"); id != s.ID {
+		t.Errorf("create told %s, want %s", id, s.ID)
+	}
+	e := transcript.Entry{Seq: 1, Payload: transcript.UserMessage{Content: []transcript.Block{{Type: transcript.BlockText, Text: "hi"}}},
+		CreatedAt: time.Now()}
+	if err := st.Append(ctx, "tenant", s.ID, []transcript.Entry{e}); err != nil {
+		t.Fatal(err)
+	}
+	if id := next("append"); id != s.ID {
+		t.Errorf("append told %s, want %s", id, s.ID)
+	}
+	if err := st.SetState(ctx, "tenant", s.ID, store.StateCompleted); err != nil {
+		t.Fatal(err)
+	}
+	if id := next("set state"); id != s.ID {
+		t.Errorf("set state told %s, want %s", id, s.ID)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Listen after its context ended: %v, want context.Canceled", err)
 	}
 }

@@ -438,3 +438,19 @@ func TestGroupCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestListenUnsupported: SQLite tells no changes; Listen says so at once,
+// for its reader to poll.
+func TestListenUnsupported(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sessions.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	called := false
+	err = st.Listen(t.Context(), func(uuid.UUID) { called = true })
+	if !errors.Is(err, errors.ErrUnsupported) || called {
+		t.Errorf("Listen: %v (called %v), want errors.ErrUnsupported at once", err, called)
+	}
+}

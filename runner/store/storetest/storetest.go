@@ -51,6 +51,7 @@ func Run(t *testing.T, newURL func(t *testing.T) string) {
 		{"ConcurrentWritersKeepOrder", testConcurrentWriters},
 		{"List", testList},
 		{"Page", testPage},
+		{"PageByOutcomeAndCost", testPageOutcomeCost},
 		{"Resolve", testResolve},
 		{"Tree", testTree},
 		{"ForkCut", testForkCut},
@@ -653,9 +654,70 @@ func testPage(t *testing.T, newURL func(t *testing.T) string) {
 			t.Errorf("%s: Page: total %d, want %d; labels (-want +got):\n%s", tc.name, total, tc.total, diff)
 		}
 	}
-	for _, bad := range []store.PageOptions{{Order: "cost"}, {State: "asleep"}, {Limit: -1}} {
+	for _, bad := range []store.PageOptions{{Order: "tokens"}, {State: "asleep"}, {Limit: -1}} {
 		_, _, err := st.Page(ctx(t), tenant, bad)
 		wantErr(t, fmt.Sprintf("Page(%+v)", bad), err, store.ErrInvalid)
+	}
+}
+
+// testPageOutcomeCost: Page sorts by the outcome of a session's latest
+// checkpoint and the cost of its latest usage entry, whether stored with
+// the session, appended later, or copied by a fork.
+func testPageOutcomeCost(t *testing.T, newURL func(t *testing.T) string) {
+	st := open(t, newURL(t))
+	now := time.Now()
+	usage := func(seq int64, cost float64) transcript.Entry {
+		return transcript.Entry{Seq: seq, Payload: transcript.Usage{InputTokens: 1, CostUSD: cost}, CreatedAt: now}
+	}
+	checkpoint := func(seq int64, o transcript.Outcome) transcript.Entry {
+		return transcript.Entry{Seq: seq, Payload: transcript.Checkpoint{Turn: 1, Outcome: o}, CreatedAt: now}
+	}
+	user := transcript.Entry{Seq: 1, Payload: transcript.UserMessage{
+		Content: []transcript.Block{{Type: transcript.BlockText, Text: "go"}}}, CreatedAt: now}
+	cheap := create(t, st, tenant, store.NewSession{Dir: tenant, Label: "cheap", State: store.StateIdle,
+		Entries: []transcript.Entry{user, usage(2, 0.5), checkpoint(3, transcript.OutcomeFailed)}})
+	// Its latest usage is cheaper than its first.
+	if err := st.Append(ctx(t), tenant, cheap.ID, []transcript.Entry{usage(4, 0.1)}); err != nil {
+		t.Fatal(err)
+	}
+	create(t, st, tenant, store.NewSession{Dir: tenant, Label: "pricey", State: store.StateIdle,
+		Entries: []transcript.Entry{user, usage(2, 3), checkpoint(3, transcript.OutcomeCompleted)}})
+	create(t, st, tenant, store.NewSession{Dir: tenant, Label: "none", State: store.StateIdle, Entries: []transcript.Entry{user}})
+	// A fork before cheap's second usage costs what its first did.
+	if _, err := st.Fork(ctx(t), tenant, cheap.ID, store.ForkOptions{At: 3, Label: "fork"}); err != nil {
+		t.Fatal(err)
+	}
+	labels := func(ss []store.Session) []string {
+		out := []string{}
+		for _, s := range ss {
+			out = append(out, s.Label)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		opts store.PageOptions
+		want []string
+	}{
+		{"by cost", store.PageOptions{Order: store.OrderCost}, []string{"none", "cheap", "fork", "pricey"}},
+		{"by cost, descending", store.PageOptions{Order: store.OrderCost, Desc: true}, []string{"pricey", "fork", "cheap", "none"}},
+		{"by outcome, a page", store.PageOptions{Order: store.OrderOutcome, Offset: 1, Limit: 1}, []string{"pricey"}},
+	} {
+		got, _, err := st.Page(ctx(t), tenant, tc.opts)
+		if err != nil {
+			t.Fatalf("%s: Page: %v", tc.name, err)
+		}
+		if diff := cmp.Diff(tc.want, labels(got)); diff != "" {
+			t.Errorf("%s: Page: labels (-want +got):\n%s", tc.name, diff)
+		}
+	}
+	got, _, err := st.Page(ctx(t), tenant, store.PageOptions{Order: store.OrderOutcome})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "" < "completed" < "failed"; the two failed ones by id.
+	if l := labels(got); len(l) != 4 || l[0] != "none" || l[1] != "pricey" {
+		t.Errorf("by outcome: %q, want none, pricey, then the failed two", l)
 	}
 }
 

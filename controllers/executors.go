@@ -56,10 +56,12 @@ const (
 	credentialValidityExtra = time.Hour
 )
 
-// executorServe is the command line of `aerie executor serve` at binary,
+// executorServe is the command line of `aerie executor serve` at binary
+// (the command is named as the executor container is),
 // serving the workspace where the flags say.
 func executorServe(binary string, where ...string) []string {
-	return slices.Concat([]string{binary, "executor", "serve"}, where, []string{"--workspace", runconfig.DefaultWorkspace})
+	return slices.Concat([]string{binary, ContainerExecutor, "serve"}, where,
+		[]string{"--workspace", runconfig.DefaultWorkspace})
 }
 
 // withSuffix is session's name with suffix, shortened with a hash to fit

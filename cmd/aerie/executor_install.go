@@ -34,7 +34,7 @@ func installSelf(dir string) (err error) {
 	if err != nil {
 		return fmt.Errorf("install: %w", err)
 	}
-	defer src.Close()
+	defer func() { _ = src.Close() }()
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("install: %s is not a directory (create it, or mount a volume there)", dir)
 	}
@@ -48,11 +48,11 @@ func installSelf(dir string) (err error) {
 		}
 	}()
 	if _, err := io.Copy(tmp, src); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return fmt.Errorf("install: copy %s: %w", self, err)
 	}
 	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return fmt.Errorf("install: %w", err)
 	}
 	if err := tmp.Close(); err != nil {

@@ -124,11 +124,11 @@ func (a *app) runAttempt(
 			logger.Warn("close the executor connection", "err", err)
 		}
 	}()
-	remotes, err := dialExecutors(ctx, cfg.Executors, f.socketWait)
+	remotes, err := dialExecutorPods(ctx, cfg.Executors, f.socketWait)
 	if err != nil {
 		return rep, err
 	}
-	defer closeExecutors(context.WithoutCancel(ctx), remotes, logger)
+	defer closeExecutorPods(context.WithoutCancel(ctx), remotes, logger)
 	st, err := openStore(ctx, dsn)
 	if err != nil {
 		return rep, err
@@ -256,18 +256,23 @@ type remoteExecutor struct {
 	exe *executor.Redialer
 }
 
-// dialExecutors connects to the session's executor pods, each within
+// dialExecutorPods connects to the session's executor pods, each within
 // wait: a pod has its address before its executor serves (the aerie
 // binary is copied in, a workspace may be cloned first). On an error the
 // connections made are closed.
-func dialExecutors(ctx context.Context, execs []runconfig.RemoteExecutor, wait time.Duration) ([]remoteExecutor, error) {
+func dialExecutorPods(
+	ctx context.Context, execs []runconfig.RemoteExecutor, wait time.Duration,
+) ([]remoteExecutor, error) {
 	var out []remoteExecutor
 	fail := func(err error) ([]remoteExecutor, error) {
-		closeExecutors(context.WithoutCancel(ctx), out, nil)
+		closeExecutorPods(context.WithoutCancel(ctx), out, nil)
 		return nil, err
 	}
 	for _, e := range execs {
 		cred, err := mtls.Load(e.Credential)
+		if err == nil && !cred.IsRunner() {
+			err = fmt.Errorf("%s is executor %s's credential, not the runner's", e.Credential, cred.Name())
+		}
 		if err != nil {
 			return fail(fmt.Errorf("executor %s: %w", e.Name, err))
 		}
@@ -286,7 +291,9 @@ func dialExecutors(ctx context.Context, execs []runconfig.RemoteExecutor, wait t
 
 // dialWithin dials until it succeeds, ctx ends or wait has passed,
 // returning the last error then.
-func dialWithin(ctx context.Context, dial func(context.Context) (*executor.Remote, error), wait time.Duration) (*executor.Remote, error) {
+func dialWithin(
+	ctx context.Context, dial func(context.Context) (*executor.Remote, error), wait time.Duration,
+) (*executor.Remote, error) {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {
@@ -307,9 +314,9 @@ func dialWithin(ctx context.Context, dial func(context.Context) (*executor.Remot
 	}
 }
 
-// closeExecutors closes the connections to the executor pods, which tears
+// closeExecutorPods closes the connections to the executor pods, which tears
 // down what runs there.
-func closeExecutors(ctx context.Context, execs []remoteExecutor, logger *slog.Logger) {
+func closeExecutorPods(ctx context.Context, execs []remoteExecutor, logger *slog.Logger) {
 	for _, e := range execs {
 		if err := e.exe.Close(ctx); err != nil && logger != nil {
 			logger.Warn("close the executor connection", "executor", e.Name, "err", err)

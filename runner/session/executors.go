@@ -58,10 +58,12 @@ type executors struct {
 	def    Executor
 	dir    string
 	others []NamedExecutor
+	// calls is Options.CallsDefault.
+	calls string
 }
 
 func (o Options) executors() executors {
-	return executors{def: o.Executor, dir: o.Extensions.Dir, others: o.Executors}
+	return executors{def: o.Executor, dir: o.Extensions.Dir, others: o.Executors, calls: o.CallsDefault}
 }
 
 // check says what is wrong with the executors' names.
@@ -78,6 +80,9 @@ func (x executors) check() error {
 			return fmt.Errorf("executors[%d] (%s): no executor", i, e.Name)
 		}
 		seen[e.Name] = true
+	}
+	if x.calls != "" && !seen[x.calls] {
+		return fmt.Errorf("the default of calls, %q, is none of the executors; name one of them, or none", x.calls)
 	}
 	return nil
 }
@@ -99,6 +104,10 @@ func (x executors) places(cmds []tools.Commands, bg *tools.Background) []tools.P
 	ps = append(ps, tools.Place{Name: DefaultExecutor, Files: x.def, Commands: cmds[0], Background: bg})
 	for i, e := range x.others {
 		ps = append(ps, tools.Place{Name: e.Name, Files: e.Executor, Commands: cmds[i+1]})
+	}
+	// The first place is where a call that names none runs.
+	if i := slices.IndexFunc(ps, func(p tools.Place) bool { return p.Name == x.calls }); i > 0 {
+		ps[0], ps[i] = ps[i], ps[0]
 	}
 	return ps
 }

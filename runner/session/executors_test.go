@@ -22,6 +22,7 @@ import (
 	"github.com/aerie-run/aerie/runner/provider"
 	"github.com/aerie-run/aerie/runner/provider/anthropic"
 	"github.com/aerie-run/aerie/runner/store/dburl"
+	"github.com/aerie-run/aerie/runner/tools"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
 
@@ -262,6 +263,7 @@ func TestExecutorsRefused(t *testing.T) {
 			`executors[0]: "workspace" is the default executor's name`},
 		{"not a DNS label", func(o *Options) { o.Executors[0].Name = "GPU_1" }, `executors[0]: "GPU_1" is not a DNS label`},
 		{"twice", func(o *Options) { o.Executors = append(o.Executors, o.Executors[0]) }, `executors[1]: "tools" is named twice`},
+		{"calls default unknown", func(o *Options) { o.CallsDefault = "gpu" }, `the default of calls, "gpu", is none of the executors`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -414,5 +416,37 @@ func TestSubagentOnTwoExecutors(t *testing.T) {
 	}
 	if infos, err := x.tools.List(t.Context()); err != nil || len(infos) != 0 {
 		t.Errorf("the child's background process on tools outlived it: %+v (%v)", infos, err)
+	}
+}
+
+// TestCallsDefault: a call that names no executor runs on CallsDefault;
+// the default executor keeps its own table of background processes.
+func TestCallsDefault(t *testing.T) {
+	t.Parallel()
+	newLocal := func() *executor.Local {
+		l, err := executor.NewLocal(t.TempDir(), executor.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	def, tools1 := newLocal(), newLocal()
+	bg := tools.NewBackground(def)
+	for calls, want := range map[string][]string{
+		"":      {DefaultExecutor, "tools"},
+		"tools": {"tools", DefaultExecutor},
+	} {
+		x := Options{Executor: def, Executors: []NamedExecutor{{Name: "tools", Executor: tools1}}, CallsDefault: calls}.executors()
+		ps := x.places(x.commands(), bg)
+		var got []string
+		for _, p := range ps {
+			got = append(got, p.Name)
+			if (p.Name == DefaultExecutor) != (p.Background == bg) {
+				t.Errorf("calls %q: place %s has the default's background table: %t", calls, p.Name, p.Background == bg)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("calls %q: places %v, want %v", calls, got, want)
+		}
 	}
 }

@@ -184,6 +184,12 @@ type Options struct {
 	// executor is torn down at the end; the workspace diff is the
 	// default's. Subagents get the same executors.
 	Executors []NamedExecutor
+	// CallsDefault names the executor of Executors that a call of a
+	// built-in tool runs on when it names none (an AgentSession's
+	// spec.executors[].default); empty is the default executor. Custom
+	// tools, session hooks and the workspace diff stay on the default
+	// executor.
+	CallsDefault string
 	// Preserve, when set, keeps background process groups still running at
 	// the end of the run (after every outcome except a spent budget), with a
 	// durable record in this registry, as the spec says of headless runs.

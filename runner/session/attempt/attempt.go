@@ -251,9 +251,10 @@ func options(ctx context.Context, st Store, cfg *runconfig.Config, dir string, e
 		Subagents: &subagent.Limits{
 			MaxConcurrent: conf.Subagents.MaxConcurrent, MaxDepth: conf.Subagents.MaxDepth, MaxTotal: conf.Subagents.MaxTotal,
 		},
-		Result:    contract,
-		Executor:  env.Executor,
-		Executors: env.Executors,
+		Result:       contract,
+		Executor:     env.Executor,
+		Executors:    env.Executors,
+		CallsDefault: callsDefault(cfg),
 		// The full output of capped (and compressed) tool results is kept
 		// in the store, not in the pod, so that a later attempt has it.
 		Originals: session.StoreOriginals(st, cfg.Namespace),
@@ -501,4 +502,15 @@ func decisions(as []runconfig.Approval) []transcript.ApprovalDecision {
 		out = append(out, transcript.ApprovalDecision{CallID: a.CallID, Allowed: a.Allowed, Reason: a.Reason, By: by})
 	}
 	return out
+}
+
+// callsDefault is the executor pod that calls naming no executor run on,
+// or "" for the workspace container.
+func callsDefault(cfg *runconfig.Config) string {
+	for _, e := range cfg.Executors {
+		if e.Default {
+			return e.Name
+		}
+	}
+	return ""
 }

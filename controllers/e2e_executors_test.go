@@ -2,9 +2,12 @@ package controllers
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -18,6 +21,9 @@ import (
 
 	aeriev1alpha1 "github.com/aerie-run/aerie/api/v1alpha1"
 	"github.com/aerie-run/aerie/hack/testenv"
+	"github.com/aerie-run/aerie/runner/executor"
+	"github.com/aerie-run/aerie/runner/executor/mtls"
+	"github.com/aerie-run/aerie/runner/runconfig"
 )
 
 // whereMCPServer is a stdio MCP server in sh, which answers its one tool,
@@ -119,6 +125,7 @@ func testExecutorsCancel(t *testing.T, e *e2e) {
 	if len(sleeps) == 0 {
 		t.Fatalf("the tool's sleep does not run in the executor pod %s", tools.Name)
 	}
+	e.checkRefusesStrangers(t, tools)
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`))
 	s := &aeriev1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "cancel-tools"}}
 	if err := e.cp.Client.Patch(t.Context(), s, patch); err != nil {
@@ -160,6 +167,37 @@ func testExecutorLost(t *testing.T, e *e2e) {
 		if !strings.Contains(results[id], "tools") {
 			t.Errorf("result of %s = %q, want an error naming the executor tools", id, results[id])
 		}
+	}
+}
+
+// checkRefusesStrangers connects to a running executor pod as clients
+// other than its attempt's runner: one with no certificate, and the runner
+// of another set of credentials. The executor refuses both.
+func (e *e2e) checkRefusesStrangers(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	if err := e.cp.Client.Get(t.Context(), client.ObjectKeyFromObject(pod), pod); err != nil || pod.Status.PodIP == "" {
+		t.Fatalf("executor pod %s: IP %q, %v", pod.Name, pod.Status.PodIP, err)
+	}
+	addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(runconfig.ExecutorPort))
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}) //nolint:gosec // a stranger
+	if err == nil {
+		// TLS 1.3 reports a refused client certificate on the first read.
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		_ = conn.Close()
+	}
+	if err == nil {
+		t.Errorf("a client without a certificate was served by %s", addr)
+	}
+	other, _, err := mtls.NewSet([]string{"tools"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if r, err := executor.DialTCP(ctx, addr, "tools", other); err == nil {
+		_ = r.Close(ctx)
+		t.Errorf("the runner of another set of credentials was served by %s", addr)
 	}
 }
 

@@ -18,7 +18,11 @@ import (
 // a pod of its own restarts at the same address. A call in flight when
 // the executor died fails (its processes died with it); the calls after
 // it wait, at most wait, for the new executor to serve, rather than
-// failing one after the other against a dead connection.
+// failing one after the other against a dead connection. Once a wait has
+// passed in vain the executor is taken for gone: each later call tries
+// to connect once (within a few seconds) and fails at once if it cannot,
+// so that a session whose executor pod was deleted is told so call after
+// call instead of waiting each time.
 type Redialer struct {
 	target string
 	dial   func(context.Context) (*Remote, error)
@@ -26,7 +30,14 @@ type Redialer struct {
 
 	mu  sync.Mutex
 	cur *Remote
+	// gone is the error of the wait that passed in vain; nil while the
+	// executor serves or may come back.
+	gone error
 }
+
+// goneAttempt bounds the one attempt to connect of a call to an executor
+// taken for gone.
+const goneAttempt = 3 * time.Second
 
 // NewRedialer returns a Redialer whose first connection is r, to the
 // executor serving socket, which it dials again with Dial.
@@ -52,17 +63,32 @@ func (d *Redialer) remote(ctx context.Context) (*Remote, error) {
 	default:
 		return d.cur, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, d.wait)
+	if d.gone != nil {
+		actx, cancel := context.WithTimeout(ctx, goneAttempt)
+		defer cancel()
+		r, err := d.dial(actx)
+		if err != nil {
+			return nil, fmt.Errorf("%w (and again now: %v)", d.gone, err)
+		}
+		d.cur, d.gone = r, nil
+		return r, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, d.wait)
 	defer cancel()
 	for {
-		r, err := d.dial(ctx)
+		r, err := d.dial(wctx)
 		if err == nil {
 			d.cur = r
 			return r, nil
 		}
 		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("connect to the executor again at %s (lost: %v): %w", d.target, d.cur.err, err)
+		case <-wctx.Done():
+			err = fmt.Errorf("connect to the executor again at %s (lost: %v): %w", d.target, d.cur.err, err)
+			if ctx.Err() == nil {
+				// The wait passed, not the caller's patience.
+				d.gone = err
+			}
+			return nil, err
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -287,9 +288,36 @@ func TestRedialerTCP(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 	(<-restarted)()
-	short := NewRedialerFunc(first, testExecutorName+" at "+addr, 200*time.Millisecond, dial)
+	var dials atomic.Int32
+	counted := func(ctx context.Context) (*Remote, error) {
+		dials.Add(1)
+		return dial(ctx)
+	}
+	short := NewRedialerFunc(first, testExecutorName+" at "+addr, 200*time.Millisecond, counted)
 	if _, err := short.List(t.Context()); err == nil || !strings.Contains(err.Error(), addr) {
 		t.Errorf("List with no executor: %v, want an error naming %s", err, addr)
+	}
+	// Taken for gone after the wait: the next calls try once each.
+	waited := dials.Load()
+	for range 3 {
+		if _, err := short.List(t.Context()); err == nil || !strings.Contains(err.Error(), "and again now") {
+			t.Errorf("List with the executor gone: %v, want the wait's error and the new attempt's", err)
+		}
+	}
+	if got := dials.Load() - waited; waited < 1 || got != 3 {
+		t.Errorf("%d attempts to connect in the wait, then %d for 3 calls; want at least one, then one each", waited, got)
+	}
+	// Back at the address: the next call connects.
+	ln2, err := ListenTCP(addr, exec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serve(ln2)()
+	if _, err := short.List(t.Context()); err != nil {
+		t.Errorf("List once the executor is back: %v", err)
+	}
+	if err := short.Close(t.Context()); err != nil {
+		t.Errorf("Close: %v", err)
 	}
 }
 

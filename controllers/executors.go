@@ -195,15 +195,10 @@ func desiredExecutorPod(
 			NodeSelector:                  e.NodeSelector,
 			Tolerations:                   e.Tolerations,
 			TerminationGracePeriodSeconds: ptr.To(int64(math.Ceil(cfg.TerminationGrace.Seconds()))),
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:        ptr.To(true),
-				FSGroup:             ptr.To(cfg.FSGroup),
-				FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
-				SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
-			InitContainers: inits,
-			Containers:     []corev1.Container{executorContainer(cfg, e, workspace, bin)},
-			Volumes:        volumes,
+			SecurityContext:               podSecurity(cfg),
+			InitContainers:                inits,
+			Containers:                    []corev1.Container{executorContainer(cfg, e, workspace, bin)},
+			Volumes:                       volumes,
 		},
 	}
 	if a.Remaining > 0 {

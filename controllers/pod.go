@@ -334,15 +334,10 @@ func desiredPod(cfg Config, s *aeriev1alpha1.AgentSession, a attempt) *corev1.Po
 			NodeSelector:                  runner.NodeSelector,
 			Tolerations:                   runner.Tolerations,
 			TerminationGracePeriodSeconds: ptr.To(int64(math.Ceil(cfg.TerminationGrace.Seconds()))),
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:        ptr.To(true),
-				FSGroup:             ptr.To(cfg.FSGroup),
-				FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
-				SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
-			InitContainers: inits,
-			Containers:     []corev1.Container{agent},
-			Volumes:        volumes,
+			SecurityContext:               podSecurity(cfg),
+			InitContainers:                inits,
+			Containers:                    []corev1.Container{agent},
+			Volumes:                       volumes,
 		},
 	}
 	if a.Remaining > 0 {
@@ -463,6 +458,17 @@ func workspaceContainer(cfg Config, image string, runner aeriev1alpha1.RunnerSpe
 		c.Resources = *runner.Resources
 	}
 	return c
+}
+
+// podSecurity is the security context of every pod: the restricted
+// profile, and the group that the containers share their volumes by.
+func podSecurity(cfg Config) *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:        ptr.To(true),
+		FSGroup:             ptr.To(cfg.FSGroup),
+		FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+		SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
 }
 
 // containerSecurity is the security context of every container: the

@@ -129,19 +129,10 @@ func reminder(name, text string, restored bool) string {
 func (e *Executors) Seed(history []provider.Message) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, m := range history {
-		for _, c := range m.Content {
-			carrier := replacement
-			switch {
-			case c.Type == provider.ContentToolResult:
-				carrier = c.ToolCallID
-			case c.Type != provider.ContentText || m.Role != provider.RoleUser:
-				continue
-			}
-			for _, sm := range executorHeader.FindAllStringSubmatch(c.Text, -1) {
-				if _, in := e.added[sm[1]]; !in {
-					e.add(sm[1], carrier)
-				}
+	for carrier, text := range carriers(history) {
+		for _, sm := range executorHeader.FindAllStringSubmatch(text, -1) {
+			if _, in := e.added[sm[1]]; !in {
+				e.add(sm[1], carrier)
 			}
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -251,26 +252,39 @@ var reminderHeader = regexp.MustCompile(`(?m)^Project instructions from (.+):$`)
 func (f *Follower) Seed(history []provider.Message) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, m := range history {
-		for _, c := range m.Content {
-			carrier := replacement
-			switch {
-			case c.Type == provider.ContentToolResult:
-				carrier = c.ToolCallID
-			case c.Type != provider.ContentText || m.Role != provider.RoleUser:
-				continue
+	for carrier, text := range carriers(history) {
+		i := strings.Index(text, reminderStart)
+		if i < 0 {
+			continue
+		}
+		for _, sm := range reminderHeader.FindAllStringSubmatch(text[i:], -1) {
+			dir := filepath.Dir(filepath.FromSlash(sm[1]))
+			if _, in := f.added[dir]; !in && dir != "." {
+				f.added[dir] = carrier
+				if !slices.Contains(f.order, dir) {
+					f.order = append(f.order, dir)
+				}
 			}
-			i := strings.Index(c.Text, reminderStart)
-			if i < 0 {
-				continue
-			}
-			for _, sm := range reminderHeader.FindAllStringSubmatch(c.Text[i:], -1) {
-				dir := filepath.Dir(filepath.FromSlash(sm[1]))
-				if _, in := f.added[dir]; !in && dir != "." {
-					f.added[dir] = carrier
-					if !slices.Contains(f.order, dir) {
-						f.order = append(f.order, dir)
-					}
+		}
+	}
+}
+
+// carriers are the texts of history that can carry instructions, each
+// with what carries it: a tool result's call id, or replacement for a
+// user's text (a compaction's replacement among them).
+func carriers(history []provider.Message) iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for _, m := range history {
+			for _, c := range m.Content {
+				carrier := replacement
+				switch {
+				case c.Type == provider.ContentToolResult:
+					carrier = c.ToolCallID
+				case c.Type != provider.ContentText || m.Role != provider.RoleUser:
+					continue
+				}
+				if !yield(carrier, c.Text) {
+					return
 				}
 			}
 		}

@@ -456,7 +456,13 @@ func testLive(t *testing.T, st store.Store, srv *httptest.Server) {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("events: Content-Type %q", ct)
 	}
+	// The writer is waited for: with notifications, the stream can end
+	// before SetState has returned, and a context cancelled then would
+	// fail a write that was made.
+	written := make(chan struct{})
+	defer func() { <-written }()
 	go func() {
+		defer close(written)
 		for i := int64(2); i <= 4; i++ {
 			time.Sleep(30 * time.Millisecond)
 			e := transcript.Entry{Seq: i, Payload: transcript.AssistantMessage{Content: text("step " + xss)}, CreatedAt: time.Now()}

@@ -79,9 +79,6 @@ type sess struct {
 	seen map[int64]string
 	// model answers the session's requests; stepModel unless set.
 	model func(testenv.ModelRequest) testenv.Turn
-	// wrap, if set, is the command line (an absolute path first) that run
-	// starts aerie's with, as its arguments.
-	wrap []string
 }
 
 // session returns a new session of e, scripted with the step model.
@@ -186,9 +183,6 @@ func (s *sess) run(limit time.Duration) outcome {
 	cmd := s.command(ctx)
 	rss := filepath.Join(s.t.TempDir(), "peakrss")
 	cmd.Path, cmd.Args = peakrssBin, append([]string{peakrssBin, rss}, cmd.Args...)
-	if len(s.wrap) > 0 {
-		cmd.Path, cmd.Args = s.wrap[0], append(append([]string(nil), s.wrap...), cmd.Args...)
-	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	start := time.Now()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,16 +19,30 @@ import (
 // threads and the session's commands, and far less than the bomb wants.
 const pidsLimit = 256
 
-// TestForkBombPidsLimit runs a session, aerie and all it starts in a pids
-// cgroup of pidsLimit tasks (as a pod's pids limit holds its containers),
-// whose first call's command is a fork bomb that hits the limit. The bomb
-// must be torn down with its call, aerie must survive the exhausted limit
-// and go on: the next call runs and the session completes. Afterwards the
-// cgroup holds no task: nothing of the session is left.
+// TestForkBombPidsLimit runs a session whose tools run in a pids cgroup
+// of pidsLimit tasks, and whose first call's command is a fork bomb that
+// hits the limit. The bomb must be torn down with its call and the
+// session go on: the next call runs and the session completes.
+// Afterwards the cgroup holds no task: nothing of the session is left.
+//
+// aerie itself runs outside the cgroup: the Go runtime ends the process
+// when it cannot start a thread, so a program cannot be made to survive a
+// limit its tools exhaust. (In a pod, whose pids limit holds both
+// containers, a bomb can so end the attempt; the controller's retry
+// resumes it.) Every bash of the session enters the cgroup first, through
+// a bash of the test's own first in PATH.
 func TestForkBombPidsLimit(t *testing.T) {
 	t.Parallel()
 	cg := newPidsCgroup(t, pidsLimit)
 	e := newEnv(t, "")
+	real, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	testenv.WriteFile(t, filepath.Join(bin, "bash"),
+		"#!/bin/sh\necho $$ > "+cg.procs()+" && exec "+real+" \"$@\"\n", 0o755)
+	e.extraEnv = append(e.extraEnv, "PATH="+bin+":"+os.Getenv("PATH"))
 	bomb := "echo bomb >> steps.log; b() { b | b & }; b; sleep 5; echo bombed"
 	args, _ := json.Marshal(map[string]any{"command": bomb})
 	after, _ := json.Marshal(map[string]any{"command": "echo after >> steps.log; echo $$ >> pids.log"})
@@ -35,7 +50,6 @@ func TestForkBombPidsLimit(t *testing.T) {
 		testenv.Turn{ToolCalls: []testenv.ToolCall{{ID: "bomb", Name: "bash", Arguments: string(args)}}},
 		testenv.Turn{ToolCalls: []testenv.ToolCall{{ID: "after", Name: "bash", Arguments: string(after)}}},
 		done())
-	s.wrap = []string{"/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, cg.procs()}
 	counts.faults.Add(1)
 	out := s.run(3 * time.Minute)
 	hit := cg.limitHits()

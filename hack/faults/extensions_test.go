@@ -42,7 +42,23 @@ func TestKillExtensions(t *testing.T) {
 // that appends the id of every call to hooks.log in the workspace.
 func writeExtensions(t *testing.T, home string) {
 	t.Helper()
-	testenv.WriteFile(t, filepath.Join(home, "tools/record_step.toml"), `name = "record_step"
+	writeRecordStep(t, home, "0.2")
+	testenv.WriteFile(t, filepath.Join(home, "hooks.toml"), `[[hooks.PostToolUse]]
+[[hooks.PostToolUse.hooks]]
+command = "`+filepath.Join(home, "posthook.sh")+`"
+`, 0o644)
+	testenv.WriteFile(t, filepath.Join(home, "posthook.sh"), `#!/bin/sh
+input=$(cat)
+printf '%s\n' "$input" | sed -n 's/.*"tool_use_id" *: *"\([^"]*\)".*/\1/p' >> hooks.log
+`, 0o755)
+}
+
+// writeRecordStep writes the custom tool record_step into the layer dir:
+// it appends its step and its pid to steps.log and pids.log in the
+// workspace it is given, then works for work seconds.
+func writeRecordStep(t *testing.T, dir, work string) {
+	t.Helper()
+	testenv.WriteFile(t, filepath.Join(dir, "tools/record_step.toml"), `name = "record_step"
 description = "Records a step in the workspace."
 command = ["./record_step.sh"]
 [parameters.dir]
@@ -52,22 +68,15 @@ required = true
 type = "string"
 required = true
 `, 0o644)
-	testenv.WriteFile(t, filepath.Join(home, "tools/record_step.sh"), `#!/bin/sh
+	testenv.WriteFile(t, filepath.Join(dir, "tools/record_step.sh"), `#!/bin/sh
 read -r input
 field() { printf '%s\n' "$input" | sed -n "s/.*\"$1\" *: *\"\([^\"]*\)\".*/\1/p"; }
 dir=$(field dir)
-echo "$(field step)" >> "$dir/steps.log"
+step=$(field step)
+echo "$step" >> "$dir/steps.log"
 echo $$ >> "$dir/pids.log"
-sleep 0.2
-echo "recorded $(field step)"
-`, 0o755)
-	testenv.WriteFile(t, filepath.Join(home, "hooks.toml"), `[[hooks.PostToolUse]]
-[[hooks.PostToolUse.hooks]]
-command = "`+filepath.Join(home, "posthook.sh")+`"
-`, 0o644)
-	testenv.WriteFile(t, filepath.Join(home, "posthook.sh"), `#!/bin/sh
-input=$(cat)
-printf '%s\n' "$input" | sed -n 's/.*"tool_use_id" *: *"\([^"]*\)".*/\1/p' >> hooks.log
+sleep `+work+`
+echo "recorded $step"
 `, 0o755)
 }
 

@@ -68,26 +68,7 @@ func (c *cluster) podKillExtensions(name string, step int, delay time.Duration) 
 func (c *cluster) createExtensionLayer() {
 	t := c.t
 	dir := t.TempDir()
-	testenv.WriteFile(t, filepath.Join(dir, "tools/record_step.toml"), `name = "record_step"
-description = "Records a step in the workspace."
-command = ["./record_step.sh"]
-[parameters.dir]
-type = "string"
-required = true
-[parameters.step]
-type = "string"
-required = true
-`, 0o644)
-	testenv.WriteFile(t, filepath.Join(dir, "tools/record_step.sh"), `#!/bin/sh
-read -r input
-field() { printf '%s\n' "$input" | sed -n "s/.*\"$1\" *: *\"\([^\"]*\)\".*/\1/p"; }
-dir=$(field dir)
-step=$(field step)
-echo "$step" >> "$dir/steps.log"
-echo $$ >> "$dir/pids.log"
-sleep 1
-echo "recorded $step"
-`, 0o755)
+	writeRecordStep(t, dir, "1")
 	testenv.WriteFile(t, filepath.Join(dir, "hooks.toml"), `[[hooks.PostToolUse]]
 [[hooks.PostToolUse.hooks]]
 command = '''sed -n 's/.*"tool_use_id" *: *"\([^"]*\)".*/\1/p' >> hooks.log'''

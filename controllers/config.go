@@ -23,7 +23,9 @@ type Config struct {
 	ImagePullPolicy corev1.PullPolicy
 	// RunnerCommand is the aerie binary in the runner image.
 	RunnerCommand string
-	// GitImage clones git workspaces: any image with sh and git.
+	// GitImage clones git workspaces: any image with sh and git. Empty
+	// clones with the pod's runner image, which has both: no other image
+	// to pull, trust or mirror.
 	GitImage string
 	// DatabaseSecret names the Secret key, in each session's namespace,
 	// that holds the session store's DSN. Only the agent container gets
@@ -52,7 +54,6 @@ type SecretKey struct {
 // Defaults of Config.
 const (
 	DefaultRunnerCommand    = "/usr/local/bin/aerie"
-	DefaultGitImage         = "alpine/git:2.49.1"
 	DefaultAgentUser        = 10001
 	DefaultWorkspaceUser    = 10002
 	DefaultFSGroup          = 10000
@@ -75,7 +76,6 @@ func DefaultConfig(namespace, image string) Config {
 		Namespace:        namespace,
 		RunnerImage:      image,
 		RunnerCommand:    DefaultRunnerCommand,
-		GitImage:         DefaultGitImage,
 		DatabaseSecret:   SecretKey{Name: DefaultDatabaseSecret, Key: DefaultDatabaseKey},
 		AgentUser:        DefaultAgentUser,
 		WorkspaceUser:    DefaultWorkspaceUser,
@@ -103,9 +103,6 @@ func (c Config) Validate() error {
 	}
 	if c.RunnerCommand == "" {
 		errs = append(errs, errors.New("no runner command: set --runner-command"))
-	}
-	if c.GitImage == "" {
-		errs = append(errs, errors.New("no git image: set --git-image"))
 	}
 	if c.DatabaseSecret.Name == "" || c.DatabaseSecret.Key == "" {
 		errs = append(errs, errors.New("no database Secret: set --database-secret NAME and --database-secret-key KEY"))

@@ -173,10 +173,9 @@ func (e *e2e) startController(t *testing.T, ns, platform string) (stop func()) {
 	// node runs the image's.
 	cfg.RunnerCommand = e.command
 	if e.local == nil {
-		// Imported into containerd, never pulled; the runner image has the
-		// sh and git the clone needs (the default git image is a pull).
+		// Imported into containerd, never pulled; the git clone runs in
+		// the runner image too (no --git-image).
 		cfg.ImagePullPolicy = corev1.PullNever
-		cfg.GitImage = e.image
 	}
 	cfg.TerminationGrace = 10 * time.Second
 	m, err := NewMetrics(e.metrics)

@@ -171,7 +171,7 @@ func desiredExecutorPod(
 		SecurityContext: containerSecurity(cfg.WorkspaceUser),
 	}}
 	if w := e.Workspace; w != nil && w.Git != nil {
-		clone, vol := gitClone(cfg, w.Git, workspace)
+		clone, vol := gitClone(cfg, image, w.Git, workspace)
 		if vol != nil {
 			volumes = append(volumes, *vol)
 		}

@@ -284,7 +284,7 @@ func desiredPod(cfg Config, s *aeriev1alpha1.AgentSession, a attempt) *corev1.Po
 	volumes, mounts := podVolumes(name, s.Spec.Workspace, a.Layers)
 	var inits []corev1.Container
 	if w := s.Spec.Workspace; w != nil && w.Git != nil {
-		clone, vol := gitClone(cfg, w.Git, mounts.workspace)
+		clone, vol := gitClone(cfg, image, w.Git, mounts.workspace)
 		if vol != nil {
 			volumes = append(volumes, *vol)
 		}
@@ -584,9 +584,10 @@ echo "cloned $AERIE_GIT_URL ${AERIE_GIT_REF:-HEAD} at $(git rev-parse HEAD)"
 
 // gitClone is the init container that clones a git workspace, running as
 // the workspace user so that the tools own the checkout, and the Secret
-// volume it reads an SSH key from.
+// volume it reads an SSH key from. It runs in cfg.GitImage, or else in
+// image, the pod's runner image.
 func gitClone(
-	cfg Config, g *aeriev1alpha1.GitWorkspace, workspace corev1.VolumeMount,
+	cfg Config, image string, g *aeriev1alpha1.GitWorkspace, workspace corev1.VolumeMount,
 ) (corev1.Container, *corev1.Volume) {
 	env := []corev1.EnvVar{
 		{Name: envHome, Value: tmpDir},
@@ -624,9 +625,14 @@ func gitClone(
 		}}}
 		mounts = append(mounts, corev1.VolumeMount{Name: volumeGitSecret, MountPath: gitSecretDir, ReadOnly: true})
 	}
+	pull := cfg.ImagePullPolicy
+	if cfg.GitImage != "" {
+		image, pull = cfg.GitImage, ""
+	}
 	return corev1.Container{
 		Name:                     ContainerGitClone,
-		Image:                    cfg.GitImage,
+		Image:                    image,
+		ImagePullPolicy:          pull,
 		Command:                  []string{"sh", "-c", gitCloneScript},
 		Env:                      env,
 		VolumeMounts:             mounts,

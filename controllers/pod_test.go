@@ -399,3 +399,32 @@ func TestMemoryConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestGitCloneImage: the clone runs in the session's runner image, pulled
+// as the runner image is, unless the controller names a git image.
+func TestGitCloneImage(t *testing.T) {
+	t.Parallel()
+	s := minimalSession()
+	s.Spec.Workspace = &aeriev1alpha1.WorkspaceSpec{Git: &aeriev1alpha1.GitWorkspace{URL: "https://git.example.com/a.git"}}
+	s.Spec.Runner = &aeriev1alpha1.RunnerSpec{Image: "registry.example.com/team/runner:1"}
+	clone := func(cfg Config) corev1.Container {
+		for _, c := range desiredPod(cfg, s, attempt{Number: 1}).Spec.InitContainers {
+			if c.Name == ContainerGitClone {
+				return c
+			}
+		}
+		t.Fatal("no git-clone init container")
+		return corev1.Container{}
+	}
+	cfg := testConfig()
+	cfg.ImagePullPolicy = corev1.PullNever
+	if c := clone(cfg); c.Image != s.Spec.Runner.Image || c.ImagePullPolicy != corev1.PullNever {
+		t.Errorf("git-clone image %q (pull %q), want the session's runner image %q (pull Never)",
+			c.Image, c.ImagePullPolicy, s.Spec.Runner.Image)
+	}
+	cfg.GitImage = "registry.example.com/git:2"
+	if c := clone(cfg); c.Image != cfg.GitImage || c.ImagePullPolicy != "" {
+		t.Errorf("git-clone image %q (pull %q), want --git-image %q with the default pull policy",
+			c.Image, c.ImagePullPolicy, cfg.GitImage)
+	}
+}

@@ -47,9 +47,11 @@ exec 9>"$ROOT/.lock"
 flock 9
 
 base_tar="$ROOT/runner-base-$SUITE.tar"
-if [[ ! -s "$base_tar" ]]; then
+if [[ ! -f "$base_tar" || ! -s "$base_tar" ]]; then
+	rm -rf "$base_tar" "$base_tar.tmp"
 	log "making the $SUITE rootfs with mmdebstrap (cold: a few minutes)"
-	mmdebstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$base_tar.tmp" >&2 ||
+	# --format: mmdebstrap infers it from the name otherwise, and .tmp is a directory.
+	mmdebstrap --variant=minbase --format=tar --include="$PACKAGES" "$SUITE" "$base_tar.tmp" >&2 ||
 		die "mmdebstrap $SUITE failed (is the Debian mirror reachable?)"
 	mv -f "$base_tar.tmp" "$base_tar"
 fi

@@ -101,6 +101,12 @@ if ! image_exists "$CONTROLLER_BASE"; then
 	rm -rf "$work" "$work.tar"
 fi
 
+# The build stage runs `go mod download` with GOPROXY=off on this machine's
+# module cache: fill it first, for every module go.mod lists, not only those
+# this machine has built.
+log "downloading the modules go.mod lists into this machine's module cache"
+(cd "$REPO_ROOT" && go mod download) >&2 || die "go mod download failed (is the Go module proxy reachable?)"
+
 version=$(git -C "$REPO_ROOT" describe --tags --always --dirty 2>/dev/null || echo dev)
 commit=$(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 OUT="$ROOT/out"

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -213,7 +214,24 @@ func (n *Node) start(ctx context.Context, env *envtest.Environment) error {
 		"--kubeconfig="+kubeletKubeconfig, "--root-dir="+filepath.Join(n.Dir, "kubelet"),
 		"--cert-dir="+filepath.Join(n.Dir, "kubelet-pki"),
 		"--hostname-override="+n.Name, "--node-ip="+n.NodeIP, "--v=1")
-	return n.waitReady(ctx)
+	return n.waitReady(ctx, time.Time{})
+}
+
+// RestartKubelet stops the kubelet as a service manager restarts it
+// (SIGTERM), starts it again with the same flags and waits until it has
+// reported the Node Ready again. The pods' containers run on meanwhile,
+// under containerd.
+func (n *Node) RestartKubelet(ctx context.Context) error {
+	i := slices.IndexFunc(n.procs, func(p *nodeProc) bool { return p.name == "kubelet" })
+	if i < 0 {
+		return errors.New("the node runs no kubelet")
+	}
+	old := n.procs[i]
+	n.signal("kubelet", syscall.SIGTERM, 20*time.Second)
+	n.procs = slices.Delete(n.procs, i, i+1)
+	since := time.Now()
+	n.run("kubelet", old.cmd.Path, old.cmd.Args[1:]...)
+	return n.waitReady(ctx, since)
 }
 
 // hostIP is the host's address on the interface of its default route.
@@ -364,7 +382,8 @@ func (n *Node) run(name, bin string, args ...string) *nodeProc {
 	p := &nodeProc{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), "PATH="+n.bins+":"+os.Getenv("PATH"))
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	log, err := os.Create(filepath.Join(n.Dir, name+".log"))
+	// Appended to: a restarted process's log goes on from its last run's.
+	log, err := os.OpenFile(filepath.Join(n.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err == nil {
 		p.cmd.Stdout, p.cmd.Stderr = log, log
 	}
@@ -392,9 +411,10 @@ func (n *Node) logTail(name string) string {
 	return strings.Join(lines[max(0, len(lines)-15):], "\n")
 }
 
-// waitReady waits for the Node to register and be Ready, and for the
-// default ServiceAccount of namespace default (the token controller's work).
-func (n *Node) waitReady(ctx context.Context) error {
+// waitReady waits for the Node to register and be Ready, by a heartbeat
+// after since, and for the default ServiceAccount of namespace default (the
+// token controller's work).
+func (n *Node) waitReady(ctx context.Context, since time.Time) error {
 	var last string
 	ok := Poll(2*time.Minute, func() bool {
 		for _, p := range n.procs {
@@ -414,6 +434,11 @@ func (n *Node) waitReady(ctx context.Context) error {
 			if c.Type == corev1.NodeReady {
 				last = fmt.Sprintf("Node Ready=%s: %s", c.Status, c.Message)
 				if c.Status != corev1.ConditionTrue {
+					return false
+				}
+				// The API has second resolution.
+				if c.LastHeartbeatTime.Time.Before(since.Truncate(time.Second)) {
+					last = "no Ready heartbeat since " + since.Format(time.RFC3339)
 					return false
 				}
 			}

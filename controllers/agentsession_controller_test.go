@@ -820,7 +820,27 @@ func testLayers(t *testing.T) {
 	for _, l := range rc.Layers {
 		sources = append(sources, l.Source)
 	}
-	if diff := cmp.Diff([]string{"configmap/go-tools", "configmap/team", "configmap/" + m.Name + " from configmap/" + e.platform + "/platform"}, sources); diff != "" {
+	// The session's own ConfigMaps are mounted through immutable mirrors
+	// too: a session sees its layers as they were when it started.
+	var own corev1.ConfigMapList
+	if err := e.c.List(e.ctx(), &own, client.InNamespace(e.ns), client.HasLabels{LabelLayerMirror}); err != nil {
+		t.Fatal(err)
+	}
+	ownMirror := map[string]string{}
+	for _, cm := range own.Items {
+		if cm.Immutable == nil || !*cm.Immutable {
+			t.Errorf("mirror %s is not immutable", cm.Name)
+		}
+		ownMirror[cm.Labels[LabelLayerMirror]] = cm.Name
+	}
+	if len(own.Items) != 2 || ownMirror["go-tools"] == "" || ownMirror["team"] == "" {
+		t.Fatalf("mirrors of the namespace's ConfigMaps %v, want one of go-tools and one of team", ownMirror)
+	}
+	if diff := cmp.Diff([]string{
+		"configmap/" + ownMirror["go-tools"] + " from configmap/" + e.ns + "/go-tools",
+		"configmap/" + ownMirror["team"] + " from configmap/" + e.ns + "/team",
+		"configmap/" + m.Name + " from configmap/" + e.platform + "/platform",
+	}, sources); diff != "" {
 		t.Errorf("layer sources (-want +got):\n%s", diff)
 	}
 

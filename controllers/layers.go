@@ -15,9 +15,14 @@ import (
 )
 
 // LabelPlatformLayer marks a mirror of a platform layer in a session's
-// namespace with the name of the platform ConfigMap it copies. Mirrors do
-// not carry runconfig.LayerLabel: they are not namespace layers.
-const LabelPlatformLayer = "aerie.run/platform-layer"
+// namespace with the name of the platform ConfigMap it copies, and
+// LabelLayerMirror a mirror of a ConfigMap of the session's own namespace
+// (a namespace layer, or one spec.extensions names). Mirrors do not carry
+// runconfig.LayerLabel: they are not namespace layers.
+const (
+	LabelPlatformLayer = "aerie.run/platform-layer"
+	LabelLayerMirror   = "aerie.run/layer-mirror"
+)
 
 // configMapLayer is a ConfigMap as a layer: its files become the volume's
 // items, each at its path with its mode, and its content is digested.
@@ -92,12 +97,16 @@ func sortLayers(cms []corev1.ConfigMap) {
 	sort.Slice(cms, func(i, j int) bool { return cms[i].Name < cms[j].Name })
 }
 
-// mirrorName is the name of a platform layer's mirror: the source's name
-// (shortened) and the digest of its content, so that a changed platform
-// layer gets a new mirror and sessions that use the old one keep it.
-func mirrorName(source, digest string) string {
+// mirrorName is the name of a layer's mirror: aerie-platform- (a platform
+// layer) or aerie-layer- (a ConfigMap of the session's namespace), the
+// source's name (shortened) and the digest of its content, so that a
+// changed layer gets a new mirror and sessions that use the old one keep it.
+func mirrorName(kind, source, digest string) string {
 	hex := strings.TrimPrefix(digest, "sha256:")[:16]
-	prefix := "aerie-platform-"
+	prefix := "aerie-layer-"
+	if kind == runconfig.LayerPlatform {
+		prefix = "aerie-platform-"
+	}
 	room := 253 - len(prefix) - 1 - len(hex)
 	if len(source) > room {
 		source = trimName(source[:room])
@@ -105,27 +114,31 @@ func mirrorName(source, digest string) string {
 	return prefix + source + "-" + hex
 }
 
-// desiredMirror is the immutable copy of platform layer src in namespace:
+// desiredMirror is the immutable copy of layer src, of kind, in namespace:
 // its files and the annotations that give their paths and modes. Its owners
 // are the sessions that mount it (mirrorOwner), added one by one, so that
 // it is garbage-collected with the last of them.
-func desiredMirror(src *corev1.ConfigMap, namespace, digest string) *corev1.ConfigMap {
+func desiredMirror(src *corev1.ConfigMap, namespace, kind, digest string) *corev1.ConfigMap {
 	annotations := map[string]string{}
 	for _, k := range []string{runconfig.PathsAnnotation, runconfig.ExecutablesAnnotation} {
 		if v, ok := src.Annotations[k]; ok {
 			annotations[k] = v
 		}
 	}
+	component, label := "layer-mirror", LabelLayerMirror
+	if kind == runconfig.LayerPlatform {
+		component, label = "platform-layer", LabelPlatformLayer
+	}
 	return &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      mirrorName(src.Name, digest),
+			Name:      mirrorName(kind, src.Name, digest),
 			Namespace: namespace,
 			Labels: map[string]string{
-				labelManagedBy:     managedBy,
-				labelComponent:     "platform-layer",
-				LabelPlatformLayer: trimName(truncate(src.Name, 63)),
-				LabelLayerDigest:   strings.TrimPrefix(digest, "sha256:")[:63],
+				labelManagedBy:   managedBy,
+				labelComponent:   component,
+				label:            trimName(truncate(src.Name, 63)),
+				LabelLayerDigest: strings.TrimPrefix(digest, "sha256:")[:63],
 			},
 			Annotations: annotations,
 		},

@@ -89,7 +89,7 @@ func fullAttempt(t testing.TB) attempt {
 	if err != nil {
 		t.Fatal(err)
 	}
-	platform, err := configMapLayer(src.Name, runconfig.LayerPlatform, desiredMirror(src, "team-a", runconfig.LayerDigest(files)))
+	platform, err := configMapLayer(src.Name, runconfig.LayerPlatform, desiredMirror(src, "team-a", runconfig.LayerPlatform, runconfig.LayerDigest(files)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestMirror(t *testing.T) {
 		t.Fatal(err)
 	}
 	digest := runconfig.LayerDigest(files)
-	m := desiredMirror(src, "team-a", digest)
+	m := desiredMirror(src, "team-a", runconfig.LayerPlatform, digest)
 	if _, ok := m.Labels[runconfig.LayerLabel]; ok {
 		t.Error("a mirror carries the layer label and would count as a namespace layer")
 	}
@@ -350,8 +350,14 @@ func TestMirror(t *testing.T) {
 	}
 	src.Data["tools__x.sh"] = "#!/bin/sh\necho changed\n"
 	files2, _ := runconfig.LayerFiles(src.Data, nil, src.Annotations)
-	if desiredMirror(src, "team-a", runconfig.LayerDigest(files2)).Name == m.Name {
+	if desiredMirror(src, "team-a", runconfig.LayerPlatform, runconfig.LayerDigest(files2)).Name == m.Name {
 		t.Error("a changed platform layer keeps its mirror's name")
+	}
+	// A ConfigMap of the session's own namespace: a mirror of its own kind.
+	own := desiredMirror(src, "team-a", runconfig.LayerNamespace, digest)
+	if !strings.HasPrefix(own.Name, "aerie-layer-defaults-") || own.Labels[LabelLayerMirror] != "defaults" ||
+		own.Labels[LabelPlatformLayer] != "" || !*own.Immutable {
+		t.Errorf("namespace layer mirror %s, labels %v, immutable=%v", own.Name, own.Labels, *own.Immutable)
 	}
 }
 

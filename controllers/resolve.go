@@ -346,45 +346,74 @@ func (r *resolver) layers(ctx context.Context, s *aeriev1alpha1.AgentSession) ([
 			out = append(out, volumeLayer(l))
 			continue
 		}
-		rl, err := configMapLayer(specLayerName(l), runconfig.LayerSpec, &specCMs[i])
+		rl, err := r.mirrored(ctx, s, &specCMs[i], specLayerName(l), runconfig.LayerSpec)
 		if err != nil {
-			return nil, &referenceError{msg: fmt.Sprintf("extensions[%d]: %v", i, err)}
+			return nil, prefixReference(err, fmt.Sprintf("extensions[%d]: ", i))
 		}
 		out = append(out, rl)
 	}
 	for i := range nsLayers {
-		rl, err := configMapLayer(nsLayers[i].Name, runconfig.LayerNamespace, &nsLayers[i])
+		rl, err := r.mirrored(ctx, s, &nsLayers[i], nsLayers[i].Name, runconfig.LayerNamespace)
 		if err != nil {
-			return nil, &referenceError{msg: "namespace " + err.Error()}
+			return nil, prefixReference(err, "namespace ")
 		}
 		out = append(out, rl)
 	}
 	for i := range platform {
-		src := &platform[i]
-		files, err := runconfig.LayerFiles(src.Data, src.BinaryData, src.Annotations)
+		rl, err := r.mirrored(ctx, s, &platform[i], platform[i].Name, runconfig.LayerPlatform)
 		if err != nil {
-			return nil, &referenceError{msg: fmt.Sprintf("platform layer ConfigMap %s/%s: %v", src.Namespace, src.Name, err)}
+			return nil, err
 		}
-		mirror := desiredMirror(src, s.Namespace, runconfig.LayerDigest(files))
-		if err := r.apply(ctx, mirror); err != nil {
-			return nil, fmt.Errorf("mirror platform layer %s into namespace %s: %w", src.Name, s.Namespace, err)
-		}
-		// Every session that mounts the mirror owns it, so that
-		// Kubernetes' garbage collector deletes it once the last of them
-		// is gone, and not before.
-		if !slices.ContainsFunc(mirror.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == s.UID }) {
-			if err := r.own(ctx, mirror, mirrorOwner(s)); err != nil {
-				return nil, fmt.Errorf("own platform layer mirror %s/%s: %w", mirror.Namespace, mirror.Name, err)
-			}
-		}
-		rl, err := configMapLayer(src.Name, runconfig.LayerPlatform, mirror)
-		if err != nil {
-			return nil, fmt.Errorf("platform layer mirror %s: %w", mirror.Name, err)
-		}
-		rl.Origin += " from configmap/" + src.Namespace + "/" + src.Name
 		out = append(out, rl)
 	}
 	return out, nil
+}
+
+// mirrored is ConfigMap layer src as the session mounts it: an immutable,
+// content-addressed copy in the session's namespace (desiredMirror), which
+// the session owns beside every other session that mounts it. A session
+// sees its layers as they were when its attempt started, whatever happens
+// to src meanwhile: the kubelet would otherwise swap a changed ConfigMap's
+// files under the running agent, behind the digests it recorded.
+func (r *resolver) mirrored(
+	ctx context.Context, s *aeriev1alpha1.AgentSession, src *corev1.ConfigMap, name, kind string,
+) (resolvedLayer, error) {
+	files, err := runconfig.LayerFiles(src.Data, src.BinaryData, src.Annotations)
+	if err != nil {
+		what := "layer ConfigMap"
+		if kind == runconfig.LayerPlatform {
+			what = "platform " + what
+		}
+		return resolvedLayer{}, &referenceError{msg: fmt.Sprintf("%s %s/%s: %v", what, src.Namespace, src.Name, err)}
+	}
+	mirror := desiredMirror(src, s.Namespace, kind, runconfig.LayerDigest(files))
+	if err := r.apply(ctx, mirror); err != nil {
+		return resolvedLayer{}, fmt.Errorf("mirror %s layer %s/%s into namespace %s: %w", kind, src.Namespace, src.Name, s.Namespace, err)
+	}
+	// Every session that mounts the mirror owns it, so that Kubernetes'
+	// garbage collector deletes it once the last of them is gone, and not
+	// before.
+	if !slices.ContainsFunc(mirror.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == s.UID }) {
+		if err := r.own(ctx, mirror, mirrorOwner(s)); err != nil {
+			return resolvedLayer{}, fmt.Errorf("own layer mirror %s/%s: %w", mirror.Namespace, mirror.Name, err)
+		}
+	}
+	rl, err := configMapLayer(name, kind, mirror)
+	if err != nil {
+		return resolvedLayer{}, fmt.Errorf("layer mirror %s: %w", mirror.Name, err)
+	}
+	rl.Origin += " from configmap/" + src.Namespace + "/" + src.Name
+	return rl, nil
+}
+
+// prefixReference puts prefix before the message of a reference error, and
+// returns other errors as they are.
+func prefixReference(err error, prefix string) error {
+	var ref *referenceError
+	if errors.As(err, &ref) {
+		return &referenceError{msg: prefix + ref.msg}
+	}
+	return err
 }
 
 // labelled lists the layer ConfigMaps of ns, sorted by name.

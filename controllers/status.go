@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -211,12 +212,12 @@ func terminated(pod *corev1.Pod, t *corev1.ContainerStateTerminated, cancelling 
 
 // lostBecause says why the pod was taken away from the agent, or "".
 func lostBecause(pod *corev1.Pod, agent *corev1.ContainerStateTerminated) string {
-	if agent.Reason == "OOMKilled" {
+	if oomKilled(agent) {
 		return "the agent container was OOM-killed"
 	}
 	if ws := containerStatus(pod.Status.InitContainerStatuses, ContainerWorkspace); ws != nil {
 		for _, st := range []corev1.ContainerState{ws.State, ws.LastTerminationState} {
-			if st.Terminated != nil && st.Terminated.Reason == "OOMKilled" {
+			if oomKilled(st.Terminated) {
 				return "the workspace container was OOM-killed"
 			}
 		}
@@ -228,6 +229,15 @@ func lostBecause(pod *corev1.Pod, agent *corev1.ContainerStateTerminated) string
 		return fmt.Sprintf("the runner pod was disrupted: %s: %s", c.Reason, truncateMessage(c.Message))
 	}
 	return ""
+}
+
+// oomKilled says whether the kernel's OOM killer ended the container: its
+// reason says OOMKilled and its main process died of the SIGKILL. The
+// reason alone means less: containerd gives it to a container in which
+// any process was OOM-killed (a tool, say), even one that later ended
+// cleanly.
+func oomKilled(t *corev1.ContainerStateTerminated) bool {
+	return t != nil && t.Reason == "OOMKilled" && t.ExitCode == 128+int32(syscall.SIGKILL)
 }
 
 func containerStatus(statuses []corev1.ContainerStatus, name string) *corev1.ContainerStatus {

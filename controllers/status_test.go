@@ -97,6 +97,14 @@ func TestObservePod(t *testing.T) {
 		{"workspace OOM", podWith(corev1.PodFailed, exited(1, ""), func(p *corev1.Pod) {
 			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: ContainerWorkspace, LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}
 		}), false, podResult{State: podLost, ExitCode: ptr.To(int32(1)), Message: "the workspace container was OOM-killed"}},
+		// containerd marks a container OOMKilled when any process in it
+		// was (a tool): a sidecar that then ended cleanly, and an agent
+		// that failed on its own, were not taken away.
+		{"a tool OOM-killed in the workspace", podWith(corev1.PodFailed, exited(1, ""), func(p *corev1.Pod) {
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: ContainerWorkspace, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "OOMKilled"}}}}
+		}), false, podResult{State: podFinished, Outcome: aeriev1alpha1.OutcomeError, Reason: aeriev1alpha1.ReasonRunnerError, ExitCode: ptr.To(int32(1)), Message: "the runner exited with code 1"}},
+		{"a child OOM-killed in the agent container", podWith(corev1.PodFailed, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "OOMKilled"}}), false,
+			podResult{State: podFinished, Outcome: aeriev1alpha1.OutcomeError, Reason: aeriev1alpha1.ReasonRunnerError, ExitCode: ptr.To(int32(1)), Message: "the runner exited with code 1"}},
 		{"node disruption", podWith(corev1.PodFailed, exited(137, ""), func(p *corev1.Pod) {
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "DeletionByTaintManager", Message: "Taint manager: deleting due to NoExecute taint"}}
 		}), false, podResult{State: podLost, ExitCode: ptr.To(int32(137)), Message: "the runner pod was disrupted: DeletionByTaintManager: Taint manager: deleting due to NoExecute taint"}},

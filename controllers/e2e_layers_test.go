@@ -8,7 +8,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -259,5 +261,69 @@ func testNamespaceLayerConfig(t *testing.T, e *e2e) {
 	kept := regexp.MustCompile(`\[\.\.\. \d+ bytes dropped[^\]]*\]`).ReplaceAllString(got, "")
 	if len(kept) > 150+150+4 || kept == got || !strings.HasSuffix(strings.TrimSpace(got), "the-end") {
 		t.Errorf("bash result keeps %d bytes besides its note, want the layer's 150 + 150:\n%s", len(kept), got)
+	}
+}
+
+// testNamespaceLayerChanged changes a namespace layer while a session runs:
+// the session goes on seeing the layer as it was when it started (on a
+// real node, after the kubelet's sync would have swapped a mutable
+// ConfigMap's files), and the next session sees the change.
+func testNamespaceLayerChanged(t *testing.T, e *e2e) {
+	ns := e.namespace(t)
+	e = e.in(ns)
+	layer := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "team-notes", Namespace: ns, Labels: map[string]string{runconfig.LayerLabel: ""}},
+		Data:       map[string]string{"notes.txt": "version one\n"},
+	}
+	if err := e.cp.Client.Create(t.Context(), layer); err != nil {
+		t.Fatalf("create the namespace layer: %v", err)
+	}
+	e.startController(t, ns, e.cp.Namespace(t))
+	read := "cat " + runconfig.LayerDir(0) + "/notes.txt"
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	model := testenv.StartModelServer(t,
+		bashTurn("before", read),
+		testenv.Turn{Respond: func(testenv.ModelRequest) testenv.Turn {
+			close(held)
+			<-release
+			return bashTurn("after", read)
+		}},
+		answer("Done."))
+	t.Cleanup(unblock)
+	e.session(t, "layer-changed", model)
+	select {
+	case <-held:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the session did not ask for its second turn within 2m")
+	}
+	layer.Data["notes.txt"] = "version two\n"
+	if err := e.cp.Client.Update(t.Context(), layer); err != nil {
+		t.Fatalf("change the namespace layer: %v", err)
+	}
+	if e.local == nil {
+		// The node's kubelet syncs its pods every 10 s: a mounted mutable
+		// ConfigMap's files would have been swapped by now.
+		time.Sleep(25 * time.Second)
+	}
+	unblock()
+	if s := e.waitFinished(t, "layer-changed"); s.Status.Phase != aeriev1alpha1.PhaseSucceeded {
+		t.Fatalf("phase %s, want Succeeded", s.Status.Phase)
+	}
+	results := allToolResults(t, model)
+	for _, id := range []string{"before", "after"} {
+		if got := results[id]; !strings.Contains(got, "version one") {
+			t.Errorf("the tool call %s read %q, want the layer as it was when the session started", id, got)
+		}
+	}
+
+	next := testenv.StartModelServer(t, bashTurn("next", read), answer("Done."))
+	e.session(t, "layer-changed-next", next)
+	if s := e.waitFinished(t, "layer-changed-next"); s.Status.Phase != aeriev1alpha1.PhaseSucceeded {
+		t.Fatalf("phase %s, want Succeeded", s.Status.Phase)
+	}
+	if got := allToolResults(t, next)["next"]; !strings.Contains(got, "version two") {
+		t.Errorf("the next session read %q, want the changed layer", got)
 	}
 }

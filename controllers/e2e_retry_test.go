@@ -16,7 +16,9 @@ import (
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	aeriev1alpha1 "github.com/aerie-run/aerie/api/v1alpha1"
@@ -26,12 +28,13 @@ import (
 	"github.com/aerie-run/aerie/runner/transcript"
 )
 
-// testPodDeletedResumes deletes a runner pod from outside, while the model
-// holds the agent's second turn or (midTool) while a tool runs: the
+// testPodDeletedResumes deletes a runner pod from outside (evict: through
+// the Eviction API, as a node drain does), while the model holds the
+// agent's second turn or (midTool) while a tool runs: the
 // controller starts attempt 2, which resumes the same session from
 // PostgreSQL with attempt 1's history and finishes it; the journal has
 // every entry once, and nothing of attempt 1's pod is left running.
-func testPodDeletedResumes(t *testing.T, e *e2e, name string, midTool bool) {
+func testPodDeletedResumes(t *testing.T, e *e2e, name string, midTool, evict bool) {
 	held, release := make(chan struct{}), make(chan struct{})
 	var turns []testenv.Turn
 	lastOf1, firstOf2 := 2, 3 // the turns of attempt 1's last request and attempt 2's first
@@ -80,7 +83,13 @@ func testPodDeletedResumes(t *testing.T, e *e2e, name string, midTool bool) {
 	}
 
 	// Someone deletes the pod: the runner gets SIGTERM and its grace period.
-	if err := e.cp.Client.Delete(t.Context(), pod, client.Preconditions{UID: &pod.UID}); err != nil {
+	if evict {
+		eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+			DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}}
+		if err := e.cp.Client.SubResource("eviction").Create(t.Context(), pod, eviction); err != nil {
+			t.Fatalf("evict runner pod: %v", err)
+		}
+	} else if err := e.cp.Client.Delete(t.Context(), pod, client.Preconditions{UID: &pod.UID}); err != nil {
 		t.Fatalf("delete runner pod: %v", err)
 	}
 	waitPodGone(t, e, pod)

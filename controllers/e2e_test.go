@@ -417,12 +417,17 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("PodDeletedResumes", func(t *testing.T) {
 		t.Parallel()
-		testPodDeletedResumes(t, e, "resumed", false)
+		testPodDeletedResumes(t, e, "resumed", false, false)
+	})
+
+	t.Run("PodEvictedResumes", func(t *testing.T) {
+		t.Parallel()
+		testPodDeletedResumes(t, e, "evicted", false, true)
 	})
 
 	t.Run("PodDeletedMidTool", func(t *testing.T) {
 		t.Parallel()
-		testPodDeletedResumes(t, e, "resumed-mid-tool", true)
+		testPodDeletedResumes(t, e, "resumed-mid-tool", true, false)
 	})
 
 	t.Run("PodDeletedDuringSubagent", func(t *testing.T) {
@@ -458,6 +463,11 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("NamespaceLayerConfig", func(t *testing.T) {
 		t.Parallel()
 		testNamespaceLayerConfig(t, e)
+	})
+
+	t.Run("NamespaceLayerChanged", func(t *testing.T) {
+		t.Parallel()
+		testNamespaceLayerChanged(t, e)
 	})
 
 	t.Run("SubmitWaitFollow", func(t *testing.T) {

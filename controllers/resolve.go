@@ -388,7 +388,8 @@ func (r *resolver) mirrored(
 	}
 	mirror := desiredMirror(src, s.Namespace, kind, runconfig.LayerDigest(files))
 	if err := r.apply(ctx, mirror); err != nil {
-		return resolvedLayer{}, fmt.Errorf("mirror %s layer %s/%s into namespace %s: %w", kind, src.Namespace, src.Name, s.Namespace, err)
+		return resolvedLayer{}, fmt.Errorf("mirror %s layer %s/%s into namespace %s: %w",
+			kind, src.Namespace, src.Name, s.Namespace, err)
 	}
 	// Every session that mounts the mirror owns it, so that Kubernetes'
 	// garbage collector deletes it once the last of them is gone, and not

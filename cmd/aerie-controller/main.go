@@ -99,7 +99,8 @@ func bindFlags(fs *flag.FlagSet) *options {
 	fs.StringVar((*string)(&c.ImagePullPolicy), "runner-image-pull-policy", "",
 		"Pull policy of the runner image: Always, IfNotPresent or Never; empty is Kubernetes' default.")
 	fs.StringVar(&c.RunnerCommand, "runner-command", c.RunnerCommand, "Path of the aerie binary in the runner image.")
-	fs.StringVar(&c.GitImage, "git-image", c.GitImage, "Image with sh and git that clones git workspaces (default: the runner image).")
+	fs.StringVar(&c.GitImage, "git-image", c.GitImage,
+		"Image with sh and git that clones git workspaces (default: the runner image).")
 	fs.StringVar(&c.DatabaseSecret.Name, "database-secret", c.DatabaseSecret.Name,
 		"Secret, in each session's namespace, holding the session store's DSN; only the agent container gets it.")
 	fs.StringVar(&c.DatabaseSecret.Key, "database-secret-key", c.DatabaseSecret.Key,

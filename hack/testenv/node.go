@@ -66,6 +66,8 @@ const (
 	nodePodCIDR  = "10.88.0.0/16"
 	pauseImage   = "localhost/aerie/pause:1"
 	nodeLockPath = "/run/aerie-node.lock"
+	// nodeDirPrefix names a node's directory in the temporary directory.
+	nodeDirPrefix = "aerie-node-"
 )
 
 // NodeBinDir returns the directory hack/node.sh fills (containerd, the CNI
@@ -133,7 +135,12 @@ func NewNode(ctx context.Context) (n *Node, stop func() error, err error) {
 		_ = lock.Close()
 		return nil, nil, fmt.Errorf("lock %s: %w", nodeLockPath, err)
 	}
-	dir, err := os.MkdirTemp("", "aerie-node-")
+	// Under the lock no node runs: whatever one left is stale.
+	if err := cleanStale(bins); err != nil {
+		_ = lock.Close()
+		return nil, nil, fmt.Errorf("clean up what an earlier node left: %w", err)
+	}
+	dir, err := os.MkdirTemp("", nodeDirPrefix)
 	if err != nil {
 		_ = lock.Close()
 		return nil, nil, fmt.Errorf("create node dir: %w", err)
@@ -145,6 +152,9 @@ func NewNode(ctx context.Context) (n *Node, stop func() error, err error) {
 			// The node's name resolves nowhere: reach the kubelet (logs,
 			// exec) at its InternalIP.
 			Set("kubelet-preferred-address-types", "InternalIP")
+		// etcd's data in the node's directory, so that a node whose
+		// process was killed leaves an etcd cleanStale finds by it.
+		env.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(dir, "etcd")}
 	})
 	if err != nil {
 		_ = lock.Close()
@@ -608,6 +618,76 @@ func mountsUnder(dir string) ([]string, error) {
 	return out, s.Err()
 }
 
+// cleanStale removes what nodes left when their process died without
+// stopping them (killed, or a test binary's timeout): the processes that
+// name their directories (kubelet, containerd, the control plane's), the
+// containerd shims and the pods' processes, the mounts and the directories
+// themselves, the bridge and the kubelet's cgroups.
+func cleanStale(bins string) error {
+	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), nodeDirPrefix+"*"))
+	if err != nil || len(dirs) == 0 {
+		return err
+	}
+	var errs []error
+	for _, dir := range dirs {
+		killNaming(dir)
+	}
+	stale := &Node{bins: bins, bridge: nodeBridge}
+	errs = append(errs, stale.killShims(), killKubePods())
+	for _, dir := range dirs {
+		stale.Dir = dir
+		errs = append(errs, stale.unmountAll())
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", dir, err))
+		}
+	}
+	errs = append(errs, stale.removeBridge(), removeKubeCgroups())
+	return errors.Join(errs...)
+}
+
+// killNaming kills every process with an argument naming a path under dir.
+func killNaming(dir string) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(b, []byte(dir+"/")) {
+			continue
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		Poll(5*time.Second, func() bool { return !Alive(pid) })
+	}
+}
+
+// killKubePods kills the processes left in the kubelet's pod cgroups.
+func killKubePods() error {
+	var left []string
+	for _, root := range kubeCgroupRoots() {
+		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+				return nil
+			}
+			b, _ := os.ReadFile(p)
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+					if !Poll(5*time.Second, func() bool { return !Alive(pid) }) {
+						left = append(left, f)
+					}
+				}
+			}
+			return nil
+		})
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("pod processes still running: pids %s", strings.Join(left, " "))
+	}
+	return nil
+}
+
 // removeBridge deletes the CNI bridge, if it is there.
 func (n *Node) removeBridge() error {
 	if _, err := net.InterfaceByName(n.bridge); err != nil {
@@ -621,18 +701,24 @@ func (n *Node) removeBridge() error {
 
 var cgroupMu sync.Mutex
 
+// kubeCgroupRoots are the kubelet's kubepods cgroups, in every cgroup v1
+// hierarchy and in the unified one.
+func kubeCgroupRoots() []string {
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods")
+	if _, err := os.Stat("/sys/fs/cgroup/kubepods"); err == nil {
+		roots = append(roots, "/sys/fs/cgroup/kubepods")
+	}
+	return roots
+}
+
 // removeKubeCgroups removes the kubelet's cgroup trees (kubepods, and the
 // ones it makes for system and kubelet slices), deepest first, in every
 // cgroup v1 hierarchy and in the unified one.
 func removeKubeCgroups() error {
 	cgroupMu.Lock()
 	defer cgroupMu.Unlock()
-	roots, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods")
-	if _, err := os.Stat("/sys/fs/cgroup/kubepods"); err == nil {
-		roots = append(roots, "/sys/fs/cgroup/kubepods")
-	}
 	var errs []error
-	for _, root := range roots {
+	for _, root := range kubeCgroupRoots() {
 		var dirs []string
 		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {

@@ -116,15 +116,6 @@ func (e *e2e) startPods(t *testing.T) {
 	e.image, e.command = testenv.RunnerImage, DefaultRunnerCommand
 }
 
-// needLocal skips a test that looks into the local pod runner's own
-// emulation (its PersistentVolume directories, say) on a real node.
-func (e *e2e) needLocal(t *testing.T, why string) {
-	t.Helper()
-	if e.local == nil {
-		t.Skipf("not on a real node: %s", why)
-	}
-}
-
 // namespace creates a namespace for sessions, with the Secrets they need
 // (the store's DSN, the model's API key) and Pod Security admission
 // enforcing the restricted profile, so that every runner pod the tests

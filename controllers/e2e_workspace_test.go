@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	aeriev1alpha1 "github.com/aerie-run/aerie/api/v1alpha1"
@@ -24,7 +25,8 @@ import (
 )
 
 // TestEndToEndWorkspace runs a session over a repository on a PVC, through
-// the controller, the pod runner and the built aerie binary: the agent
+// the controller and the pod host (the local pod runner and the built aerie
+// binary, or a real node and the runner image): the agent
 // container reads the project's AGENTS.md and .aerie/ layer from its
 // read-only mount of the workspace, a project tool pinned by
 // spec.trust.pinsFrom runs in the workspace container, and a link planted
@@ -41,8 +43,6 @@ func TestEndToEndWorkspace(t *testing.T) {
 			t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
 		}
 	}
-	e.needLocal(t, "the workspace is a PersistentVolumeClaim the pod runner backs with a directory; the node has no provisioner")
-	ws := filepath.Join(e.local.Dir(), "pvc", e.ns, "repo")
 	files := map[string]string{
 		"AGENTS.md":                  "Project rule: e2e-agents-marker.\n",
 		".aerie/tools/stamp.toml":    "name = \"stamp\"\ndescription = \"Stamps the workspace.\"\ncommand = [\"./stamp.sh\"]\n",
@@ -53,20 +53,13 @@ func TestEndToEndWorkspace(t *testing.T) {
 		"sub/AGENTS.md":              "->/proc/self/environ",
 		"sub/.aerie/tools/leak.toml": "->/proc/self/environ",
 	}
-	testenv.WriteTree(t, ws, files)
+	ws := e.claim(t, "repo", files)
 	pin, err := layer.ComputePin(ws, layer.Layer{Name: ".aerie", Kind: layer.KindProject, Dir: filepath.Join(ws, ".aerie")},
 		filepath.Join(ws, ".aerie/tools/stamp.toml"), []string{"./stamp.sh"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "pins", Namespace: e.ns}, Data: map[string]string{"trust.toml": pin.TOML()}})
-	create(&corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "repo", Namespace: e.ns},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	})
 
 	model := testenv.StartModelServer(t,
 		testenv.Turn{ToolCalls: []testenv.ToolCall{{ID: "s1", Name: "stamp", Arguments: "{}"}}, Usage: testenv.TokenUsage{InputTokens: 100, OutputTokens: 10}},
@@ -143,4 +136,77 @@ func TestEndToEndWorkspace(t *testing.T) {
 			}
 		}
 	}
+}
+
+// claim creates the PersistentVolumeClaim name in e.ns holding files and
+// returns the host directory behind it: the local pod runner's directory
+// for the claim, or on a real node a hostPath PersistentVolume bound to
+// the claim in advance (the node has no provisioner). The kubelet applies
+// the pod's fsGroup to the volumes that support it, which a hostPath does
+// not: the test does it, as the kubelet would to a provisioned volume.
+func (e *e2e) claim(t *testing.T, name string, files map[string]string) string {
+	t.Helper()
+	storage := corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: storage},
+		},
+	}
+	var dir string
+	if e.local != nil {
+		dir = filepath.Join(e.local.Dir(), "pvc", e.ns, name)
+		testenv.WriteTree(t, dir, files)
+	} else {
+		dir = filepath.Join(t.TempDir(), name)
+		testenv.WriteTree(t, dir, files)
+		if err := applyFSGroup(dir, DefaultFSGroup); err != nil {
+			t.Fatal(err)
+		}
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: e.ns + "-" + name},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      storage,
+				AccessModes:                   pvc.Spec.AccessModes,
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
+					Path: dir, Type: ptr.To(corev1.HostPathDirectory)}},
+				ClaimRef: &corev1.ObjectReference{Namespace: e.ns, Name: name},
+			},
+		}
+		if err := e.cp.Client.Create(t.Context(), pv); err != nil {
+			t.Fatalf("create PersistentVolume %s: %v", pv.Name, err)
+		}
+		pvc.Spec.StorageClassName = ptr.To("")
+		pvc.Spec.VolumeName = pv.Name
+	}
+	if err := e.cp.Client.Create(t.Context(), pvc); err != nil {
+		t.Fatalf("create PersistentVolumeClaim %s: %v", name, err)
+	}
+	return dir
+}
+
+// applyFSGroup does to dir what the kubelet does to a volume for a pod's
+// fsGroup: everything under it belongs to gid and is group-writable, and
+// its directories are setgid, so that what the containers write there
+// belongs to gid too.
+func applyFSGroup(dir string, gid int) error {
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(p, -1, gid); err != nil || d.Type()&os.ModeSymlink != 0 {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		mode := fi.Mode().Perm() | 0o060
+		if d.IsDir() {
+			mode |= os.ModeSetgid | 0o010
+		}
+		return os.Chmod(p, mode)
+	})
 }

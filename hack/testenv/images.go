@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,23 +21,30 @@ const RunnerImage = "localhost/aerie/aerie-runner:dev"
 // test binary.
 func RunnerImageArchive(t testing.TB) string {
 	t.Helper()
-	imagesOnce.Do(func() {
-		cmd := exec.Command(filepath.Join(repoRoot(), "hack", "images.sh"))
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, os.Stderr
-		imagesErr = cmd.Run()
-		imagesDir = strings.TrimSpace(out.String())
-	})
+	imagesOnce.Do(func() { imagesArchive, imagesErr = BuildRunnerImage() })
 	if imagesErr != nil {
-		requireDependency(t, "hack/images.sh could not build the runner image: "+imagesErr.Error(),
+		requireDependency(t, imagesErr.Error(),
 			"install buildah and mmdebstrap (Debian: apt-get install buildah mmdebstrap) and run as root")
 		return ""
 	}
-	return filepath.Join(imagesDir, "aerie-runner.tar")
+	return imagesArchive
 }
 
 var (
-	imagesOnce sync.Once
-	imagesDir  string
-	imagesErr  error
+	imagesOnce    sync.Once
+	imagesArchive string
+	imagesErr     error
 )
+
+// BuildRunnerImage is RunnerImageArchive for a program rather than a test:
+// it runs hack/images.sh, its progress on standard error, and returns the
+// runner image's archive.
+func BuildRunnerImage() (string, error) {
+	cmd := exec.Command(filepath.Join(repoRoot(), "hack", "images.sh"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("hack/images.sh could not build the runner image: %w", err)
+	}
+	return filepath.Join(strings.TrimSpace(out.String()), "aerie-runner.tar"), nil
+}

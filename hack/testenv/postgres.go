@@ -87,62 +87,91 @@ func StartPostgres(t testing.TB) *Postgres {
 		return &Postgres{dsn: dsn, external: true}
 	}
 
-	binDir, ok := findServerBinDir()
-	if !ok {
-		requireDependency(t,
-			"PostgreSQL server binaries not found (looked in `pg_config --bindir` and /usr/lib/postgresql/*/bin)",
+	p, stop, err := NewPostgres()
+	if errors.Is(err, errNoServerBinaries) {
+		requireDependency(t, err.Error(),
 			"install them with `apt-get install -y postgresql` or set DATABASE_URL to a server the tests may create databases on")
 		return nil // not reached: requireDependency skips or fails the test
 	}
-	cred, err := serverCredential()
 	if err != nil {
 		t.Fatalf("start postgres: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return p
+}
+
+// errNoServerBinaries is NewPostgres's error on a machine without
+// PostgreSQL's server binaries.
+var errNoServerBinaries = errors.New(
+	"PostgreSQL server binaries not found (looked in `pg_config --bindir` and /usr/lib/postgresql/*/bin)")
+
+// NewPostgres starts a PostgreSQL server from the machine's server binaries
+// (`pg_config --bindir`, or else the newest /usr/lib/postgresql/*/bin), for a
+// program rather than a test (StartPostgres); stop stops it and removes its
+// data. On an error nothing is left running.
+func NewPostgres() (p *Postgres, stop func() error, err error) {
+	binDir, ok := findServerBinDir()
+	if !ok {
+		return nil, nil, errNoServerBinaries
+	}
+	cred, err := serverCredential()
+	if err != nil {
+		return nil, nil, err
 	}
 	baseDir, err := makeBaseDir(cred)
 	if err != nil {
-		t.Fatalf("start postgres: %v", err)
+		return nil, nil, err
 	}
-	p := &Postgres{
+	p = &Postgres{
 		binDir:  binDir,
 		baseDir: baseDir,
 		dataDir: filepath.Join(baseDir, "data"),
 		logPath: filepath.Join(baseDir, "postgres.log"),
 		cred:    cred,
 	}
-	// Registered before anything can fail, so a failed start still removes
-	// the directory and any server that did come up.
-	t.Cleanup(func() {
+	stop = func() error {
 		p.mu.Lock()
 		err := p.stopLocked()
 		p.mu.Unlock()
 		if err != nil {
-			t.Errorf("stop postgres: %v", err)
+			err = fmt.Errorf("stop postgres: %w", err)
 		}
-		if err := os.RemoveAll(baseDir); err != nil {
-			t.Errorf("remove postgres directory: %v", err)
+		if rerr := os.RemoveAll(baseDir); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove postgres directory: %w", rerr))
 		}
-	})
+		return err
+	}
+	if err := p.start(); err != nil {
+		return nil, nil, errors.Join(err, stop())
+	}
+	return p, stop, nil
+}
 
+// start initialises the data directory and starts the server on a free
+// port, retrying with another when one was taken between picking it and
+// the server binding it.
+func (p *Postgres) start() error {
 	if err := p.initdb(); err != nil {
-		t.Fatalf("start postgres: %v", err)
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for attempt := 1; ; attempt++ {
 		port, err := freePort()
 		if err != nil {
-			t.Fatalf("start postgres: %v", err)
+			return err
 		}
 		p.port = port
 		p.dsn = fmt.Sprintf("postgres://postgres@%s:%d/postgres?sslmode=disable", ServiceHost(), port)
 		err = p.startLocked()
-		if err == nil {
-			return p
-		}
 		// Another process may have taken the port since freePort closed it;
 		// a fresh port fixes that, nothing fixes the other failures.
-		if !errors.Is(err, errPortInUse) || attempt == bindAttempts {
-			t.Fatalf("start postgres: %v", err)
+		if err == nil || !errors.Is(err, errPortInUse) || attempt == bindAttempts {
+			return err
 		}
 	}
 }

@@ -128,10 +128,10 @@ docker-push: ## Push the controller and runner images.
 	docker push $(RUNNER_IMG)
 
 .PHONY: demo
-demo: ## Run aerie's main job locally: control plane, controller, pod runner and a sample session (KEEP=1 keeps it up).
+demo: ## Run aerie's main job locally: control plane, controller, pod runner and a sample session (KEEP=1 keeps it up; NODE=real on a real node).
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/aerie ./cmd/kubectl-aerie
 	go build -o bin/aerie-demo ./hack/demo
-	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" bin/aerie-demo -aerie bin/aerie
+	$(if $(filter real,$(NODE)),AERIE_E2E_NODE=real) KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" bin/aerie-demo -aerie bin/aerie
 
 ##@ Deployment
 

@@ -8,6 +8,12 @@
 // everything. `make demo` builds bin/aerie (and bin/kubectl-aerie beside it, for
 // `aerie layer pack`) and runs it.
 //
+// With AERIE_E2E_NODE=real (`make demo NODE=real`) the runner pod runs on a
+// real node instead (kubelet, containerd and runc, hack/testenv.NewNode), in
+// the runner image built from the Dockerfile (hack/images.sh), with the
+// session store in a PostgreSQL server the demo starts, which the pod reaches
+// over the node's network (or the one DATABASE_URL names).
+//
 // With ANTHROPIC_API_KEY or OPENAI_API_KEY set the session talks to a real
 // model instead of replaying the script (AERIE_DEMO_MODEL names the model).
 // With KEEP=1 everything stays up after the session, for kubectl, until
@@ -137,7 +143,7 @@ func run(ctx context.Context, o options) (code int, err error) {
 	logger := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctrl.SetLogger(logr.FromSlogHandler(logger.Handler()))
 
-	p, err := startPlatform(ctx, st, dir, aerie, o.database, logger)
+	p, err := startPlatform(ctx, st, dir, aerie, o.database, logger, testenv.RealNode())
 	if err != nil {
 		return 1, err
 	}
@@ -170,7 +176,7 @@ func run(ctx context.Context, o options) (code int, err error) {
 	if o.keep {
 		keepRunning(ctx, p.cp, final, dir)
 	}
-	st.printf("stopping the pod runner, the controller and the control plane")
+	st.printf("stopping the controller, the %s and the control plane", p.podsName())
 	return code, nil
 }
 
@@ -197,48 +203,73 @@ func demoDir(o options) (dir string, remove func(), err error) {
 }
 
 // platform is what the session runs on: a local control plane, with the
-// controller and the pod runner running against it until stop.
+// controller and the pod runner running against it until stop; or a
+// control plane with a real node.
 type platform struct {
-	cp     *testenv.ControlPlane
-	runner *testenv.PodRunner
-	dsn    string // the session store's
+	cp   *testenv.ControlPlane
+	pods podHost
+	dsn  string // the session store's
 
-	stopCP func() error
+	stopCP func() error       // the control plane's (and the node's)
+	stopDB func() error       // the PostgreSQL server's the demo started, or nil
 	cancel context.CancelFunc // ends the controller and the pod runner
 	wait   []<-chan error     // their ends
 }
 
-// startPlatform starts the control plane, creates the namespaces and the
-// database Secret, and starts the controller and the pod runner. On an
-// error it stops what it started.
-func startPlatform(
-	ctx context.Context, st stepper, dir, aerie, database string, logger *slog.Logger,
-) (_ *platform, err error) {
-	st.printf("starting the local control plane (kube-apiserver and etcd)")
-	cp, stopCP, err := testenv.NewControlPlane(dir)
-	if err != nil {
-		return nil, err
+// podsName names what runs the pods, for the demo's steps.
+func (p *platform) podsName() string {
+	if _, ok := p.pods.(*testenv.Node); ok {
+		return "node"
 	}
+	return "pod runner"
+}
+
+// podHost is where the runner pods run: the local pod runner or a node.
+type podHost interface {
+	// VolumePath is the local directory of a pod's volume.
+	VolumePath(pod *corev1.Pod, volume string) string
+}
+
+// startPlatform starts the control plane (with a real node when real),
+// creates the namespaces and the database Secret, and starts the controller
+// and, without a node, the pod runner. On an error it stops what it started.
+func startPlatform(
+	ctx context.Context, st stepper, dir, aerie, database string, logger *slog.Logger, real bool,
+) (_ *platform, err error) {
 	// Everything below stops when runCtx ends, before the control plane.
 	runCtx, cancel := context.WithCancel(ctx)
-	p := &platform{cp: cp, stopCP: stopCP, cancel: cancel}
+	p := &platform{cancel: cancel}
 	defer func() {
 		if err != nil {
 			p.stop()
 		}
 	}()
+	cfg := controllers.DefaultConfig(controllerNamespace, "aerie-runner:demo")
+	// The pod runner ignores images and runs command[0] from its Commands.
+	cfg.RunnerCommand = "aerie"
+	if real {
+		if err := p.startNode(ctx, st, database); err != nil {
+			return nil, err
+		}
+		// Imported into the node's containerd, never pulled.
+		cfg.RunnerImage, cfg.RunnerCommand = testenv.RunnerImage, controllers.DefaultRunnerCommand
+		cfg.ImagePullPolicy = corev1.PullNever
+	} else {
+		st.printf("starting the local control plane (kube-apiserver and etcd)")
+		if p.cp, p.stopCP, err = testenv.NewControlPlane(dir); err != nil {
+			return nil, err
+		}
+		if p.dsn, err = prepareDatabase(dir, database); err != nil {
+			return nil, err
+		}
+	}
+	cp := p.cp
 
 	for _, ns := range []string{controllerNamespace, sessionNamespace} {
 		if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return nil, fmt.Errorf("create namespace %s: %w", ns, err)
 		}
 	}
-	if p.dsn, err = prepareDatabase(dir, database); err != nil {
-		return nil, err
-	}
-	cfg := controllers.DefaultConfig(controllerNamespace, "aerie-runner:demo")
-	// The pod runner ignores images and runs command[0] from its Commands.
-	cfg.RunnerCommand = "aerie"
 	if err := cp.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: cfg.DatabaseSecret.Name, Namespace: sessionNamespace},
 		StringData: map[string]string{cfg.DatabaseSecret.Key: p.dsn},
@@ -246,21 +277,59 @@ func startPlatform(
 		return nil, fmt.Errorf("create the database Secret: %w", err)
 	}
 
-	st.printf("starting the controller and the local pod runner")
+	if real {
+		st.printf("starting the controller")
+	} else {
+		st.printf("starting the controller and the local pod runner")
+	}
 	done, err := startController(runCtx, cp, cfg)
 	if err != nil {
 		return nil, err
 	}
 	p.wait = append(p.wait, done)
-	if p.runner, done, err = startPodRunner(runCtx, cp, dir, aerie, logger); err != nil {
-		return nil, err
+	if !real {
+		var runner *testenv.PodRunner
+		if runner, done, err = startPodRunner(runCtx, cp, dir, aerie, logger); err != nil {
+			return nil, err
+		}
+		p.pods = runner
+		p.wait = append(p.wait, done)
 	}
-	p.wait = append(p.wait, done)
 	return p, nil
 }
 
+// startNode builds the runner image, starts a control plane with a real
+// node, imports the image into the node's containerd and, unless database
+// names one, starts the PostgreSQL server of the session store.
+func (p *platform) startNode(ctx context.Context, st stepper, database string) error {
+	st.printf("building the images from the Dockerfile (hack/images.sh; the first time takes about 10 minutes)")
+	archive, err := testenv.BuildRunnerImage()
+	if err != nil {
+		return err
+	}
+	st.printf("starting a control plane and a node (scheduler, controller manager, containerd, kubelet)")
+	n, stop, err := testenv.NewNode(ctx)
+	if err != nil {
+		return err
+	}
+	p.cp, p.pods, p.stopCP = n.ControlPlane, n, stop
+	st.printf("importing %s into the node's containerd", testenv.RunnerImage)
+	if err := n.ImportImage(ctx, archive); err != nil {
+		return err
+	}
+	if p.dsn = database; p.dsn == "" {
+		st.printf("starting PostgreSQL for the session store (the pod reaches it at %s)", testenv.ServiceHost())
+		pg, stop, err := testenv.NewPostgres()
+		if err != nil {
+			return fmt.Errorf("start PostgreSQL: %w (install it with `apt-get install postgresql`, or set DATABASE_URL)", err)
+		}
+		p.dsn, p.stopDB = pg.DSN(), stop
+	}
+	return nil
+}
+
 // stop ends the controller and the pod runner, waits for them, and stops
-// the control plane.
+// the control plane and the node, and the PostgreSQL server.
 func (p *platform) stop() {
 	p.cancel()
 	for _, done := range p.wait {
@@ -268,8 +337,15 @@ func (p *platform) stop() {
 			fmt.Fprintf(os.Stderr, "demo: %v\n", err)
 		}
 	}
-	if err := p.stopCP(); err != nil {
-		fmt.Fprintf(os.Stderr, "demo: stop the control plane: %v\n", err)
+	if p.stopCP != nil {
+		if err := p.stopCP(); err != nil {
+			fmt.Fprintf(os.Stderr, "demo: stop the control plane: %v\n", err)
+		}
+	}
+	if p.stopDB != nil {
+		if err := p.stopDB(); err != nil {
+			fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		}
 	}
 }
 
@@ -284,7 +360,7 @@ func printOutcome(
 		fmt.Printf("(no transcript: %v)\n", err)
 	}
 	if pod != nil {
-		printWorkspace(p.runner.VolumePath(pod, "workspace"))
+		printWorkspace(p.pods.VolumePath(pod, "workspace"))
 	}
 	if final.Status.Phase == aeriev1.PhaseSucceeded {
 		return 0

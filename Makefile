@@ -72,9 +72,9 @@ node: ## Run a single-node cluster (real kubelet, containerd, runc; needs root) 
 e2e-node: ## Run the end-to-end tests on a real node with the images built from the Dockerfile (root, buildah, mmdebstrap; cold: about 15 minutes).
 	@hack/node.sh >/dev/null
 	@hack/images.sh >/dev/null
-	AERIE_E2E_NODE=real KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test -count=1 -timeout=60m -v -run '$(E2E_NODE_RUN)' ./hack/testenv/ ./controllers/
+	AERIE_E2E_NODE=real KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test -p 1 -count=1 -timeout=60m -v -run '$(E2E_NODE_RUN)' ./hack/testenv/ ./controllers/
 
-# Tests make e2e-node runs.
+# Tests make e2e-node runs, one package at a time (-p 1): they share the one node.
 E2E_NODE_RUN ?= TestNode|TestEndToEnd
 
 .PHONY: test

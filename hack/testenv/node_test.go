@@ -128,6 +128,8 @@ func TestNodeCleansUpAfterKilledNode(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// The helper's own output is relayed, so that when it fails to start
+	// its node the reason shows here.
 	var dir string
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
@@ -135,6 +137,7 @@ func TestNodeCleansUpAfterKilledNode(t *testing.T) {
 			dir, _, _ = strings.Cut(rest, " ")
 			break
 		}
+		t.Logf("helper: %s", sc.Text())
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()

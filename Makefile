@@ -77,6 +77,12 @@ e2e-node: ## Run the end-to-end tests on a real node with the images built from 
 # Tests make e2e-node runs, one package at a time (-p 1): they share the one node.
 E2E_NODE_RUN ?= TestNode|TestEndToEnd
 
+.PHONY: bench-node
+bench-node: ## Measure apply -> runner pod Running -> first model request for 50 sessions on a real node (what make e2e-node needs).
+	@hack/node.sh >/dev/null
+	@hack/images.sh >/dev/null
+	AERIE_E2E_NODE=real KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test -run='^$$' -bench=BenchmarkNodeSessionStartup -benchtime=1x -count=1 -timeout=30m ./controllers/
+
 .PHONY: test
 test: vet chart-tools ## Run every test (unit, envtest, PostgreSQL, SQLite, chart and kustomize) under the race detector.
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test -race -count=1 -timeout=40m $(GOTESTFLAGS) ./...

@@ -61,7 +61,7 @@ type e2e struct {
 	metrics *prometheus.Registry
 }
 
-func startE2E(t *testing.T) *e2e {
+func startE2E(t testing.TB) *e2e {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end test: builds aerie and starts a control plane and PostgreSQL")
@@ -100,7 +100,7 @@ type podHost interface {
 // tree as processes, and, under AERIE_E2E_NODE=real, a real node (kubelet,
 // containerd, runc) running the runner image built from the Dockerfile
 // (hack/images.sh), imported into its containerd.
-func (e *e2e) startPods(t *testing.T) {
+func (e *e2e) startPods(t testing.TB) {
 	t.Helper()
 	if !testenv.RealNode() {
 		e.cp = testenv.StartControlPlane(t)
@@ -120,7 +120,7 @@ func (e *e2e) startPods(t *testing.T) {
 // (the store's DSN, the model's API key) and Pod Security admission
 // enforcing the restricted profile, so that every runner pod the tests
 // run was admitted under it.
-func (e *e2e) namespace(t *testing.T) string {
+func (e *e2e) namespace(t testing.TB) string {
 	t.Helper()
 	ns := e.cp.Namespace(t)
 	var obj corev1.Namespace
@@ -146,7 +146,7 @@ func (e *e2e) namespace(t *testing.T) string {
 // its platform layers in platform, until stop (or the end of t). stop
 // cancels the manager's context and waits for it to return, as a
 // controller's process ends; calling it again does nothing.
-func (e *e2e) startController(t *testing.T, ns, platform string) (stop func()) {
+func (e *e2e) startController(t testing.TB, ns, platform string) (stop func()) {
 	t.Helper()
 	opts := CacheOptions()
 	opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
@@ -207,7 +207,7 @@ func (e *e2e) in(ns string) *e2e {
 }
 
 // session creates an AgentSession that talks to model, changed by change.
-func (e *e2e) session(t *testing.T, name string, model *testenv.ModelServer, change ...func(*aeriev1alpha1.AgentSession)) {
+func (e *e2e) session(t testing.TB, name string, model *testenv.ModelServer, change ...func(*aeriev1alpha1.AgentSession)) {
 	t.Helper()
 	s := &aeriev1alpha1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
@@ -228,13 +228,13 @@ func (e *e2e) session(t *testing.T, name string, model *testenv.ModelServer, cha
 }
 
 // waitFinished polls the session until it has finished, for at most two minutes.
-func (e *e2e) waitFinished(t *testing.T, name string) *aeriev1alpha1.AgentSession {
+func (e *e2e) waitFinished(t testing.TB, name string) *aeriev1alpha1.AgentSession {
 	t.Helper()
 	return e.waitFinishedWithin(t, name, 2*time.Minute)
 }
 
 // waitFinishedWithin polls the session until it has finished, for at most d.
-func (e *e2e) waitFinishedWithin(t *testing.T, name string, d time.Duration) *aeriev1alpha1.AgentSession {
+func (e *e2e) waitFinishedWithin(t testing.TB, name string, d time.Duration) *aeriev1alpha1.AgentSession {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -254,13 +254,13 @@ func (e *e2e) waitFinishedWithin(t *testing.T, name string, d time.Duration) *ae
 }
 
 // pod returns the session's runner pod of attempt 1 once it is bound.
-func (e *e2e) pod(t *testing.T, session string) *corev1.Pod {
+func (e *e2e) pod(t testing.TB, session string) *corev1.Pod {
 	t.Helper()
 	return e.podN(t, session, 1)
 }
 
 // podN returns the session's runner pod of attempt n once it is bound.
-func (e *e2e) podN(t *testing.T, session string, n int32) *corev1.Pod {
+func (e *e2e) podN(t testing.TB, session string, n int32) *corev1.Pod {
 	t.Helper()
 	var p corev1.Pod
 	deadline := time.Now().Add(time.Minute)

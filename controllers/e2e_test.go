@@ -143,10 +143,11 @@ func (e *e2e) namespace(t testing.TB) string {
 }
 
 // startController runs a controller manager for the sessions of ns, with
-// its platform layers in platform, until stop (or the end of t). stop
-// cancels the manager's context and waits for it to return, as a
-// controller's process ends; calling it again does nothing.
-func (e *e2e) startController(t testing.TB, ns, platform string) (stop func()) {
+// its platform layers in platform and its configuration changed by change,
+// until stop (or the end of t). stop cancels the manager's context and
+// waits for it to return, as a controller's process ends; calling it again
+// does nothing.
+func (e *e2e) startController(t testing.TB, ns, platform string, change ...func(*Config)) (stop func()) {
 	t.Helper()
 	opts := CacheOptions()
 	opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
@@ -169,6 +170,9 @@ func (e *e2e) startController(t testing.TB, ns, platform string) (stop func()) {
 		cfg.ImagePullPolicy = corev1.PullNever
 	}
 	cfg.TerminationGrace = 10 * time.Second
+	for _, c := range change {
+		c(&cfg)
+	}
 	m, err := NewMetrics(e.metrics)
 	if err != nil {
 		t.Fatal(err)
@@ -524,6 +528,11 @@ spec:
 		testExecutorLost(t, e)
 	})
 
+	t.Run("DeadlineExceeded", func(t *testing.T) {
+		t.Parallel()
+		testDeadlineExceeded(t, e)
+	})
+
 	t.Run("CancelMidTool", func(t *testing.T) {
 		t.Parallel()
 		model := testenv.StartModelServer(t, bashTurn("c1", "sleep 300 & echo $! > sleep.pid; wait"))
@@ -562,4 +571,37 @@ spec:
 			time.Sleep(50 * time.Millisecond)
 		}
 	})
+}
+
+// testDeadlineExceeded runs a session whose tool outlasts its maxDuration:
+// the session ends TimedOut in its first attempt, without a retry, and the
+// tool's process is gone with its pod.
+func testDeadlineExceeded(t *testing.T, e *e2e) {
+	model := testenv.StartModelServer(t, bashTurn("c1", "sleep 600 & echo $! > sleep.pid; wait"))
+	e.session(t, "deadline", model, func(s *aeriev1alpha1.AgentSession) {
+		s.Spec.Budget = &aeriev1alpha1.Budget{MaxDuration: &metav1.Duration{Duration: 10 * time.Second}}
+	})
+	pod := e.pod(t, "deadline")
+	pidText := waitForFile(t, filepath.Join(e.runner.VolumePath(pod, volumeWorkspace), "sleep.pid"))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	if err != nil {
+		t.Fatalf("sleep.pid: %v", err)
+	}
+	pid = hostPID(t, pod.Name, pid)
+	s := e.waitFinished(t, "deadline")
+	c := condition(s, aeriev1alpha1.ConditionSucceeded)
+	if s.Status.Phase != aeriev1alpha1.PhaseFailed || s.Status.Attempts != 1 || s.Status.Result == nil ||
+		s.Status.Result.Outcome != aeriev1alpha1.OutcomeTimedOut || c.Reason != aeriev1alpha1.ReasonDeadlineExceeded {
+		b, _ := json.MarshalIndent(s.Status, "", "  ")
+		t.Fatalf("want Failed, TimedOut (DeadlineExceeded) in attempt 1; status:\n%s", b)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tool's sleep (pid %d) still runs 30s after the session timed out", pid)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -23,8 +24,8 @@ import (
 // TestEndToEndNode checks what only a real node shows (AERIE_E2E_NODE=real,
 // make e2e-node): the runner image's read-only root filesystem, the native
 // sidecar's order, the executor socket shared through fsGroup, the real
-// garbage collector and TTL, a tool killed by the kernel's OOM killer, and
-// the kubelet restarted under a running session.
+// garbage collector and TTL, a tool and the agent killed by the kernel's
+// OOM killer, and the kubelet restarted under a running session.
 func TestEndToEndNode(t *testing.T) {
 	if !testenv.RealNode() {
 		t.Skip("real-node test: run with AERIE_E2E_NODE=real (make e2e-node)")
@@ -42,6 +43,9 @@ func TestEndToEndNode(t *testing.T) {
 	})
 	t.Run("ToolOOMKilled", func(t *testing.T) {
 		testNodeToolOOMKilled(t, e)
+	})
+	t.Run("AgentOOMKilled", func(t *testing.T) {
+		testNodeAgentOOMKilled(t, e)
 	})
 	t.Run("KubeletRestart", func(t *testing.T) {
 		testNodeKubeletRestart(t, e, node)
@@ -231,6 +235,56 @@ func testNodeToolOOMKilled(t *testing.T, e *e2e) {
 	// OOMKilled all the same: the controller does not take that for the
 	// container's own OOM kill (oomKilled).
 	checkSidecarOrder(t, e, pod, "OOMKilled")
+}
+
+// testNodeAgentOOMKilled runs a session whose agent container the kernel's
+// OOM killer ends: its model answers a turn with 30 MB of text (under the
+// answer cap) while the agent may use 80 MiB. The controller takes the pod
+// for lost, as the retry policy says, and attempt 2 resumes the session
+// with attempt 1's journaled tool call and finishes it.
+func testNodeAgentOOMKilled(t *testing.T, e *e2e) {
+	ns := e.namespace(t)
+	e = e.in(ns)
+	limit := resource.MustParse("80Mi")
+	e.startController(t, ns, e.cp.Namespace(t), func(c *Config) {
+		c.AgentResources = corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceMemory: limit},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: limit},
+		}
+	})
+	model := testenv.StartModelServer(t,
+		bashTurn("c1", "echo before > before.txt"),
+		testenv.Turn{Text: strings.Repeat("All work and no play makes Jack a dull boy. ", 30<<20/44)},
+		answer("Done after the OOM kill."))
+	e.session(t, "agent-oom", model)
+	pod := e.pod(t, "agent-oom")
+	s := e.waitFinished(t, "agent-oom")
+	if s.Status.Phase != aeriev1alpha1.PhaseSucceeded || s.Status.Attempts != 2 {
+		b, _ := json.MarshalIndent(s.Status, "", "  ")
+		t.Fatalf("want Succeeded in attempt 2; status:\n%s", b)
+	}
+	if retry := retryEvent(t, e, "agent-oom"); !strings.Contains(retry, "resumes session") ||
+		!strings.Contains(retry, "the agent container was OOM-killed") {
+		t.Errorf("Retrying event %q, want attempt 2 resuming after the agent container's OOM kill", retry)
+	}
+	var first corev1.Pod
+	switch err := e.cp.Client.Get(t.Context(), client.ObjectKeyFromObject(pod), &first); {
+	case apierrors.IsNotFound(err):
+		t.Logf("attempt 1's pod is gone; the Retrying event said why")
+	case err != nil:
+		t.Fatal(err)
+	default:
+		if cs := containerStatus(first.Status.ContainerStatuses, ContainerAgent); cs == nil || !oomKilled(cs.State.Terminated) {
+			t.Errorf("attempt 1's agent container %+v, want it OOM-killed", cs)
+		}
+	}
+	// Attempt 2 went on from attempt 1's journal: its request carries the
+	// call c1 and its result, once each.
+	reqs := model.Requests()
+	b, _ := json.Marshal(messagesOf(t, reqs[len(reqs)-1]))
+	if n, m := bytes.Count(b, []byte(`"id":"c1"`)), bytes.Count(b, []byte(`"tool_use_id":"c1"`)); n != 1 || m != 1 {
+		t.Errorf("attempt 2 sent the call c1 %d times and its result %d times, want once each: %.2000s", n, m, b)
+	}
 }
 
 // testNodeKubeletRestart restarts the kubelet while a session waits for

@@ -26,12 +26,14 @@ import (
 )
 
 // chartValues are the values files the chart must install with: the chart's own ci/ files
-// (a development install, a platform team's, the least one) and hack/kind.sh's.
+// (a development install, a platform team's, the least one), hack/kind.sh's and the one for
+// the images make images-local builds.
 var chartValues = []string{
 	"charts/aerie/ci/dev-values.yaml",
 	"charts/aerie/ci/production-values.yaml",
 	"charts/aerie/ci/minimal-values.yaml",
 	"hack/kind/values.yaml",
+	"hack/node/values.yaml",
 }
 
 func TestHelmLint(t *testing.T) {
@@ -129,6 +131,9 @@ type chartCase struct {
 	// args must be on the controller's command line, noArgs must not; "$NS" is the release
 	// namespace and "$APP" the chart's appVersion.
 	args, noArgs []string
+	// image and pullPolicy are the controller container's, when set.
+	image      string
+	pullPolicy corev1.PullPolicy
 	// consoleArgs are the console container's command line; nil: the pod has no console.
 	consoleArgs []string
 	// policyNamespaces are where runner NetworkPolicies go ("$NS" for the release namespace).
@@ -200,6 +205,14 @@ func testChart(t *testing.T, tl tools, cp *testenv.ControlPlane) {
 		args: []string{"--runner-image=ghcr.io/aerie-run/aerie-runner:dev", "--database-secret=aerie-kind-postgresql",
 			"--leader-elect"},
 		policyNamespaces: []string{"aerie-demo"},
+	}, {
+		values:  chartValues[4],
+		release: "aerie-local",
+		kinds:   with(secureMetrics, map[string]int{"ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Service": 1}),
+		args: []string{"--runner-image=localhost/aerie/aerie-runner:dev", "--runner-image-pull-policy=Never",
+			"--database-secret=aerie-database"},
+		image:      "localhost/aerie/aerie-controller:dev",
+		pullPolicy: corev1.PullNever,
 	}}
 
 	for _, tc := range cases {
@@ -297,6 +310,9 @@ func testChart(t *testing.T, tl tools, cp *testenv.ControlPlane) {
 				if slices.Contains(args, bad) {
 					t.Errorf("controller args hold %s: %q", bad, args)
 				}
+			}
+			if c := deploy.Spec.Template.Spec.Containers[0]; tc.image != "" && (c.Image != tc.image || c.ImagePullPolicy != tc.pullPolicy) {
+				t.Errorf("controller image %s (pull policy %s), want %s (%s)", c.Image, c.ImagePullPolicy, tc.image, tc.pullPolicy)
 			}
 			var consoleArgs []string
 			for _, c := range deploy.Spec.Template.Spec.Containers {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -20,7 +19,6 @@ import (
 
 	aeriev1alpha1 "github.com/aerie-run/aerie/api/v1alpha1"
 	"github.com/aerie-run/aerie/hack/testenv"
-	"github.com/aerie-run/aerie/runner/runconfig"
 	"github.com/aerie-run/aerie/runner/store/dburl"
 	"github.com/aerie-run/aerie/runner/transcript"
 )
@@ -116,16 +114,7 @@ func (c *compactionScript) respond(req testenv.ModelRequest) testenv.Turn {
 // and retrieve gives attempt 2 the original bytes of a listing attempt 1
 // compressed.
 func testCompactionResumes(t *testing.T, e *e2e) {
-	ns := e.namespace(t)
-	e = e.in(ns)
-	layer := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "compress", Namespace: ns, Labels: map[string]string{runconfig.LayerLabel: ""}},
-		Data:       map[string]string{"config.toml": "[tool_results]\ncompress_context = true\n"},
-	}
-	if err := e.cp.Client.Create(t.Context(), layer); err != nil {
-		t.Fatalf("create the namespace layer: %v", err)
-	}
-	e.startController(t, ns, e.cp.Namespace(t))
+	e, _ = e.withNamespaceLayer(t, "compress", map[string]string{"config.toml": "[tool_results]\ncompress_context = true\n"})
 
 	script := &compactionScript{t: t, held: make(chan struct{}), release: make(chan struct{})}
 	// A turn for each request, with room for the summaries; each looks

@@ -57,20 +57,7 @@ echo "uid=$(id -u) cwd=$(pwd)"
 // layers are the submitter's side, not the workspace's, so their
 // executables run without a trust pin (layer.Layer.NeedsTrust).
 func testPlatformLayer(t *testing.T, e *e2e) {
-	ns, platform := e.namespace(t), e.cp.Namespace(t)
-	e = e.in(ns)
-	src := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "platform-tools", Namespace: platform,
-			Labels:      map[string]string{runconfig.LayerLabel: ""},
-			Annotations: map[string]string{runconfig.ExecutablesAnnotation: `["tools/workspace_probe.sh"]`},
-		},
-		Data: platformLayer,
-	}
-	if err := e.cp.Client.Create(t.Context(), src); err != nil {
-		t.Fatalf("create the platform layer: %v", err)
-	}
-	e.startController(t, ns, platform)
+	e, src := e.withPlatformLayer(t)
 
 	model := testenv.StartModelServer(t,
 		testenv.Turn{
@@ -92,11 +79,11 @@ func testPlatformLayer(t *testing.T, e *e2e) {
 	// The pod mounts the layer's immutable mirror in the session's
 	// namespace, the script executable.
 	var mirrors corev1.ConfigMapList
-	if err := e.cp.Client.List(t.Context(), &mirrors, client.InNamespace(ns), client.MatchingLabels{LabelPlatformLayer: src.Name}); err != nil {
+	if err := e.cp.Client.List(t.Context(), &mirrors, client.InNamespace(e.ns), client.MatchingLabels{LabelPlatformLayer: src.Name}); err != nil {
 		t.Fatal(err)
 	}
 	if len(mirrors.Items) != 1 || mirrors.Items[0].Immutable == nil || !*mirrors.Items[0].Immutable {
-		t.Fatalf("mirrors of %s in %s: %+v, want one immutable", src.Name, ns, mirrors.Items)
+		t.Fatalf("mirrors of %s in %s: %+v, want one immutable", src.Name, e.ns, mirrors.Items)
 	}
 	mirror := mirrors.Items[0].Name
 	var mounted bool
@@ -230,16 +217,7 @@ func toolResults(t *testing.T, r testenv.ModelRequest) map[string]string {
 // ConfigMap's config.toml: the runner pod reads it, and the model gets the
 // bash output capped at the layer's max_bytes, not the spec's default.
 func testNamespaceLayerConfig(t *testing.T, e *e2e) {
-	ns := e.namespace(t)
-	e = e.in(ns)
-	layer := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "team-defaults", Namespace: ns, Labels: map[string]string{runconfig.LayerLabel: ""}},
-		Data:       map[string]string{"config.toml": "[tool_results]\nmax_bytes = 400\nhead_bytes = 150\ntail_bytes = 150\n"},
-	}
-	if err := e.cp.Client.Create(t.Context(), layer); err != nil {
-		t.Fatalf("create the namespace layer: %v", err)
-	}
-	e.startController(t, ns, e.cp.Namespace(t))
+	e, layer := e.withNamespaceLayer(t, "team-defaults", map[string]string{"config.toml": "[tool_results]\nmax_bytes = 400\nhead_bytes = 150\ntail_bytes = 150\n"})
 
 	model := testenv.StartModelServer(t,
 		bashTurn("big", `printf 'x%.0s' $(seq 1 5000); echo; echo the-end`),
@@ -269,16 +247,7 @@ func testNamespaceLayerConfig(t *testing.T, e *e2e) {
 // real node, after the kubelet's sync would have swapped a mutable
 // ConfigMap's files), and the next session sees the change.
 func testNamespaceLayerChanged(t *testing.T, e *e2e) {
-	ns := e.namespace(t)
-	e = e.in(ns)
-	layer := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "team-notes", Namespace: ns, Labels: map[string]string{runconfig.LayerLabel: ""}},
-		Data:       map[string]string{"notes.txt": "version one\n"},
-	}
-	if err := e.cp.Client.Create(t.Context(), layer); err != nil {
-		t.Fatalf("create the namespace layer: %v", err)
-	}
-	e.startController(t, ns, e.cp.Namespace(t))
+	e, layer := e.withNamespaceLayer(t, "team-notes", map[string]string{"notes.txt": "version one\n"})
 	read := "cat " + runconfig.LayerDir(0) + "/notes.txt"
 	held, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -326,4 +295,42 @@ func testNamespaceLayerChanged(t *testing.T, e *e2e) {
 	if got := allToolResults(t, next)["next"]; !strings.Contains(got, "version two") {
 		t.Errorf("the next session read %q, want the changed layer", got)
 	}
+}
+
+// withPlatformLayer is e for the sessions of a new namespace, whose
+// controller has its platform layers in a namespace of their own, with
+// the layer platformLayer in it, which it returns.
+func (e *e2e) withPlatformLayer(t *testing.T) (*e2e, *corev1.ConfigMap) {
+	t.Helper()
+	ns, platform := e.namespace(t), e.cp.Namespace(t)
+	src := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "platform-tools", Namespace: platform,
+			Labels:      map[string]string{runconfig.LayerLabel: ""},
+			Annotations: map[string]string{runconfig.ExecutablesAnnotation: `["tools/workspace_probe.sh"]`},
+		},
+		Data: platformLayer,
+	}
+	if err := e.cp.Client.Create(t.Context(), src); err != nil {
+		t.Fatalf("create the platform layer: %v", err)
+	}
+	e.startController(t, ns, platform)
+	return e.in(ns), src
+}
+
+// withNamespaceLayer is e for the sessions of a new namespace, with a
+// namespace layer ConfigMap name holding data, which it returns, and a
+// controller of its own.
+func (e *e2e) withNamespaceLayer(t *testing.T, name string, data map[string]string) (*e2e, *corev1.ConfigMap) {
+	t.Helper()
+	ns := e.namespace(t)
+	layer := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{runconfig.LayerLabel: ""}},
+		Data:       data,
+	}
+	if err := e.cp.Client.Create(t.Context(), layer); err != nil {
+		t.Fatalf("create the namespace layer: %v", err)
+	}
+	e.startController(t, ns, e.cp.Namespace(t))
+	return e.in(ns), layer
 }

@@ -56,20 +56,7 @@ func TestEndToEndNode(t *testing.T) {
 // its pod as the kubelet ran it, then deletes the session: the garbage
 // collector takes its runner pod, its ConfigMap and the layer's mirror.
 func testNodePodAndGC(t *testing.T, e *e2e) {
-	ns, platform := e.namespace(t), e.cp.Namespace(t)
-	e = e.in(ns)
-	src := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "platform-tools", Namespace: platform,
-			Labels:      map[string]string{runconfig.LayerLabel: ""},
-			Annotations: map[string]string{runconfig.ExecutablesAnnotation: `["tools/workspace_probe.sh"]`},
-		},
-		Data: platformLayer,
-	}
-	if err := e.cp.Client.Create(t.Context(), src); err != nil {
-		t.Fatalf("create the platform layer: %v", err)
-	}
-	e.startController(t, ns, platform)
+	e, src := e.withPlatformLayer(t)
 	model := testenv.StartModelServer(t,
 		bashTurn("c1", "touch /usr/local/bin/probe 2>&1; echo ok > /workspace/w.txt && echo wrote; "+
 			"stat -c 'socket %g %a' "+runconfig.DefaultSocket),
@@ -93,7 +80,7 @@ func testNodePodAndGC(t *testing.T, e *e2e) {
 
 	// Owned by the session: its ConfigMap, and the mirror of the layer.
 	var cms corev1.ConfigMapList
-	if err := e.cp.Client.List(t.Context(), &cms, client.InNamespace(ns)); err != nil {
+	if err := e.cp.Client.List(t.Context(), &cms, client.InNamespace(e.ns)); err != nil {
 		t.Fatal(err)
 	}
 	var owned, mirrors []string
@@ -118,7 +105,7 @@ func testNodePodAndGC(t *testing.T, e *e2e) {
 		t.Errorf("runner pod %s still there a minute after its session's deletion", pod.Name)
 	}
 	for _, name := range owned {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name}}
 		if !testenv.Poll(time.Minute, func() bool { return e.gone(t, cm) }) {
 			t.Errorf("ConfigMap %s still there a minute after its session's deletion", name)
 		}

@@ -537,13 +537,7 @@ spec:
 		t.Parallel()
 		model := testenv.StartModelServer(t, bashTurn("c1", "sleep 300 & echo $! > sleep.pid; wait"))
 		e.session(t, "cancelled", model)
-		pod := e.pod(t, "cancelled")
-		pidText := waitForFile(t, filepath.Join(e.runner.VolumePath(pod, volumeWorkspace), "sleep.pid"))
-		pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
-		if err != nil {
-			t.Fatalf("sleep.pid: %v", err)
-		}
-		pid = hostPID(t, pod.Name, pid)
+		pid := e.toolPID(t, e.pod(t, "cancelled"), "sleep.pid")
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
 			t.Fatalf("the tool's sleep (pid %d) is not running: %v", pid, err)
 		}
@@ -558,18 +552,7 @@ spec:
 		if s.Status.Phase != aeriev1alpha1.PhaseCancelled {
 			t.Errorf("phase %s, want Cancelled", s.Status.Phase)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-			// A zombie is gone but for its parent's wait.
-			if err != nil || strings.Contains(string(stat), ") Z ") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the tool's sleep (pid %d) still runs 30s after the cancellation", pid)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		waitProcessGone(t, pid, "the cancellation")
 	})
 }
 
@@ -581,13 +564,7 @@ func testDeadlineExceeded(t *testing.T, e *e2e) {
 	e.session(t, "deadline", model, func(s *aeriev1alpha1.AgentSession) {
 		s.Spec.Budget = &aeriev1alpha1.Budget{MaxDuration: &metav1.Duration{Duration: 10 * time.Second}}
 	})
-	pod := e.pod(t, "deadline")
-	pidText := waitForFile(t, filepath.Join(e.runner.VolumePath(pod, volumeWorkspace), "sleep.pid"))
-	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
-	if err != nil {
-		t.Fatalf("sleep.pid: %v", err)
-	}
-	pid = hostPID(t, pod.Name, pid)
+	pid := e.toolPID(t, e.pod(t, "deadline"), "sleep.pid")
 	s := e.waitFinished(t, "deadline")
 	c := condition(s, aeriev1alpha1.ConditionSucceeded)
 	if s.Status.Phase != aeriev1alpha1.PhaseFailed || s.Status.Attempts != 1 || s.Status.Result == nil ||
@@ -595,13 +572,31 @@ func testDeadlineExceeded(t *testing.T, e *e2e) {
 		b, _ := json.MarshalIndent(s.Status, "", "  ")
 		t.Fatalf("want Failed, TimedOut (DeadlineExceeded) in attempt 1; status:\n%s", b)
 	}
+	waitProcessGone(t, pid, "the session timed out")
+}
+
+// toolPID is the process id a tool wrote to file in the workspace of pod,
+// as the host sees it.
+func (e *e2e) toolPID(t *testing.T, pod *corev1.Pod, file string) int {
+	t.Helper()
+	text := waitForFile(t, filepath.Join(e.runner.VolumePath(pod, volumeWorkspace), file))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(text)))
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return hostPID(t, pod.Name, pid)
+}
+
+// waitProcessGone waits until process pid has ended (a zombie has, but for
+// its parent's wait), for at most 30 s after what.
+func waitProcessGone(t *testing.T, pid int, after string) {
+	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil || strings.Contains(string(stat), ") Z ") {
-			break
+		if _, alive := procStat(pid); !alive {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the tool's sleep (pid %d) still runs 30s after the session timed out", pid)
+			t.Fatalf("the tool's process %d still runs 30s after %s", pid, after)
 		}
 	}
 }
